@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Make sure a Chromium and basic fonts are installed; install them with apt when we can.
+set -euo pipefail
+if [ -n "${PRESSROOM_CHROMIUM:-}" ] && [ -x "${PRESSROOM_CHROMIUM}" ]; then exit 0; fi
+need=()
+command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 \
+  || command -v google-chrome >/dev/null 2>&1 || need+=(chromium)
+[ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need+=(fonts-dejavu-core)
+[ -d /usr/share/fonts/truetype/liberation ] || need+=(fonts-liberation)
+[ ${#need[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "Installing ${need[*]} with apt-get…"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+  exit 0
+fi
+echo "Pressroom needs: ${need[*]}" >&2
+echo "Install them (Debian/Ubuntu: sudo apt-get install ${need[*]})," >&2
+echo "or point PRESSROOM_CHROMIUM at a Chromium binary." >&2
+exit 1

@@ -1,0 +1,33 @@
+"""`pressroom <command>`: run one service, or everything on a laptop with `dev`."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+COMMANDS = {
+    "dev": ("services.dev", "run everything with embedded NATS, PostgreSQL and storage"),
+    "gateway": ("services.gateway.main", "the HTTP API"),
+    "renderer": ("services.renderer.main", "render jobs with Chromium"),
+    "projector": ("services.projector.main", "project the log into PostgreSQL"),
+    "notifier": ("services.notifier.main", "deliver signed webhooks"),
+}
+
+
+def usage() -> str:
+    lines = ["usage: pressroom <command>", "", "commands:"]
+    lines += [f"  {name:<10} {doc}" for name, (_, doc) in COMMANDS.items()]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    if not args or args[0] not in COMMANDS:
+        print(usage(), file=sys.stderr)
+        raise SystemExit(0 if args and args[0] in {"-h", "--help"} else 2)
+    module = importlib.import_module(COMMANDS[args[0]][0])
+    module.main()
+
+
+if __name__ == "__main__":
+    main()

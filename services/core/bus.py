@@ -1,0 +1,201 @@
+"""JetStream adapter: connection, the JOBS stream, the durable consumers, publishing.
+
+Stream and consumers are created (or updated) idempotently at start by every service, so a
+fresh NATS needs no separate deploy step. Retention is by age, not work-queue: each
+service reads the same log through its own durable consumer, and the log can be replayed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import nats
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.errors import (
+    ConnectionClosedError,
+    NoServersError,
+    OutboundBufferLimitError,
+)
+from nats.errors import Error as NatsError
+from nats.errors import TimeoutError as NatsTimeout
+from nats.js import JetStreamContext
+from nats.js.api import (
+    AckPolicy,
+    ConsumerConfig,
+    DeliverPolicy,
+    DiscardPolicy,
+    RetentionPolicy,
+    StorageType,
+    StreamConfig,
+)
+from nats.js.errors import APIError, NoStreamResponseError
+
+from services.core import events
+from services.core.errors import Unavailable
+from services.core.settings import Settings
+
+log = logging.getLogger(__name__)
+
+DUPLICATE_WINDOW = 3600.0
+"""Seconds a `Nats-Msg-Id` is remembered; covers client retries of the same POST."""
+
+
+def stream_config(settings: Settings) -> StreamConfig:
+    return StreamConfig(
+        name=events.STREAM,
+        subjects=events.SUBJECTS,
+        retention=RetentionPolicy.LIMITS,
+        storage=StorageType.FILE,
+        num_replicas=settings.stream_replicas,
+        max_age=settings.stream_max_age,
+        discard=DiscardPolicy.OLD,
+        duplicate_window=DUPLICATE_WINDOW,
+    )
+
+
+def consumer_configs(settings: Settings) -> list[ConsumerConfig]:
+    """The three durables. No `backoff` list: retries are `nak(delay)` (see shared notes)."""
+    common: dict[str, Any] = {
+        "ack_policy": AckPolicy.EXPLICIT,
+        "deliver_policy": DeliverPolicy.ALL,
+    }
+    return [
+        ConsumerConfig(
+            durable_name=events.RENDERER,
+            filter_subject="jobs.*.submitted",
+            ack_wait=settings.ack_wait,
+            max_deliver=settings.max_attempts,
+            max_ack_pending=1000,
+            **common,
+        ),
+        ConsumerConfig(
+            durable_name=events.PROJECTOR,
+            filter_subject="jobs.>",
+            ack_wait=30.0,
+            max_deliver=-1,
+            max_ack_pending=10000,
+            **common,
+        ),
+        ConsumerConfig(
+            durable_name=events.NOTIFIER,
+            filter_subjects=["jobs.*.done", "jobs.*.failed"],
+            ack_wait=settings.webhook_timeout * 3 + 10,
+            max_deliver=-1,
+            max_ack_pending=10000,
+            **common,
+        ),
+    ]
+
+
+async def _on_error(exc: Exception) -> None:
+    log.warning("nats: %s", exc)
+
+
+async def _on_disconnect() -> None:
+    log.warning("nats: disconnected, reconnecting")
+
+
+async def _on_reconnect() -> None:
+    log.info("nats: reconnected")
+
+
+async def connect(settings: Settings, *, name: str) -> Client:
+    """Connect, retrying forever in the background once connected (pods should not give up)."""
+    try:
+        return await nats.connect(
+            settings.nats_url,
+            name=f"pressroom-{name}",
+            max_reconnect_attempts=-1,
+            reconnect_time_wait=1,
+            connect_timeout=5,
+            error_cb=_on_error,
+            disconnected_cb=_on_disconnect,
+            reconnected_cb=_on_reconnect,
+        )
+    except (NoServersError, OSError, NatsTimeout) as exc:
+        raise Unavailable(f"cannot reach NATS at {settings.nats_url}: {exc}") from exc
+
+
+async def ensure_stream(js: JetStreamContext, settings: Settings) -> None:
+    """Create or update the JOBS stream and the three durable consumers."""
+    config = stream_config(settings)
+    try:
+        await js.add_stream(config)
+    except APIError as exc:
+        if exc.err_code != 10058:  # exists with another configuration: update it
+            raise
+        await js.update_stream(config)
+    for consumer in consumer_configs(settings):
+        await js.add_consumer(events.STREAM, consumer)
+
+
+@contextlib.asynccontextmanager
+async def open_bus(
+    settings: Settings, *, name: str
+) -> AsyncIterator[tuple[Client, JetStreamContext]]:
+    """A connected client with the stream in place; drained on exit."""
+    nc = await connect(settings, name=name)
+    try:
+        js = nc.jetstream(timeout=5)
+        await ensure_stream(js, settings)
+        yield nc, js
+    finally:
+        with contextlib.suppress(Exception):
+            await nc.drain()
+
+
+async def publish(js: JetStreamContext, event: events.AnyEvent, *, timeout: float = 5.0) -> bool:
+    """Publish with its dedup id; True if stored now, False if it was a duplicate.
+
+    Raises `Unavailable` when JetStream does not acknowledge within `timeout`.
+    """
+    try:
+        ack = await js.publish(
+            events.subject_of(event),
+            events.encode(event),
+            timeout=timeout,
+            stream=events.STREAM,
+            headers={"Nats-Msg-Id": events.msg_id(event)},
+        )
+    except (
+        NatsTimeout,
+        NoStreamResponseError,
+        ConnectionClosedError,
+        OutboundBufferLimitError,
+    ) as exc:
+        raise Unavailable(f"NATS did not acknowledge the event: {type(exc).__name__}") from exc
+    return not ack.duplicate
+
+
+async def subscribe(js: JetStreamContext, durable: str) -> JetStreamContext.PullSubscription:
+    """Bind to one of the durables made by `ensure_stream`."""
+    return await js.pull_subscribe_bind(durable, stream=events.STREAM)
+
+
+async def fetch(
+    sub: JetStreamContext.PullSubscription, batch: int, timeout: float = 1.0
+) -> list[Msg]:
+    """Up to `batch` messages; an empty list when none came within `timeout`.
+
+    nats-py raises on an empty fetch, and while disconnected; both just mean "nothing now".
+    """
+    try:
+        msgs: list[Msg] = await sub.fetch(batch, timeout=timeout)
+    except (TimeoutError, NatsTimeout):
+        return []
+    except (ConnectionClosedError, NatsError) as exc:
+        log.warning("fetch failed: %s", exc)
+        await asyncio.sleep(timeout)  # reconnecting: do not spin
+        return []
+    return msgs
+
+
+async def close_subscription(sub: JetStreamContext.PullSubscription) -> None:
+    """Unsubscribe before the client drains (a drain after fetch hangs otherwise)."""
+    with contextlib.suppress(Exception):
+        await sub.unsubscribe()

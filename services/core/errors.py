@@ -1,0 +1,134 @@
+"""Every failure Pressroom names, and what the caller must do about it.
+
+    PressroomError
+    ├── DeterministicError        the same input fails the same way: fail the job now
+    │   ├── RequestError          a client request is malformed (HTTP 400)
+    │   ├── PayloadTooLarge       a request body is over the limit (HTTP 413)
+    │   ├── NotFound              no such job or file (HTTP 404)
+    │   ├── TemplateError         Jinja2 could not parse or render the template
+    │   ├── OutputTooLarge        the rendered document is over the output limit
+    │   └── InvalidEvent          a message on the log cannot be decoded
+    └── TransientError            may work on a later attempt: retry with backoff
+        ├── Unavailable           NATS or Postgres cannot be reached (HTTP 503)
+        ├── StorageError          object storage failed
+        ├── BrowserError          Chromium crashed or the page broke
+        └── RenderTimeout         the render took longer than allowed
+
+A renderer `term()`s a message on a deterministic error (after publishing `failed`) and
+`nak(delay)`s it on a transient one. `ERROR_TABLE` lists the HTTP status of each.
+"""
+
+from __future__ import annotations
+
+
+class PressroomError(Exception):
+    """Base class; `kind` is the stable, machine-readable name shown to clients."""
+
+    kind = "internal"
+    http_status = 500
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+    def to_dict(self) -> dict[str, str]:
+        body = {"type": self.kind, "message": self.message}
+        if self.field is not None:
+            body["field"] = self.field
+        return body
+
+
+class DeterministicError(PressroomError):
+    """Retrying cannot help: the job fails at once with this message."""
+
+    kind = "deterministic"
+    http_status = 400
+
+
+class RequestError(DeterministicError):
+    """A request body, header or parameter is invalid; `field` names it."""
+
+    kind = "validation"
+    http_status = 400
+
+
+class PayloadTooLarge(DeterministicError):
+    """The request body is larger than `PRESSROOM_MAX_BODY_BYTES`."""
+
+    kind = "too_large"
+    http_status = 413
+
+
+class NotFound(DeterministicError):
+    """The job, file or link does not exist (or has expired)."""
+
+    kind = "not_found"
+    http_status = 404
+
+
+class TemplateError(DeterministicError):
+    """The template has a syntax error or uses an undefined variable."""
+
+    kind = "template"
+
+
+class OutputTooLarge(DeterministicError):
+    """The rendered PDF is larger than `PRESSROOM_MAX_OUTPUT_BYTES`."""
+
+    kind = "output_too_large"
+
+
+class InvalidEvent(DeterministicError):
+    """A message on the log is not a valid event of this schema."""
+
+    kind = "invalid_event"
+
+
+class TransientError(PressroomError):
+    """A dependency failed; the same work may succeed later."""
+
+    kind = "transient"
+    http_status = 503
+
+
+class Unavailable(TransientError):
+    """NATS or PostgreSQL cannot be reached right now."""
+
+    kind = "unavailable"
+
+
+class StorageError(TransientError):
+    """Object storage refused or failed an operation."""
+
+    kind = "storage"
+
+
+class BrowserError(TransientError):
+    """Chromium crashed, disconnected or the page failed."""
+
+    kind = "browser"
+
+
+class RenderTimeout(TransientError):
+    """The render exceeded `PRESSROOM_RENDER_TIMEOUT`."""
+
+    kind = "timeout"
+
+
+ERROR_TABLE: dict[type[PressroomError], tuple[str, int]] = {
+    cls: ("term" if issubclass(cls, DeterministicError) else "nak", cls.http_status)
+    for cls in (
+        RequestError,
+        PayloadTooLarge,
+        NotFound,
+        TemplateError,
+        OutputTooLarge,
+        InvalidEvent,
+        Unavailable,
+        StorageError,
+        BrowserError,
+        RenderTimeout,
+    )
+}
+"""Each error class → (consumer action, HTTP status)."""

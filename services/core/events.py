@@ -1,0 +1,162 @@
+"""Every message on the log: msgspec Structs tagged by `type`, with a schema version `v`.
+
+Decoders ignore unknown fields, so an old consumer survives a newer producer. Subjects and
+the stream name live here too, so no other module spells them.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import msgspec
+
+STREAM = "JOBS"
+SUBJECTS = ["jobs.>"]
+
+RENDERER = "renderer"
+PROJECTOR = "projector"
+NOTIFIER = "notifier"
+
+
+def subject(job_id: str, event: str) -> str:
+    """The subject of one job's event: `jobs.<job_id>.<event>`."""
+    return f"jobs.{job_id}.{event}"
+
+
+def now() -> float:
+    """Event timestamps are Unix seconds."""
+    return time.time()
+
+
+class Margin(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """Page margins as CSS lengths (`"10mm"`, `"0.5in"`, `"12px"`)."""
+
+    top: str = "0"
+    right: str = "0"
+    bottom: str = "0"
+    left: str = "0"
+
+
+class PageOptions(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """How the page is printed; validated at the gateway, used by the renderer."""
+
+    format: str = "A4"
+    landscape: bool = False
+    margin: Margin | None = None
+    print_background: bool = True
+    scale: float = 1.0
+
+
+class ErrorInfo(msgspec.Struct, omit_defaults=True):
+    """A failure as the user sees it: a stable `type` and the root-cause `message`."""
+
+    type: str
+    message: str
+
+
+class Event(msgspec.Struct, tag_field="type", kw_only=True, omit_defaults=True):
+    """Base of every event: the job it concerns, when, and the schema version."""
+
+    job_id: str
+    at: float = msgspec.field(default_factory=now)
+    v: int = 1
+
+
+class JobSubmitted(Event, tag="submitted"):
+    """A client's job, accepted by the gateway; everything needed to render it."""
+
+    template: str
+    data: dict[str, Any] = msgspec.field(default_factory=dict)
+    options: PageOptions = msgspec.field(default_factory=PageOptions)
+    webhook_url: str | None = None
+    idempotency_key: str | None = None
+
+
+class JobStarted(Event, tag="started"):
+    """A renderer began attempt number `attempt`."""
+
+    attempt: int
+    worker: str
+
+
+class JobRetrying(Event, tag="retrying"):
+    """Attempt `attempt` failed transiently; the next one comes after `delay` seconds."""
+
+    attempt: int
+    worker: str
+    error: ErrorInfo
+    delay: float
+
+
+class JobDone(Event, tag="done"):
+    """The document is stored under `object_key`."""
+
+    attempt: int
+    object_key: str
+    bytes: int
+    pages: int
+    render_ms: int
+    webhook_url: str | None = None
+
+
+class JobFailed(Event, tag="failed"):
+    """The job ended without a document; `error` says why."""
+
+    attempt: int
+    error: ErrorInfo
+    webhook_url: str | None = None
+
+
+class WebhookAttempted(Event, tag="webhook"):
+    """One webhook delivery attempt and its outcome (`delivered`, `retrying`, `gave_up`)."""
+
+    webhook_id: str
+    attempt: int
+    url: str
+    outcome: str
+    status_code: int | None = None
+    error: str | None = None
+    latency_ms: int = 0
+
+
+AnyEvent = JobSubmitted | JobStarted | JobRetrying | JobDone | JobFailed | WebhookAttempted
+TERMINAL = (JobDone, JobFailed)
+
+_encoder = msgspec.json.Encoder()
+_decoder = msgspec.json.Decoder(AnyEvent)
+
+
+def encode(event: AnyEvent) -> bytes:
+    return _encoder.encode(event)
+
+
+def decode(payload: bytes) -> AnyEvent:
+    """Decode any event; raises `msgspec.ValidationError`/`DecodeError` on garbage."""
+    return _decoder.decode(payload)
+
+
+def event_name(event: AnyEvent) -> str:
+    """The tag of an event, which is also the last token of its subject."""
+    return str(type(event).__struct_config__.tag)
+
+
+def subject_of(event: AnyEvent) -> str:
+    return subject(event.job_id, event_name(event))
+
+
+def msg_id(event: AnyEvent) -> str:
+    """The `Nats-Msg-Id` that makes re-publishing the same fact harmless.
+
+    Both terminal events share one id per job, so a racing second terminal event from a
+    redelivered render is dropped by the stream's duplicate window.
+    """
+    if isinstance(event, TERMINAL):
+        return f"{event.job_id}.terminal"
+    if isinstance(event, JobSubmitted):
+        return event.job_id
+    if isinstance(event, JobStarted | JobRetrying):
+        return f"{event.job_id}.{event_name(event)}.{event.attempt}"
+    if isinstance(event, WebhookAttempted):
+        return f"{event.job_id}.webhook.{event.webhook_id}.{event.attempt}"
+    raise TypeError(type(event))

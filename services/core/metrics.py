@@ -1,0 +1,59 @@
+"""Every Prometheus metric, in one place, all named `pressroom_…`."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
+
+JOBS_SUBMITTED = Counter("pressroom_jobs_submitted_total", "Jobs accepted with 202")
+REQUESTS_REJECTED = Counter(
+    "pressroom_requests_rejected_total", "Requests answered with an error", ["status"]
+)
+JOBS_FINISHED = Counter(
+    "pressroom_jobs_finished_total", "Jobs that reached a terminal status", ["status"]
+)
+RENDER_SECONDS = Histogram(
+    "pressroom_render_seconds",
+    "Template to stored PDF, per attempt",
+    buckets=(0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1, 2, 5, 10, 30, 60),
+)
+RENDER_ATTEMPTS = Counter(
+    "pressroom_render_attempts_total", "Render attempts by outcome", ["outcome"]
+)
+RENDERS_IN_FLIGHT = Gauge("pressroom_renders_in_flight", "Renders running now")
+EVENTS_PROJECTED = Counter(
+    "pressroom_events_projected_total", "Events applied to Postgres", ["type"]
+)
+WEBHOOK_DELIVERIES = Counter(
+    "pressroom_webhook_deliveries_total", "Webhook attempts by outcome", ["outcome"]
+)
+WEBHOOK_SECONDS = Histogram(
+    "pressroom_webhook_seconds",
+    "Webhook request latency",
+    buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)
+
+
+async def handle_metrics(request: web.Request) -> web.Response:
+    body = generate_latest()
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+@contextlib.asynccontextmanager
+async def serve(host: str, port: int) -> AsyncIterator[None]:
+    """Serve `/metrics` on its own port (services without an HTTP API); 0 disables it."""
+    if port == 0:
+        yield
+        return
+    app = web.Application()
+    app.router.add_get("/metrics", handle_metrics)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, host, port).start()
+        yield
+    finally:
+        await runner.cleanup()

@@ -1,0 +1,61 @@
+"""What every service's `main` shares: logging, settings, signals, the exit status."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+from collections.abc import Awaitable, Callable
+
+from services.core.errors import PressroomError
+from services.core.settings import Settings, SettingsError
+
+ServiceMain = Callable[[Settings, asyncio.Event], Awaitable[None]]
+
+
+async def pause(stop: asyncio.Event, seconds: float) -> None:
+    """Wait `seconds`, or less if `stop` is set meanwhile (a backoff that yields to shutdown)."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), seconds)
+
+
+def setup_logging(level: str, service: str) -> None:
+    logging.basicConfig(
+        level=level,
+        format=f"%(asctime)s {service:<9} %(levelname)-7s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+    logging.getLogger("pyppeteer").setLevel(logging.WARNING)
+    logging.getLogger("websockets").setLevel(logging.WARNING)
+
+
+def load_settings() -> Settings:
+    """Settings from the process environment; a bad value ends the process with status 2."""
+    try:
+        return Settings.from_env(os.environ)
+    except SettingsError as exc:
+        print(f"pressroom: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+async def _run(service_main: ServiceMain, settings: Settings) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await service_main(settings, stop)
+
+
+def run(name: str, service_main: ServiceMain) -> None:
+    """Run one service until SIGINT/SIGTERM; startup failures exit 1 with one clear line."""
+    settings = load_settings()
+    setup_logging(settings.log_level, name)
+    try:
+        asyncio.run(_run(service_main, settings))
+    except (PressroomError, SettingsError) as exc:
+        logging.getLogger(name).error("%s", exc)
+        raise SystemExit(1) from None

@@ -1,0 +1,209 @@
+"""Settings: read from the environment once, validated, frozen.
+
+`Settings.from_env(environ)` is the only place that reads `PRESSROOM_*` variables. A bad
+value raises `SettingsError` naming the variable and the value, and each service turns that
+into a one-line message and exit status 2.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class SettingsError(ValueError):
+    """A `PRESSROOM_*` variable holds a value the service cannot use."""
+
+
+def _int(lo: int, hi: int) -> Callable[[str], int]:
+    def parse(raw: str) -> int:
+        value = int(raw)
+        if not lo <= value <= hi:
+            raise ValueError(f"must be between {lo} and {hi}")
+        return value
+
+    return parse
+
+
+def _float(lo: float, hi: float) -> Callable[[str], float]:
+    def parse(raw: str) -> float:
+        value = float(raw)
+        if not lo <= value <= hi:
+            raise ValueError(f"must be between {lo} and {hi}")
+        return value
+
+    return parse
+
+
+def _bool(raw: str) -> bool:
+    lowered = raw.strip().lower()
+    if lowered in {"1", "true", "yes", "on"}:
+        return True
+    if lowered in {"0", "false", "no", "off", ""}:
+        return False
+    raise ValueError("must be 1/0, true/false, yes/no or on/off")
+
+
+def _choice(*options: str) -> Callable[[str], str]:
+    def parse(raw: str) -> str:
+        if raw not in options:
+            raise ValueError(f"must be one of {', '.join(options)}")
+        return raw
+
+    return parse
+
+
+def _schedule(raw: str) -> tuple[float, ...]:
+    values = tuple(float(part) for part in raw.split(",") if part.strip())
+    if not values or any(v < 0 for v in values):
+        raise ValueError("must be a comma-separated list of non-negative seconds")
+    return values
+
+
+def _str(raw: str) -> str:
+    return raw
+
+
+def _var(name: str, default: Any, parse: Callable[[str], Any] = _str, doc: str = "") -> Any:
+    return field(default=default, metadata={"env": name, "parse": parse, "doc": doc})
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every setting of every service; each field is one `PRESSROOM_*` variable."""
+
+    host: str = _var("PRESSROOM_HOST", "127.0.0.1", doc="address the gateway listens on")
+    port: int = _var("PRESSROOM_PORT", 8080, _int(0, 65535), "gateway HTTP port")
+    public_url: str = _var(
+        "PRESSROOM_PUBLIC_URL", "", doc="base URL clients use for the gateway (download links)"
+    )
+    metrics_port: int = _var(
+        "PRESSROOM_METRICS_PORT", 9100, _int(0, 65535), "Prometheus port of non-gateway services"
+    )
+    data_dir: str = _var("PRESSROOM_DATA_DIR", ".pressroom", doc="where `pressroom dev` keeps data")
+    nats_url: str = _var("PRESSROOM_NATS_URL", "nats://127.0.0.1:4222", doc="NATS server URL")
+    stream_replicas: int = _var(
+        "PRESSROOM_STREAM_REPLICAS", 1, _int(1, 5), "replicas of the JOBS stream"
+    )
+    stream_max_age: float = _var(
+        "PRESSROOM_STREAM_MAX_AGE", 7 * 86400.0, _float(60, 10 * 365 * 86400), "log retention, s"
+    )
+    database_url: str = _var(
+        "PRESSROOM_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/pressroom", doc="Postgres"
+    )
+    storage: str = _var("PRESSROOM_STORAGE", "local", _choice("local", "s3"), "storage backend")
+    storage_dir: str = _var(
+        "PRESSROOM_STORAGE_DIR", ".pressroom/files", doc="folder of the local storage backend"
+    )
+    url_secret: str = _var(
+        "PRESSROOM_URL_SECRET", "", doc="HMAC key for local download URLs (dev generates one)"
+    )
+    url_ttl: int = _var(
+        "PRESSROOM_URL_TTL", 900, _int(10, 7 * 86400), "lifetime of download URLs, s"
+    )
+    s3_endpoint: str = _var("PRESSROOM_S3_ENDPOINT", "", doc="S3 endpoint URL (empty: AWS)")
+    s3_bucket: str = _var("PRESSROOM_S3_BUCKET", "pressroom", doc="S3 bucket")
+    s3_access_key: str = _var("PRESSROOM_S3_ACCESS_KEY", "", doc="S3 access key id")
+    s3_secret_key: str = _var("PRESSROOM_S3_SECRET_KEY", "", doc="S3 secret access key")
+    s3_region: str = _var("PRESSROOM_S3_REGION", "us-east-1", doc="S3 region")
+    chromium: str = _var("PRESSROOM_CHROMIUM", "", doc="Chromium binary (default: found on PATH)")
+    render_concurrency: int = _var(
+        "PRESSROOM_RENDER_CONCURRENCY", 2, _int(1, 64), "pages rendering at once per renderer"
+    )
+    render_timeout: float = _var(
+        "PRESSROOM_RENDER_TIMEOUT", 30.0, _float(1, 600), "per-render time limit, s"
+    )
+    max_attempts: int = _var(
+        "PRESSROOM_MAX_ATTEMPTS", 5, _int(1, 100), "render deliveries before a job fails"
+    )
+    retry_base: float = _var(
+        "PRESSROOM_RETRY_BASE", 2.0, _float(0, 3600), "first retry delay of transient errors, s"
+    )
+    retry_cap: float = _var("PRESSROOM_RETRY_CAP", 60.0, _float(0, 86400), "longest retry delay, s")
+    ack_wait: float = _var(
+        "PRESSROOM_ACK_WAIT", 30.0, _float(1, 3600), "redelivery after a silent worker, s"
+    )
+    shutdown_grace: float = _var(
+        "PRESSROOM_SHUTDOWN_GRACE", 20.0, _float(0, 3600), "time to finish renders on SIGTERM, s"
+    )
+    max_body_bytes: int = _var(
+        "PRESSROOM_MAX_BODY_BYTES", 1024 * 1024, _int(1024, 64 * 1024 * 1024), "request limit"
+    )
+    max_output_bytes: int = _var(
+        "PRESSROOM_MAX_OUTPUT_BYTES", 50 * 1024 * 1024, _int(1024, 2**31), "largest PDF, bytes"
+    )
+    webhook_secret: str = _var(
+        "PRESSROOM_WEBHOOK_SECRET", "", doc="whsec_… signing secret (dev generates one)"
+    )
+    webhook_schedule: tuple[float, ...] = _var(
+        "PRESSROOM_WEBHOOK_SCHEDULE",
+        (0.0, 5.0, 300.0, 1800.0, 7200.0, 18000.0, 36000.0),
+        _schedule,
+        "delays before each webhook attempt, s",
+    )
+    webhook_timeout: float = _var(
+        "PRESSROOM_WEBHOOK_TIMEOUT", 10.0, _float(0.1, 300), "per-delivery timeout, s"
+    )
+    webhook_concurrency: int = _var(
+        "PRESSROOM_WEBHOOK_CONCURRENCY", 32, _int(1, 1024), "webhook deliveries at once"
+    )
+    allow_private_networks: bool = _var(
+        "PRESSROOM_ALLOW_PRIVATE_NETWORKS",
+        False,
+        _bool,
+        "allow webhooks to private, loopback and link-local addresses",
+    )
+    log_level: str = _var(
+        "PRESSROOM_LOG_LEVEL", "INFO", _choice("DEBUG", "INFO", "WARNING", "ERROR"), "log level"
+    )
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> Settings:
+        """Build settings from `environ`, raising `SettingsError` on the first bad value."""
+        values: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            name = f.metadata["env"]
+            if name not in environ:
+                continue
+            raw = environ[name]
+            try:
+                values[f.name] = f.metadata["parse"](raw)
+            except ValueError as exc:
+                raise SettingsError(f"{name}={raw!r} is invalid: {exc}") from None
+        return cls(**values)
+
+    @property
+    def base_url(self) -> str:
+        """Where clients reach the gateway; used in download links."""
+        if self.public_url:
+            return self.public_url.rstrip("/")
+        host = "127.0.0.1" if self.host in {"0.0.0.0", "::", ""} else self.host
+        return f"http://{host}:{self.port}"
+
+    def chromium_path(self) -> str:
+        """The Chromium executable: `PRESSROOM_CHROMIUM`, else the first one on PATH."""
+        if self.chromium:
+            return self.chromium
+        for name in ("chromium", "chromium-browser", "google-chrome", "chrome"):
+            found = shutil.which(name)
+            if found:
+                return found
+        raise SettingsError(
+            "PRESSROOM_CHROMIUM is not set and no chromium is on PATH "
+            "(Debian/Ubuntu: apt-get install chromium)"
+        )
+
+
+def describe() -> list[tuple[str, str, str]]:
+    """(variable, default, meaning) for every setting, for the README table."""
+    rows = []
+    for f in dataclasses.fields(Settings):
+        default = f.default
+        shown = ",".join(f"{v:g}" for v in default) if isinstance(default, tuple) else default
+        rows.append((f.metadata["env"], str(shown), f.metadata["doc"]))
+    return rows

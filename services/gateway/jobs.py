@@ -1,0 +1,180 @@
+"""HTTP routes: submit a job, read its status, download its file, health and readiness."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+from typing import Any
+
+import asyncpg
+from aiohttp import web
+from nats.errors import Error as NatsError
+from nats.js.errors import NotFoundError
+
+from services.core import bus, db, events, metrics, netpolicy
+from services.core.errors import NotFound, RequestError, Unavailable
+from services.core.storage import LocalStorage
+from services.gateway.keys import JS, NATS, POOL, SETTINGS, STORAGE
+from services.gateway.requests import JOB_ID, job_id_for, parse_job
+
+log = logging.getLogger(__name__)
+
+_DB_DOWN = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncio.TimeoutError)
+
+
+def _iso(value: dt.datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+async def _read_body(request: web.Request) -> bytes:
+    content_type = request.headers.get("Content-Type", "")
+    mime = content_type.split(";", 1)[0].strip().lower()
+    if mime != "application/json" and not mime.endswith("+json"):
+        shown = content_type or "none"
+        raise RequestError(
+            f"Content-Type must be application/json, got {shown}", field="Content-Type"
+        )
+    return await request.read()
+
+
+async def submit_job(request: web.Request) -> web.Response:
+    """`POST /jobs`: 202 once the `submitted` event is durable in JetStream."""
+    settings = request.app[SETTINGS]
+    job = parse_job(await _read_body(request))
+    if job.webhook_url is not None:
+        await netpolicy.check_url(
+            job.webhook_url, allow_private=settings.allow_private_networks, field="webhook_url"
+        )
+    key = request.headers.get("Idempotency-Key")
+    event = events.JobSubmitted(
+        job_id=job_id_for(key),
+        template=job.template,
+        data=job.data,
+        options=job.options,
+        webhook_url=job.webhook_url,
+        idempotency_key=key,
+    )
+    fresh = await bus.publish(request.app[JS], event)
+    if fresh:
+        metrics.JOBS_SUBMITTED.inc()
+    location = f"/jobs/{event.job_id}"
+    body = {"id": event.job_id, "status": "queued", "url": location}
+    return web.json_response(body, status=202, headers={"Location": location})
+
+
+async def _load_row(request: web.Request, job_id: str) -> dict[str, Any] | None:
+    try:
+        return await db.get_job(request.app[POOL], job_id)
+    except _DB_DOWN as exc:
+        raise Unavailable(f"job status is unavailable: PostgreSQL: {exc}") from exc
+
+
+async def _in_log(request: web.Request, job_id: str) -> bool:
+    """Whether the log holds the job's submission (the projection may lag behind it)."""
+    try:
+        await request.app[JS].get_last_msg(events.STREAM, events.subject(job_id, "submitted"))
+    except NotFoundError:
+        return False
+    except (TimeoutError, NatsError) as exc:
+        raise Unavailable(f"job status is unavailable: NATS: {exc}") from exc
+    return True
+
+
+async def _view(request: web.Request, row: dict[str, Any]) -> dict[str, Any]:
+    error = None
+    if row["error_message"] is not None:
+        error = {"type": row["error_type"], "message": row["error_message"]}
+    url = None
+    if row["status"] == "done" and row["object_key"]:
+        url = await request.app[STORAGE].url(row["object_key"], request.app[SETTINGS].url_ttl)
+    return {
+        "id": row["id"],
+        "status": row["status"],
+        "attempts": row["attempts"],
+        "error": error,
+        "url": url,
+        "pages": row["pages"],
+        "bytes": row["bytes"],
+        "render_ms": row["render_ms"],
+        "webhook_url": row["webhook_url"],
+        "created_at": _iso(row["created_at"]),
+        "started_at": _iso(row["started_at"]),
+        "finished_at": _iso(row["finished_at"]),
+    }
+
+
+def _job_id(request: web.Request) -> str:
+    job_id = request.match_info["job_id"]
+    if not JOB_ID.match(job_id):
+        raise NotFound(f"no job {job_id!r}")
+    return job_id
+
+
+async def get_job(request: web.Request) -> web.Response:
+    """`GET /jobs/{id}`: the projection, or `queued` if only the log knows it yet."""
+    job_id = _job_id(request)
+    row = await _load_row(request, job_id)
+    if row is not None:
+        return web.json_response(await _view(request, row))
+    if await _in_log(request, job_id):
+        return web.json_response({"id": job_id, "status": "queued", "attempts": 0})
+    raise NotFound(f"no job {job_id!r}")
+
+
+async def get_webhooks(request: web.Request) -> web.Response:
+    """`GET /jobs/{id}/webhooks`: every recorded webhook delivery attempt."""
+    job_id = _job_id(request)
+    try:
+        rows = await db.webhook_deliveries(request.app[POOL], job_id)
+    except _DB_DOWN as exc:
+        raise Unavailable(f"webhook log is unavailable: PostgreSQL: {exc}") from exc
+    attempts = [
+        {
+            "webhook_id": r["webhook_id"],
+            "attempt": r["attempt"],
+            "url": r["url"],
+            "outcome": r["outcome"],
+            "status_code": r["status_code"],
+            "error": r["error"],
+            "latency_ms": r["latency_ms"],
+            "at": _iso(r["at"]),
+        }
+        for r in rows
+    ]
+    return web.json_response({"id": job_id, "attempts": attempts})
+
+
+async def download(request: web.Request) -> web.FileResponse:
+    """`GET /files/{key}`: local-storage downloads, only through an unexpired signed link."""
+    storage = request.app[STORAGE]
+    if not isinstance(storage, LocalStorage):
+        raise NotFound("downloads are served by object storage")
+    key = request.match_info["key"]
+    path = storage.verify(key, request.query.get("expires", ""), request.query.get("sig", ""))
+    headers = {"Content-Type": "application/pdf", "Cache-Control": "private, max-age=60"}
+    return web.FileResponse(path, headers=headers)
+
+
+async def healthz(request: web.Request) -> web.Response:
+    return web.json_response({"status": "ok"})
+
+
+async def readyz(request: web.Request) -> web.Response:
+    """Ready when NATS is connected and Postgres answers."""
+    checks = {"nats": request.app[NATS].is_connected, "postgres": True}
+    try:
+        await request.app[POOL].fetchval("SELECT 1", timeout=2)
+    except _DB_DOWN:
+        checks["postgres"] = False
+    status = 200 if all(checks.values()) else 503
+    return web.json_response({"ready": status == 200, "checks": checks}, status=status)
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_post("/jobs", submit_job)
+    app.router.add_get("/jobs/{job_id}", get_job)
+    app.router.add_get("/jobs/{job_id}/webhooks", get_webhooks)
+    app.router.add_get("/files/{key:.+}", download)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)

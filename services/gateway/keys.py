@@ -1,0 +1,17 @@
+"""Typed keys for what the gateway application holds."""
+
+from __future__ import annotations
+
+import asyncpg
+from aiohttp import web
+from nats.aio.client import Client
+from nats.js import JetStreamContext
+
+from services.core.settings import Settings
+from services.core.storage import Storage
+
+SETTINGS = web.AppKey("settings", Settings)
+NATS = web.AppKey("nats", Client)
+JS = web.AppKey("js", JetStreamContext)
+POOL = web.AppKey("pool", asyncpg.Pool)
+STORAGE = web.AppKey("storage", Storage)

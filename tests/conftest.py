@@ -1,0 +1,292 @@
+"""Real servers for the tests: nats-server, PostgreSQL, moto's S3, and the services.
+
+Each test gets its own NATS (own store dir, free port) and its own database; PostgreSQL and
+the S3 server are shared by the session. Nothing here uses the machine's own services on
+their standard ports.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from services.core.settings import Settings
+
+BIN = Path(sys.executable).parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_until(check: Callable[[], bool], timeout: float, what: str) -> None:
+    end = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > end:
+            raise TimeoutError(f"{what} not ready within {timeout}s")
+        time.sleep(0.02)
+
+
+async def eventually(check: Callable[[], Awaitable[Any]], timeout: float = 30.0) -> Any:
+    """Poll `check` until it returns something truthy; fail with its last value at the deadline."""
+    end = time.monotonic() + timeout
+    value = None
+    while time.monotonic() < end:
+        value = await check()
+        if value:
+            return value
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"condition not met within {timeout}s; last value: {value!r}")
+
+
+@dataclass
+class NatsServer:
+    """A nats-server process with JetStream; stop() and start() keep its store dir."""
+
+    root: Path
+    port: int = 0
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"nats://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        self.port = self.port or free_port()
+        self.proc = subprocess.Popen(
+            [str(BIN / "nats-server"), "-js", "-sd", str(self.root), "-a", "127.0.0.1",
+             "-p", str(self.port)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        wait_until(self._listening, 15, "nats-server")
+
+    def _listening(self) -> bool:
+        with socket.socket() as sock:
+            return sock.connect_ex(("127.0.0.1", self.port)) == 0
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            self.proc.wait(15)
+        self.proc = None
+
+
+@pytest.fixture
+def nats_server(tmp_path: Path) -> Iterator[NatsServer]:
+    server = NatsServer(tmp_path / "nats")
+    server.start()
+    yield server
+    server.stop()
+
+
+@dataclass
+class Postgres:
+    server: Any
+
+    def new_database(self) -> str:
+        name = f"t_{uuid.uuid4().hex[:12]}"
+        self.server.psql(f"CREATE DATABASE {name};")
+        return str(self.server.get_uri(name))
+
+
+@pytest.fixture(scope="session")
+def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Postgres]:
+    import pgserver
+
+    server = pgserver.get_server(tmp_path_factory.mktemp("pg"), cleanup_mode="stop")
+    yield Postgres(server)
+    server.cleanup()
+
+
+@pytest.fixture
+def database_url(postgres: Postgres) -> str:
+    return postgres.new_database()
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[str]:
+    port = free_port()
+    proc = subprocess.Popen(
+        [str(BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    endpoint = f"http://127.0.0.1:{port}"
+
+    def up() -> bool:
+        with socket.socket() as sock:
+            return sock.connect_ex(("127.0.0.1", port)) == 0
+
+    wait_until(up, 30, "moto_server")
+    yield endpoint
+    proc.terminate()
+    proc.wait(10)
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    path = os.environ.get("PRESSROOM_CHROMIUM") or shutil.which("chromium")
+    assert path, "Chromium is required: apt-get install chromium (make test installs it)"
+    return path
+
+
+@pytest.fixture
+def settings(
+    tmp_path: Path, nats_server: NatsServer, database_url: str, chromium: str
+) -> Settings:
+    """Settings for one test's stack: local storage, private networks allowed (loopback)."""
+    port = free_port()
+    return Settings(
+        port=port,
+        metrics_port=0,
+        data_dir=str(tmp_path),
+        nats_url=nats_server.url,
+        database_url=database_url,
+        storage_dir=str(tmp_path / "files"),
+        url_secret="test-url-secret",
+        webhook_secret="whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+        webhook_schedule=(0.0, 0.2, 0.2),
+        webhook_timeout=2.0,
+        chromium=chromium,
+        allow_private_networks=True,
+        retry_base=0.2,
+        retry_cap=1.0,
+        shutdown_grace=5.0,
+    )
+
+
+@pytest.fixture
+def s3_settings(settings: Settings, s3_endpoint: str) -> Settings:
+    return replace(
+        settings,
+        storage="s3",
+        s3_endpoint=s3_endpoint,
+        s3_bucket=f"b-{uuid.uuid4().hex[:10]}",
+        s3_access_key="testing",
+        s3_secret_key="testing",
+    )
+
+
+@dataclass
+class Stack:
+    """The four services of one test, in this process, talking over real sockets."""
+
+    settings: Settings
+    stop: asyncio.Event = field(default_factory=asyncio.Event)
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    http: aiohttp.ClientSession | None = None
+
+    @property
+    def url(self) -> str:
+        return self.settings.base_url
+
+    async def start(self, *names: str) -> None:
+        for name in names or ("gateway", "projector", "renderer", "notifier"):
+            serve = importlib.import_module(f"services.{name}.main").serve
+            self.tasks.append(asyncio.create_task(serve(self.settings, self.stop)))
+        self.http = aiohttp.ClientSession()
+        if not names or "gateway" in names:
+            await eventually(self._ready, 30)
+
+    async def _ready(self) -> bool:
+        for task in self.tasks:
+            if task.done():
+                task.result()  # a service that died at start: show why
+        try:
+            async with self.client.get(f"{self.url}/readyz") as response:
+                return response.status == 200
+        except aiohttp.ClientError:
+            return False
+
+    @property
+    def client(self) -> aiohttp.ClientSession:
+        assert self.http is not None
+        return self.http
+
+    async def close(self) -> None:
+        self.stop.set()
+        results = await asyncio.gather(*self.tasks, return_exceptions=True)
+        if self.http is not None:
+            await self.http.close()
+        errors = [r for r in results if isinstance(r, BaseException)]
+        assert not errors, f"a service failed: {errors!r}"
+
+    async def submit(self, body: dict[str, Any], **headers: str) -> dict[str, Any]:
+        async with self.client.post(f"{self.url}/jobs", json=body, headers=headers) as response:
+            assert response.status == 202, await response.text()
+            result: dict[str, Any] = await response.json()
+            return result
+
+    async def job(self, job_id: str) -> dict[str, Any]:
+        async with self.client.get(f"{self.url}/jobs/{job_id}") as response:
+            assert response.status == 200, await response.text()
+            result: dict[str, Any] = await response.json()
+            return result
+
+    async def finished(self, job_id: str, timeout: float = 60) -> dict[str, Any]:
+        """Poll until the job is terminal; returns its status document."""
+
+        async def terminal() -> dict[str, Any] | None:
+            job = await self.job(job_id)
+            return job if job["status"] in {"done", "failed", "cancelled"} else None
+
+        result: dict[str, Any] = await eventually(terminal, timeout)
+        return result
+
+
+@pytest.fixture
+async def stack(settings: Settings) -> AsyncIterator[Stack]:
+    stack = Stack(settings)
+    await stack.start()
+    yield stack
+    await stack.close()
+
+
+@dataclass
+class Receiver:
+    """A webhook receiver on loopback that records requests and answers with `statuses`."""
+
+    statuses: list[int] = field(default_factory=list)
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    url: str = ""
+
+    async def handle(self, request: web.Request) -> web.Response:
+        body = await request.read()
+        self.requests.append({"headers": dict(request.headers), "body": body,
+                              "json": json.loads(body)})  # fmt: skip
+        status = self.statuses.pop(0) if self.statuses else 200
+        return web.Response(status=status, text="ok")
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[Receiver]:
+    rec = Receiver()
+    app = web.Application()
+    app.router.add_post("/hook", rec.handle)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    rec.url = f"http://127.0.0.1:{port}/hook"
+    yield rec
+    with contextlib.suppress(Exception):
+        await runner.cleanup()

@@ -1,0 +1,107 @@
+"""Bad requests get a JSON error naming the field or cause, and create no job."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from services.core.settings import Settings
+from tests.conftest import Stack
+
+
+@pytest.fixture
+async def gateway(settings: Settings) -> AsyncIterator[Stack]:
+    stack = Stack(replace(settings, allow_private_networks=False, max_body_bytes=4096))
+    await stack.start("gateway")
+    yield stack
+    await stack.close()
+
+
+async def post(stack: Stack, data: bytes, content_type: str = "application/json") -> Any:
+    headers = {"Content-Type": content_type} if content_type else {}
+    async with stack.client.post(f"{stack.url}/jobs", data=data, headers=headers) as response:
+        assert response.content_type == "application/json"
+        return response.status, (await response.json())["error"]
+
+
+@pytest.mark.parametrize(
+    ("body", "field", "words"),
+    [
+        (b"{}", "template", "missing required field `template`"),
+        (b'{"template": "   "}', "template", "must not be empty"),
+        (b'{"template": 5}', "template", "Expected `str`"),
+        (b'{"template": "x", "data": [1]}', "data", "Expected `object`"),
+        (b'{"template": "x", "data": "s"}', "data", "Expected `object`"),
+        (b'{"template": "x", "colour": 1}', "colour", "unknown field `colour`"),
+        (b'{"template": "x", "options": {"dpi": 1}}', "options.dpi", "unknown field `dpi`"),
+        (b'{"template": "x"', "body", "not valid JSON"),
+        (b"[1, 2]", "body", "must be a JSON object"),
+        (b'{"template": "x", "options": {"format": "B7"}}', "options.format", "one of"),
+        (b'{"template": "x", "options": {"margin": {"top": "1 furlong"}}}',
+         "options.margin.top", "length"),
+        (b'{"template": "x", "webhook_url": "ftp://example.com/"}', "webhook_url", "http(s)"),
+        (b'{"template": "x", "webhook_url": "http://127.0.0.1:9/"}', "webhook_url", "loopback"),
+        (b'{"template": "x", "webhookUrl": "http://169.254.169.254/"}', "webhook_url",
+         "link-local"),
+    ],
+)  # fmt: skip
+async def test_invalid_body_is_400_naming_the_field(
+    gateway: Stack, body: bytes, field: str, words: str
+):
+    status, error = await post(gateway, body)
+    assert status == 400
+    assert error["type"] == "validation"
+    assert error["field"] == field
+    assert words in error["message"]
+
+
+async def test_wrong_content_type_is_400(gateway: Stack):
+    status, error = await post(gateway, b'{"template": "x"}', "text/plain")
+    assert status == 400
+    assert error["field"] == "Content-Type"
+    assert "application/json" in error["message"]
+
+
+async def test_body_over_the_limit_is_413(gateway: Stack):
+    big = b'{"template": "' + b"x" * 5000 + b'"}'
+    status, error = await post(gateway, big)
+    assert status == 413
+    assert "4096" in error["message"]
+
+
+async def test_unknown_job_is_404_json(gateway: Stack):
+    for job_id in ("0" * 32, "no.such*job"):
+        async with gateway.client.get(f"{gateway.url}/jobs/{job_id}") as response:
+            assert response.status == 404
+            assert (await response.json())["error"]["type"] == "not_found"
+
+
+async def test_unknown_route_and_method_are_json(gateway: Stack):
+    async with gateway.client.get(f"{gateway.url}/nope") as response:
+        assert response.status == 404
+        assert (await response.json())["error"]["type"] == "http"
+    async with gateway.client.delete(f"{gateway.url}/healthz") as response:
+        assert response.status == 405
+        assert (await response.json())["error"]["type"] == "http"
+
+
+async def test_forged_or_expired_download_link_is_404(gateway: Stack):
+    url = f"{gateway.url}/files/jobs/x.pdf?expires=9999999999&sig=00"
+    async with gateway.client.get(url) as response:
+        assert response.status == 404
+        assert "invalid or expired" in (await response.json())["error"]["message"]
+
+
+async def test_health_ready_and_metrics(gateway: Stack):
+    async with gateway.client.get(f"{gateway.url}/healthz") as response:
+        assert response.status == 200
+    async with gateway.client.get(f"{gateway.url}/readyz") as response:
+        assert (await response.json()) == {
+            "ready": True,
+            "checks": {"nats": True, "postgres": True},
+        }
+    async with gateway.client.get(f"{gateway.url}/metrics") as response:
+        assert "pressroom_requests_rejected_total" in await response.text()
