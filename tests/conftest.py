@@ -150,9 +150,7 @@ def chromium() -> str:
 
 
 @pytest.fixture
-def settings(
-    tmp_path: Path, nats_server: NatsServer, database_url: str, chromium: str
-) -> Settings:
+def settings(tmp_path: Path, nats_server: NatsServer, database_url: str, chromium: str) -> Settings:
     """Settings for one test's stack: local storage, private networks allowed (loopback)."""
     port = free_port()
     return Settings(

@@ -24,7 +24,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from services.core.errors import NotFound, StorageError
-from services.core.settings import Settings
+from services.core.settings import Settings, SettingsError
 
 log = logging.getLogger(__name__)
 
@@ -136,11 +136,16 @@ class S3Storage:
 async def open_storage(settings: Settings) -> AsyncIterator[Storage]:
     """The configured backend, ready to use; its client is closed on exit."""
     if settings.storage == "local":
+        if not settings.url_secret:
+            raise SettingsError("PRESSROOM_URL_SECRET must be set to sign local download links")
         yield LocalStorage(settings.storage_dir, settings.base_url, settings.url_secret)
         return
     session = get_session()
     config = Config(
-        connect_timeout=5, read_timeout=30, retries={"max_attempts": 2, "mode": "standard"}
+        connect_timeout=5,
+        read_timeout=30,
+        retries={"max_attempts": 2, "mode": "standard"},
+        signature_version="s3v4",
     )
     async with session.create_client(
         "s3",

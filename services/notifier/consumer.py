@@ -1,0 +1,104 @@
+"""The notifier: one signed webhook per terminal event, retried on a schedule.
+
+Attempt n (JetStream's delivery count) is sent; on failure the message is naked with delay
+`schedule[n]` until the schedule runs out. Every attempt is published as a `webhook` event,
+which the projector records, before the message is acked or naked. The `webhook-id` is the
+same for every attempt of one event, so receivers can deduplicate.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+from typing import Any
+
+import aiohttp
+import msgspec
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+
+from services.core import bus, events, metrics
+from services.core.errors import StorageError, Unavailable
+from services.core.settings import Settings
+from services.core.storage import Storage
+from services.notifier import delivery, signing
+
+log = logging.getLogger(__name__)
+
+
+def webhook_id(event: events.JobDone | events.JobFailed) -> str:
+    return f"msg_{event.job_id}_{events.event_name(event)}"
+
+
+class Notifier:
+    def __init__(
+        self,
+        settings: Settings,
+        js: JetStreamContext,
+        storage: Storage,
+        session: aiohttp.ClientSession,
+    ) -> None:
+        self.settings = settings
+        self.js = js
+        self.storage = storage
+        self.session = session
+        self.keys = signing.parse_secrets(settings.webhook_secret)
+
+    async def handle(self, msg: Msg) -> None:
+        """Send one attempt for one terminal event; never raises."""
+        try:
+            event = events.decode(msg.data)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            log.error("terminating undecodable message on %s: %s", msg.subject, exc)
+            await msg.term()
+            return
+        if not isinstance(event, events.TERMINAL) or event.webhook_url is None:
+            await msg.ack()
+            return
+        try:
+            await self._attempt(msg, event, event.webhook_url)
+        except (Unavailable, StorageError) as exc:
+            log.warning("job %s: webhook postponed: %s", event.job_id, exc)
+            await msg.nak(delay=5)
+
+    async def payload(self, event: events.JobDone | events.JobFailed) -> bytes:
+        data: dict[str, Any] = {"id": event.job_id, "status": events.event_name(event)}
+        if isinstance(event, events.JobDone):
+            url = await self.storage.url(event.object_key, self.settings.url_ttl)
+            data.update(error=None, url=url, pages=event.pages, bytes=event.bytes)
+        else:
+            error = {"type": event.error.type, "message": event.error.message}
+            data.update(error=error, url=None)
+        body = {
+            "type": f"job.{data['status']}",
+            "timestamp": dt.datetime.now(dt.UTC).isoformat(),
+            "data": data,
+        }
+        return json.dumps(body, separators=(",", ":")).encode()
+
+    async def _attempt(self, msg: Msg, event: events.JobDone | events.JobFailed, url: str) -> None:
+        attempt = msg.metadata.num_delivered
+        body = await self.payload(event)
+        wid = webhook_id(event)
+        headers = signing.headers(self.keys, wid, int(dt.datetime.now(dt.UTC).timestamp()), body)
+        outcome = await delivery.post(
+            self.session, url, body, headers, self.settings.webhook_timeout
+        )
+        schedule = self.settings.webhook_schedule
+        retry = not outcome.ok and not outcome.gone and attempt < len(schedule)
+        verdict = "delivered" if outcome.ok else "retrying" if retry else "gave_up"
+        await bus.publish(
+            self.js,
+            events.WebhookAttempted(
+                job_id=event.job_id, webhook_id=wid, attempt=attempt, url=url, outcome=verdict,
+                status_code=outcome.status_code, error=outcome.error,
+                latency_ms=outcome.latency_ms,
+            ),
+        )  # fmt: skip
+        metrics.WEBHOOK_DELIVERIES.labels(verdict).inc()
+        metrics.WEBHOOK_SECONDS.observe(outcome.latency_ms / 1000)
+        if retry:
+            await msg.nak(delay=schedule[attempt])
+        else:
+            await msg.ack()

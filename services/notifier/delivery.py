@@ -1,0 +1,71 @@
+"""One webhook HTTP request, under the address policy, with a timeout and no redirects."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import aiohttp
+
+from services.core import netpolicy
+
+SNIPPET_BYTES = 1024
+"""Only this much of a receiver's response is read: enough for a log, not a memory bomb."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one attempt got back: a status code, or the error that prevented one."""
+
+    status_code: int | None
+    error: str | None
+    latency_ms: int
+
+    @property
+    def ok(self) -> bool:
+        return self.status_code is not None and 200 <= self.status_code < 300
+
+    @property
+    def gone(self) -> bool:
+        """410 Gone: the receiver asks never to be sent this again."""
+        return self.status_code == 410
+
+
+def open_session(*, allow_private: bool) -> aiohttp.ClientSession:
+    connector = aiohttp.TCPConnector(
+        resolver=netpolicy.PolicyResolver(allow_private=allow_private), limit=0
+    )
+    return aiohttp.ClientSession(connector=connector, auto_decompress=False)
+
+
+async def post(
+    session: aiohttp.ClientSession,
+    url: str,
+    body: bytes,
+    headers: dict[str, str],
+    timeout: float,
+) -> Outcome:
+    """POST `body` to `url`; redirects are reported as errors, never followed."""
+    started = time.perf_counter()
+    try:
+        async with session.post(
+            url,
+            data=body,
+            headers=headers,
+            allow_redirects=False,
+            timeout=aiohttp.ClientTimeout(total=timeout),
+        ) as response:
+            await response.content.read(SNIPPET_BYTES)
+            status, error = response.status, None
+            if 300 <= status < 400:
+                error = f"redirect to {response.headers.get('Location', '?')} not followed"
+    except netpolicy.ForbiddenAddress as exc:
+        status, error = None, str(exc)
+    except aiohttp.ClientConnectorError as exc:
+        status, error = None, f"cannot connect: {exc.os_error or exc}"
+    except (aiohttp.ClientError, OSError) as exc:
+        status, error = None, f"{type(exc).__name__}: {exc}"
+    except TimeoutError:
+        status, error = None, f"no response within {timeout:g}s"
+    latency = round((time.perf_counter() - started) * 1000)
+    return Outcome(status, error, latency)

@@ -1,0 +1,41 @@
+"""`pressroom notifier`: deliver signed webhooks for finished jobs."""
+
+from __future__ import annotations
+
+import asyncio
+
+from services.core import bus, events, metrics, runtime, worker
+from services.core.settings import Settings, SettingsError
+from services.core.storage import open_storage
+from services.notifier import delivery, signing
+from services.notifier.consumer import Notifier
+
+
+def check_secret(settings: Settings) -> None:
+    try:
+        signing.parse_secrets(settings.webhook_secret)
+    except ValueError as exc:
+        raise SettingsError(f"PRESSROOM_WEBHOOK_SECRET is invalid: {exc}") from None
+
+
+async def serve(settings: Settings, stop: asyncio.Event) -> None:
+    check_secret(settings)
+    async with (
+        metrics.serve(settings.host, settings.metrics_port),
+        bus.open_bus(settings, name="notifier") as (_, js),
+        open_storage(settings) as storage,
+        delivery.open_session(allow_private=settings.allow_private_networks) as session,
+    ):
+        notifier = Notifier(settings, js, storage, session)
+        await worker.work(
+            js,
+            events.NOTIFIER,
+            notifier.handle,
+            limit=settings.webhook_concurrency,
+            stop=stop,
+            grace=settings.webhook_timeout,
+        )
+
+
+def main() -> None:
+    runtime.run("notifier", serve)

@@ -1,0 +1,75 @@
+"""The projector's loop: fetch a batch, apply it in one transaction, then ack it."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import asyncpg
+import msgspec
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+
+from services.core import bus, events, metrics, runtime
+from services.projector.apply import apply
+
+log = logging.getLogger(__name__)
+
+BATCH = 256
+_DB_DOWN = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncio.TimeoutError)
+
+
+def _decode(msg: Msg) -> events.AnyEvent | None:
+    try:
+        return events.decode(msg.data)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        log.error("skipping undecodable message %s: %s", msg.subject, exc)
+        return None
+
+
+async def apply_batch(pool: asyncpg.Pool, msgs: list[Msg]) -> None:
+    """Apply `msgs` in stream order, all or nothing."""
+    async with pool.acquire() as conn, conn.transaction():
+        for msg in msgs:
+            event = _decode(msg)
+            if event is not None and await apply(conn, msg.metadata.sequence.stream, event):
+                metrics.EVENTS_PROJECTED.labels(events.event_name(event)).inc()
+
+
+async def _ack_all(msgs: list[Msg]) -> None:
+    for msg in msgs:
+        await msg.ack()
+
+
+async def run(js: JetStreamContext, pool: asyncpg.Pool, stop: asyncio.Event) -> None:
+    """Project until `stop` is set.
+
+    While Postgres is down the batch is held and retried, so nothing is skipped; JetStream
+    redelivers whatever this process held if it dies.
+    """
+    sub = await bus.subscribe(js, events.PROJECTOR)
+    try:
+        while not stop.is_set():
+            msgs = await bus.fetch(sub, BATCH)
+            if msgs:
+                await _apply_until_stored(pool, msgs, stop)
+    finally:
+        await bus.close_subscription(sub)
+
+
+async def _apply_until_stored(pool: asyncpg.Pool, msgs: list[Msg], stop: asyncio.Event) -> None:
+    delay = 0.5
+    while True:
+        try:
+            await apply_batch(pool, msgs)
+        except _DB_DOWN as exc:
+            log.warning("Postgres unavailable, holding %d events: %s", len(msgs), exc)
+            for msg in msgs:
+                await msg.in_progress()
+            if stop.is_set():
+                return  # unacked: JetStream redelivers them to the next projector
+            await runtime.pause(stop, delay)
+            delay = min(delay * 2, 10.0)
+            continue
+        await _ack_all(msgs)
+        return

@@ -1,0 +1,157 @@
+"""End to end through the real gateway, renderer, projector and notifier.
+
+Verifies, for local storage and for S3: the README's curl example gives 202, then `done`
+with one attempt and a signed URL whose PDF says "Hi Ana"; the webhook arrives signed per
+Standard Webhooks; template errors fail at once with Jinja's message; idempotent
+resubmission renders once.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import AsyncIterator
+from typing import Any
+
+import asyncpg
+import pypdf
+import pytest
+from standardwebhooks.webhooks import Webhook
+
+from services.core.settings import Settings
+from tests.conftest import Receiver, Stack, eventually
+
+HELLO = {"template": "<h1>Hi {{name}}</h1>", "data": {"name": "Ana"}}
+
+
+@pytest.fixture
+async def s3_stack(s3_settings: Settings) -> AsyncIterator[Stack]:
+    stack = Stack(s3_settings)
+    await stack.start()
+    yield stack
+    await stack.close()
+
+
+async def pdf_text(stack: Stack, url: str) -> str:
+    async with stack.client.get(url) as response:
+        assert response.status == 200
+        data = await response.read()
+    assert data.startswith(b"%PDF-")
+    return "".join(page.extract_text() for page in pypdf.PdfReader(io.BytesIO(data)).pages)
+
+
+async def job_events(stack: Stack, job_id: str) -> list[str]:
+    conn = await asyncpg.connect(stack.settings.database_url)
+    try:
+        rows = await conn.fetch(
+            "SELECT type FROM job_events WHERE job_id = $1 ORDER BY stream_seq", job_id
+        )
+    finally:
+        await conn.close()
+    return [r["type"] for r in rows]
+
+
+async def check_hello_job(stack: Stack, receiver: Receiver) -> dict[str, Any]:
+    accepted = await stack.submit({**HELLO, "webhook_url": receiver.url})
+    assert accepted["status"] == "queued"
+    job = await stack.finished(accepted["id"])
+    assert job["status"] == "done", job
+    assert job["attempts"] == 1
+    assert job["error"] is None
+    assert job["pages"] == 1 and job["bytes"] > 500
+    assert "Hi Ana" in await pdf_text(stack, job["url"])
+
+    await eventually(lambda: _count(receiver), 30)
+    hook = receiver.requests[0]
+    payload = Webhook(stack.settings.webhook_secret).verify(hook["body"], hook["headers"])
+    assert payload["type"] == "job.done"
+    assert payload["data"]["id"] == accepted["id"]
+    assert payload["data"]["status"] == "done"
+    assert "Hi Ana" in await pdf_text(stack, payload["data"]["url"])
+    return job
+
+
+async def _count(receiver: Receiver) -> int:
+    return len(receiver.requests)
+
+
+async def test_curl_example_renders_pdf_and_signed_webhook(stack: Stack, receiver: Receiver):
+    await check_hello_job(stack, receiver)
+
+
+async def test_curl_example_with_s3_storage(s3_stack: Stack, receiver: Receiver):
+    job = await check_hello_job(s3_stack, receiver)
+    # A presigned URL: bytes come from the S3 server itself, not through the gateway.
+    assert job["url"].startswith(s3_stack.settings.s3_endpoint)
+    assert "X-Amz-Signature=" in job["url"]
+
+
+async def test_template_syntax_error_fails_at_once_with_engine_message(
+    stack: Stack, receiver: Receiver
+):
+    accepted = await stack.submit(
+        {"template": "<h1>{{ name }</h1>", "data": {}, "webhook_url": receiver.url}
+    )
+    job = await stack.finished(accepted["id"])
+    assert job["status"] == "failed"
+    assert job["attempts"] == 1
+    assert job["error"]["type"] == "template"
+    assert "unexpected '}'" in job["error"]["message"]
+    assert job["url"] is None
+    await eventually(lambda: _count(receiver), 30)
+    payload = receiver.requests[0]["json"]
+    assert payload["type"] == "job.failed"
+    assert payload["data"]["error"]["message"] == job["error"]["message"]
+
+
+async def test_undefined_variable_fails_with_its_name(stack: Stack):
+    job = await stack.finished((await stack.submit({"template": "Hi {{ name }}"}))["id"])
+    assert job["status"] == "failed"
+    assert job["attempts"] == 1
+    assert "'name' is undefined" in job["error"]["message"]
+
+
+async def test_idempotent_resubmission_gives_same_id_and_renders_once(stack: Stack):
+    first = await stack.submit(HELLO, **{"Idempotency-Key": "order-42"})
+    second = await stack.submit(HELLO, **{"Idempotency-Key": "order-42"})
+    assert first["id"] == second["id"]
+    await stack.finished(first["id"])
+    third = await stack.submit(HELLO, **{"Idempotency-Key": "order-42"})
+    assert third["id"] == first["id"]
+    other = await stack.submit(HELLO, **{"Idempotency-Key": "order-43"})
+    assert other["id"] != first["id"]
+    await stack.finished(other["id"])
+    assert await job_events(stack, first["id"]) == ["submitted", "started", "done"]
+
+
+async def test_failed_webhook_is_retried_with_the_same_id(stack: Stack, receiver: Receiver):
+    receiver.statuses = [500, 503]
+    accepted = await stack.submit({**HELLO, "webhookUrl": receiver.url})
+    await stack.finished(accepted["id"])
+    await eventually(lambda: _gte(receiver, 3), 30)
+    ids = {r["headers"]["webhook-id"] for r in receiver.requests}
+    assert len(ids) == 1
+
+    async def log() -> list[dict[str, Any]] | None:
+        async with stack.client.get(f"{stack.url}/jobs/{accepted['id']}/webhooks") as resp:
+            attempts: list[dict[str, Any]] = (await resp.json())["attempts"]
+        return attempts if len(attempts) == 3 else None
+
+    attempts = await eventually(log, 30)
+    assert [a["outcome"] for a in attempts] == ["retrying", "retrying", "delivered"]
+    assert [a["status_code"] for a in attempts] == [500, 503, 200]
+
+
+async def _gte(receiver: Receiver, n: int) -> bool:
+    return len(receiver.requests) >= n
+
+
+async def test_status_is_queued_not_404_before_projection(settings: Settings):
+    """With no projector running, the log alone answers for a just-accepted job."""
+    stack = Stack(settings)
+    await stack.start("gateway")
+    try:
+        accepted = await stack.submit(HELLO)
+        job = await stack.job(accepted["id"])
+        assert job["status"] == "queued"
+    finally:
+        await stack.close()

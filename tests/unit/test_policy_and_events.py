@@ -1,0 +1,63 @@
+"""Pure logic: the address policy, dedup ids, retry delays, request parsing."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.core import events, netpolicy
+from services.core.errors import RequestError
+from services.gateway.requests import job_id_for, parse_job
+
+
+@pytest.mark.parametrize(
+    "address",
+    ["127.0.0.1", "10.1.2.3", "172.16.0.1", "192.168.1.1", "169.254.169.254", "::1",
+     "fe80::1", "0.0.0.0", "224.0.0.1", "::ffff:127.0.0.1", "100.64.0.1"],
+)  # fmt: skip
+def test_private_and_special_addresses_are_forbidden(address):
+    assert netpolicy.is_forbidden(address)
+
+
+@pytest.mark.parametrize("address", ["93.184.216.34", "2606:4700::1111", "8.8.8.8"])
+def test_public_addresses_are_allowed(address):
+    assert not netpolicy.is_forbidden(address)
+
+
+async def test_loopback_webhook_refused_unless_allowed():
+    with pytest.raises(RequestError) as raised:
+        await netpolicy.check_url("http://localhost:9/", allow_private=False, field="webhook_url")
+    assert raised.value.field == "webhook_url"
+    await netpolicy.check_url("http://localhost:9/", allow_private=True, field="webhook_url")
+
+
+def test_terminal_events_share_one_dedup_id():
+    error = events.ErrorInfo(type="template", message="x")
+    done = events.JobDone(job_id="j", attempt=1, object_key="k", bytes=1, pages=1, render_ms=1)
+    failed = events.JobFailed(job_id="j", attempt=2, error=error)
+    assert events.msg_id(done) == events.msg_id(failed) == "j.terminal"
+    assert events.subject_of(done) == "jobs.j.done"
+
+
+def test_events_round_trip_and_tolerate_unknown_fields():
+    event = events.JobSubmitted(job_id="j", template="t", data={"a": 1})
+    assert events.decode(events.encode(event)) == event
+    newer = events.encode(event)[:-1] + b',"added_later":true}'
+    assert events.decode(newer).job_id == "j"
+
+
+def test_retry_delay_is_exponential_and_capped():
+    from services.renderer.consumer import retry_delay
+
+    assert [retry_delay(n, 2, 60) for n in range(1, 8)] == [2, 4, 8, 16, 32, 60, 60]
+
+
+def test_idempotency_key_gives_a_stable_id():
+    assert job_id_for("k") == job_id_for("k") != job_id_for("other")
+    assert job_id_for(None) != job_id_for(None)
+
+
+def test_webhook_url_alias_and_defaults():
+    job = parse_job(b'{"template": "x", "webhookUrl": "https://example.com/h"}')
+    assert job.webhook_url == "https://example.com/h"
+    assert job.data == {}
+    assert job.options.format == "A4"
