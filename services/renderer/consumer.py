@@ -1,0 +1,163 @@
+"""The renderer's loop: fetch `submitted` events, render, upload, publish, then ack.
+
+Per message: publish `started`; render and upload while heartbeating; publish `done` and
+only then ack. A deterministic error publishes `failed` and terms the message; a transient
+one publishes `retrying` and naks with an exponential delay, until the last attempt, which
+publishes `failed` ("gave up after N attempts: …") and terms.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import time
+
+import msgspec
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+
+from services.core import bus, events, metrics
+from services.core.errors import (
+    DeterministicError,
+    PressroomError,
+    TransientError,
+    Unavailable,
+)
+from services.core.settings import Settings
+from services.core.storage import Storage, object_key
+from services.renderer.browser import BrowserPool
+from services.renderer.render import render_html
+
+log = logging.getLogger(__name__)
+
+
+def worker_name() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+def retry_delay(attempt: int, base: float, cap: float) -> float:
+    """Exponential backoff: base, 2·base, 4·base, … never more than `cap` seconds."""
+    return float(min(cap, base * 2 ** (attempt - 1)))
+
+
+class Renderer:
+    """Turns one `submitted` message into a stored PDF and a terminal event."""
+
+    def __init__(
+        self, settings: Settings, js: JetStreamContext, storage: Storage, browser: BrowserPool
+    ) -> None:
+        self.settings = settings
+        self.js = js
+        self.storage = storage
+        self.browser = browser
+        self.worker = worker_name()
+
+    async def handle(self, msg: Msg) -> None:
+        """Process one delivery; never raises (a failure to even report is left to redelivery)."""
+        try:
+            event = events.decode(msg.data)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            log.error("terminating undecodable message on %s: %s", msg.subject, exc)
+            await msg.term()
+            return
+        if not isinstance(event, events.JobSubmitted):
+            await msg.term()
+            return
+        heartbeat = asyncio.create_task(self._heartbeat(msg))
+        metrics.RENDERS_IN_FLIGHT.inc()
+        try:
+            await self._attempt(msg, event)
+        except asyncio.CancelledError:
+            # Shutting down mid-render: hand the job back now rather than after ack wait.
+            with contextlib.suppress(Exception):
+                await msg.nak()
+            raise
+        except Unavailable as exc:
+            log.warning(
+                "job %s: cannot report to NATS (%s); left for redelivery", event.job_id, exc
+            )
+        finally:
+            metrics.RENDERS_IN_FLIGHT.dec()
+            heartbeat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await heartbeat
+
+    async def _heartbeat(self, msg: Msg) -> None:
+        """Tell JetStream the render is alive, so a long render is not redelivered."""
+        while True:
+            await asyncio.sleep(self.settings.ack_wait / 3)
+            await msg.in_progress()
+
+    async def _attempt(self, msg: Msg, job: events.JobSubmitted) -> None:
+        attempt = msg.metadata.num_delivered
+        await bus.publish(
+            self.js, events.JobStarted(job_id=job.job_id, attempt=attempt, worker=self.worker)
+        )
+        try:
+            done = await self._render(job, attempt)
+        except PressroomError as exc:
+            await self._failed(msg, job, attempt, exc)
+            return
+        except Exception as exc:  # a bug must not kill the worker; retry like a transient error
+            log.exception("job %s: unexpected error", job.job_id)
+            await self._failed(msg, job, attempt, TransientError(f"internal error: {exc!r}"))
+            return
+        await self._finish(msg, done)
+
+    async def _render(self, job: events.JobSubmitted, attempt: int) -> events.JobDone:
+        started = time.perf_counter()
+        html = render_html(job.template, job.data)
+        result = await self.browser.pdf(html, job.options)
+        key = object_key(job.job_id)
+        await self.storage.put(key, result.pdf, "application/pdf")
+        elapsed = time.perf_counter() - started
+        metrics.RENDER_SECONDS.observe(elapsed)
+        return events.JobDone(
+            job_id=job.job_id,
+            attempt=attempt,
+            object_key=key,
+            bytes=len(result.pdf),
+            pages=result.pages,
+            render_ms=round(elapsed * 1000),
+            webhook_url=job.webhook_url,
+        )
+
+    async def _finish(self, msg: Msg, event: events.JobDone | events.JobFailed) -> None:
+        """Publish the terminal event, then ack: never the other way round."""
+        status = events.event_name(event)
+        if await bus.publish(self.js, event):
+            metrics.JOBS_FINISHED.labels(status).inc()
+        metrics.RENDER_ATTEMPTS.labels(status).inc()
+        if status == "done":
+            await msg.ack_sync()
+        else:
+            await msg.term()
+
+    async def _failed(
+        self, msg: Msg, job: events.JobSubmitted, attempt: int, exc: PressroomError
+    ) -> None:
+        error = events.ErrorInfo(type=exc.kind, message=exc.message)
+        deterministic = isinstance(exc, DeterministicError)
+        if deterministic or attempt >= self.settings.max_attempts:
+            if not deterministic:
+                error = events.ErrorInfo(
+                    type=exc.kind, message=f"gave up after {attempt} attempts: {exc.message}"
+                )
+            failed = events.JobFailed(
+                job_id=job.job_id, attempt=attempt, error=error, webhook_url=job.webhook_url
+            )
+            await self._finish(msg, failed)
+            return
+        delay = retry_delay(attempt, self.settings.retry_base, self.settings.retry_cap)
+        log.info("job %s attempt %d failed (%s); retry in %.1fs", job.job_id, attempt, error, delay)
+        await bus.publish(
+            self.js,
+            events.JobRetrying(
+                job_id=job.job_id, attempt=attempt, worker=self.worker, error=error, delay=delay
+            ),
+        )
+        metrics.RENDER_ATTEMPTS.labels("retrying").inc()
+        await msg.nak(delay=delay)

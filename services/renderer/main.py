@@ -1,0 +1,39 @@
+"""`pressroom renderer`: render jobs with a pool of Chromium pages until SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+
+from services.core import bus, events, metrics, runtime, worker
+from services.core.settings import Settings
+from services.core.storage import open_storage
+from services.renderer import consumer
+from services.renderer.browser import BrowserPool
+
+
+async def serve(settings: Settings, stop: asyncio.Event) -> None:
+    browser = BrowserPool(
+        settings.chromium_path(),
+        pages=settings.render_concurrency,
+        timeout=settings.render_timeout,
+        max_output_bytes=settings.max_output_bytes,
+    )
+    async with (
+        metrics.serve(settings.host, settings.metrics_port),
+        bus.open_bus(settings, name="renderer") as (_, js),
+        open_storage(settings) as storage,
+        browser,
+    ):
+        renderer = consumer.Renderer(settings, js, storage, browser)
+        await worker.work(
+            js,
+            events.RENDERER,
+            renderer.handle,
+            limit=settings.render_concurrency,
+            stop=stop,
+            grace=settings.shutdown_grace,
+        )
+
+
+def main() -> None:
+    runtime.run("renderer", serve)

@@ -1,0 +1,318 @@
+"""BrowserPool against a real Chromium: output, options, limits, timeouts, crashes, exit.
+
+Chromium is required (`/usr/bin/chromium`, or `PRESSROOM_CHROMIUM`). One pool serves the
+tests that do not need special settings; tests that break or close a browser start their
+own. Waits are polls with a deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import logging
+import os
+import signal
+import tempfile
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from pypdf import PdfReader
+
+from services.core.errors import BrowserError, OutputTooLarge, RenderTimeout
+from services.core.events import Margin, PageOptions
+from services.renderer.browser import BrowserPool, count_pages, is_allowed_url
+
+# Tests that use the shared `pool` run in its event loop; the others get their own.
+shared_loop = pytest.mark.asyncio(loop_scope="module")
+
+CHROMIUM = os.environ.get("PRESSROOM_CHROMIUM") or "/usr/bin/chromium"
+A4 = PageOptions()
+ENDLESS = "<p>never printed</p><script>while (true) {}</script>"
+
+
+def pool_of(**overrides: float) -> BrowserPool:
+    settings: dict[str, float] = {"pages": 2, "timeout": 15.0, "max_output_bytes": 50_000_000}
+    settings.update(overrides)
+    return BrowserPool(
+        CHROMIUM,
+        pages=int(settings["pages"]),
+        timeout=settings["timeout"],
+        max_output_bytes=int(settings["max_output_bytes"]),
+        recycle_after=int(settings.get("recycle_after", 1000)),
+    )
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def pool() -> AsyncIterator[BrowserPool]:
+    async with pool_of() as pool:
+        yield pool
+
+
+def text_of(pdf: bytes) -> str:
+    return "\n".join(page.extract_text() for page in PdfReader(io.BytesIO(pdf)).pages)
+
+
+async def eventually(check: Callable[[], bool], timeout: float = 10.0) -> None:
+    end = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < end, f"{check.__name__} still false after {timeout}s"
+        await asyncio.sleep(0.02)
+
+
+def profile_of(pid: int) -> str:
+    """The --user-data-dir of a running Chromium: every one of its processes names it."""
+    args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    flag = next(arg for arg in args if arg.startswith(b"--user-data-dir="))
+    return flag.split(b"=", 1)[1].decode()
+
+
+def processes_using(profile: str) -> list[int]:
+    """Live (non-zombie: a zombie's cmdline is empty) processes started with `profile`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and profile.encode() in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+        except OSError:  # exited while we looked
+            continue
+    return found
+
+
+# --- output and options -------------------------------------------------------------------
+
+
+@shared_loop
+async def test_pdf_contains_the_text_and_one_page(pool: BrowserPool) -> None:
+    result = await pool.pdf("<h1>Hi Ana</h1>", A4)
+    assert result.pdf.startswith(b"%PDF-")
+    assert "Hi Ana" in text_of(result.pdf)
+    assert result.pages == 1
+
+
+@shared_loop
+async def test_a4_portrait_by_default_and_landscape_when_asked(pool: BrowserPool) -> None:
+    portrait = PdfReader(io.BytesIO((await pool.pdf("<p>x</p>", A4)).pdf)).pages[0].mediabox
+    landscape_pdf = (await pool.pdf("<p>x</p>", PageOptions(landscape=True))).pdf
+    landscape = PdfReader(io.BytesIO(landscape_pdf)).pages[0].mediabox
+    assert portrait.width == pytest.approx(595, abs=2)  # A4 is 595 x 842 pt
+    assert portrait.height == pytest.approx(842, abs=2)
+    assert landscape.width > landscape.height
+
+
+@shared_loop
+async def test_format_margin_and_scale_are_applied(pool: BrowserPool) -> None:
+    options = PageOptions(format="Letter", margin=Margin(top="1in", left="1in"), scale=0.5)
+    result = await pool.pdf("<p>letter</p>", options)
+    box = PdfReader(io.BytesIO(result.pdf)).pages[0].mediabox
+    assert box.width == pytest.approx(612, abs=2)  # US Letter is 612 x 792 pt
+    assert box.height == pytest.approx(792, abs=2)
+    assert "letter" in text_of(result.pdf)
+
+
+@shared_loop
+async def test_long_document_page_count_matches_pypdf(pool: BrowserPool) -> None:
+    html = "".join(f"<p>paragraph {i}</p>" for i in range(400))
+    result = await pool.pdf(html, A4)
+    assert result.pages > 1
+    assert result.pages == len(PdfReader(io.BytesIO(result.pdf)).pages)
+    assert count_pages(result.pdf) == result.pages
+
+
+@shared_loop
+async def test_concurrent_renders_share_the_tabs(pool: BrowserPool) -> None:
+    results = await asyncio.gather(*(pool.pdf(f"<p>doc {i}</p>", A4) for i in range(6)))
+    assert [f"doc {i}" in text_of(r.pdf) for i, r in enumerate(results)] == [True] * 6
+
+
+@shared_loop
+async def test_each_render_starts_in_a_fresh_javascript_realm(pool: BrowserPool) -> None:
+    """A reused tab must not let one job's globals be read by the next job."""
+    for _ in range(2):  # make sure both tabs have run the first document
+        await asyncio.gather(
+            *(pool.pdf("<script>window.secret = 'A'</script>", A4) for _ in range(2))
+        )
+    probe = "<p id=out></p><script>out.textContent = 'secret is ' + typeof window.secret</script>"
+    results = await asyncio.gather(*(pool.pdf(probe, A4) for _ in range(2)))
+    assert all("secret is undefined" in text_of(r.pdf) for r in results)
+
+
+@shared_loop
+async def test_a_javascript_dialog_does_not_block_the_render(pool: BrowserPool) -> None:
+    result = await pool.pdf("<script>alert('hi'); confirm('sure?')</script><p>after</p>", A4)
+    assert "after" in text_of(result.pdf)
+
+
+# --- what a page may fetch ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "allowed"),
+    [
+        ("https://example.com/a.png", True),
+        ("http://example.com/", True),
+        ("data:image/png;base64,AAAA", True),
+        ("blob:https://example.com/1234", True),
+        ("about:blank", True),
+        ("file:///etc/passwd", False),
+        ("FILE:///etc/passwd", False),
+        ("ftp://example.com/x", False),
+        ("chrome://settings", False),
+        ("chrome-extension://abc/x.js", False),
+        ("view-source:https://example.com", False),
+        ("javascript:alert(1)", False),
+    ],
+)
+def test_only_web_and_inline_schemes_are_allowed(url: str, allowed: bool) -> None:
+    assert is_allowed_url(url) is allowed
+
+
+@shared_loop
+async def test_disallowed_schemes_are_aborted_and_http_continues(
+    pool: BrowserPool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every request passes the filter: ftp is aborted, http goes on (and fails fast here:
+    nothing listens on port 1), a local file is never read, and the render completes."""
+    html = (
+        '<img src="ftp://127.0.0.1:1/x.png"><img src="http://127.0.0.1:1/x.png">'
+        '<iframe src="file:///etc/passwd"></iframe><p>still rendered</p>'
+    )
+    with caplog.at_level(logging.INFO, logger="services.renderer.browser"):
+        result = await pool.pdf(html, A4)
+    text = text_of(result.pdf)
+    assert "still rendered" in text
+    assert "root:" not in text
+    assert "aborted a page request to ftp://127.0.0.1:1/x.png" in caplog.text
+    assert "http://127.0.0.1:1" not in caplog.text
+
+
+# --- limits -------------------------------------------------------------------------------
+
+
+async def test_output_over_the_limit_raises_output_too_large() -> None:
+    async with pool_of(pages=1, max_output_bytes=1000) as small:
+        with pytest.raises(OutputTooLarge, match=r"PDF is \d+ bytes, over the limit of 1000"):
+            await small.pdf("<h1>Hi Ana</h1>", A4)
+
+
+async def test_endless_script_times_out_and_the_tab_is_replaced() -> None:
+    async with pool_of(pages=1, timeout=1.0) as quick:
+        started = time.monotonic()
+        with pytest.raises(RenderTimeout, match="render took longer than 1 s"):
+            await quick.pdf(ENDLESS, A4)
+        assert time.monotonic() - started < 8
+        # One tab only: this render proves the stuck tab was replaced.
+        assert "next job" in text_of((await quick.pdf("<p>next job</p>", A4)).pdf)
+
+        # A caller cancelled mid-render (shutdown) must not cost the pool its tab either.
+        stuck = asyncio.ensure_future(quick.pdf(ENDLESS, A4))
+        await asyncio.sleep(0)  # one loop turn: the render takes the only tab
+        stuck.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await stuck
+        assert "after cancel" in text_of((await quick.pdf("<p>after cancel</p>", A4)).pdf)
+        assert quick.alive
+
+
+# --- crashes, recycling, exit -------------------------------------------------------------
+
+
+async def test_killed_chromium_is_relaunched() -> None:
+    async with pool_of(pages=2) as pool:
+        await pool.pdf("<p>before</p>", A4)
+        old = pool.pid
+        assert old is not None
+        os.kill(old, signal.SIGKILL)
+        with contextlib.suppress(BrowserError):  # it may meet the dead browser or a new one
+            await pool.pdf("<p>during</p>", A4)
+        result = await pool.pdf("<p>after</p>", A4)
+        assert "after" in text_of(result.pdf)
+        assert pool.alive
+        assert pool.pid != old
+
+
+async def test_renders_in_flight_on_a_killed_chromium_fail_at_once_with_browser_error() -> None:
+    """Not a RenderTimeout after 30 s: the wait ends when the DevTools connection drops."""
+    async with pool_of(pages=2, timeout=30.0) as pool:
+        slow = (
+            "<p>slow</p><script>const end = Date.now() + 3000; while (Date.now() < end) {}</script>"
+        )
+        renders = [asyncio.ensure_future(pool.pdf(slow, A4)) for _ in range(3)]
+        await asyncio.sleep(0)  # one loop turn: two renders take the tabs, one waits
+        pid = pool.pid
+        assert pid is not None
+        started = time.monotonic()
+        os.kill(pid, signal.SIGKILL)
+        outcomes = await asyncio.gather(*renders, return_exceptions=True)
+        assert time.monotonic() - started < 10
+        assert all(isinstance(o, BrowserError) for o in outcomes[:2]), outcomes
+        assert isinstance(outcomes[2], BrowserError) or outcomes[2].pages == 1, outcomes
+        assert "recovered" in text_of((await pool.pdf("<p>recovered</p>", A4)).pdf)
+
+
+async def test_browser_is_recycled_after_n_renders() -> None:
+    async with pool_of(pages=1, recycle_after=2) as pool:
+        first = pool.pid
+        assert first is not None
+        profile = profile_of(first)
+        for i in range(3):
+            await pool.pdf(f"<p>{i}</p>", A4)
+        assert pool.pid != first
+
+        def old_browser_gone() -> bool:
+            return not processes_using(profile) and not Path(profile).exists()
+
+        await eventually(old_browser_gone)
+
+
+async def test_exit_leaves_no_chromium_process_or_profile_behind() -> None:
+    async with pool_of(pages=2) as pool:
+        await pool.pdf("<p>x</p>", A4)
+        pid = pool.pid
+        assert pid is not None
+        profile = profile_of(pid)
+        assert len(processes_using(profile)) > 1  # browser, zygotes, renderers, GPU…
+    assert not pool.alive
+    assert pool.pid is None
+
+    def all_gone() -> bool:
+        return not processes_using(profile)
+
+    await eventually(all_gone)
+    assert not Path(profile).exists()
+
+
+async def test_startup_cancelled_midway_leaves_no_chromium_behind() -> None:
+    """Cancelling `__aenter__` (SIGTERM during start-up) must not orphan a Chromium."""
+    tmp = Path(tempfile.gettempdir())
+
+    def profiles() -> set[Path]:
+        return set(tmp.glob("pressroom-chromium-*"))
+
+    before = profiles()
+    pool = pool_of(pages=1)
+    starting = asyncio.ensure_future(pool.__aenter__())
+    await asyncio.sleep(0)  # one loop turn: the launch task is created
+    starting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await starting
+
+    def profile_created() -> bool:
+        return bool(profiles() - before)
+
+    await eventually(profile_created)
+    (profile,) = profiles() - before
+
+    def browser_closed() -> bool:
+        # The profile is removed last, after the browser process has been reaped.
+        return not profile.exists() and not processes_using(str(profile))
+
+    await eventually(browser_closed)
+
+
+async def test_pdf_outside_the_context_manager_is_an_error() -> None:
+    with pytest.raises(RuntimeError, match="not open"):
+        await pool_of().pdf("<p>x</p>", A4)
