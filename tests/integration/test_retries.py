@@ -1,0 +1,37 @@
+"""Transient failures retry with backoff and end `failed` with the root cause when they run out."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from services.core.settings import Settings
+from tests.conftest import Stack, free_port
+from tests.integration.test_pipeline import HELLO, job_events
+
+
+async def test_unreachable_storage_retries_then_fails_with_root_cause(settings: Settings):
+    dead_s3 = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    stack = Stack(
+        replace(
+            settings,
+            storage="s3",
+            s3_endpoint=dead_s3,
+            s3_access_key="x",
+            s3_secret_key="x",
+            max_attempts=3,
+        )
+    )
+    await stack.start()
+    try:
+        job = await stack.finished((await stack.submit(HELLO))["id"], timeout=90)
+        events = await job_events(stack, job["id"])
+    finally:
+        await stack.close()
+    assert job["status"] == "failed"
+    assert job["attempts"] == 3
+    assert job["error"]["type"] == "storage"
+    assert job["error"]["message"].startswith("gave up after 3 attempts: cannot upload")
+    assert dead_s3 in job["error"]["message"]
+    assert events == [
+        "submitted", "started", "retrying", "started", "retrying", "started", "failed",
+    ]  # fmt: skip
