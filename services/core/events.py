@@ -108,6 +108,19 @@ class JobFailed(Event, tag="failed"):
     webhook_url: str | None = None
 
 
+class JobCancelled(Event, tag="cancelled"):
+    """The client cancelled the job before it finished; it is never rendered after this."""
+
+    reason: str = "cancelled by request"
+    webhook_url: str | None = None
+
+
+class JobDeleted(Event, tag="deleted"):
+    """The stored document of a finished job was deleted on request (the status stays)."""
+
+    object_key: str
+
+
 class WebhookAttempted(Event, tag="webhook"):
     """One webhook delivery attempt and its outcome (`delivered`, `retrying`, `gave_up`)."""
 
@@ -120,8 +133,18 @@ class WebhookAttempted(Event, tag="webhook"):
     latency_ms: int = 0
 
 
-AnyEvent = JobSubmitted | JobStarted | JobRetrying | JobDone | JobFailed | WebhookAttempted
-TERMINAL = (JobDone, JobFailed)
+AnyEvent = (
+    JobSubmitted
+    | JobStarted
+    | JobRetrying
+    | JobDone
+    | JobFailed
+    | JobCancelled
+    | JobDeleted
+    | WebhookAttempted
+)
+TERMINAL = (JobDone, JobFailed, JobCancelled)
+Terminal = JobDone | JobFailed | JobCancelled
 
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder(AnyEvent)
@@ -148,13 +171,15 @@ def subject_of(event: AnyEvent) -> str:
 def msg_id(event: AnyEvent) -> str:
     """The `Nats-Msg-Id` that makes re-publishing the same fact harmless.
 
-    Both terminal events share one id per job, so a racing second terminal event from a
-    redelivered render is dropped by the stream's duplicate window.
+    All terminal events share one id per job, so a racing second terminal event (a
+    redelivered render, a cancel racing a render) is dropped by the duplicate window.
     """
     if isinstance(event, TERMINAL):
         return f"{event.job_id}.terminal"
     if isinstance(event, JobSubmitted):
         return event.job_id
+    if isinstance(event, JobDeleted):
+        return f"{event.job_id}.deleted"
     if isinstance(event, JobStarted | JobRetrying):
         return f"{event.job_id}.{event_name(event)}.{event.attempt}"
     if isinstance(event, WebhookAttempted):

@@ -27,7 +27,7 @@ from services.notifier import delivery, signing
 log = logging.getLogger(__name__)
 
 
-def webhook_id(event: events.JobDone | events.JobFailed) -> str:
+def webhook_id(event: events.Terminal) -> str:
     return f"msg_{event.job_id}_{events.event_name(event)}"
 
 
@@ -62,14 +62,16 @@ class Notifier:
             log.warning("job %s: webhook postponed: %s", event.job_id, exc)
             await msg.nak(delay=5)
 
-    async def payload(self, event: events.JobDone | events.JobFailed) -> bytes:
+    async def payload(self, event: events.Terminal) -> bytes:
         data: dict[str, Any] = {"id": event.job_id, "status": events.event_name(event)}
         if isinstance(event, events.JobDone):
             url = await self.storage.url(event.object_key, self.settings.url_ttl)
             data.update(error=None, url=url, pages=event.pages, bytes=event.bytes)
-        else:
+        elif isinstance(event, events.JobFailed):
             error = {"type": event.error.type, "message": event.error.message}
             data.update(error=error, url=None)
+        else:
+            data.update(error=None, url=None, reason=event.reason)
         body = {
             "type": f"job.{data['status']}",
             "timestamp": dt.datetime.now(dt.UTC).isoformat(),
@@ -77,7 +79,7 @@ class Notifier:
         }
         return json.dumps(body, separators=(",", ":")).encode()
 
-    async def _attempt(self, msg: Msg, event: events.JobDone | events.JobFailed, url: str) -> None:
+    async def _attempt(self, msg: Msg, event: events.Terminal, url: str) -> None:
         attempt = msg.metadata.num_delivered
         body = await self.payload(event)
         wid = webhook_id(event)

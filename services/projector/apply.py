@@ -56,6 +56,16 @@ UPDATE jobs SET status = 'failed', attempts = GREATEST(attempts, $2::integer),
 WHERE id = $1 AND status NOT IN ('done', 'failed', 'cancelled')
 """
 
+_CANCELLED = """
+UPDATE jobs SET status = 'cancelled', error_type = 'cancelled', error_message = $2,
+    finished_at = $3, updated_at = now(), last_seq = GREATEST(last_seq, $4::bigint)
+WHERE id = $1 AND status NOT IN ('done', 'failed', 'cancelled')
+"""
+
+_DELETED = """
+UPDATE jobs SET object_key = NULL, updated_at = now() WHERE id = $1 AND object_key = $2
+"""
+
 _WEBHOOK = """
 INSERT INTO webhook_deliveries
     (stream_seq, job_id, webhook_id, attempt, url, outcome, status_code, error, latency_ms, at)
@@ -110,6 +120,10 @@ async def _job(conn: asyncpg.Connection, seq: int, event: events.AnyEvent) -> No
                 _FAILED, event.job_id, event.attempt, event.error.type, event.error.message,
                 at, seq,
             )  # fmt: skip
+        case events.JobCancelled():
+            await conn.execute(_CANCELLED, event.job_id, event.reason, at, seq)
+        case events.JobDeleted():
+            await conn.execute(_DELETED, event.job_id, event.object_key)
 
 
 async def _webhook(conn: asyncpg.Connection, seq: int, event: events.WebhookAttempted) -> None:
