@@ -33,9 +33,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import re
+import shlex
 import shutil
 import subprocess
+import sys
 import tempfile
 import urllib.parse
 from collections.abc import Coroutine
@@ -141,6 +144,31 @@ async def _print(page: Any, html: str, options: dict[str, Any]) -> bytes:
     return pdf
 
 
+# Exec'd between pyppeteer's fork and Chromium: asks the kernel to SIGKILL Chromium when
+# the renderer process dies, however it dies (pyppeteer offers no preexec hook, and a
+# SIGKILLed renderer would otherwise leave a ~1 GB browser behind).
+_PDEATHSIG_SHIM = """import ctypes, os, signal, sys
+ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+if os.getppid() == 1:
+    sys.exit(1)  # the renderer is already gone
+os.execv(sys.argv[1], sys.argv[1:])
+"""
+
+
+def _dying_with_us(executable: str, folder: str) -> str:
+    """A launcher script for `executable` that dies with this process (Linux only)."""
+    if not sys.platform.startswith("linux"):
+        return executable
+    script = os.path.join(folder, "launch-chromium.sh")
+    with open(script, "w", encoding="utf-8") as file:
+        file.write(
+            f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -c "
+            f"{shlex.quote(_PDEATHSIG_SHIM)} {shlex.quote(executable)} \"$@\"\n"
+        )
+    os.chmod(script, 0o700)
+    return script
+
+
 class _Chromium:
     """One Chromium process, its profile directory and its queue of idle tabs.
 
@@ -169,7 +197,8 @@ class _Chromium:
         profile = tempfile.mkdtemp(prefix="pressroom-chromium-")
         try:
             browser = await pyppeteer.launch(
-                executablePath=executable,  # pyppeteer would otherwise download its own
+                # Always ours: pyppeteer would otherwise download its own Chromium.
+                executablePath=_dying_with_us(executable, profile),
                 args=CHROMIUM_ARGS,
                 headless=True,
                 handleSIGINT=False,  # shutdown is ours: drain renders, then close
