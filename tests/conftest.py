@@ -201,7 +201,7 @@ class Stack:
         for name in names or ("gateway", "projector", "renderer", "notifier"):
             serve = importlib.import_module(f"services.{name}.main").serve
             self.tasks.append(asyncio.create_task(serve(self.settings, self.stop)))
-        self.http = aiohttp.ClientSession()
+        self.http = self.http or aiohttp.ClientSession()
         if not names or "gateway" in names:
             await eventually(self._ready, 30)
 

@@ -8,11 +8,12 @@ import logging
 from typing import Any
 
 import asyncpg
+import msgspec
 from aiohttp import web
 from nats.errors import Error as NatsError
 from nats.js.errors import NotFoundError
 
-from services.core import bus, db, events, metrics, netpolicy
+from services.core import bus, db, events, metrics, netpolicy, timeline
 from services.core.errors import NotFound, RequestError, Unavailable
 from services.core.storage import LocalStorage
 from services.gateway.keys import JS, NATS, POOL, SETTINGS, STORAGE
@@ -38,9 +39,16 @@ async def _read_body(request: web.Request) -> bytes:
     return await request.read()
 
 
+def _require_nats(request: web.Request) -> None:
+    """Fail fast while NATS is away: a 503 now beats a client waiting on a publish."""
+    if not request.app[NATS].is_connected:
+        raise Unavailable("cannot accept jobs: NATS is not connected; retry shortly")
+
+
 async def submit_job(request: web.Request) -> web.Response:
     """`POST /jobs`: 202 once the `submitted` event is durable in JetStream."""
     settings = request.app[SETTINGS]
+    _require_nats(request)
     job = parse_job(await _read_body(request))
     if job.webhook_url is not None:
         await netpolicy.check_url(
@@ -171,9 +179,66 @@ async def readyz(request: web.Request) -> web.Response:
     return web.json_response({"ready": status == 200, "checks": checks}, status=status)
 
 
+async def _job_or_404(request: web.Request, job_id: str) -> dict[str, Any]:
+    """The job's row, a minimal `queued` row if only the log knows it, else `NotFound`."""
+    row = await _load_row(request, job_id)
+    if row is not None:
+        return row
+    if await _in_log(request, job_id):
+        return {"id": job_id, "status": "queued", "object_key": None}
+    raise NotFound(f"no job {job_id!r}")
+
+
+async def cancel_job(request: web.Request) -> web.Response:
+    """`DELETE /jobs/{id}`: cancel an unfinished job, or delete a finished job's file.
+
+    Idempotent. A cancel that races a render yields one terminal event: whichever of
+    `cancelled` and `done` reached the log first (they share a dedup id).
+    """
+    job_id = _job_id(request)
+    _require_nats(request)
+    row = await _job_or_404(request, job_id)
+    js = request.app[JS]
+    if row["status"] in {"queued", "running"}:
+        submitted = await timeline.last_event(js, job_id, "submitted")
+        webhook = submitted.webhook_url if isinstance(submitted, events.JobSubmitted) else None
+        await bus.publish(js, events.JobCancelled(job_id=job_id, webhook_url=webhook))
+        terminal = await timeline.terminal_event(js, job_id)
+        status = events.event_name(terminal) if terminal is not None else "cancelled"
+        return web.json_response({"id": job_id, "status": status, "url": None})
+    if row["status"] == "done" and row["object_key"]:
+        await request.app[STORAGE].delete(row["object_key"])
+        await bus.publish(js, events.JobDeleted(job_id=job_id, object_key=row["object_key"]))
+    return web.json_response({"id": job_id, "status": row["status"], "url": None})
+
+
+def _timeline_entry(seq: int, event: events.AnyEvent) -> dict[str, Any]:
+    entry: dict[str, Any] = {"seq": seq, **msgspec.to_builtins(event)}
+    entry.pop("template", None)  # inputs can be large; the timeline is about what happened
+    entry.pop("data", None)
+    entry["at"] = dt.datetime.fromtimestamp(event.at, tz=dt.UTC).isoformat()
+    return entry
+
+
+async def get_events(request: web.Request) -> web.Response:
+    """`GET /jobs/{id}/events`: the job's timeline, read from the log itself."""
+    job_id = _job_id(request)
+    try:
+        found = await timeline.job_events(request.app[JS], job_id)
+    except (TimeoutError, NatsError) as exc:
+        raise Unavailable(f"job history is unavailable: NATS: {exc}") from exc
+    if not found:
+        raise NotFound(f"no job {job_id!r}")
+    return web.json_response(
+        {"id": job_id, "events": [_timeline_entry(seq, event) for seq, event in found]}
+    )
+
+
 def add_routes(app: web.Application) -> None:
     app.router.add_post("/jobs", submit_job)
     app.router.add_get("/jobs/{job_id}", get_job)
+    app.router.add_delete("/jobs/{job_id}", cancel_job)
+    app.router.add_get("/jobs/{job_id}/events", get_events)
     app.router.add_get("/jobs/{job_id}/webhooks", get_webhooks)
     app.router.add_get("/files/{key:.+}", download)
     app.router.add_get("/healthz", healthz)

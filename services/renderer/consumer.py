@@ -19,10 +19,11 @@ import msgspec
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
-from services.core import bus, events, metrics
+from services.core import bus, events, metrics, timeline
 from services.core.errors import (
     DeterministicError,
     PressroomError,
+    StorageError,
     TransientError,
     Unavailable,
 )
@@ -93,6 +94,11 @@ class Renderer:
 
     async def _attempt(self, msg: Msg, job: events.JobSubmitted) -> None:
         attempt = msg.metadata.num_delivered
+        ended = await timeline.terminal_event(self.js, job.job_id)
+        if ended is not None:  # cancelled while queued, or a redelivery of a finished job
+            log.info("job %s is already %s; not rendering", job.job_id, events.event_name(ended))
+            await msg.ack()
+            return
         await bus.publish(
             self.js, events.JobStarted(job_id=job.job_id, attempt=attempt, worker=self.worker)
         )
@@ -130,11 +136,22 @@ class Renderer:
         status = events.event_name(event)
         if await bus.publish(self.js, event):
             metrics.JOBS_FINISHED.labels(status).inc()
+        elif isinstance(event, events.JobDone):
+            await self._discard_if_cancelled(event)
         metrics.RENDER_ATTEMPTS.labels(status).inc()
         if status == "done":
             await msg.ack_sync()
         else:
             await msg.term()
+
+    async def _discard_if_cancelled(self, done: events.JobDone) -> None:
+        """A cancel won the race against this render: remove the file it just stored."""
+        ended = await timeline.terminal_event(self.js, done.job_id)
+        if isinstance(ended, events.JobCancelled):
+            try:
+                await self.storage.delete(done.object_key)
+            except StorageError as exc:
+                log.warning("job %s: cancelled, but its file stays: %s", done.job_id, exc)
 
     async def _failed(
         self, msg: Msg, job: events.JobSubmitted, attempt: int, exc: PressroomError
