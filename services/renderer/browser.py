@@ -163,7 +163,7 @@ def _dying_with_us(executable: str, folder: str) -> str:
     with open(script, "w", encoding="utf-8") as file:
         file.write(
             f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -c "
-            f"{shlex.quote(_PDEATHSIG_SHIM)} {shlex.quote(executable)} \"$@\"\n"
+            f'{shlex.quote(_PDEATHSIG_SHIM)} {shlex.quote(executable)} "$@"\n'
         )
     os.chmod(script, 0o700)
     return script

@@ -32,16 +32,11 @@ async def test_cancelled_queued_job_is_never_rendered(settings: Settings):
     await stack.start("gateway", "projector")
     try:
         job_id = (await stack.submit(HELLO))["id"]
-        assert await delete(stack, job_id) == (
-            200,
-            {"id": job_id, "status": "cancelled", "url": None},
-        )
+        cancelled = {"id": job_id, "status": "cancelled", "url": None}
+        assert await delete(stack, job_id) == (200, cancelled)
         await stack.start("renderer")
         await eventually(lambda: renderer_idle(settings))
-        assert await delete(stack, job_id) == (
-            200,
-            {"id": job_id, "status": "cancelled", "url": None},
-        )
+        assert await delete(stack, job_id) == (200, cancelled)
         job = await stack.finished(job_id)
         history = await job_events(stack, job_id)
     finally:
