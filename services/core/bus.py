@@ -108,7 +108,7 @@ async def connect(settings: Settings, *, name: str) -> Client:
     """Connect, retrying forever in the background once connected (pods should not give up)."""
     try:
         return await nats.connect(
-            settings.nats_url,
+            [url.strip() for url in settings.nats_url.split(",")],
             name=f"pressroom-{name}",
             max_reconnect_attempts=-1,
             reconnect_time_wait=1,

@@ -86,7 +86,9 @@ class Settings:
         "PRESSROOM_METRICS_PORT", 9100, _int(0, 65535), "Prometheus port of non-gateway services"
     )
     data_dir: str = _var("PRESSROOM_DATA_DIR", ".pressroom", doc="where `pressroom dev` keeps data")
-    nats_url: str = _var("PRESSROOM_NATS_URL", "nats://127.0.0.1:4222", doc="NATS server URL")
+    nats_url: str = _var(
+        "PRESSROOM_NATS_URL", "nats://127.0.0.1:4222", doc="NATS server URL(s), comma-separated"
+    )
     stream_replicas: int = _var(
         "PRESSROOM_STREAM_REPLICAS", 1, _int(1, 5), "replicas of the JOBS stream"
     )
