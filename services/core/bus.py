@@ -3,6 +3,8 @@
 Stream and consumers are created (or updated) idempotently at start by every service, so a
 fresh NATS needs no separate deploy step. Retention is by age, not work-queue: each
 service reads the same log through its own durable consumer, and the log can be replayed.
+A second, small stream keeps the renderer's MAX_DELIVERIES advisories for the projector's
+finalizer (advisories are core NATS messages, lost when nobody listens).
 """
 
 from __future__ import annotations
@@ -43,6 +45,15 @@ log = logging.getLogger(__name__)
 
 DUPLICATE_WINDOW = 3600.0
 """Seconds a `Nats-Msg-Id` is remembered; covers client retries of the same POST."""
+
+ADVISORY_STREAM = "JOBS_ADVISORIES"
+"""Keeps the renderer's MAX_DELIVERIES advisories, which NATS only fires and forgets."""
+
+MAX_DELIVERIES_SUBJECT = (
+    f"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{events.STREAM}.{events.RENDERER}"
+)
+FINALIZER = "finalizer"
+"""The projector's durable on `ADVISORY_STREAM`."""
 
 
 def stream_config(settings: Settings) -> StreamConfig:
@@ -92,6 +103,40 @@ def consumer_configs(settings: Settings) -> list[ConsumerConfig]:
     ]
 
 
+def advisory_stream_config(settings: Settings) -> StreamConfig:
+    """Persists advisories: a finalizer that is down when one fires still reads it later."""
+    return StreamConfig(
+        name=ADVISORY_STREAM,
+        subjects=[MAX_DELIVERIES_SUBJECT],
+        retention=RetentionPolicy.LIMITS,
+        storage=StorageType.FILE,
+        num_replicas=settings.stream_replicas,
+        max_age=settings.stream_max_age,
+        discard=DiscardPolicy.OLD,
+    )
+
+
+def finalizer_config() -> ConsumerConfig:
+    """Every advisory, redelivered until the finalizer acks it (its handling is idempotent)."""
+    return ConsumerConfig(
+        durable_name=FINALIZER,
+        ack_policy=AckPolicy.EXPLICIT,
+        deliver_policy=DeliverPolicy.ALL,
+        ack_wait=30.0,
+        max_deliver=-1,
+        max_ack_pending=1000,
+    )
+
+
+async def _ensure(js: JetStreamContext, config: StreamConfig) -> None:
+    try:
+        await js.add_stream(config)
+    except APIError as exc:
+        if exc.err_code != 10058:  # exists with another configuration: update it
+            raise
+        await js.update_stream(config)
+
+
 async def _on_error(exc: Exception) -> None:
     log.warning("nats: %s", exc)
 
@@ -122,16 +167,13 @@ async def connect(settings: Settings, *, name: str) -> Client:
 
 
 async def ensure_stream(js: JetStreamContext, settings: Settings) -> None:
-    """Create or update the JOBS stream and the three durable consumers."""
-    config = stream_config(settings)
-    try:
-        await js.add_stream(config)
-    except APIError as exc:
-        if exc.err_code != 10058:  # exists with another configuration: update it
-            raise
-        await js.update_stream(config)
+    """Create or update the JOBS stream, its three durables, the advisory stream and its
+    `finalizer` durable."""
+    await _ensure(js, stream_config(settings))
     for consumer in consumer_configs(settings):
         await js.add_consumer(events.STREAM, consumer)
+    await _ensure(js, advisory_stream_config(settings))
+    await js.add_consumer(ADVISORY_STREAM, finalizer_config())
 
 
 @contextlib.asynccontextmanager
@@ -149,10 +191,18 @@ async def open_bus(
             await nc.drain()
 
 
-async def publish(js: JetStreamContext, event: events.AnyEvent, *, timeout: float = 5.0) -> bool:
+async def publish(
+    js: JetStreamContext,
+    event: events.AnyEvent,
+    *,
+    timeout: float = 5.0,
+    msg_id: str | None = None,
+) -> bool:
     """Publish with its dedup id; True if stored now, False if it was a duplicate.
 
-    Raises `Unavailable` when JetStream does not acknowledge within `timeout`.
+    `msg_id` replaces the event's own dedup id (`events.msg_id`), for a deliberate second
+    copy of the same fact such as a re-driven submission. Raises `Unavailable` when
+    JetStream does not acknowledge within `timeout`.
     """
     try:
         ack = await js.publish(
@@ -160,7 +210,7 @@ async def publish(js: JetStreamContext, event: events.AnyEvent, *, timeout: floa
             events.encode(event),
             timeout=timeout,
             stream=events.STREAM,
-            headers={"Nats-Msg-Id": events.msg_id(event)},
+            headers={"Nats-Msg-Id": msg_id or events.msg_id(event)},
         )
     except (
         NatsTimeout,
@@ -175,6 +225,11 @@ async def publish(js: JetStreamContext, event: events.AnyEvent, *, timeout: floa
 async def subscribe(js: JetStreamContext, durable: str) -> JetStreamContext.PullSubscription:
     """Bind to one of the durables made by `ensure_stream`."""
     return await js.pull_subscribe_bind(durable, stream=events.STREAM)
+
+
+async def subscribe_advisories(js: JetStreamContext) -> JetStreamContext.PullSubscription:
+    """Bind to the `finalizer` durable on the advisory stream."""
+    return await js.pull_subscribe_bind(FINALIZER, stream=ADVISORY_STREAM)
 
 
 async def fetch(

@@ -62,9 +62,15 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX webhook_deliveries_job ON webhook_deliveries (job_id, stream_seq);
     """,
+    # 2: how often the reconciler re-published a stalled job. Not derivable from the log:
+    # a rebuild of the projection starts it again at 0.
+    """
+    ALTER TABLE jobs ADD COLUMN redrives integer NOT NULL DEFAULT 0;
+    """,
 ]
 
 _LOCK_ID = 0x7072657373  # "press": serialises migrations across pods
+RECONCILER_LOCK_ID = 0x7265636F6E  # "recon": one projector sweeps for stalled jobs at a time
 
 
 async def migrate(conn: asyncpg.Connection) -> None:
@@ -120,3 +126,65 @@ async def webhook_deliveries(pool: asyncpg.Pool, job_id: str) -> list[dict[str, 
         "SELECT * FROM webhook_deliveries WHERE job_id = $1 ORDER BY stream_seq", job_id
     )
     return [dict(r) for r in rows]
+
+
+async def job_status(pool: asyncpg.Pool, job_id: str) -> str | None:
+    """The projected status of a job, None if the projection has no row for it."""
+    status: str | None = await pool.fetchval("SELECT status FROM jobs WHERE id = $1", job_id)
+    return status
+
+
+async def try_advisory_lock(conn: asyncpg.Connection, key: int) -> bool:
+    """Take a session-level advisory lock if nobody holds it; never waits."""
+    return bool(await conn.fetchval("SELECT pg_try_advisory_lock($1)", key))
+
+
+async def advisory_unlock(conn: asyncpg.Connection, key: int) -> None:
+    await conn.execute("SELECT pg_advisory_unlock($1)", key)
+
+
+async def stale_jobs(
+    conn: asyncpg.Connection, older_than: float, limit: int
+) -> list[dict[str, Any]]:
+    """Unfinished jobs (`queued`, `running`) not updated for `older_than` seconds, oldest
+    first; the predicate matches the partial index `jobs_unfinished`."""
+    rows = await conn.fetch(
+        """
+        SELECT id, status, attempts, input, webhook_url, idempotency_key, created_at, redrives
+        FROM jobs
+        WHERE status IN ('queued', 'running')
+          AND updated_at < now() - make_interval(secs => $1::double precision)
+        ORDER BY updated_at
+        LIMIT $2
+        """,
+        older_than,
+        limit,
+    )
+    return [dict(r) for r in rows]
+
+
+async def mark_redriven(conn: asyncpg.Connection, job_id: str, redrives: int) -> None:
+    """Record the `redrives`-th re-drive and restart the job's staleness clock."""
+    await conn.execute(
+        "UPDATE jobs SET redrives = GREATEST(redrives, $2::integer), updated_at = now() "
+        "WHERE id = $1",
+        job_id,
+        redrives,
+    )
+
+
+async def touch_job(conn: asyncpg.Connection, job_id: str) -> None:
+    """Restart a job's staleness clock (its terminal event is on the way to the projector)."""
+    await conn.execute("UPDATE jobs SET updated_at = now() WHERE id = $1", job_id)
+
+
+async def truncate_projection(pool: asyncpg.Pool) -> None:
+    """Empty every table the projector derives from the log (schema_migrations stays)."""
+    await pool.execute("TRUNCATE jobs, job_events, webhook_deliveries")
+
+
+async def projection_counts(pool: asyncpg.Pool) -> tuple[int, dict[str, int]]:
+    """(events recorded, jobs by status) of the projection."""
+    events = int(await pool.fetchval("SELECT count(*) FROM job_events"))
+    rows = await pool.fetch("SELECT status, count(*) AS n FROM jobs GROUP BY status ORDER BY 1")
+    return events, {r["status"]: int(r["n"]) for r in rows}

@@ -181,7 +181,8 @@ def msg_id(event: AnyEvent) -> str:
     if isinstance(event, JobDeleted):
         return f"{event.job_id}.deleted"
     if isinstance(event, JobStarted | JobRetrying):
-        return f"{event.job_id}.{event_name(event)}.{event.attempt}"
+        # Unique per publish: a re-driven job restarts at attempt 1 and must still show.
+        return f"{event.job_id}.{event_name(event)}.{event.attempt}.{event.at!r}"
     if isinstance(event, WebhookAttempted):
         return f"{event.job_id}.webhook.{event.webhook_id}.{event.attempt}"
     raise TypeError(type(event))

@@ -36,6 +36,17 @@ WEBHOOK_SECONDS = Histogram(
     buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
 )
 
+FINALIZER_ADVISORIES = Counter(
+    "pressroom_finalizer_advisories_total",
+    "MAX_DELIVERIES advisories handled, by outcome",
+    ["outcome"],
+)
+RECONCILER_ACTIONS = Counter(
+    "pressroom_reconciler_actions_total",
+    "Stalled jobs found by the reconciler, by what it did (redrive, fail)",
+    ["action"],
+)
+
 
 async def handle_metrics(request: web.Request) -> web.Response:
     body = generate_latest()

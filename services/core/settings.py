@@ -160,6 +160,24 @@ class Settings:
         _bool,
         "allow webhooks to private, loopback and link-local addresses",
     )
+    reconcile_interval: float = _var(
+        "PRESSROOM_RECONCILE_INTERVAL",
+        30.0,
+        _float(0.1, 86400),
+        "time between the projector's sweeps for stalled jobs, s",
+    )
+    stale_after: float = _var(
+        "PRESSROOM_STALE_AFTER",
+        900.0,
+        _float(1, 30 * 86400),
+        "a queued or running job without news for this long is re-driven, s",
+    )
+    max_redrives: int = _var(
+        "PRESSROOM_MAX_REDRIVES",
+        3,
+        _int(0, 100),
+        "re-drives of a stalled job before it is failed as `stalled`",
+    )
     log_level: str = _var(
         "PRESSROOM_LOG_LEVEL", "INFO", _choice("DEBUG", "INFO", "WARNING", "ERROR"), "log level"
     )

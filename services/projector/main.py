@@ -1,22 +1,71 @@
-"""`pressroom projector`: keep the Postgres read model in step with the log."""
+"""`pressroom projector`: keep the Postgres read model in step with the log.
+
+Three loops share one NATS connection and one pool: the consumer (every event into
+Postgres), the finalizer (jobs whose render deliveries ran out) and the reconciler (jobs
+the log no longer drives). `pressroom projector --rebuild` instead replays the whole log
+into empty tables and exits.
+"""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import sys
+from collections.abc import Coroutine
+from typing import Any
 
 from services.core import bus, db, metrics, runtime
 from services.core.settings import Settings
-from services.projector import consumer
+from services.projector import consumer, finalizer, rebuild, reconciler
 
 
 async def serve(settings: Settings, stop: asyncio.Event) -> None:
+    """Run the three loops until `stop` is set; if one fails, stop the others and raise."""
     async with (
         metrics.serve(settings.host, settings.metrics_port),
         bus.open_bus(settings, name="projector") as (_, js),
-        db.open_pool(settings, size=2) as pool,
+        db.open_pool(settings, size=4) as pool,
     ):
-        await consumer.run(js, pool, stop)
+        await run_together(
+            consumer.run(js, pool, stop),
+            finalizer.run(js, pool, stop),
+            reconciler.run(js, pool, settings, stop),
+        )
+
+
+async def run_together(*loops: Coroutine[Any, Any, None]) -> None:
+    """Await every loop; the first one to raise cancels the rest, then its error is raised.
+
+    Unlike a TaskGroup this raises the error itself, not an ExceptionGroup, so
+    `runtime.run` still turns a startup failure into one clear line.
+    """
+    tasks = [asyncio.create_task(loop) for loop in loops]
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+    finally:
+        for task in tasks:
+            task.cancel()  # no-op on finished tasks
+        await asyncio.gather(*tasks, return_exceptions=True)
+    for task in done:
+        error = None if task.cancelled() else task.exception()
+        if error is not None:
+            raise error
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="pressroom projector", description="Project the log into PostgreSQL."
+    )
+    parser.add_argument(
+        "--rebuild",
+        action="store_true",
+        help="empty the projection, replay the whole log into it, print a summary and exit "
+        "(stop every other projector first)",
+    )
+    return parser.parse_args(argv)
 
 
 def main() -> None:
-    runtime.run("projector", serve)
+    # `pressroom projector …`: the CLI leaves sys.argv as it was, so our flags start at [2].
+    args = parse_args(sys.argv[2:])
+    runtime.run("projector", rebuild.main if args.rebuild else serve)

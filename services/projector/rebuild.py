@@ -1,0 +1,104 @@
+"""`pressroom projector --rebuild`: throw the read model away and replay it from the log.
+
+Run it with every other projector stopped. Order matters for a crash half-way: the
+`projector` durable is deleted first, then the tables are emptied, then the durable is
+created again from the first message. A crash at any point leaves either the old, intact
+projection or a consumer that replays the whole log into whatever is left, so starting
+`pressroom projector` afterwards (or the rebuild again) always converges.
+
+Only what the stream still holds (`PRESSROOM_STREAM_MAX_AGE`) comes back; values that
+are not in the log, such as the reconciler's `redrives` count, restart at 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass, field
+
+import asyncpg
+from nats.errors import Error as NatsError
+from nats.js import JetStreamContext
+from nats.js.errors import NotFoundError
+
+from services.core import bus, db, events, runtime
+from services.core.settings import Settings
+from services.projector import consumer
+
+log = logging.getLogger(__name__)
+
+POLL = 0.2
+"""Seconds between two looks at the consumer's backlog."""
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What a rebuild produced; `complete` is False if it was stopped before catching up."""
+
+    events: int
+    jobs: dict[str, int] = field(default_factory=dict)
+    complete: bool = True
+
+    def line(self) -> str:
+        by_status = " ".join(f"{status}={n}" for status, n in self.jobs.items()) or "none"
+        state = "rebuilt" if self.complete else "rebuild INTERRUPTED"
+        return f"projection {state}: {self.events} events applied; jobs: {by_status}"
+
+
+async def rebuild(settings: Settings, stop: asyncio.Event) -> Summary:
+    """Empty the projection, replay the log until the projector durable has nothing pending
+    or unacknowledged, and report. Returns early, `complete=False`, if `stop` is set."""
+    async with (
+        bus.open_bus(settings, name="projector-rebuild") as (_, js),
+        db.open_pool(settings, size=2) as pool,
+    ):
+        await _restart(js, pool, settings)
+        caught_up = asyncio.Event()
+        watcher = asyncio.create_task(_watch(js, stop, caught_up))
+        try:
+            await consumer.run(js, pool, caught_up)
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+        events_applied, jobs = await db.projection_counts(pool)
+    return Summary(events_applied, jobs, complete=not stop.is_set())
+
+
+async def _restart(js: JetStreamContext, pool: asyncpg.Pool, settings: Settings) -> None:
+    """Delete the durable, empty the tables, recreate the durable at the first message."""
+    with contextlib.suppress(NotFoundError):
+        await js.delete_consumer(events.STREAM, events.PROJECTOR)
+    await db.truncate_projection(pool)
+    # `ensure_stream` recreates the missing durable (DeliverPolicy.ALL) with its usual config.
+    await bus.ensure_stream(js, settings)
+    log.info("projection emptied; replaying the log")
+
+
+async def _watch(js: JetStreamContext, stop: asyncio.Event, caught_up: asyncio.Event) -> None:
+    """Set `caught_up` once the durable has nothing left, or as soon as `stop` is set.
+
+    Acks follow the database commit, so "nothing pending and nothing awaiting an ack" means
+    every message delivered so far is in Postgres.
+    """
+    while not stop.is_set() and not await _drained(js):
+        await runtime.pause(stop, POLL)
+    caught_up.set()
+
+
+async def _drained(js: JetStreamContext) -> bool:
+    try:
+        info = await js.consumer_info(events.STREAM, events.PROJECTOR)
+    except (TimeoutError, NatsError) as exc:  # reconnecting: look again at the next poll
+        log.warning("cannot read the projector's backlog: %s", exc)
+        return False
+    return bool(info.num_pending == 0 and info.num_ack_pending == 0)
+
+
+async def main(settings: Settings, stop: asyncio.Event) -> None:
+    """The `--rebuild` command: rebuild, print the one-line summary; exit 1 if interrupted."""
+    summary = await rebuild(settings, stop)
+    print(summary.line(), flush=True)
+    if not summary.complete:
+        raise SystemExit(1)

@@ -1,0 +1,154 @@
+"""Catch the system's own lie: jobs the projection shows unfinished that nothing drives.
+
+A job should move while it is `queued` or `running`. One that has had no news for
+`stale_after` seconds was lost somewhere (its message aged out or was lost by the log, a
+renderer hung, an advisory never came): the reconciler re-publishes its `submitted` event,
+rebuilt from the row's recorded input, under a new dedup id `<job>.redrive.<n>`; after
+`max_redrives` it publishes `failed` ("stalled") instead. Re-driving a job that is in fact
+still being rendered is harmless: object keys derive from the job id and terminal events
+are deduplicated.
+
+Each sweep holds a Postgres advisory lock, so with several projectors only one sweeps at a
+time, and it skips while the projector lags far behind the log (then "no news" in Postgres
+may only mean "not projected yet").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import asyncpg
+import msgspec
+from nats.errors import Error as NatsError
+from nats.js import JetStreamContext
+
+from services.core import bus, db, events, metrics, runtime
+from services.core.errors import Unavailable
+from services.core.settings import Settings
+from services.projector.consumer import BATCH as PROJECTOR_BATCH
+
+log = logging.getLogger(__name__)
+
+SWEEP_LIMIT = 500
+"""Jobs acted on per sweep; the rest stay stale and are taken by the next sweep."""
+
+_RETRYABLE = (
+    Unavailable,
+    NatsError,
+    TimeoutError,
+    OSError,
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+)
+
+
+async def run(
+    js: JetStreamContext, pool: asyncpg.Pool, settings: Settings, stop: asyncio.Event
+) -> None:
+    """Sweep every `reconcile_interval` seconds until `stop` is set.
+
+    NATS or Postgres trouble only skips a sweep: stale jobs stay stale and are found again.
+    """
+    while not stop.is_set():
+        try:
+            await sweep(js, pool, settings)
+        except _RETRYABLE as exc:
+            log.warning("reconciler: sweep skipped: %s", exc)
+        await runtime.pause(stop, settings.reconcile_interval)
+
+
+async def sweep(
+    js: JetStreamContext, pool: asyncpg.Pool, settings: Settings
+) -> dict[str, str] | None:
+    """One pass over the stale jobs: {job id: "redrive" or "fail"} for each one acted on.
+
+    None when this projector did not sweep: another one holds the lock, or the projection
+    is more than a batch behind the log.
+    """
+    if await _projection_lags(js):
+        log.info("reconciler: the projection is catching up with the log; sweep skipped")
+        return None
+    async with pool.acquire() as conn:
+        if not await db.try_advisory_lock(conn, db.RECONCILER_LOCK_ID):
+            return None
+        try:
+            rows = await db.stale_jobs(conn, settings.stale_after, SWEEP_LIMIT)
+            return {row["id"]: await reconcile(js, conn, settings, row) for row in rows}
+        finally:
+            await db.advisory_unlock(conn, db.RECONCILER_LOCK_ID)
+
+
+async def reconcile(
+    js: JetStreamContext, conn: asyncpg.Connection, settings: Settings, row: dict[str, Any]
+) -> str:
+    """Re-drive one stale job, or fail it once its re-drives are used up; returns which.
+
+    The event is published (and acknowledged) before the row is updated: a crash in between
+    repeats the same publish, which the dedup id absorbs.
+    """
+    job_id, redrives = row["id"], row["redrives"]
+    job = resubmission(row)
+    if job is not None and redrives < settings.max_redrives:
+        await bus.publish(js, job, msg_id=f"{job_id}.redrive.{redrives + 1}")
+        await db.mark_redriven(conn, job_id, redrives + 1)
+        action = "redrive"
+    else:
+        # Touched so that it is not found again before the projector applies the failure.
+        await bus.publish(js, stalled(row, has_input=job is not None))
+        await db.touch_job(conn, job_id)
+        action = "fail"
+    metrics.RECONCILER_ACTIONS.labels(action).inc()
+    log.warning(
+        "job %s: %s, no news for over %.0fs: %s",
+        job_id,
+        row["status"],
+        settings.stale_after,
+        action,
+    )
+    return action
+
+
+def resubmission(row: dict[str, Any]) -> events.JobSubmitted | None:
+    """The job's `submitted` event rebuilt from its row, None if the row lacks its input.
+
+    `at` is the original creation time, so projecting the copy keeps `created_at`.
+    """
+    job_input = row["input"]
+    if not isinstance(job_input, dict):
+        return None
+    fields = {
+        **job_input,
+        "job_id": row["id"],
+        "at": row["created_at"].timestamp(),
+        "webhook_url": row["webhook_url"],
+        "idempotency_key": row["idempotency_key"],
+    }
+    try:
+        return msgspec.convert(fields, events.JobSubmitted)
+    except msgspec.ValidationError as exc:
+        log.error("job %s: recorded input cannot be re-driven: %s", row["id"], exc)
+        return None
+
+
+def stalled(row: dict[str, Any], *, has_input: bool) -> events.JobFailed:
+    """The terminal event of a job the log no longer drives."""
+    if has_input:
+        message = (
+            f"no progress after {row['redrives']} re-drives: the log no longer drives this job"
+        )
+    else:
+        message = "no progress and no recorded input to re-drive: the log no longer drives this job"
+    return events.JobFailed(
+        job_id=row["id"],
+        attempt=row["attempts"],
+        error=events.ErrorInfo(type="stalled", message=message),
+        webhook_url=row["webhook_url"],
+    )
+
+
+async def _projection_lags(js: JetStreamContext) -> bool:
+    """Whether the projector has more than a batch of the log still to apply."""
+    info = await js.consumer_info(events.STREAM, events.PROJECTOR)
+    return (info.num_pending or 0) > PROJECTOR_BATCH

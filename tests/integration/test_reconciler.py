@@ -1,0 +1,135 @@
+"""Jobs the projection shows unfinished, but that the log no longer drives, still end.
+
+A job "lost by the log" is made by writing its row straight into Postgres, `queued` and
+an hour old, with no message in the stream. Verifies: the reconciler re-publishes its
+`submitted` event under the dedup id `<job>.redrive.1` and a running renderer then
+finishes it `done`; with no renderer, after `max_redrives` re-drives it fails as
+`stalled`; and a sweep does nothing while another projector holds the reconciler's lock.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import replace
+
+import asyncpg
+import nats
+import pytest
+from nats.js import JetStreamContext
+from prometheus_client import REGISTRY
+
+from services.core import bus, db, events
+from services.core.settings import Settings
+from services.projector import reconciler
+from tests.conftest import Stack
+
+HELLO = {"template": "<h1>Hi {{name}}</h1>", "data": {"name": "Ana"}, "options": {}}
+
+
+@pytest.fixture
+def fast_settings(settings: Settings) -> Settings:
+    return replace(settings, reconcile_interval=0.2, stale_after=1.0, max_redrives=2)
+
+
+@pytest.fixture
+async def js(settings: Settings) -> AsyncIterator[JetStreamContext]:
+    nc = await nats.connect(settings.nats_url)
+    yield nc.jetstream()
+    await nc.close()
+
+
+async def insert_lost_job(database_url: str) -> str:
+    """A `queued` row an hour old whose `submitted` message is nowhere in the log."""
+    job_id = uuid.uuid4().hex
+    conn = await asyncpg.connect(database_url)
+    try:
+        await conn.execute(
+            "INSERT INTO jobs (id, status, input, created_at, updated_at) "
+            "VALUES ($1, 'queued', $2::jsonb, now() - interval '1 hour', "
+            "now() - interval '1 hour')",
+            job_id,
+            json.dumps(HELLO),
+        )
+    finally:
+        await conn.close()
+    return job_id
+
+
+async def job_row(database_url: str, job_id: str) -> dict:
+    conn = await asyncpg.connect(database_url)
+    try:
+        row = await conn.fetchrow("SELECT * FROM jobs WHERE id = $1", job_id)
+        submitted = await conn.fetchval(
+            "SELECT count(*) FROM job_events WHERE job_id = $1 AND type = 'submitted'", job_id
+        )
+    finally:
+        await conn.close()
+    return {**dict(row), "submitted_events": submitted}
+
+
+def actions(action: str) -> float:
+    value = REGISTRY.get_sample_value("pressroom_reconciler_actions_total", {"action": action})
+    return value or 0.0
+
+
+async def last_submission_id(js: JetStreamContext, job_id: str) -> str:
+    msg = await js.get_last_msg(events.STREAM, events.subject(job_id, "submitted"))
+    return str((msg.headers or {}).get("Nats-Msg-Id"))
+
+
+async def test_lost_job_is_redriven_and_rendered(settings: Settings, js):
+    stack = Stack(replace(settings, reconcile_interval=0.2, stale_after=60.0, max_redrives=1))
+    await stack.start()
+    try:
+        before = actions("redrive")
+        job_id = await insert_lost_job(settings.database_url)
+        job = await stack.finished(job_id, timeout=30)
+        assert job["status"] == "done", job
+        assert job["attempts"] == 1
+        assert await last_submission_id(js, job_id) == f"{job_id}.redrive.1"
+        row = await job_row(settings.database_url, job_id)
+        assert row["redrives"] == 1
+        assert row["created_at"].timestamp() < row["updated_at"].timestamp() - 3000
+        assert actions("redrive") == before + 1
+    finally:
+        await stack.close()
+
+
+async def test_job_still_stalled_after_max_redrives_fails_as_stalled(fast_settings, js):
+    stack = Stack(fast_settings)  # no renderer: nothing ever takes the re-driven messages
+    await stack.start("gateway", "projector")
+    try:
+        before = actions("fail")
+        job_id = await insert_lost_job(fast_settings.database_url)
+        job = await stack.finished(job_id, timeout=20)
+        assert job["status"] == "failed"
+        assert job["error"] == {
+            "type": "stalled",
+            "message": "no progress after 2 re-drives: the log no longer drives this job",
+        }
+        assert await last_submission_id(js, job_id) == f"{job_id}.redrive.2"
+        row = await job_row(fast_settings.database_url, job_id)
+        assert row["redrives"] == 2
+        assert row["submitted_events"] == 2
+        assert actions("fail") == before + 1
+    finally:
+        await stack.close()
+
+
+async def test_sweep_waits_for_the_projector_holding_the_lock(fast_settings, js):
+    async with (
+        bus.open_bus(fast_settings, name="test") as (_, own_js),
+        db.open_pool(fast_settings) as pool,
+    ):
+        job_id = await insert_lost_job(fast_settings.database_url)
+        other = await asyncpg.connect(fast_settings.database_url)
+        try:
+            assert await db.try_advisory_lock(other, db.RECONCILER_LOCK_ID)
+            assert await reconciler.sweep(own_js, pool, fast_settings) is None
+            await db.advisory_unlock(other, db.RECONCILER_LOCK_ID)
+        finally:
+            await other.close()
+        assert await reconciler.sweep(own_js, pool, fast_settings) == {job_id: "redrive"}
+    assert await last_submission_id(js, job_id) == f"{job_id}.redrive.1"
