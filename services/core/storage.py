@@ -113,11 +113,21 @@ class S3Storage:
 
     async def put(self, key: str, data: bytes, content_type: str) -> None:
         try:
-            await self.client.put_object(
-                Bucket=self.bucket, Key=key, Body=data, ContentType=content_type
-            )
+            try:
+                await self._put(key, data, content_type)
+            except ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") != "NoSuchBucket":
+                    raise
+                # The bucket was not there when we started (storage was down) or is gone.
+                await self.client.create_bucket(Bucket=self.bucket)
+                await self._put(key, data, content_type)
         except (BotoCoreError, ClientError, OSError) as exc:
             raise StorageError(f"cannot upload {key}: {exc}") from exc
+
+    async def _put(self, key: str, data: bytes, content_type: str) -> None:
+        await self.client.put_object(
+            Bucket=self.bucket, Key=key, Body=data, ContentType=content_type
+        )
 
     async def delete(self, key: str) -> None:
         try:

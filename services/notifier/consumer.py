@@ -8,6 +8,7 @@ same for every attempt of one event, so receivers can deduplicate.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import logging
@@ -16,6 +17,7 @@ from typing import Any
 import aiohttp
 import msgspec
 from nats.aio.msg import Msg
+from nats.errors import Error as NatsError
 from nats.js import JetStreamContext
 
 from services.core import bus, events, metrics
@@ -58,9 +60,10 @@ class Notifier:
             return
         try:
             await self._attempt(msg, event, event.webhook_url)
-        except (Unavailable, StorageError) as exc:
-            log.warning("job %s: webhook postponed: %s", event.job_id, exc)
-            await msg.nak(delay=5)
+        except (Unavailable, StorageError, NatsError, TimeoutError) as exc:
+            log.warning("job %s: webhook postponed: %r", event.job_id, exc)
+            with contextlib.suppress(NatsError, TimeoutError):
+                await msg.nak(delay=5)
 
     async def payload(self, event: events.Terminal) -> bytes:
         data: dict[str, Any] = {"id": event.job_id, "status": events.event_name(event)}

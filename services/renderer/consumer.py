@@ -17,6 +17,7 @@ import time
 
 import msgspec
 from nats.aio.msg import Msg
+from nats.errors import Error as NatsError
 from nats.js import JetStreamContext
 
 from services.core import bus, events, metrics, timeline
@@ -76,10 +77,9 @@ class Renderer:
             with contextlib.suppress(Exception):
                 await msg.nak()
             raise
-        except Unavailable as exc:
-            log.warning(
-                "job %s: cannot report to NATS (%s); left for redelivery", event.job_id, exc
-            )
+        except (Unavailable, NatsError, TimeoutError) as exc:
+            # NATS is away (or electing): what was not acked is redelivered later.
+            log.warning("job %s: cannot report (%r); left for redelivery", event.job_id, exc)
         finally:
             metrics.RENDERS_IN_FLIGHT.dec()
             heartbeat.cancel()
