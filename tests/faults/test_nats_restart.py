@@ -1,0 +1,118 @@
+"""NATS stopped while a client keeps submitting: quick 503s, and nothing accepted is lost.
+
+Verifies, with a client submitting all the time (three requests at a time, every 0.5 s,
+each job with its own Idempotency-Key) while nats-server is stopped for about 8 s and then
+started again on the same store dir and port:
+- every POST /jobs answers 202 or 503, within 6 s; during the outage it is 503 with a JSON
+  error of type `unavailable`, and /readyz answers 503 naming NATS;
+- after the restart the services reconnect by themselves (none is restarted) and 202s
+  resume;
+- the client resubmits each refused job with the same Idempotency-Key and gets 202; how
+  many of those refused submissions had reached the log after all is printed;
+- every job that got 202 ends `done` exactly once, with one object.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+
+from tests.conftest import NatsServer
+from tests.faults.harness import Cluster, Reply, assert_no_job_left_behind, poll, small_job
+
+OUTAGE = 8.0
+CLIENTS = 3
+PACE = 0.5  # seconds between one client's submissions: ~6 jobs/s, what two tabs render
+
+
+class Client:
+    """Submits a job every PACE seconds until stopped; remembers each key's body and reply."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.numbers = itertools.count()
+        self.replies: list[tuple[str, Reply]] = []
+        self.bodies: dict[str, dict[str, object]] = {}
+        self.stop = asyncio.Event()
+
+    async def run(self) -> None:
+        while not self.stop.is_set():
+            n = next(self.numbers)
+            key = f"nats-restart-{n}"
+            self.bodies[key] = small_job(n)
+            self.replies.append((key, await self.cluster.post_job(self.bodies[key], key=key)))
+            await asyncio.sleep(PACE)
+
+    def count(self, status: int, since: float = 0.0) -> int:
+        return sum(1 for _, r in self.replies if r.status == status and r.started >= since)
+
+
+async def test_nats_outage_answers_503_and_loses_no_accepted_job(
+    cluster: Cluster, nats_server: NatsServer
+) -> None:
+    await cluster.up(renderers=1)
+    client = Client(cluster)
+    tasks = [asyncio.create_task(client.run()) for _ in range(CLIENTS)]
+    try:
+        await poll(lambda: _at_least(client.count(202), 20), 30, "20 jobs accepted")
+        await asyncio.to_thread(nats_server.stop)
+        stopped = time.monotonic()
+        await poll(lambda: _at_least(client.count(503), 3), 20, "503s during the outage")
+        async with cluster.http.get(f"{cluster.url}/readyz") as response:
+            readiness = (response.status, await response.json())
+        await asyncio.sleep(max(0.0, stopped + OUTAGE - time.monotonic()))  # hold the outage
+        await asyncio.to_thread(nats_server.start)
+        restarted = time.monotonic()
+        await poll(lambda: _at_least(client.count(202, restarted), 20), 40, "202s after restart")
+    finally:
+        client.stop.set()
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+    errors = [r for r in results if isinstance(r, BaseException)]
+    assert not errors, f"the client's requests failed: {errors}"
+    resubmitted_at = time.time()
+    resubmitted: list[str] = []
+    for key, reply in client.replies:
+        if reply.status != 202:
+            again = await cluster.post_job(client.bodies[key], key=key)
+            assert again.status == 202, f"resubmitting {key}: {again}"
+            resubmitted.append(again.body["id"])
+
+    outcome = await assert_no_job_left_behind(cluster, "nats_restart", timeout=90)
+    answers = [reply for _, reply in client.replies]
+    unexpected = [r for r in answers if r.status not in (202, 503)]
+    assert not unexpected, f"answers other than 202/503: {unexpected[:5]}"
+    slow = [r for r in answers if r.seconds >= 6]
+    assert not slow, f"answers slower than 6 s: {slow[:5]}"
+    wrong = [r for r in answers if r.status == 503 and _error_type(r) != "unavailable"]
+    assert not wrong, f"503s without a JSON `unavailable` error: {wrong[:5]}"
+    assert readiness[0] == 503 and readiness[1]["checks"]["nats"] is False, readiness
+    ghosts = await _submitted_before(cluster, resubmitted, resubmitted_at)
+    back = min(r.started + r.seconds for r in answers if r.started > restarted and r.status == 202)
+    print(
+        f"[faults] nats_restart: {len(answers)} POSTs, {client.count(503)} answered 503 "
+        f"(slowest answer {max(r.seconds for r in answers):.2f}s); {len(ghosts)} of the "
+        f"{len(resubmitted)} refused jobs had reached the log anyway; first 202 "
+        f"{back - restarted:.1f}s after the restart; {len(outcome.statuses)} jobs checked; "
+        f"503 messages: {sorted({str(r.body) for r in answers if r.status == 503})}"
+    )
+
+
+async def _submitted_before(cluster: Cluster, ids: list[str], when: float) -> list[str]:
+    """Those of `ids` whose `submitted` event is older than `when` (Unix time)."""
+    rows = await cluster.query(
+        "SELECT job_id FROM job_events WHERE type = 'submitted' AND job_id = ANY($1::text[]) "
+        "AND extract(epoch FROM at) < $2",
+        ids, when,
+    )  # fmt: skip
+    return [r["job_id"] for r in rows]
+
+
+def _error_type(reply: Reply) -> object:
+    """`error.type` of a JSON error body; None for anything else (HTML, text, no error)."""
+    error = reply.body.get("error") if isinstance(reply.body, dict) else None
+    return error.get("type") if isinstance(error, dict) else None
+
+
+async def _at_least(value: int, target: int) -> bool:
+    return value >= target
