@@ -35,3 +35,16 @@ async def test_unreachable_storage_retries_then_fails_with_root_cause(settings: 
     assert events == [
         "submitted", "started", "retrying", "started", "retrying", "started", "failed",
     ]  # fmt: skip
+
+
+async def test_output_over_the_limit_fails_at_once(settings: Settings):
+    stack = Stack(replace(settings, max_output_bytes=2048))
+    await stack.start()
+    try:
+        job = await stack.finished((await stack.submit(HELLO))["id"])
+    finally:
+        await stack.close()
+    assert job["status"] == "failed"
+    assert job["attempts"] == 1
+    assert job["error"]["type"] == "output_too_large"
+    assert "over the limit of 2048" in job["error"]["message"]
