@@ -10,9 +10,8 @@ import msgspec
 
 from services.core.errors import RequestError
 from services.core.events import PageOptions
+from services.core.options import check_options
 
-PAPER_FORMATS = {"A3", "A4", "A5", "Letter", "Legal", "Tabloid"}
-_LENGTH = re.compile(r"^\d+(\.\d+)?(px|in|cm|mm)?$")
 _PATH = re.compile(r"at `\$\.?([^`]*)`")
 _NAMED = re.compile(r"(?:required|unknown) field `([^`]*)`")
 JOB_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -67,22 +66,6 @@ def parse_job(body: bytes) -> JobRequest:
         raise RequestError("template must not be empty", field="template")
     check_options(job.options)
     return job
-
-
-def check_options(options: PageOptions) -> None:
-    if options.format not in PAPER_FORMATS:
-        allowed = ", ".join(sorted(PAPER_FORMATS))
-        raise RequestError(f"options.format must be one of {allowed}", field="options.format")
-    if not 0.1 <= options.scale <= 2.0:
-        raise RequestError("options.scale must be between 0.1 and 2", field="options.scale")
-    if options.margin is not None:
-        for side in ("top", "right", "bottom", "left"):
-            value = getattr(options.margin, side)
-            if not _LENGTH.match(value):
-                raise RequestError(
-                    f"options.margin.{side} must be a length such as 10mm, 0.5in or 12px",
-                    field=f"options.margin.{side}",
-                )
 
 
 def job_id_for(idempotency_key: str | None) -> str:
