@@ -46,6 +46,8 @@ class PageOptions(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True
     margin: Margin | None = None
     print_background: bool = True
     scale: float = 1.0
+    header_template: str | None = None
+    footer_template: str | None = None
 
 
 class ErrorInfo(msgspec.Struct, omit_defaults=True):
@@ -64,9 +66,18 @@ class Event(msgspec.Struct, tag_field="type", kw_only=True, omit_defaults=True):
 
 
 class JobSubmitted(Event, tag="submitted"):
-    """A client's job, accepted by the gateway; everything needed to render it."""
+    """A client's job, accepted by the gateway; everything needed to render it.
 
-    template: str
+    The source is exactly one of: `template` (Jinja2, with `data`), `html` (used as is) or
+    `url` (loaded by the browser). A stored template is resolved by the gateway into
+    `template`, and `template_id`/`template_version` record which one it was.
+    """
+
+    template: str = ""
+    html: str | None = None
+    url: str | None = None
+    template_id: str | None = None
+    template_version: int | None = None
     data: dict[str, Any] = msgspec.field(default_factory=dict)
     options: PageOptions = msgspec.field(default_factory=PageOptions)
     webhook_url: str | None = None

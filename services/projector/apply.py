@@ -74,6 +74,15 @@ ON CONFLICT (stream_seq) DO NOTHING
 """
 
 
+_NOT_INPUT = {"type", "job_id", "at", "v", "webhook_url", "idempotency_key"}
+
+
+def job_input_of(event: events.JobSubmitted) -> dict[str, Any]:
+    """What the reconciler needs to re-drive the job: its source, data and options."""
+    body: dict[str, Any] = msgspec.to_builtins(event)
+    return {k: v for k, v in body.items() if k not in _NOT_INPUT}
+
+
 def _ts(seconds: float) -> dt.datetime:
     return dt.datetime.fromtimestamp(seconds, tz=dt.UTC)
 
@@ -98,11 +107,7 @@ async def _job(conn: asyncpg.Connection, seq: int, event: events.AnyEvent) -> No
     at = _ts(event.at)
     match event:
         case events.JobSubmitted():
-            job_input: dict[str, Any] = {
-                "template": event.template,
-                "data": event.data,
-                "options": msgspec.to_builtins(event.options),
-            }
+            job_input = job_input_of(event)
             await conn.execute(
                 _SUBMITTED, event.job_id, job_input, event.webhook_url, event.idempotency_key, at
             )
