@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: up test lint typecheck unit integration chromium clean
+.PHONY: up test bench lint typecheck chromium clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is needed"'
@@ -28,6 +28,10 @@ typecheck: $(STAMP)
 
 test: lint typecheck chromium
 	$(BIN)/pytest -q
+
+bench: $(STAMP) chromium
+	$(BIN)/python bench/render_throughput.py
+	$(BIN)/python bench/nats_durability.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

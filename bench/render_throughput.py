@@ -1,0 +1,247 @@
+"""Pressroom against the ceiling: how close end-to-end throughput gets to bare Chromium.
+
+In one run, on this machine, side by side:
+
+(a) the ceiling: the example invoice (examples/) printed by a bare pyppeteer loop
+    (setContent → pdf) on one Chromium with `--pages` tabs;
+(b) Pressroom end to end: `--jobs` of the same invoice submitted through the gateway by
+    16 concurrent clients until all are `done`, every service on this machine (embedded
+    NATS and PostgreSQL, local storage), renderer at the same page concurrency;
+(c) the gateway alone (renderer not running): `--accepts` submissions by 16 concurrent
+    clients, accepted jobs/s and p99 accept latency.
+
+Prints PDFs/s of (a) and (b), their ratio, p50/p99 job latency, submissions/s and accept
+p99, and the renderer's peak memory (Chromium included).
+
+    .venv/bin/python bench/render_throughput.py [--jobs 200] [--pages 2] [--accepts 4000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import psutil
+import pyppeteer
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from services.dev import embedded_nats, embedded_postgres, free_port  # noqa: E402
+from services.renderer.browser import CHROMIUM_ARGS  # noqa: E402
+from services.renderer.render import render_html  # noqa: E402
+
+TEMPLATE = (ROOT / "examples" / "invoice.html.j2").read_text()
+DATA = json.loads((ROOT / "examples" / "invoice.json").read_text())
+CLIENTS = 16
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
+
+
+async def ceiling(chromium: str, pages: int, count: int) -> float:
+    """PDFs/s of a bare setContent → pdf loop on `pages` reused tabs of one browser."""
+    html = render_html(TEMPLATE, DATA)
+    browser = await pyppeteer.launch(
+        executablePath=chromium, args=CHROMIUM_ARGS, handleSIGINT=False,
+        handleSIGTERM=False, handleSIGHUP=False,
+    )  # fmt: skip
+    try:
+        tabs = [await browser.newPage() for _ in range(pages)]
+
+        async def loop(tab: Any, todo: Any) -> None:
+            for _ in todo:
+                await tab.setContent(html)
+                await tab.pdf({"format": "A4", "printBackground": True})
+
+        warm_up = iter(range(2 * pages))
+        await asyncio.gather(*(loop(tab, warm_up) for tab in tabs))
+        todo = iter(range(count))
+        started = time.perf_counter()
+        await asyncio.gather(*(loop(tab, todo) for tab in tabs))
+        return count / (time.perf_counter() - started)
+    finally:
+        await browser.close()
+
+
+@contextlib.asynccontextmanager
+async def services(names: list[str], env: dict[str, str], logs: Path) -> AsyncIterator[dict]:
+    procs = {}
+    for name in names:
+        log = (logs / f"{name}.log").open("ab")
+        procs[name] = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "services.cli", name, env={**env,
+            "PRESSROOM_METRICS_PORT": str(free_port())}, stdout=log, stderr=log, cwd=ROOT,
+        )  # fmt: skip
+    try:
+        yield procs
+    finally:
+        for proc in procs.values():
+            with contextlib.suppress(ProcessLookupError):
+                proc.terminate()
+        await asyncio.gather(*(proc.wait() for proc in procs.values()))
+
+
+@contextlib.asynccontextmanager
+async def environment(data: Path) -> AsyncIterator[dict[str, str]]:
+    async with embedded_nats(data) as nats_url, embedded_postgres(data) as pg:
+        yield {
+            **os.environ,
+            "PRESSROOM_NATS_URL": nats_url,
+            "PRESSROOM_DATABASE_URL": pg,
+            "PRESSROOM_PORT": str(free_port()),
+            "PRESSROOM_STORAGE_DIR": str(data / "files"),
+            "PRESSROOM_URL_SECRET": "bench",
+            "PRESSROOM_WEBHOOK_SECRET": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+            "PRESSROOM_LOG_LEVEL": "WARNING",
+        }
+
+
+async def wait_ready(http: aiohttp.ClientSession, url: str) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        with contextlib.suppress(aiohttp.ClientError):
+            async with http.get(f"{url}/readyz") as response:
+                if response.status == 200:
+                    return
+        await asyncio.sleep(0.1)
+    raise RuntimeError("gateway not ready")
+
+
+async def submit(http: aiohttp.ClientSession, url: str, count: int) -> tuple[list, list, float]:
+    """`count` invoice jobs from CLIENTS concurrent clients: (ids, latencies, jobs/s)."""
+    body = json.dumps({"template": TEMPLATE, "data": DATA}).encode()
+    headers = {"Content-Type": "application/json"}
+    ids: list[str] = []
+    latencies: list[float] = []
+    todo = iter(range(count))
+
+    async def client() -> None:
+        for _ in todo:
+            started = time.perf_counter()
+            async with http.post(f"{url}/jobs", data=body, headers=headers) as response:
+                assert response.status == 202, await response.text()
+                ids.append((await response.json())["id"])
+            latencies.append(time.perf_counter() - started)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(client() for _ in range(CLIENTS)))
+    return ids, latencies, count / (time.perf_counter() - started)
+
+
+async def wait_done(http: aiohttp.ClientSession, url: str, ids: list[str]) -> list[dict]:
+    pending, finished = list(ids), []
+    deadline = time.monotonic() + 600
+    while pending and time.monotonic() < deadline:
+        still = []
+        for job_id in pending:
+            async with http.get(f"{url}/jobs/{job_id}") as response:
+                job = await response.json()
+            (finished if job["status"] in {"done", "failed"} else still).append(job)
+        pending = [job["id"] for job in still]
+        if pending:
+            await asyncio.sleep(0.25)
+    assert not pending, f"{len(pending)} jobs unfinished"
+    return finished
+
+
+class PeakMemory:
+    """Samples the RSS of a process and its children (Chromium) until stopped."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid, self.peak = pid, 0
+        self.task = asyncio.create_task(self._sample())
+
+    async def _sample(self) -> None:
+        proc = psutil.Process(self.pid)
+        while True:
+            with contextlib.suppress(psutil.Error):
+                tree = [proc, *proc.children(recursive=True)]
+                self.peak = max(self.peak, sum(p.memory_info().rss for p in tree))
+            await asyncio.sleep(0.2)
+
+    async def stop(self) -> int:
+        self.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.task
+        return self.peak
+
+
+def seconds(value: str) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(value).timestamp()
+
+
+async def end_to_end(env: dict[str, str], logs: Path, jobs: int) -> dict[str, float]:
+    url = f"http://127.0.0.1:{env['PRESSROOM_PORT']}"
+    names = ["gateway", "projector", "renderer", "notifier"]
+    async with services(names, env, logs) as procs, aiohttp.ClientSession() as http:
+        await wait_ready(http, url)
+        await wait_done(http, url, (await submit(http, url, 4))[0])  # warm-up
+        memory = PeakMemory(procs["renderer"].pid)
+        started = time.time()
+        ids, accept, _ = await submit(http, url, jobs)
+        done = await wait_done(http, url, ids)
+        last = max(seconds(job["finished_at"]) for job in done)
+        latency = [seconds(j["finished_at"]) - seconds(j["created_at"]) for j in done]
+        return {
+            "rate": jobs / (last - started),
+            "p50": statistics.median(latency),
+            "p99": percentile(latency, 0.99),
+            "accept_p99_busy": percentile(accept, 0.99) * 1000,
+            "memory": await memory.stop() / 2**20,
+            "failed": sum(j["status"] != "done" for j in done),
+        }
+
+
+async def accepts(env: dict[str, str], logs: Path, count: int) -> tuple[float, float]:
+    url = f"http://127.0.0.1:{env['PRESSROOM_PORT']}"
+    async with services(["gateway", "projector"], env, logs), aiohttp.ClientSession() as http:
+        await wait_ready(http, url)
+        await submit(http, url, 200)  # warm-up
+        _, latencies, rate = await submit(http, url, count)
+        return rate, percentile(latencies, 0.99) * 1000
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--jobs", type=int, default=200)
+    parser.add_argument("--pages", type=int, default=2)
+    parser.add_argument("--accepts", type=int, default=4000)
+    args = parser.parse_args()
+    chromium = os.environ.get("PRESSROOM_CHROMIUM", "/usr/bin/chromium")
+    os.environ["PRESSROOM_RENDER_CONCURRENCY"] = str(args.pages)
+    base = await ceiling(chromium, args.pages, args.jobs)
+    with tempfile.TemporaryDirectory() as tmp:
+        async with environment(Path(tmp) / "e2e") as env:
+            e2e = await end_to_end(env, Path(tmp), args.jobs)
+        async with environment(Path(tmp) / "gw") as env:
+            rate, p99 = await accepts(env, Path(tmp), args.accepts)
+    print(f"(a) bare pyppeteer loop, {args.pages} tabs:    {base:6.1f} PDFs/s")
+    print(f"(b) Pressroom end to end, {args.jobs} jobs:    {e2e['rate']:6.1f} PDFs/s")
+    print(f"    ratio (b)/(a):                     {e2e['rate'] / base:6.2f}")
+    print(f"    job latency p50 / p99:             {e2e['p50']:.2f} s / {e2e['p99']:.2f} s")
+    print(f"    accept p99 while rendering:        {e2e['accept_p99_busy']:.1f} ms")
+    print(f"    renderer peak RSS (with Chromium): {e2e['memory']:.0f} MiB")
+    print(f"    jobs not done:                     {e2e['failed']}")
+    print(
+        f"(c) gateway alone, {CLIENTS} clients:        {rate:6.0f} jobs/s, accept p99 {p99:.1f} ms"
+    )
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
