@@ -208,12 +208,31 @@ async def end_to_end(env: dict[str, str], logs: Path, jobs: int) -> dict[str, fl
         }
 
 
+def cpu_seconds(pid: int) -> float:
+    times = psutil.Process(pid).cpu_times()
+    return float(times.user + times.system)
+
+
 async def accepts(env: dict[str, str], logs: Path, count: int) -> tuple[float, float]:
     url = f"http://127.0.0.1:{env['PRESSROOM_PORT']}"
-    async with services(["gateway", "projector"], env, logs), aiohttp.ClientSession() as http:
+    async with (
+        services(["gateway", "projector"], env, logs) as procs,
+        aiohttp.ClientSession() as http,
+    ):
         await wait_ready(http, url)
         await submit(http, url, 200)  # warm-up
+        pids = {name: proc.pid for name, proc in procs.items()}
+        pids["nats-server"] = next(
+            p.pid for p in psutil.process_iter(["name"]) if p.info["name"] == "nats-server"
+            and str(Path(env["PRESSROOM_STORAGE_DIR"]).parent) in " ".join(p.cmdline())
+        )  # fmt: skip
+        pids["load generator"] = os.getpid()
+        before = {name: cpu_seconds(pid) for name, pid in pids.items()}
         _, latencies, rate = await submit(http, url, count)
+        # CPU per request does not depend on what else the machine is doing.
+        for name, pid in pids.items():
+            spent = (cpu_seconds(pid) - before[name]) / count * 1e6
+            print(f"    {name} CPU per accepted job: {spent:.0f} µs")
         return rate, percentile(latencies, 0.99) * 1000
 
 
@@ -222,7 +241,14 @@ async def main() -> None:
     parser.add_argument("--jobs", type=int, default=200)
     parser.add_argument("--pages", type=int, default=2)
     parser.add_argument("--accepts", type=int, default=4000)
+    parser.add_argument("--accepts-only", action="store_true", help="only measure (c)")
     args = parser.parse_args()
+    if args.accepts_only:
+        with tempfile.TemporaryDirectory() as tmp:
+            async with environment(Path(tmp) / "gw") as env:
+                rate, p99 = await accepts(env, Path(tmp), args.accepts)
+        print(f"(c) gateway alone, {CLIENTS} clients: {rate:6.0f} jobs/s, p99 {p99:.1f} ms")
+        return
     chromium = os.environ.get("PRESSROOM_CHROMIUM", "/usr/bin/chromium")
     os.environ["PRESSROOM_RENDER_CONCURRENCY"] = str(args.pages)
     base = await ceiling(chromium, args.pages, args.jobs)
@@ -244,4 +270,6 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    import uvloop
+
+    uvloop.run(main())  # the load generator shares the machine: keep its own cost low

@@ -1,18 +1,20 @@
 """PostgreSQL adapter: the pool, schema migrations, and the read model's queries.
 
-The tables are a projection of the log. The projector is their only writer; the gateway
-reads them. Migrations run at start under an advisory lock, so several pods can start at
-once.
+The job tables (`jobs`, `job_events`, `webhook_deliveries`) are a projection of the log:
+the projector is their only writer; the gateway reads them. The template tables
+(`templates`, `template_versions`) are configuration, not job events: the gateway writes
+them directly, and a rebuild of the projection leaves them alone. Migrations run at start
+under an advisory lock, so several pods can start at once.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg
+import msgspec
 
 from services.core.errors import Unavailable
 from services.core.settings import Settings
@@ -67,6 +69,27 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE jobs ADD COLUMN redrives integer NOT NULL DEFAULT 0;
     """,
+    # 3: stored templates, written by the gateway (configuration, not a projection). Every
+    # version is kept, so a job that names version N renders the same thing forever.
+    """
+    CREATE TABLE templates (
+        id              text PRIMARY KEY,
+        name            text NOT NULL UNIQUE CHECK (char_length(name) BETWEEN 1 AND 200),
+        latest_version  integer NOT NULL,
+        created_at      timestamptz NOT NULL,
+        updated_at      timestamptz NOT NULL
+    );
+    CREATE INDEX templates_recent ON templates (updated_at DESC, id);
+    CREATE TABLE template_versions (
+        template_id  text NOT NULL REFERENCES templates (id),
+        version      integer NOT NULL CHECK (version >= 1),
+        body         text NOT NULL,
+        header       text,
+        footer       text,
+        created_at   timestamptz NOT NULL,
+        PRIMARY KEY (template_id, version)
+    );
+    """,
 ]
 
 _LOCK_ID = 0x7072657373  # "press": serialises migrations across pods
@@ -92,7 +115,14 @@ async def migrate(conn: asyncpg.Connection) -> None:
 
 
 async def _init_connection(conn: asyncpg.Connection) -> None:
-    await conn.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
+    # msgspec encodes several times faster than json.dumps; the projector writes a lot.
+    await conn.set_type_codec(
+        "jsonb", encoder=_encode_json, decoder=msgspec.json.decode, schema="pg_catalog"
+    )
+
+
+def _encode_json(value: Any) -> str:
+    return msgspec.json.encode(value).decode()
 
 
 @contextlib.asynccontextmanager
@@ -188,3 +218,80 @@ async def projection_counts(pool: asyncpg.Pool) -> tuple[int, dict[str, int]]:
     events = int(await pool.fetchval("SELECT count(*) FROM job_events"))
     rows = await pool.fetch("SELECT status, count(*) AS n FROM jobs GROUP BY status ORDER BY 1")
     return events, {r["status"]: int(r["n"]) for r in rows}
+
+
+# The upsert takes the template's row lock until the transaction ends, so concurrent
+# creations of one name queue up and each sees the previous one's `latest_version`.
+# clock_timestamp(), not now(): now() is the transaction's start, which for a writer that
+# waited on the lock can be earlier than the version it follows.
+_NEXT_VERSION = """
+INSERT INTO templates AS t (id, name, latest_version, created_at, updated_at)
+VALUES ($1, $2, 1, clock_timestamp(), clock_timestamp())
+ON CONFLICT (id) DO UPDATE
+    SET latest_version = t.latest_version + 1, updated_at = clock_timestamp()
+RETURNING latest_version, updated_at
+"""
+
+_INSERT_VERSION = """
+INSERT INTO template_versions (template_id, version, body, header, footer, created_at)
+VALUES ($1, $2, $3, $4, $5, $6)
+"""
+
+
+async def create_template_version(
+    pool: asyncpg.Pool,
+    template_id: str,
+    name: str,
+    body: str,
+    header: str | None,
+    footer: str | None,
+) -> dict[str, Any]:
+    """Store the next version of template `template_id` (version 1 if the name is new).
+
+    Returns `{"version", "created_at"}`. Atomic: two concurrent calls for one template get
+    consecutive versions, never the same one.
+    """
+    async with pool.acquire() as conn, conn.transaction():
+        row = await conn.fetchrow(_NEXT_VERSION, template_id, name)
+        version, created_at = row["latest_version"], row["updated_at"]
+        await conn.execute(_INSERT_VERSION, template_id, version, body, header, footer, created_at)
+    return {"version": version, "created_at": created_at}
+
+
+async def list_templates(pool: asyncpg.Pool, limit: int, offset: int) -> list[dict[str, Any]]:
+    """Templates, most recently updated first: `id, name, latest_version, updated_at`."""
+    rows = await pool.fetch(
+        "SELECT id, name, latest_version, updated_at FROM templates "
+        "ORDER BY updated_at DESC, id LIMIT $1 OFFSET $2",
+        limit,
+        offset,
+    )
+    return [dict(r) for r in rows]
+
+
+async def get_template_version(
+    pool: asyncpg.Pool, template_id: str, version: int | None
+) -> dict[str, Any] | None:
+    """One version of a template (the latest if `version` is None), with the template's
+    name; None if the template or that version does not exist."""
+    row = await pool.fetchrow(
+        """
+        SELECT t.id, t.name, v.version, v.body, v.header, v.footer, v.created_at
+        FROM templates t
+        JOIN template_versions v
+          ON v.template_id = t.id AND v.version = COALESCE($2::integer, t.latest_version)
+        WHERE t.id = $1
+        """,
+        template_id,
+        version,
+    )
+    return dict(row) if row is not None else None
+
+
+async def template_versions(pool: asyncpg.Pool, template_id: str) -> list[dict[str, Any]]:
+    """Every version of a template, oldest first: `version, created_at`."""
+    rows = await pool.fetch(
+        "SELECT version, created_at FROM template_versions WHERE template_id = $1 ORDER BY version",
+        template_id,
+    )
+    return [dict(r) for r in rows]

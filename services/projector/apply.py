@@ -90,6 +90,11 @@ def _ts(seconds: float) -> dt.datetime:
 async def apply(conn: asyncpg.Connection, seq: int, event: events.AnyEvent) -> bool:
     """Apply one event inside the caller's transaction; False if it was already applied."""
     body = msgspec.to_builtins(event)
+    if isinstance(event, events.JobSubmitted):
+        # The input is kept once, on the job row; the timeline only needs what happened.
+        body.pop("template", None)
+        body.pop("html", None)
+        body.pop("data", None)
     recorded = await conn.fetchval(
         _RECORD, seq, event.job_id, events.event_name(event), _ts(event.at), body
     )
