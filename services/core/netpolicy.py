@@ -64,6 +64,20 @@ async def check_url(url: str, *, allow_private: bool, field: str) -> None:
         )
 
 
+def literal_address_forbidden(url: str) -> str | None:
+    """The host of `url` if it is an IP literal the policy refuses, else None.
+
+    aiohttp connects to IP literals without asking the resolver, so `PolicyResolver`
+    never sees them: callers check them with this first.
+    """
+    host = urllib.parse.urlsplit(url).hostname or ""
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return None
+    return host if is_forbidden(host) else None
+
+
 class PolicyResolver(AbstractResolver):
     """An aiohttp resolver that drops forbidden addresses and fails if none are left."""
 

@@ -88,8 +88,9 @@ class Notifier:
         wid = webhook_id(event)
         headers = signing.headers(self.keys, wid, int(dt.datetime.now(dt.UTC).timestamp()), body)
         outcome = await delivery.post(
-            self.session, url, body, headers, self.settings.webhook_timeout
-        )
+            self.session, url, body, headers, self.settings.webhook_timeout,
+            allow_private=self.settings.allow_private_networks,
+        )  # fmt: skip
         schedule = self.settings.webhook_schedule
         retry = not outcome.ok and not outcome.gone and attempt < len(schedule)
         verdict = "delivered" if outcome.ok else "retrying" if retry else "gave_up"

@@ -44,9 +44,13 @@ async def post(
     body: bytes,
     headers: dict[str, str],
     timeout: float,
+    *,
+    allow_private: bool,
 ) -> Outcome:
     """POST `body` to `url`; redirects are reported as errors, never followed."""
     started = time.perf_counter()
+    if not allow_private and (literal := netpolicy.literal_address_forbidden(url)):
+        return Outcome(None, f"{literal} is a forbidden address", 0)
     try:
         async with session.post(
             url,
@@ -59,13 +63,13 @@ async def post(
             status, error = response.status, None
             if 300 <= status < 400:
                 error = f"redirect to {response.headers.get('Location', '?')} not followed"
+    except TimeoutError:  # before ClientError: aiohttp's timeouts are both
+        status, error = None, f"no response within {timeout:g}s"
     except netpolicy.ForbiddenAddress as exc:
         status, error = None, str(exc)
     except aiohttp.ClientConnectorError as exc:
         status, error = None, f"cannot connect: {exc.os_error or exc}"
     except (aiohttp.ClientError, OSError) as exc:
         status, error = None, f"{type(exc).__name__}: {exc}"
-    except TimeoutError:
-        status, error = None, f"no response within {timeout:g}s"
     latency = round((time.perf_counter() - started) * 1000)
     return Outcome(status, error, latency)

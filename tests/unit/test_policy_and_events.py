@@ -61,3 +61,10 @@ def test_webhook_url_alias_and_defaults():
     assert job.webhook_url == "https://example.com/h"
     assert job.data == {}
     assert job.options.format == "A4"
+
+
+def test_ip_literals_are_caught_before_any_resolver():
+    assert netpolicy.literal_address_forbidden("http://127.0.0.1:8080/x") == "127.0.0.1"
+    assert netpolicy.literal_address_forbidden("http://[::1]/x") == "::1"
+    assert netpolicy.literal_address_forbidden("http://8.8.8.8/x") is None
+    assert netpolicy.literal_address_forbidden("http://example.com/x") is None

@@ -1,0 +1,124 @@
+"""The notifier against hostile and broken receivers.
+
+Verifies: 410 Gone stops retrying; a receiver that hangs times out and is retried, and
+does not delay deliveries to other receivers; a redirect is reported, never followed,
+so it cannot reach a forbidden address; every attempt is in GET /jobs/{id}/webhooks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from services.core.settings import Settings
+from tests.conftest import Receiver, Stack, eventually, free_port
+from tests.integration.test_pipeline import HELLO
+
+
+async def attempts(stack: Stack, job_id: str, count: int) -> list[dict[str, Any]]:
+    async def log() -> list[dict[str, Any]] | None:
+        async with stack.client.get(f"{stack.url}/jobs/{job_id}/webhooks") as response:
+            found: list[dict[str, Any]] = (await response.json())["attempts"]
+        return found if len(found) >= count else None
+
+    result: list[dict[str, Any]] = await eventually(log, 30)
+    return result
+
+
+@pytest.fixture
+async def odd_receiver() -> AsyncIterator[tuple[str, list[str]]]:
+    """/hang never answers in time, /moved redirects to a metadata address, /gone is 410."""
+    seen: list[str] = []
+
+    async def hang(request: web.Request) -> web.Response:
+        seen.append("hang")
+        await asyncio.sleep(30)
+        return web.Response()
+
+    async def moved(request: web.Request) -> web.Response:
+        seen.append("moved")
+        raise web.HTTPFound("http://169.254.169.254/latest/meta-data")
+
+    async def gone(request: web.Request) -> web.Response:
+        seen.append("gone")
+        return web.Response(status=410)
+
+    app = web.Application()
+    app.router.add_post("/hang", hang)
+    app.router.add_post("/moved", moved)
+    app.router.add_post("/gone", gone)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.1)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    yield f"http://127.0.0.1:{port}", seen
+    await runner.cleanup()
+
+
+@pytest.fixture
+async def hook_stack(settings: Settings) -> AsyncIterator[Stack]:
+    stack = Stack(replace(settings, webhook_timeout=1.0, webhook_schedule=(0.0, 0.2, 0.2)))
+    await stack.start()
+    yield stack
+    await stack.close()
+
+
+async def test_410_gone_stops_retrying(hook_stack: Stack, odd_receiver):
+    base, seen = odd_receiver
+    job = await hook_stack.submit({**HELLO, "webhook_url": f"{base}/gone"})
+    log = await attempts(hook_stack, job["id"], 1)
+    assert [(a["status_code"], a["outcome"]) for a in log] == [(410, "gave_up")]
+    assert seen == ["gone"]
+
+
+async def test_redirect_is_not_followed(hook_stack: Stack, odd_receiver):
+    base, _ = odd_receiver
+    job = await hook_stack.submit({**HELLO, "webhook_url": f"{base}/moved"})
+    log = await attempts(hook_stack, job["id"], 3)
+    assert [a["status_code"] for a in log] == [302, 302, 302]
+    assert [a["outcome"] for a in log] == ["retrying", "retrying", "gave_up"]
+    assert "169.254.169.254" in log[0]["error"] and "not followed" in log[0]["error"]
+
+
+async def test_hanging_receiver_times_out_without_blocking_others(
+    hook_stack: Stack, odd_receiver, receiver: Receiver
+):
+    base, _ = odd_receiver
+    slow = await hook_stack.submit({**HELLO, "webhook_url": f"{base}/hang"})
+    await hook_stack.finished(slow["id"])
+    started = time.monotonic()
+    fast = await hook_stack.submit({**HELLO, "webhook_url": receiver.url})
+    await hook_stack.finished(fast["id"])
+    await eventually(lambda: _received(receiver), 10)
+    assert time.monotonic() - started < 8  # not queued behind the hanging one's retries
+    log = await attempts(hook_stack, slow["id"], 3)
+    assert all(a["status_code"] is None and "within 1s" in a["error"] for a in log)
+    assert log[-1]["outcome"] == "gave_up"
+
+
+async def _received(receiver: Receiver) -> bool:
+    return bool(receiver.requests)
+
+
+async def test_address_policy_is_enforced_again_at_delivery(settings: Settings, receiver):
+    """A URL that passed at submission but resolves to a forbidden address when the
+    notifier connects (DNS rebinding) is refused at connect time."""
+    lenient = Stack(settings)  # gateway, projector, renderer: private networks allowed
+    strict = Stack(replace(settings, allow_private_networks=False, port=free_port()))
+    await lenient.start("gateway", "projector", "renderer")
+    await strict.start("notifier")
+    try:
+        job = await lenient.submit({**HELLO, "webhook_url": receiver.url})
+        log = await attempts(lenient, job["id"], 3)
+    finally:
+        await strict.close()
+        await lenient.close()
+    assert receiver.requests == []
+    assert all("forbidden" in a["error"] for a in log), log
+    assert log[-1]["outcome"] == "gave_up"
