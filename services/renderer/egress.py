@@ -1,0 +1,407 @@
+"""What a page may fetch: the renderer's egress policy, one verdict per request.
+
+Templates and `url` sources are hostile until proven otherwise, so every request Chromium
+pauses (CDP `Fetch.requestPaused`, Request stage) is judged by `Egress.decide`:
+
+- `data:`, `blob:` and `about:` are allowed: they need no network.
+- `http`, `https`, `ws` and `wss` are allowed only when every address the host stands for
+  is public per `services.core.netpolicy.is_forbidden` (no private, loopback, link-local
+  169.254.169.254 included, CGNAT, multicast, unspecified or reserved address, no
+  IPv4-mapped IPv6 form of one), and no IPv6 form that embeds a forbidden IPv4 address
+  (IPv4-compatible, NAT64 `64:ff9b::/96`, 6to4). Literal hosts are read the way a browser
+  reads them, so `http://2130706433/`, `http://0x7f.1/` and `http://017700000001/` are
+  127.0.0.1. `localhost` and `*.localhost` are loopback without asking DNS, as in
+  Chromium. Other names are resolved with `loop.getaddrinfo` within `timeout` seconds and
+  the answer is kept `ttl` seconds; a name whose answers mix public and forbidden
+  addresses is refused (a DNS rebinding pattern), and so is one that does not resolve.
+- Every other scheme (`file`, `ftp`, `chrome`, `chrome-extension`, `view-source`,
+  `javascript`, ...) is refused.
+- `allow_private` (PRESSROOM_ALLOW_PRIVATE_NETWORKS) lets network schemes reach any
+  address, without a DNS lookup; it never allows `file:` or any other local scheme.
+
+Redirects need nothing extra: at the Request stage each hop of a redirect chain is paused
+again as a new request (its `redirectedRequestId` names the previous hop), so each hop is
+judged like a first request.
+
+Outcome of a refusal (the rule the renderer follows):
+
+- The request is failed with `BlockedByClient` and the render goes on without the
+  resource, as with an ad blocker. The refusal is kept in the render's `RefusedLog`
+  (capped), logged at INFO, and reported with the job's result facts.
+- Except for the document of a `url` job: when the navigation to the job's URL (the URL
+  itself or any redirect hop) is refused, the job fails instead of printing an error page.
+  `RefusedLog.navigation` is that refusal; `Refusal.transient` says which error to raise:
+  a DNS timeout or temporary resolver failure is a transient error (retry), anything else
+  a deterministic error carrying `Refusal.reason` (fail at once).
+
+Coverage: `Fetch.enable` on a tab's session pauses the requests of its main frame, its
+same-process iframes and its dedicated workers. Out-of-process (cross-site) iframes and
+service workers are targets of their own: the tab must auto-attach to them
+(`Target.setAutoAttach`, `waitForDebuggerOnStart`) and enable `Fetch` on each, with the
+same `RequestFilter` (tests/integration/test_egress.py proves both, with that wiring).
+
+Residual risks (the filter sits in front of Chromium's network stack, not inside it):
+
+- DNS rebinding: Chromium resolves the name again after the verdict, so a name that
+  answers public to us and private to Chromium a moment later gets through. The short
+  cache and the refusal of mixed or missing answers narrow the window; the address
+  Chromium really used (`Network.responseReceived` → `remoteIPAddress`) can be checked
+  with `Egress.allows_address` to discard such a render. Only a proxy that connects to
+  the address it checked closes the gap.
+- WebSockets are never paused by `Fetch` (nor blocked by `Network.setBlockedURLs`), and
+  WebRTC's STUN/TURN traffic is not an HTTP request at all. Chromium's own Local Network
+  Access checks stop WebSockets from insecure public pages (our about:blank documents) to
+  private addresses today, but that is Chromium's policy, not ours.
+- Lookups run in the loop's default executor: a page asking for many names that time
+  out can keep its threads busy for the other renders of the renderer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+import re
+import socket
+import time
+import urllib.parse
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from services.core.netpolicy import is_forbidden
+
+log = logging.getLogger(__name__)
+
+Resolve = Callable[[str], Awaitable[Sequence[str]]]
+"""Host name → its addresses; raises `OSError` (`socket.gaierror`) when it does not resolve."""
+
+LOCAL_SCHEMES = frozenset({"data", "blob", "about"})
+"""Schemes served by the browser itself, without the network."""
+
+NETWORK_SCHEMES = frozenset({"http", "https", "ws", "wss"})
+"""Schemes that reach a host, allowed only to public addresses."""
+
+DNS_TIMEOUT = 3.0
+"""Seconds a lookup may take; the whole render has `PRESSROOM_RENDER_TIMEOUT` (30 s)."""
+
+DNS_TTL = 5.0
+"""Seconds an answer is reused: long enough for a page's burst of requests to one host,
+short enough to leave a rebinding attacker little time to prepare a second answer."""
+
+DNS_CACHE_SIZE = 1024
+"""Hosts remembered at most; a page asking for more evicts the oldest."""
+
+REFUSALS_KEPT = 50
+"""Refusals a `RefusedLog` keeps per render; the rest are only counted."""
+
+URL_CHARS = 300
+"""Characters of a URL kept in a refusal or a log line (a `data:` URL can be megabytes)."""
+
+_LOOPBACK = ("127.0.0.1", "::1")
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+_IPV4_COMPATIBLE = ipaddress.IPv6Network("::/96")
+# A host "ends in a number" (WHATWG URL): a browser then reads it as an IPv4 address.
+_NUMBER = re.compile(r"[0-9]+|0[xX][0-9a-fA-F]*")
+_EAI_AGAIN = getattr(socket, "EAI_AGAIN", -3)
+_PRIVATE_HINT = "set PRESSROOM_ALLOW_PRIVATE_NETWORKS=1 to allow it"
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """Whether a page may fetch a URL, and why (`reason` is meant for people).
+
+    `transient` marks a refusal that a later attempt might not get (DNS timed out or
+    failed temporarily); it is always False for an allowed URL.
+    """
+
+    allowed: bool
+    reason: str
+    transient: bool = False
+
+
+def _allow(reason: str) -> Verdict:
+    return Verdict(allowed=True, reason=reason)
+
+
+def _deny(reason: str, *, transient: bool = False) -> Verdict:
+    return Verdict(allowed=False, reason=reason, transient=transient)
+
+
+async def resolve_with_getaddrinfo(host: str) -> list[str]:
+    """Every address the system resolver gives for `host` (`socket.gaierror` if none)."""
+    loop = asyncio.get_running_loop()
+    infos = await loop.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    return [str(info[4][0]) for info in infos]
+
+
+def is_refused_address(address: str) -> bool:
+    """Whether the policy refuses `address`: `netpolicy.is_forbidden`, plus the IPv6
+    forms that reach an IPv4 address (IPv4-compatible, NAT64, 6to4) judged by that
+    address, and the deprecated site-local and reserved IPv6 ranges."""
+    if is_forbidden(address):
+        return True
+    ip = ipaddress.ip_address(address.split("%", 1)[0])
+    if isinstance(ip, ipaddress.IPv4Address):
+        return False
+    embedded = _embedded_ipv4(ip)
+    if embedded is not None:
+        return is_forbidden(str(embedded))
+    return ip.is_site_local or ip.is_reserved
+
+
+def _embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    if ip.sixtofour is not None:
+        return ip.sixtofour
+    if ip in _NAT64 or ip in _IPV4_COMPATIBLE:
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    return None
+
+
+def literal_address(host: str) -> str | None:
+    """The address `host` spells, as a browser reads it, or None when `host` is a name.
+
+    IPv6 hosts come without brackets (as `urlsplit().hostname` gives them); a host ending
+    in a number is IPv4 in any inet_aton form (`2130706433`, `0x7f.1`, `0177.0.0.1`).
+    Raises `ValueError` when `host` looks like an address but is not a valid one.
+    """
+    if ":" in host:
+        return str(ipaddress.IPv6Address(host.split("%", 1)[0]))
+    dotted = host.removesuffix(".")
+    if not _NUMBER.fullmatch(dotted.rsplit(".", 1)[-1]):
+        return None
+    try:
+        return socket.inet_ntoa(socket.inet_aton(dotted))
+    except OSError:
+        raise ValueError(f"{host!r} is not a valid IPv4 address") from None
+
+
+def _is_localhost(host: str) -> bool:
+    name = host.removesuffix(".")
+    return name == "localhost" or name.endswith(".localhost")
+
+
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    """One lookup's outcome: the addresses, or why there are none."""
+
+    addresses: tuple[str, ...] = ()
+    error: str = ""
+    transient: bool = False
+
+
+class Egress:
+    """The egress policy of one renderer (share it between tabs: it caches DNS answers).
+
+    `resolve` replaces the system resolver (tests inject fakes); `clock` is monotonic time.
+    Call `aclose()` when done: it cancels lookups still under way.
+    """
+
+    def __init__(
+        self,
+        *,
+        allow_private: bool,
+        resolve: Resolve = resolve_with_getaddrinfo,
+        timeout: float = DNS_TIMEOUT,
+        ttl: float = DNS_TTL,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.allow_private = allow_private
+        self._resolve = resolve
+        self._timeout = timeout
+        self._ttl = ttl
+        self._clock = clock
+        self._cache: dict[str, tuple[float, _Answer]] = {}
+        self._lookups: dict[str, asyncio.Task[_Answer]] = {}
+
+    async def decide(self, url: str) -> Verdict:
+        """Whether a page may fetch `url` (see the module docstring); never raises."""
+        try:
+            parts = urllib.parse.urlsplit(url)
+            _ = parts.port  # ValueError when out of range or not a number
+        except ValueError:
+            return _deny("malformed URL")
+        scheme = parts.scheme.lower()
+        if scheme in LOCAL_SCHEMES:
+            return _allow(f"{scheme}: needs no network")
+        if scheme not in NETWORK_SCHEMES:
+            return _deny(f"scheme {scheme or '(none)'}: is not allowed")
+        if not parts.hostname:
+            return _deny("URL has no host")
+        return await self._judge_host(parts.hostname)
+
+    def allows_address(self, address: str) -> bool:
+        """Whether a connection to `address` is within the policy (for a check of the
+        address Chromium actually connected to, e.g. `Network.Response.remoteIPAddress`)."""
+        return self.allow_private or not is_refused_address(address)
+
+    async def aclose(self) -> None:
+        """Cancel DNS lookups still under way and forget every cached answer."""
+        lookups = list(self._lookups.values())
+        for lookup in lookups:
+            lookup.cancel()
+        await asyncio.gather(*lookups, return_exceptions=True)
+        self._cache.clear()
+
+    async def _judge_host(self, host: str) -> Verdict:
+        try:
+            literal = literal_address(host)
+        except ValueError as exc:
+            return _deny(str(exc))
+        if self.allow_private:
+            return _allow("private networks are allowed")
+        if literal is not None:
+            return _judge_addresses(host, (literal,))
+        if _is_localhost(host):
+            return _judge_addresses(host, _LOOPBACK)
+        answer = await self._lookup(host)
+        if answer.error:
+            return _deny(f"host {host!r} {answer.error}", transient=answer.transient)
+        return _judge_addresses(host, answer.addresses)
+
+    async def _lookup(self, host: str) -> _Answer:
+        """The cached answer for `host`, or a new one; concurrent askers share a lookup."""
+        cached = self._cache.get(host)
+        if cached is not None and cached[0] > self._clock():
+            return cached[1]
+        lookup = self._lookups.get(host)
+        if lookup is None:
+            lookup = asyncio.ensure_future(self._resolve_now(host))
+            self._lookups[host] = lookup
+            lookup.add_done_callback(lambda _: self._lookups.pop(host, None))
+        # Shielded: a request given up on (tab closed) must not cancel its neighbours' lookup.
+        return await asyncio.shield(lookup)
+
+    async def _resolve_now(self, host: str) -> _Answer:
+        answer = await self._ask(host)
+        if not answer.transient:  # a timeout may pass; don't repeat it for `ttl` seconds
+            self._remember(host, answer)
+        return answer
+
+    async def _ask(self, host: str) -> _Answer:
+        try:
+            addresses = await asyncio.wait_for(self._resolve(host), self._timeout)
+        except TimeoutError:
+            return _Answer(error=f"did not resolve within {self._timeout:g} s", transient=True)
+        except (OSError, UnicodeError, ValueError) as exc:
+            transient = isinstance(exc, socket.gaierror) and exc.errno == _EAI_AGAIN
+            return _Answer(error=f"does not resolve: {exc}", transient=transient)
+        if not addresses:
+            return _Answer(error="resolves to no address")
+        return _Answer(addresses=tuple(addresses))
+
+    def _remember(self, host: str, answer: _Answer) -> None:
+        if len(self._cache) >= DNS_CACHE_SIZE:
+            del self._cache[next(iter(self._cache))]  # the oldest: dicts keep insertion order
+        self._cache.pop(host, None)
+        self._cache[host] = (self._clock() + self._ttl, answer)
+
+
+def _judge_addresses(host: str, addresses: Sequence[str]) -> Verdict:
+    """Allowed when every one of `addresses` is public; names the refused ones otherwise."""
+    try:
+        refused = sorted({a for a in addresses if is_refused_address(a)})
+    except ValueError:
+        return _deny(f"host {host!r} resolves to something that is not an IP address")
+    if not refused:
+        return _allow(f"public address ({', '.join(sorted(set(addresses)))})")
+    if len(refused) < len(set(addresses)):
+        return _deny(
+            f"host {host!r} resolves to both public and forbidden addresses "
+            f"({', '.join(refused)}), as DNS rebinding does"
+        )
+    return _deny(
+        f"host {host!r} resolves to a private, loopback, link-local or reserved address "
+        f"({', '.join(refused)}); {_PRIVATE_HINT}"
+    )
+
+
+def _clip(url: str) -> str:
+    return url if len(url) <= URL_CHARS else url[:URL_CHARS] + "…"
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A request the policy refused: its URL (clipped), why, and whether it was the
+    document of the tab's main frame (a navigation) and only transiently refused."""
+
+    url: str
+    reason: str
+    navigation: bool = False
+    transient: bool = False
+
+    def to_dict(self) -> dict[str, str]:
+        """The refusal as result facts show it."""
+        return {"url": self.url, "reason": self.reason}
+
+
+class RefusedLog:
+    """The refusals of one render, in order; keeps the first `cap`, counts the rest."""
+
+    def __init__(self, cap: int = REFUSALS_KEPT) -> None:
+        self.cap = cap
+        self.dropped = 0
+        self._refusals: list[Refusal] = []
+        self._navigation: Refusal | None = None
+
+    def add(self, refusal: Refusal) -> None:
+        """Record `refusal` (the first main-frame navigation refused is always kept)."""
+        if refusal.navigation and self._navigation is None:
+            self._navigation = refusal
+        if len(self._refusals) < self.cap:
+            self._refusals.append(refusal)
+        else:
+            self.dropped += 1
+
+    @property
+    def refusals(self) -> tuple[Refusal, ...]:
+        return tuple(self._refusals)
+
+    @property
+    def navigation(self) -> Refusal | None:
+        """The first refused document request of the main frame, if any: for a `url` job
+        whose navigation failed, the reason the job fails (see the module docstring)."""
+        return self._navigation
+
+    def facts(self) -> list[dict[str, str]]:
+        """The kept refusals as result facts: `[{"url", "reason"}, ...]`."""
+        return [refusal.to_dict() for refusal in self._refusals]
+
+    def __len__(self) -> int:
+        """Every refusal recorded, dropped ones included."""
+        return len(self._refusals) + self.dropped
+
+
+class RequestFilter:
+    """The filter of one tab: judges its paused requests and records refusals per render.
+
+    `main_frame_id` is the tab's main frame id (its target id in Chromium): a `Document`
+    request of that frame is a navigation. The same filter serves the sessions of the
+    tab's out-of-process iframes and workers; their frames are never the main frame.
+    """
+
+    def __init__(self, egress: Egress, main_frame_id: str) -> None:
+        self.egress = egress
+        self.main_frame_id = main_frame_id
+        self.refused = RefusedLog()
+
+    def begin(self) -> RefusedLog:
+        """Start a new render on the tab: a fresh `RefusedLog`, returned for the caller."""
+        self.refused = RefusedLog()
+        return self.refused
+
+    async def answer(self, event: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+        """The CDP command (method, params) that settles a `Fetch.requestPaused` event:
+        `Fetch.continueRequest`, or `Fetch.failRequest` with `BlockedByClient` after the
+        refusal is recorded in `refused` and logged."""
+        request_id = event["requestId"]
+        url = str(event["request"]["url"])
+        verdict = await self.egress.decide(url)
+        if verdict.allowed:
+            return "Fetch.continueRequest", {"requestId": request_id}
+        navigation = (
+            event.get("resourceType") == "Document" and event.get("frameId") == self.main_frame_id
+        )
+        self.refused.add(Refusal(_clip(url), verdict.reason, navigation, verdict.transient))
+        log.info("refused a page request to %s: %s", _clip(url), verdict.reason)
+        return "Fetch.failRequest", {"requestId": request_id, "errorReason": "BlockedByClient"}

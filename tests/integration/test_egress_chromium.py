@@ -1,0 +1,375 @@
+"""The egress policy in front of a real Chromium, wired as the renderer wires it.
+
+Each test launches Chromium with the renderer's flags and gives a tab a `RequestFilter`:
+`Fetch.enable` on the tab's CDP session, plus auto-attach to its out-of-process iframes and
+workers, each of which gets `Fetch.enable` too (`guard` below is that wiring). A local
+aiohttp server on 127.0.0.1 serves pages, images and redirects and records every request.
+
+A "public" host is simulated: `public.test` and `other.test` resolve, for the policy, to
+public addresses (a fake resolver), while Chromium maps every `*.test` name to 127.0.0.1
+(`--host-resolver-rules`), so its requests reach the local server.
+
+Chromium 156 blocks, by itself, requests from an insecure public context (our about:blank
+documents) to loopback and private addresses (Local Network Access). To prove that it is
+our filter that refuses, most pages here are served by `public.test` itself (a loopback
+page asking for loopback is not blocked by Chromium), each refusal test has a control in
+which private networks are allowed and the same request does reach the server, and every
+refusal is asserted in the `RefusedLog`, which only our filter writes.
+
+Verifies: a loopback image is refused and never requested (and loads when private networks
+are allowed); the same holds on the template path (about:blank + document.write); each
+redirect hop is judged again, so a public URL redirecting to loopback or to the metadata
+address is refused at that hop; a refused navigation of a `url` job fails the navigation
+and is the log's `navigation`; requests of cross-site iframes, dedicated workers and
+service workers are filtered too. WebSockets are not seen by `Fetch` (a known gap, xfail).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import os
+import time
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyppeteer
+import pytest
+from aiohttp import web
+from pyppeteer.errors import PageError
+
+from services.renderer.browser import CHROMIUM_ARGS
+from services.renderer.egress import Egress, RequestFilter
+
+CHROMIUM = os.environ.get("PRESSROOM_CHROMIUM") or "/usr/bin/chromium"
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+)
+PUBLIC_NAMES = {"public.test": ["93.184.216.34"], "other.test": ["93.184.216.35"]}
+METADATA = "http://169.254.169.254/latest/meta-data/"
+
+# What the renderer does for a template: about:blank, then the HTML written into it.
+WRITE_HTML = """async (html) => {
+  document.open(); document.write(html); document.close();
+  if (document.readyState !== "complete") {
+    await new Promise((resolve) => window.addEventListener("load", resolve, { once: true }));
+  }
+}"""
+
+pytestmark = pytest.mark.chromium
+
+
+# --- a local server -----------------------------------------------------------------------
+
+
+@dataclass
+class Site:
+    """The local server: `pages` by path, PNGs for `*.png`, redirects under `/to/`."""
+
+    port: int = 0
+    hits: list[str] = field(default_factory=list)
+    pages: dict[str, str] = field(default_factory=dict)
+
+    def url(self, path: str, host: str = "127.0.0.1") -> str:
+        return f"http://{host}:{self.port}{path}"
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        self.hits.append(request.path)
+        path = request.path
+        if path == "/ws":
+            socket = web.WebSocketResponse()
+            await socket.prepare(request)
+            await socket.close()
+            return socket
+        if path.startswith("/to/"):
+            raise web.HTTPFound(self.redirect_target(path.removeprefix("/to/")))
+        if path.endswith(".png"):
+            return web.Response(body=PNG, content_type="image/png")
+        if path.endswith(".js"):
+            return web.Response(text=self.pages[path], content_type="text/javascript")
+        if path in self.pages:
+            return web.Response(text=self.pages[path], content_type="text/html")
+        return web.Response(status=404)
+
+    def redirect_target(self, name: str) -> str:
+        return {
+            "secret.png": self.url("/secret.png"),
+            "secret": self.url("/secret"),
+            "metadata": METADATA,
+        }[name]
+
+
+@pytest.fixture
+async def site() -> AsyncIterator[Site]:
+    site = Site()
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", site.handle)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    tcp = web.TCPSite(runner, "127.0.0.1", 0)
+    await tcp.start()
+    site.port = runner.addresses[0][1]
+    yield site
+    await runner.cleanup()
+
+
+# --- Chromium and the wiring the renderer uses --------------------------------------------
+
+
+def fake_dns(table: dict[str, list[str]]) -> Callable[[str], Coroutine[Any, Any, Sequence[str]]]:
+    async def resolve(host: str) -> Sequence[str]:
+        if host not in table:
+            raise OSError(f"{host} is not in the test's DNS")
+        return table[host]
+
+    return resolve
+
+
+class Browser:
+    """A Chromium with the renderer's flags; its CDP handlers run as tasks kept here."""
+
+    def __init__(self, site: Site) -> None:
+        self.site = site
+        self.tasks: set[asyncio.Task[Any]] = set()
+        self.chromium: Any = None
+
+    async def start(self) -> None:
+        self.chromium = await pyppeteer.launch(
+            executablePath=CHROMIUM,
+            args=[
+                *CHROMIUM_ARGS,
+                "--host-resolver-rules=MAP *.test 127.0.0.1",
+                # Service workers need a secure context; this makes the simulated public
+                # host one (in production such a page would be served over https).
+                f"--unsafely-treat-insecure-origin-as-secure={self.site.url('', 'public.test')}",
+            ],
+            headless=True,
+            handleSIGINT=False,
+            handleSIGTERM=False,
+            handleSIGHUP=False,
+        )
+
+    def spawn(self, work: Coroutine[Any, Any, Any]) -> None:
+        task = asyncio.ensure_future(work)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def tab(self, *, allow_private: bool) -> tuple[Any, RequestFilter]:
+        """A new tab whose every request passes a `RequestFilter`, and that filter."""
+        page = await self.chromium.newPage()
+        session = await page.target.createCDPSession()
+        gate = RequestFilter(
+            Egress(allow_private=allow_private, resolve=fake_dns(PUBLIC_NAMES)),
+            main_frame_id=page.target._targetId,  # Chromium's main frame id is the target id
+        )
+        await guard(session, gate, self.spawn)
+        return page, gate
+
+    async def close(self) -> None:
+        await self.chromium.close()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+
+
+async def guard(session: Any, gate: RequestFilter, spawn: Callable[[Any], None]) -> None:
+    """Filter `session`'s requests through `gate`, and those of every target it starts
+    (out-of-process iframes, workers, service workers), which wait until guarded too."""
+    session.on("Fetch.requestPaused", lambda event: spawn(settle(session, gate, event)))
+    session.on("Target.attachedToTarget", lambda event: spawn(adopt(session, gate, event, spawn)))
+    # pyppeteer never forgets nested sessions (it listens for a misspelt event name).
+    session.on("Target.detachedFromTarget", lambda e: session._sessions.pop(e["sessionId"], None))
+    await session.send("Fetch.enable", {"patterns": [{"urlPattern": "*"}]})
+    await session.send(
+        "Target.setAutoAttach",
+        {"autoAttach": True, "waitForDebuggerOnStart": True, "flatten": False},
+    )
+
+
+async def settle(session: Any, gate: RequestFilter, event: dict[str, Any]) -> None:
+    """What the renderer's `_decide` becomes: ask the filter, send its answer."""
+    method, params = await gate.answer(event)
+    with contextlib.suppress(Exception):  # the tab or target may be gone by now
+        await session.send(method, params)
+
+
+async def adopt(
+    parent: Any, gate: RequestFilter, event: dict[str, Any], spawn: Callable[[Any], None]
+) -> None:
+    child = parent._createSession(event["targetInfo"]["type"], event["sessionId"])
+    try:
+        await guard(child, gate, spawn)
+    finally:  # the target is paused until told to run, guarded or not
+        with contextlib.suppress(Exception):
+            await child.send("Runtime.runIfWaitingForDebugger")
+
+
+@pytest.fixture
+async def browser(site: Site) -> AsyncIterator[Browser]:
+    browser = Browser(site)
+    await browser.start()
+    yield browser
+    await browser.close()
+
+
+async def eventually(check: Callable[[], Any], what: str, timeout: float = 10.0) -> None:
+    end = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < end, f"{what}: still not true after {timeout}s"
+        await asyncio.sleep(0.02)
+
+
+def refused_urls(gate: RequestFilter) -> list[str]:
+    return [refusal.url for refusal in gate.refused.refusals]
+
+
+async def image_widths(page: Any) -> dict[str, int]:
+    """Each `<img id>`'s naturalWidth once every image settled (0: not loaded)."""
+    return dict(
+        await page.evaluate(
+            """async () => {
+              const images = [...document.images];
+              await Promise.all(images.map((i) => i.decode().catch(() => null)));
+              return images.map((i) => [i.id, i.naturalWidth]);
+            }"""
+        )
+    )
+
+
+async def open_public_page(site: Site, page: Any, body: str) -> None:
+    site.pages["/page.html"] = body
+    await page.goto(site.url("/page.html", "public.test"), {"waitUntil": "load"})
+
+
+# --- subresources -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("allow_private", [True, False])
+async def test_a_loopback_image_is_requested_only_when_private_networks_are_allowed(
+    site: Site, browser: Browser, allow_private: bool
+) -> None:
+    """With private networks allowed the image loads, so nothing but our filter stops it."""
+    page, gate = await browser.tab(allow_private=allow_private)
+    await open_public_page(site, page, f'<img id="a" src="{site.url("/a.png")}">')
+    assert await image_widths(page) == {"a": 1 if allow_private else 0}
+    assert ("/a.png" in site.hits) is allow_private
+    assert refused_urls(gate) == ([] if allow_private else [site.url("/a.png")])
+
+
+async def test_a_template_cannot_load_a_loopback_image(site: Site, browser: Browser) -> None:
+    """The renderer's own path: about:blank, then the template's HTML written into it."""
+    page, gate = await browser.tab(allow_private=False)
+    refused = gate.begin()
+    await page.goto("about:blank", {"waitUntil": "load"})
+    await page.evaluate(WRITE_HTML, f'<img id="a" src="{site.url("/a.png")}"><p>text</p>')
+    assert await image_widths(page) == {"a": 0}
+    assert [r.url for r in refused.refusals] == [site.url("/a.png")]
+    assert "127.0.0.1" in refused.refusals[0].reason
+    assert refused.navigation is None
+    assert "/a.png" not in site.hits
+
+
+@pytest.mark.parametrize("allow_private", [True, False])
+async def test_each_redirect_hop_is_judged_again(
+    site: Site, browser: Browser, allow_private: bool
+) -> None:
+    """public.test passes the check; its 302 to 127.0.0.1 is a new paused request, refused."""
+    page, gate = await browser.tab(allow_private=allow_private)
+    hop = site.url("/to/secret.png", "public.test")
+    await open_public_page(site, page, f'<img id="a" src="{hop}">')
+    assert await image_widths(page) == {"a": 1 if allow_private else 0}
+    assert "/to/secret.png" in site.hits  # the first hop was allowed
+    assert ("/secret.png" in site.hits) is allow_private
+    assert refused_urls(gate) == ([] if allow_private else [site.url("/secret.png")])
+
+
+async def test_a_redirect_to_the_metadata_address_is_refused(site: Site, browser: Browser) -> None:
+    page, gate = await browser.tab(allow_private=False)
+    hop = site.url("/to/metadata", "public.test")
+    await open_public_page(site, page, f'<img id="a" src="{hop}">')
+    assert await image_widths(page) == {"a": 0}
+    assert refused_urls(gate) == [METADATA]
+    assert "169.254.169.254" in gate.refused.refusals[0].reason
+
+
+# --- the document of a url job ------------------------------------------------------------
+
+
+async def test_a_url_job_redirected_to_loopback_fails_its_navigation(
+    site: Site, browser: Browser
+) -> None:
+    page, gate = await browser.tab(allow_private=False)
+    refused = gate.begin()
+    with pytest.raises(PageError, match="ERR_BLOCKED_BY_CLIENT"):
+        await page.goto(site.url("/to/secret", "public.test"), {"waitUntil": "load"})
+    assert refused.navigation is not None
+    assert refused.navigation.url == site.url("/secret")
+    assert not refused.navigation.transient
+    assert "/to/secret" in site.hits
+    assert "/secret" not in site.hits
+
+
+async def test_a_url_job_on_a_loopback_address_fails_before_any_request(
+    site: Site, browser: Browser
+) -> None:
+    page, gate = await browser.tab(allow_private=False)
+    refused = gate.begin()
+    with pytest.raises(PageError, match="ERR_BLOCKED_BY_CLIENT"):
+        await page.goto(site.url("/page.html"), {"waitUntil": "load"})
+    assert refused.navigation is not None
+    assert refused.navigation.url == site.url("/page.html")
+    assert site.hits == []
+
+
+# --- requests from other targets: iframes, workers ----------------------------------------
+
+
+async def test_a_cross_site_iframe_cannot_load_loopback_resources(
+    site: Site, browser: Browser
+) -> None:
+    """other.test is another site: its iframe runs out of process, on a target of its own."""
+    site.pages["/frame.html"] = f'<img src="{site.url("/from-frame.png")}">'
+    page, gate = await browser.tab(allow_private=False)
+    await open_public_page(site, page, f'<iframe src="{site.url("/frame.html", "other.test")}">')
+    await eventually(lambda: site.url("/from-frame.png") in refused_urls(gate), "refused")
+    assert "/frame.html" in site.hits
+    assert "/from-frame.png" not in site.hits
+    assert gate.refused.navigation is None
+
+
+async def test_workers_cannot_fetch_loopback_addresses(site: Site, browser: Browser) -> None:
+    worker = f"fetch('{site.url('/from-worker')}').catch(() => 0)"
+    site.pages["/sw.js"] = (
+        "self.addEventListener('install', (e) => e.waitUntil("
+        f"fetch('{site.url('/from-service-worker')}').catch(() => 0)));"
+    )
+    page, gate = await browser.tab(allow_private=False)
+    await open_public_page(
+        site,
+        page,
+        f"""<script>
+        new Worker(URL.createObjectURL(new Blob([{worker!r}], {{type: "text/javascript"}})));
+        navigator.serviceWorker.register("/sw.js");
+        </script>""",
+    )
+    wanted = {site.url("/from-worker"), site.url("/from-service-worker")}
+    await eventually(lambda: wanted <= set(refused_urls(gate)), "both refused")
+    assert "/sw.js" in site.hits
+    assert "/from-worker" not in site.hits
+    assert "/from-service-worker" not in site.hits
+
+
+@pytest.mark.xfail(strict=True, reason="Fetch never pauses WebSockets: a residual risk")
+async def test_websockets_to_loopback_are_refused(site: Site, browser: Browser) -> None:
+    page, _ = await browser.tab(allow_private=False)
+    await open_public_page(site, page, "<p>a page on a public host</p>")
+    outcome = await page.evaluate(
+        """(url) => new Promise((resolve) => {
+          const socket = new WebSocket(url);
+          socket.onopen = () => resolve("open");
+          socket.onerror = () => resolve("error");
+        })""",
+        f"ws://127.0.0.1:{site.port}/ws",
+    )
+    assert outcome == "error"
+    assert "/ws" not in site.hits

@@ -1,0 +1,301 @@
+"""The renderer's egress policy without a browser: URL verdicts, DNS handling, refusals.
+
+Public names cannot be resolved in the test sandbox (no DNS), so those tests inject a fake
+resolver into `Egress`; literal addresses and `localhost` never reach a resolver.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import pytest
+
+from services.renderer.egress import (
+    Egress,
+    Refusal,
+    RefusedLog,
+    RequestFilter,
+    is_refused_address,
+    literal_address,
+)
+
+PUBLIC = "93.184.216.34"
+
+
+def fake_dns(
+    table: dict[str, Sequence[str]], calls: list[str] | None = None
+) -> Callable[[str], Awaitable[Sequence[str]]]:
+    """A resolver answering from `table`; other names do not resolve (EAI_NONAME)."""
+
+    async def resolve(host: str) -> Sequence[str]:
+        if calls is not None:
+            calls.append(host)
+        if host not in table:
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return table[host]
+
+    return resolve
+
+
+def egress(allow_private: bool = False, **table: Sequence[str]) -> Egress:
+    names = {name.replace("_", "."): addresses for name, addresses in table.items()}
+    return Egress(allow_private=allow_private, resolve=fake_dns(names))
+
+
+# (url, allowed without private networks, allowed with them)
+TABLE = [
+    ("file:///etc/passwd", False, False),
+    ("FILE:///etc/passwd", False, False),
+    ("http://127.0.0.1/", False, True),
+    ("http://localhost/", False, True),
+    ("http://app.localhost:8080/", False, True),
+    ("http://[::1]/", False, True),
+    ("http://169.254.169.254/latest/meta-data", False, True),
+    ("http://10.0.0.1/", False, True),
+    ("http://192.168.1.1/", False, True),
+    ("http://100.64.0.1/", False, True),
+    ("http://2130706433/", False, True),
+    ("http://0x7f000001/", False, True),
+    ("http://017700000001/", False, True),
+    ("http://0x7f.1/", False, True),
+    ("http://0/", False, True),
+    ("http://[::ffff:127.0.0.1]/", False, True),
+    ("http://[::ffff:a9fe:a9fe]/", False, True),
+    ("http://[::127.0.0.1]/", False, True),
+    ("http://[64:ff9b::a9fe:a9fe]/", False, True),
+    ("http://[2002:7f00:1::]/", False, True),
+    ("http://[fe80::1]/", False, True),
+    ("http://[ff02::1]/", False, True),
+    ("ws://127.0.0.1:9/socket", False, True),
+    ("https://93.184.216.34/", True, True),
+    ("http://1572395042/", True, True),  # 93.184.216.34 as one number
+    ("wss://93.184.216.34/", True, True),
+    ("http://[2606:4700::1111]/", True, True),
+    ("data:image/png;base64,iVBORw0KGgo=", True, True),
+    ("data:text/html,<h1>x</h1>", True, True),
+    ("blob:https://example.com/0d1c7c1e-1d0b-4b0e-9c3f-6a8b0e9e4a11", True, True),
+    ("about:blank", True, True),
+    ("chrome://settings", False, False),
+    ("chrome-extension://abcdef/x.js", False, False),
+    ("view-source:http://x", False, False),
+    ("ftp://x/file", False, False),
+    ("javascript:alert(1)", False, False),
+    ("gopher://127.0.0.1:70/", False, False),
+    ("//no-scheme.example/", False, False),
+    ("http:///path-without-host", False, False),
+    ("http://127.0.0.1:99999/", False, False),
+    ("http://256.1.1.1/", False, False),
+    ("http://1.2.3.4.5/", False, False),
+]
+
+
+@pytest.mark.parametrize(("url", "public_only", "with_private"), TABLE)
+async def test_url_verdicts_with_and_without_private_networks(
+    url: str, public_only: bool, with_private: bool
+) -> None:
+    assert (await egress(allow_private=False).decide(url)).allowed is public_only
+    assert (await egress(allow_private=True).decide(url)).allowed is with_private
+
+
+@pytest.mark.parametrize(
+    ("host", "address"),
+    [
+        ("2130706433", "127.0.0.1"),
+        ("0x7f000001", "127.0.0.1"),
+        ("017700000001", "127.0.0.1"),
+        ("0x7f.1", "127.0.0.1"),
+        ("127.1", "127.0.0.1"),
+        ("0", "0.0.0.0"),
+        ("10.0.0.1.", "10.0.0.1"),
+        ("::ffff:127.0.0.1", "::ffff:7f00:1"),
+        ("example.com", None),
+        ("1e100.net", None),
+    ],
+)
+def test_literal_hosts_are_read_as_a_browser_reads_them(host: str, address: str | None) -> None:
+    assert literal_address(host) == address
+
+
+def test_a_host_ending_in_a_bad_number_is_not_an_address() -> None:
+    with pytest.raises(ValueError, match="not a valid IPv4 address"):
+        literal_address("1.2.3.999")
+
+
+@pytest.mark.parametrize(
+    "address", ["::127.0.0.1", "64:ff9b::10.0.0.1", "2002:a9fe:a9fe::1", "fec0::1", "::ffff:0:0"]
+)
+def test_ipv6_forms_of_forbidden_ipv4_addresses_are_refused(address: str) -> None:
+    assert is_refused_address(address)
+
+
+@pytest.mark.parametrize("address", ["64:ff9b::808:808", "2002:5db8:d822::1", PUBLIC])
+def test_ipv6_forms_of_public_ipv4_addresses_are_allowed(address: str) -> None:
+    assert not is_refused_address(address)
+
+
+async def test_a_name_resolving_only_to_public_addresses_is_allowed() -> None:
+    verdict = await egress(example_com=[PUBLIC, "2606:2800:220:1::1"]).decide(
+        "https://example.com/a.png"
+    )
+    assert verdict.allowed
+    assert PUBLIC in verdict.reason
+
+
+async def test_a_name_resolving_to_a_private_address_is_refused_with_the_address() -> None:
+    verdict = await egress(intranet_example=["10.1.2.3"]).decide("http://intranet.example/")
+    assert not verdict.allowed
+    assert "10.1.2.3" in verdict.reason
+    assert "PRESSROOM_ALLOW_PRIVATE_NETWORKS" in verdict.reason
+
+
+async def test_a_name_mixing_public_and_private_answers_is_refused_as_rebinding() -> None:
+    verdict = await egress(rebind_example=[PUBLIC, "127.0.0.1"]).decide("http://rebind.example/")
+    assert not verdict.allowed
+    assert "both public and forbidden" in verdict.reason
+    assert "127.0.0.1" in verdict.reason
+
+
+async def test_a_name_that_does_not_resolve_is_refused_and_says_so() -> None:
+    verdict = await egress().decide("https://nowhere.example/x.css")
+    assert not verdict.allowed
+    assert not verdict.transient
+    assert verdict.reason.startswith("host 'nowhere.example' does not resolve")
+
+
+async def test_the_real_resolver_refuses_localhost_names_and_unknown_names() -> None:
+    real = Egress(allow_private=False)
+    assert not (await real.decide("http://localhost./")).allowed
+    unknown = await real.decide("http://pressroom-egress-test.invalid/")
+    assert not unknown.allowed
+    assert "does not resolve" in unknown.reason
+
+
+async def test_a_slow_resolver_is_a_transient_refusal_and_is_not_cached() -> None:
+    calls: list[str] = []
+
+    async def slow(host: str) -> Sequence[str]:
+        calls.append(host)
+        await asyncio.sleep(10)
+        return [PUBLIC]
+
+    policy = Egress(allow_private=False, resolve=slow, timeout=0.05)
+    first = await policy.decide("http://slow.example/")
+    await policy.decide("http://slow.example/")
+    assert not first.allowed
+    assert first.transient
+    assert "did not resolve within 0.05 s" in first.reason
+    assert calls == ["slow.example", "slow.example"]
+
+
+async def test_a_temporary_resolver_failure_is_transient() -> None:
+    async def failing(host: str) -> Sequence[str]:
+        raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+
+    verdict = await Egress(allow_private=False, resolve=failing).decide("http://a.example/")
+    assert not verdict.allowed
+    assert verdict.transient
+
+
+async def test_answers_are_cached_for_ttl_seconds_and_lookups_are_shared() -> None:
+    calls: list[str] = []
+    now = [0.0]
+    policy = Egress(
+        allow_private=False,
+        resolve=fake_dns({"cdn.example": [PUBLIC]}, calls),
+        ttl=5.0,
+        clock=lambda: now[0],
+    )
+    verdicts = await asyncio.gather(*(policy.decide(f"https://cdn.example/{i}") for i in range(20)))
+    assert all(v.allowed for v in verdicts)
+    now[0] = 4.9
+    await policy.decide("https://cdn.example/again")
+    assert calls == ["cdn.example"]
+    now[0] = 5.1
+    await policy.decide("https://cdn.example/later")
+    assert calls == ["cdn.example", "cdn.example"]
+
+
+async def test_private_networks_skip_dns_but_not_the_scheme_check() -> None:
+    calls: list[str] = []
+    policy = Egress(allow_private=True, resolve=fake_dns({}, calls))
+    assert (await policy.decide("http://intranet.example/")).allowed
+    assert not (await policy.decide("file:///etc/passwd")).allowed
+    assert calls == []
+
+
+def test_allows_address_applies_the_policy_to_a_connected_address() -> None:
+    assert Egress(allow_private=False).allows_address(PUBLIC)
+    assert not Egress(allow_private=False).allows_address("169.254.169.254")
+    assert Egress(allow_private=True).allows_address("169.254.169.254")
+
+
+def test_refused_log_keeps_the_first_refusals_and_counts_the_rest() -> None:
+    log = RefusedLog(cap=2)
+    for i in range(5):
+        log.add(Refusal(f"http://10.0.0.{i}/", "private"))
+    assert [r.url for r in log.refusals] == ["http://10.0.0.0/", "http://10.0.0.1/"]
+    assert log.dropped == 3
+    assert len(log) == 5
+    assert log.facts() == [
+        {"url": "http://10.0.0.0/", "reason": "private"},
+        {"url": "http://10.0.0.1/", "reason": "private"},
+    ]
+
+
+def test_refused_log_remembers_the_navigation_even_past_its_cap() -> None:
+    log = RefusedLog(cap=1)
+    log.add(Refusal("http://10.0.0.1/a.png", "private"))
+    log.add(Refusal("http://10.0.0.1/", "private", navigation=True))
+    assert log.navigation == Refusal("http://10.0.0.1/", "private", navigation=True)
+
+
+def paused(
+    url: str, *, frame: str = "MAIN", kind: str = "Image", rid: str = "r1"
+) -> dict[str, Any]:
+    """A `Fetch.requestPaused` event as Chromium sends it (the fields the filter reads)."""
+    return {"requestId": rid, "request": {"url": url}, "frameId": frame, "resourceType": kind}
+
+
+async def test_request_filter_continues_allowed_and_fails_refused_requests() -> None:
+    gate = RequestFilter(egress(), main_frame_id="MAIN")
+    refused = gate.begin()
+    assert await gate.answer(paused("data:image/png;base64,AA==")) == (
+        "Fetch.continueRequest",
+        {"requestId": "r1"},
+    )
+    method, params = await gate.answer(paused("http://169.254.169.254/", rid="r2"))
+    assert (method, params) == (
+        "Fetch.failRequest",
+        {"requestId": "r2", "errorReason": "BlockedByClient"},
+    )
+    assert [r.url for r in refused.refusals] == ["http://169.254.169.254/"]
+    assert refused.navigation is None
+
+
+async def test_only_a_main_frame_document_refusal_is_a_navigation() -> None:
+    gate = RequestFilter(egress(), main_frame_id="MAIN")
+    refused = gate.begin()
+    await gate.answer(paused("http://10.0.0.1/frame", frame="CHILD", kind="Document"))
+    assert refused.navigation is None
+    await gate.answer(paused("http://10.0.0.1/", kind="Document"))
+    assert refused.navigation is not None
+    assert refused.navigation.url == "http://10.0.0.1/"
+
+
+async def test_each_render_gets_a_fresh_refused_log() -> None:
+    gate = RequestFilter(egress(), main_frame_id="MAIN")
+    first = gate.begin()
+    await gate.answer(paused("file:///etc/passwd"))
+    second = gate.begin()
+    assert len(first) == 1
+    assert len(second) == 0
+
+
+async def test_long_urls_are_clipped_in_refusals() -> None:
+    gate = RequestFilter(egress(), main_frame_id="MAIN")
+    refused = gate.begin()
+    await gate.answer(paused("file:///" + "a" * 5000))
+    assert len(refused.refusals[0].url) <= 301
