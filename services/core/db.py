@@ -220,10 +220,17 @@ async def projection_counts(pool: asyncpg.Pool) -> tuple[int, dict[str, int]]:
     return events, {r["status"]: int(r["n"]) for r in rows}
 
 
-# The upsert takes the template's row lock until the transaction ends, so concurrent
-# creations of one name queue up and each sees the previous one's `latest_version`.
-# clock_timestamp(), not now(): now() is the transaction's start, which for a writer that
-# waited on the lock can be earlier than the version it follows.
+TEMPLATE_LOCK_CLASS = 0x74706C  # "tpl": with hashtext(id), one advisory lock per template
+
+# Writers of one template queue on this lock first. The upsert alone is not enough: while
+# the name is new, concurrent speculative inserts meet on two unique indexes (id and name)
+# and PostgreSQL can answer "deadlock detected".
+_LOCK_TEMPLATE = "SELECT pg_advisory_xact_lock($1, hashtext($2))"
+
+# The upsert holds the template's row lock until the transaction ends, so each writer sees
+# the previous one's `latest_version`. clock_timestamp(), not now(): now() is the
+# transaction's start, which for a writer that waited can be earlier than the version it
+# follows.
 _NEXT_VERSION = """
 INSERT INTO templates AS t (id, name, latest_version, created_at, updated_at)
 VALUES ($1, $2, 1, clock_timestamp(), clock_timestamp())
@@ -252,6 +259,7 @@ async def create_template_version(
     consecutive versions, never the same one.
     """
     async with pool.acquire() as conn, conn.transaction():
+        await conn.execute(_LOCK_TEMPLATE, TEMPLATE_LOCK_CLASS, template_id)
         row = await conn.fetchrow(_NEXT_VERSION, template_id, name)
         version, created_at = row["latest_version"], row["updated_at"]
         await conn.execute(_INSERT_VERSION, template_id, version, body, header, footer, created_at)

@@ -15,7 +15,7 @@ from services.core import bus, db, metrics
 from services.core.errors import PayloadTooLarge, PressroomError
 from services.core.settings import Settings
 from services.core.storage import open_storage
-from services.gateway import jobs
+from services.gateway import jobs, templates
 from services.gateway.keys import JS, NATS, POOL, SETTINGS, STORAGE
 
 log = logging.getLogger(__name__)
@@ -77,5 +77,6 @@ def init_app(settings: Settings) -> web.Application:
     app[SETTINGS] = settings
     app.cleanup_ctx.extend([_nats_ctx, _db_ctx, _storage_ctx])
     jobs.add_routes(app)
+    templates.add_routes(app)
     app.router.add_get("/metrics", metrics.handle_metrics)
     return app

@@ -2,41 +2,28 @@
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import logging
 from typing import Any
 
-import asyncpg
 import msgspec
 from aiohttp import web
 from nats.errors import Error as NatsError
 from nats.js.errors import NotFoundError
 
 from services.core import bus, db, events, metrics, netpolicy, timeline
-from services.core.errors import NotFound, RequestError, Unavailable
+from services.core.errors import NotFound, Unavailable
 from services.core.storage import LocalStorage
+from services.gateway import templates
 from services.gateway.keys import JS, NATS, POOL, SETTINGS, STORAGE
-from services.gateway.requests import JOB_ID, job_id_for, parse_job
+from services.gateway.postgres import DB_DOWN
+from services.gateway.requests import JOB_ID, JobRequest, job_id_for, parse_job, read_json_body
 
 log = logging.getLogger(__name__)
-
-_DB_DOWN = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncio.TimeoutError)
 
 
 def _iso(value: dt.datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
-
-
-async def _read_body(request: web.Request) -> bytes:
-    content_type = request.headers.get("Content-Type", "")
-    mime = content_type.split(";", 1)[0].strip().lower()
-    if mime != "application/json" and not mime.endswith("+json"):
-        shown = content_type or "none"
-        raise RequestError(
-            f"Content-Type must be application/json, got {shown}", field="Content-Type"
-        )
-    return await request.read()
 
 
 def _require_nats(request: web.Request) -> None:
@@ -45,24 +32,47 @@ def _require_nats(request: web.Request) -> None:
         raise Unavailable("cannot accept jobs: NATS is not connected; retry shortly")
 
 
-async def submit_job(request: web.Request) -> web.Response:
-    """`POST /jobs`: 202 once the `submitted` event is durable in JetStream."""
-    settings = request.app[SETTINGS]
-    _require_nats(request)
-    job = parse_job(await _read_body(request))
-    if job.webhook_url is not None:
-        await netpolicy.check_url(
-            job.webhook_url, allow_private=settings.allow_private_networks, field="webhook_url"
-        )
-    key = request.headers.get("Idempotency-Key")
+async def _check_addresses(job: JobRequest, allow_private: bool) -> None:
+    """Refuse a `url` source or `webhook_url` the address policy forbids (400 naming it).
+
+    The renderer checks every request of a page again when it loads it: this check only
+    turns an obviously forbidden job into a 400 instead of a failed job.
+    """
+    for field, url in (("url", job.url), ("webhook_url", job.webhook_url)):
+        if url is not None:
+            await netpolicy.check_url(url, allow_private=allow_private, field=field)
+
+
+async def _submitted_event(
+    request: web.Request, job: JobRequest, key: str | None
+) -> events.JobSubmitted:
+    """The `submitted` event of a valid request, a stored template resolved into it."""
     event = events.JobSubmitted(
         job_id=job_id_for(key),
-        template=job.template,
+        template=job.template or "",
+        html=job.html,
+        url=job.url,
         data=job.data,
         options=job.options,
         webhook_url=job.webhook_url,
         idempotency_key=key,
     )
+    if job.template_id is None:
+        return event
+    return await templates.resolve(request.app[POOL], event, job.template_id, job.template_version)
+
+
+async def submit_job(request: web.Request) -> web.Response:
+    """`POST /jobs`: 202 once the `submitted` event is durable in JetStream.
+
+    A `template_id` is resolved here, from PostgreSQL: such a job gets a 503 while
+    PostgreSQL is down, where other jobs still get their 202.
+    """
+    settings = request.app[SETTINGS]
+    _require_nats(request)
+    job = parse_job(await read_json_body(request))
+    await _check_addresses(job, settings.allow_private_networks)
+    event = await _submitted_event(request, job, request.headers.get("Idempotency-Key"))
     fresh = await bus.publish(request.app[JS], event)
     if fresh:
         metrics.JOBS_SUBMITTED.inc()
@@ -74,7 +84,7 @@ async def submit_job(request: web.Request) -> web.Response:
 async def _load_row(request: web.Request, job_id: str) -> dict[str, Any] | None:
     try:
         return await db.get_job(request.app[POOL], job_id)
-    except _DB_DOWN as exc:
+    except DB_DOWN as exc:
         raise Unavailable(f"job status is unavailable: PostgreSQL: {exc}") from exc
 
 
@@ -135,7 +145,7 @@ async def get_webhooks(request: web.Request) -> web.Response:
     job_id = _job_id(request)
     try:
         rows = await db.webhook_deliveries(request.app[POOL], job_id)
-    except _DB_DOWN as exc:
+    except DB_DOWN as exc:
         raise Unavailable(f"webhook log is unavailable: PostgreSQL: {exc}") from exc
     attempts = [
         {
@@ -173,7 +183,7 @@ async def readyz(request: web.Request) -> web.Response:
     checks = {"nats": request.app[NATS].is_connected, "postgres": True}
     try:
         await request.app[POOL].fetchval("SELECT 1", timeout=2)
-    except _DB_DOWN:
+    except DB_DOWN:
         checks["postgres"] = False
     status = 200 if all(checks.values()) else 503
     return web.json_response({"ready": status == 200, "checks": checks}, status=status)
@@ -214,8 +224,10 @@ async def cancel_job(request: web.Request) -> web.Response:
 
 def _timeline_entry(seq: int, event: events.AnyEvent) -> dict[str, Any]:
     entry: dict[str, Any] = {"seq": seq, **msgspec.to_builtins(event)}
-    entry.pop("template", None)  # inputs can be large; the timeline is about what happened
-    entry.pop("data", None)
+    # Inputs can be large; the timeline is about what happened. A stored template stays
+    # identified by its template_id and template_version.
+    for name in ("template", "html", "data"):
+        entry.pop(name, None)
     entry["at"] = dt.datetime.fromtimestamp(event.at, tz=dt.UTC).isoformat()
     return entry
 

@@ -1,12 +1,17 @@
-"""Request bodies: parsed strictly, every problem reported with the field it concerns."""
+"""Requests: bodies and query parameters parsed strictly, every problem reported with the
+field it concerns."""
 
 from __future__ import annotations
 
 import re
 import uuid
-from typing import Any
+from collections.abc import Mapping
+from typing import Annotated, Any, TypeVar
 
+import jinja2
 import msgspec
+from aiohttp import web
+from jinja2.sandbox import SandboxedEnvironment
 
 from services.core.errors import RequestError
 from services.core.events import PageOptions
@@ -15,18 +20,54 @@ from services.core.options import check_options
 _PATH = re.compile(r"at `\$\.?([^`]*)`")
 _NAMED = re.compile(r"(?:required|unknown) field `([^`]*)`")
 JOB_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+TEMPLATE_ID = re.compile(r"^[0-9a-f]{32}$")
 
 # Derives job ids from Idempotency-Key values; fixed so ids are stable across restarts.
 _IDEMPOTENCY_NAMESPACE = uuid.UUID("5f0c2b7e-3c1a-4d8e-9a51-7b0f1f2c9e42")
 
+# Versions are PostgreSQL `integer`s: a larger number can name no version, and asyncpg
+# would refuse to send it.
+MAX_VERSION = 2**31 - 1
+
+SOURCES = ("template", "template_id", "html", "url")
+"""The fields a job's document can come from; a job gives exactly one."""
+
+Version = Annotated[int, msgspec.Meta(ge=1, le=MAX_VERSION)]
+TemplateName = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+
+# Only parsing and compiling happen here (no rendering), so the renderer's settings
+# (StrictUndefined, autoescape) do not change which templates are accepted.
+_JINJA = SandboxedEnvironment()
+
+_T = TypeVar("_T")
+
 
 class JobRequest(msgspec.Struct, forbid_unknown_fields=True):
-    """`POST /jobs`: a Jinja2 template, its data, page options and an optional webhook."""
+    """`POST /jobs`: exactly one source (see `SOURCES`), data for a template source, page
+    options and an optional webhook."""
 
-    template: str
+    template: str | None = None
+    template_id: str | None = None
+    template_version: Version | None = None
+    html: str | None = None
+    url: str | None = None
     data: dict[str, Any] = msgspec.field(default_factory=dict)
     webhook_url: str | None = None
     options: PageOptions = msgspec.field(default_factory=PageOptions)
+
+    @property
+    def source(self) -> str:
+        """The name of the one source field the request gives (after `parse_job`)."""
+        return next(name for name in SOURCES if getattr(self, name) is not None)
+
+
+class TemplateRequest(msgspec.Struct, forbid_unknown_fields=True):
+    """`POST /templates`: a named Jinja2 template, with an optional page header and footer."""
+
+    name: TemplateName
+    body: str
+    header: str | None = None
+    footer: str | None = None
 
 
 def _field_of(message: str) -> str:
@@ -39,6 +80,18 @@ def _field_of(message: str) -> str:
     return path or "body"
 
 
+async def read_json_body(request: web.Request) -> bytes:
+    """The raw body of a request that must say `Content-Type: application/json`."""
+    content_type = request.headers.get("Content-Type", "")
+    mime = content_type.split(";", 1)[0].strip().lower()
+    if mime != "application/json" and not mime.endswith("+json"):
+        shown = content_type or "none"
+        raise RequestError(
+            f"Content-Type must be application/json, got {shown}", field="Content-Type"
+        )
+    return await request.read()
+
+
 def parse_json(body: bytes) -> dict[str, Any]:
     """Decode a JSON object, or raise `RequestError` saying what is wrong with it."""
     try:
@@ -47,25 +100,118 @@ def parse_json(body: bytes) -> dict[str, Any]:
         raise RequestError(f"body is not valid JSON: {exc}", field="body") from None
     if not isinstance(value, dict):
         raise RequestError("body must be a JSON object", field="body")
+    if b"\\u0000" in body:
+        # PostgreSQL's text and jsonb cannot hold NUL: refuse it here rather than let an
+        # accepted job jam the projection.
+        raise RequestError("body must not contain NUL characters (\\u0000)", field="body")
     return value
 
 
+def _convert(raw: dict[str, Any], kind: type[_T]) -> _T:
+    try:
+        return msgspec.convert(raw, kind)
+    except msgspec.ValidationError as exc:
+        message = str(exc)
+        raise RequestError(message, field=_field_of(message)) from None
+
+
+def _not_blank(value: str, field: str) -> None:
+    if not value.strip():
+        raise RequestError(f"{field} must not be empty", field=field)
+
+
+def _one_source(job: JobRequest) -> str:
+    """The one source field given; `RequestError` if none or several are.
+
+    With none, the error names `template` (the usual source); with several, the first
+    one beyond the first, in `SOURCES` order.
+    """
+    given = [name for name in SOURCES if getattr(job, name) is not None]
+    if len(given) == 1:
+        return given[0]
+    wanted = f"give exactly one of {', '.join(SOURCES)}"
+    if not given:
+        raise RequestError(wanted, field="template")
+    raise RequestError(f"{wanted}; got {', '.join(given)}", field=given[1])
+
+
+def _check_source(job: JobRequest) -> None:
+    """Exactly one non-blank source; `template_version` and `data` only where they apply."""
+    source = _one_source(job)
+    _not_blank(getattr(job, source), source)
+    if job.template_version is not None and source != "template_id":
+        raise RequestError("template_version needs template_id", field="template_version")
+    if source == "template_id" and not TEMPLATE_ID.match(job.template_id or ""):
+        raise RequestError(f"no stored template has id {job.template_id!r}", field="template_id")
+    if job.data and source in {"html", "url"}:
+        raise RequestError(
+            f"data is only used with template or template_id, not with {source}", field="data"
+        )
+
+
 def parse_job(body: bytes) -> JobRequest:
-    """Validate a job request; `RequestError.field` names the offending field."""
+    """Validate a job request; `RequestError.field` names the offending field.
+
+    The address policy for `url` and `webhook_url` and the existence of a `template_id`
+    are checked by the caller, which can resolve names and reach PostgreSQL.
+    """
     raw = parse_json(body)
     if "webhookUrl" in raw:
         if "webhook_url" in raw:
             raise RequestError("give webhook_url or webhookUrl, not both", field="webhookUrl")
         raw["webhook_url"] = raw.pop("webhookUrl")
-    try:
-        job = msgspec.convert(raw, JobRequest)
-    except msgspec.ValidationError as exc:
-        message = str(exc)
-        raise RequestError(message, field=_field_of(message)) from None
-    if not job.template.strip():
-        raise RequestError("template must not be empty", field="template")
+    job = _convert(raw, JobRequest)
+    _check_source(job)
     check_options(job.options)
     return job
+
+
+def _no_nul(value: str | None, field: str) -> None:
+    """PostgreSQL `text` cannot hold NUL: refuse it here rather than fail the insert."""
+    if value is not None and "\x00" in value:
+        raise RequestError(f"{field} must not contain NUL characters", field=field)
+
+
+def check_jinja(text: str, field: str) -> None:
+    """Raise `RequestError` naming `field` if `text` is not a valid Jinja2 template.
+
+    Compiling (not only parsing) also catches unknown filters and tests; nothing runs.
+    """
+    try:
+        _JINJA.compile(text)
+    except jinja2.TemplateSyntaxError as exc:
+        raise RequestError(
+            f"{field}: template syntax error at line {exc.lineno}: {exc.message}", field=field
+        ) from None
+    except RecursionError:
+        raise RequestError(f"{field}: template is nested too deeply", field=field) from None
+
+
+def parse_template(body: bytes) -> TemplateRequest:
+    """Validate a stored-template request: a non-blank name, and a body, header and footer
+    that compile as Jinja2 templates."""
+    template = _convert(parse_json(body), TemplateRequest)
+    _not_blank(template.name, "name")
+    _not_blank(template.body, "body")
+    for field in ("name", "body", "header", "footer"):
+        _no_nul(getattr(template, field), field)
+    for field in ("body", "header", "footer"):
+        text = getattr(template, field)
+        if text is not None:
+            check_jinja(text, field)
+    return template
+
+
+def int_param(query: Mapping[str, str], name: str, low: int, high: int) -> int | None:
+    """The integer query parameter `name` within [low, high], None if absent."""
+    raw = query.get(name)
+    if raw is None:
+        return None
+    # The length bound keeps int() away from huge digit strings (and their ValueError).
+    digits = raw.isascii() and raw.isdigit() and len(raw) <= len(str(high))
+    if not digits or not low <= int(raw) <= high:
+        raise RequestError(f"{name} must be an integer from {low} to {high}", field=name)
+    return int(raw)
 
 
 def job_id_for(idempotency_key: str | None) -> str:

@@ -30,15 +30,16 @@ async def post(stack: Stack, data: bytes, content_type: str = "application/json"
 @pytest.mark.parametrize(
     ("body", "field", "words"),
     [
-        (b"{}", "template", "missing required field `template`"),
+        (b"{}", "template", "give exactly one of template, template_id, html, url"),
         (b'{"template": "   "}', "template", "must not be empty"),
-        (b'{"template": 5}', "template", "Expected `str`"),
+        (b'{"template": 5}', "template", "Expected `str | null`, got `int`"),
         (b'{"template": "x", "data": [1]}', "data", "Expected `object`"),
         (b'{"template": "x", "data": "s"}', "data", "Expected `object`"),
         (b'{"template": "x", "colour": 1}', "colour", "unknown field `colour`"),
         (b'{"template": "x", "options": {"dpi": 1}}', "options.dpi", "unknown field `dpi`"),
         (b'{"template": "x"', "body", "not valid JSON"),
         (b"[1, 2]", "body", "must be a JSON object"),
+        (b'{"template": "a\\u0000b"}', "body", "NUL"),
         (b'{"template": "x", "options": {"format": "B7"}}', "options.format", "one of"),
         (b'{"template": "x", "options": {"margin": {"top": "1 furlong"}}}',
          "options.margin.top", "length"),

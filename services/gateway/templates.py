@@ -1,0 +1,202 @@
+"""Stored templates: HTTP routes to create and read them, and resolving a job's
+`template_id` into the template it renders.
+
+Templates are configuration, not job events: the gateway writes them to PostgreSQL
+directly, every version is kept, and a job records which version it rendered. They are
+resolved when a job is submitted, so a new version never changes an accepted job.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+from aiohttp import web
+from msgspec.structs import replace
+
+from services.core import db, events
+from services.core.errors import NotFound, RequestError
+from services.gateway.keys import POOL
+from services.gateway.postgres import unavailable_without_postgres
+from services.gateway.requests import (
+    MAX_VERSION,
+    TEMPLATE_ID,
+    int_param,
+    parse_template,
+    read_json_body,
+)
+
+# Derives a template's id from its name; fixed, so a name keeps its id on every pod and
+# after every restart.
+_TEMPLATE_NAMESPACE = uuid.UUID("0b9e6c3a-58d2-4f0e-8c7a-2d4e1f6a9b35")
+
+_LIST_LIMIT = 50
+_MAX_LIST_LIMIT = 100
+_MAX_OFFSET = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class StoredTemplate:
+    """One version of a stored template, as a job uses it."""
+
+    id: str
+    version: int
+    body: str
+    header: str | None
+    footer: str | None
+
+
+def template_id_for(name: str) -> str:
+    """The stable id of the template called `name`."""
+    return uuid.uuid5(_TEMPLATE_NAMESPACE, name).hex
+
+
+def _iso(value: dt.datetime) -> str:
+    return value.isoformat()
+
+
+async def create_template(request: web.Request) -> web.Response:
+    """`POST /templates`: store a new template, or the next version of one with that name."""
+    template = parse_template(await read_json_body(request))
+    template_id = template_id_for(template.name)
+    with unavailable_without_postgres("cannot store the template"):
+        created = await db.create_template_version(
+            request.app[POOL],
+            template_id,
+            template.name,
+            template.body,
+            template.header,
+            template.footer,
+        )
+    version = created["version"]
+    body = {
+        "id": template_id,
+        "name": template.name,
+        "version": version,
+        "created_at": _iso(created["created_at"]),
+    }
+    location = f"/templates/{template_id}?version={version}"
+    return web.json_response(body, status=201, headers={"Location": location})
+
+
+async def list_templates(request: web.Request) -> web.Response:
+    """`GET /templates?limit&offset`: templates, most recently updated first."""
+    limit = int_param(request.query, "limit", 1, _MAX_LIST_LIMIT) or _LIST_LIMIT
+    offset = int_param(request.query, "offset", 0, _MAX_OFFSET) or 0
+    with unavailable_without_postgres("templates are unavailable"):
+        rows = await db.list_templates(request.app[POOL], limit, offset)
+    listed = [
+        {
+            "id": r["id"],
+            "name": r["name"],
+            "latest_version": r["latest_version"],
+            "updated_at": _iso(r["updated_at"]),
+        }
+        for r in rows
+    ]
+    # A full page may have a successor; a short one is the last.
+    next_offset = offset + len(rows) if len(rows) == limit else None
+    return web.json_response(
+        {"templates": listed, "limit": limit, "offset": offset, "next_offset": next_offset}
+    )
+
+
+def _template_view(row: dict[str, Any], versions: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "id": row["id"],
+        "name": row["name"],
+        "version": row["version"],
+        "body": row["body"],
+        "header": row["header"],
+        "footer": row["footer"],
+        "created_at": _iso(row["created_at"]),
+        "versions": [
+            {"version": v["version"], "created_at": _iso(v["created_at"])} for v in versions
+        ],
+    }
+
+
+async def get_template(request: web.Request) -> web.Response:
+    """`GET /templates/{id}[?version=N]`: one version (the latest by default) and the list
+    of all versions; 404 if the template or the version does not exist."""
+    template_id = request.match_info["template_id"]
+    version = int_param(request.query, "version", 1, MAX_VERSION)
+    if not TEMPLATE_ID.match(template_id):
+        raise NotFound(f"no template {template_id!r}")
+    pool = request.app[POOL]
+    with unavailable_without_postgres("templates are unavailable"):
+        row = await db.get_template_version(pool, template_id, version)
+        versions = await db.template_versions(pool, template_id) if row is not None else []
+    if row is None:
+        which = f"version {version} of template" if version is not None else "template"
+        raise NotFound(f"no {which} {template_id!r}")
+    return web.json_response(_template_view(row, versions))
+
+
+async def _missing(pool: asyncpg.Pool, template_id: str, version: int | None) -> RequestError:
+    """Why a lookup found nothing: an unknown template, or an unknown version of one."""
+    if version is not None and await db.template_versions(pool, template_id):
+        return RequestError(
+            f"template {template_id!r} has no version {version}", field="template_version"
+        )
+    return RequestError(f"no stored template has id {template_id!r}", field="template_id")
+
+
+async def _lookup(pool: asyncpg.Pool, template_id: str, version: int | None) -> StoredTemplate:
+    """The stored version a job names; `RequestError` naming the field if there is none."""
+    with unavailable_without_postgres("cannot resolve template_id"):
+        row = await db.get_template_version(pool, template_id, version)
+        if row is None:
+            raise await _missing(pool, template_id, version)
+    return StoredTemplate(
+        id=row["id"],
+        version=row["version"],
+        body=row["body"],
+        header=row["header"],
+        footer=row["footer"],
+    )
+
+
+def _with_chrome(options: events.PageOptions, stored: StoredTemplate) -> events.PageOptions:
+    """`options` with the stored header and footer wherever the request set none.
+
+    Only for PDF output: a header and footer decorate printed pages, and the option rules
+    refuse them with any other output.
+    """
+    if options.output != "pdf":
+        return options
+    if stored.header is not None and options.header_template is None:
+        options = replace(options, header_template=stored.header)
+    if stored.footer is not None and options.footer_template is None:
+        options = replace(options, footer_template=stored.footer)
+    return options
+
+
+def _with_stored(event: events.JobSubmitted, stored: StoredTemplate) -> events.JobSubmitted:
+    """`event` rendering `stored`: its body as the template, its id and version recorded,
+    and its header and footer in the page options (see `_with_chrome`)."""
+    return replace(
+        event,
+        template=stored.body,
+        template_id=stored.id,
+        template_version=stored.version,
+        options=_with_chrome(event.options, stored),
+    )
+
+
+async def resolve(
+    pool: asyncpg.Pool, event: events.JobSubmitted, template_id: str, version: int | None
+) -> events.JobSubmitted:
+    """`event` rendering the stored template `template_id` at `version` (the latest if
+    None). `RequestError` naming `template_id` or `template_version` if nothing is stored
+    under them, `Unavailable` if PostgreSQL cannot be reached."""
+    return _with_stored(event, await _lookup(pool, template_id, version))
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_post("/templates", create_template)
+    app.router.add_get("/templates", list_templates)
+    app.router.add_get("/templates/{template_id}", get_template)
