@@ -30,6 +30,15 @@ EVENTS_PROJECTED = Counter(
 WEBHOOK_DELIVERIES = Counter(
     "pressroom_webhook_deliveries_total", "Webhook attempts by outcome", ["outcome"]
 )
+WEBHOOK_ATTEMPTS = Histogram(
+    "pressroom_webhook_attempts",
+    "Attempts a webhook took until delivered or given up",
+    ["outcome"],
+    buckets=(1, 2, 3, 4, 5, 6, 7, 8, 10, 15, 20),
+)
+WEBHOOK_BACKLOG = Gauge(
+    "pressroom_webhook_backlog", "Terminal events not yet delivered (pending + in hand)"
+)
 WEBHOOK_SECONDS = Histogram(
     "pressroom_webhook_seconds",
     "Webhook request latency",

@@ -8,6 +8,7 @@ same for every attempt of one event, so receivers can deduplicate.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import datetime as dt
 import json
@@ -20,7 +21,7 @@ from nats.aio.msg import Msg
 from nats.errors import Error as NatsError
 from nats.js import JetStreamContext
 
-from services.core import bus, events, metrics
+from services.core import bus, events, metrics, runtime
 from services.core.errors import StorageError, Unavailable
 from services.core.settings import Settings
 from services.core.storage import Storage
@@ -107,4 +108,14 @@ class Notifier:
         if retry:
             await msg.nak(delay=schedule[attempt])
         else:
+            metrics.WEBHOOK_ATTEMPTS.labels(verdict).observe(attempt)
             await msg.ack()
+
+
+async def track_backlog(js: JetStreamContext, stop: asyncio.Event, every: float = 15.0) -> None:
+    """Keep `pressroom_webhook_backlog` current from the notifier consumer's state."""
+    while not stop.is_set():
+        with contextlib.suppress(NatsError, TimeoutError):
+            info = await js.consumer_info(events.STREAM, events.NOTIFIER)
+            metrics.WEBHOOK_BACKLOG.set((info.num_pending or 0) + (info.num_ack_pending or 0))
+        await runtime.pause(stop, every)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 from services.core import bus, events, metrics, runtime, worker
 from services.core.settings import Settings, SettingsError
 from services.core.storage import open_storage
 from services.notifier import delivery, signing
-from services.notifier.consumer import Notifier
+from services.notifier.consumer import Notifier, track_backlog
 
 
 def check_secret(settings: Settings) -> None:
@@ -27,14 +28,20 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
         delivery.open_session(allow_private=settings.allow_private_networks) as session,
     ):
         notifier = Notifier(settings, js, storage, session)
-        await worker.work(
-            js,
-            events.NOTIFIER,
-            notifier.handle,
-            limit=settings.webhook_concurrency,
-            stop=stop,
-            grace=settings.webhook_timeout,
-        )
+        backlog = asyncio.create_task(track_backlog(js, stop))
+        try:
+            await worker.work(
+                js,
+                events.NOTIFIER,
+                notifier.handle,
+                limit=settings.webhook_concurrency,
+                stop=stop,
+                grace=settings.webhook_timeout,
+            )
+        finally:
+            backlog.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await backlog
 
 
 def main() -> None:

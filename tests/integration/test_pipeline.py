@@ -139,6 +139,11 @@ async def test_failed_webhook_is_retried_with_the_same_id(stack: Stack, receiver
     attempts = await eventually(log, 30)
     assert [a["outcome"] for a in attempts] == ["retrying", "retrying", "delivered"]
     assert [a["status_code"] for a in attempts] == [500, 503, 200]
+    # In tests the services share one process, so the gateway's /metrics shows theirs too.
+    async with stack.client.get(f"{stack.url}/metrics") as response:
+        text = await response.text()
+    assert 'pressroom_webhook_attempts_count{outcome="delivered"}' in text
+    assert 'pressroom_webhook_deliveries_total{outcome="retrying"}' in text
 
 
 async def _gte(receiver: Receiver, n: int) -> bool:
