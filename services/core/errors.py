@@ -7,12 +7,15 @@
     │   ├── NotFound              no such job or file (HTTP 404)
     │   ├── TemplateError         Jinja2 could not parse or render the template
     │   ├── OutputTooLarge        the rendered document is over the output limit
-    │   └── InvalidEvent          a message on the log cannot be decoded
+    │   ├── InvalidEvent          a message on the log cannot be decoded
+    │   ├── WaitTimeout           `wait_for`'s selector or expression never came true
+    │   └── SourceError           a `url` source answered 4xx or cannot be a page
     └── TransientError            may work on a later attempt: retry with backoff
         ├── Unavailable           NATS or Postgres cannot be reached (HTTP 503)
         ├── StorageError          object storage failed
         ├── BrowserError          Chromium crashed or the page broke
-        └── RenderTimeout         the render took longer than allowed
+        ├── RenderTimeout         the render took longer than allowed
+        └── SourceUnreachable     a `url` source failed to load or answered 5xx
 
 A renderer `term()`s a message on a deterministic error (after publishing `failed`) and
 `nak(delay)`s it on a transient one. `ERROR_TABLE` lists the HTTP status of each.
@@ -85,6 +88,21 @@ class InvalidEvent(DeterministicError):
     kind = "invalid_event"
 
 
+class WaitTimeout(DeterministicError):
+    """`options.wait_for`'s selector never matched, or its expression never became truthy.
+
+    The template or page decides what appears, so the same job would wait in vain again.
+    """
+
+    kind = "wait_timeout"
+
+
+class SourceError(DeterministicError):
+    """A `url` source answered with a 4xx status, or was refused or is not a page."""
+
+    kind = "source"
+
+
 class TransientError(PressroomError):
     """A dependency failed; the same work may succeed later."""
 
@@ -116,6 +134,12 @@ class RenderTimeout(TransientError):
     kind = "timeout"
 
 
+class SourceUnreachable(TransientError):
+    """A `url` source could not be loaded (DNS, connection) or answered 5xx, 408 or 429."""
+
+    kind = "source_unreachable"
+
+
 ERROR_TABLE: dict[type[PressroomError], tuple[str, int]] = {
     cls: ("term" if issubclass(cls, DeterministicError) else "nak", cls.http_status)
     for cls in (
@@ -125,10 +149,13 @@ ERROR_TABLE: dict[type[PressroomError], tuple[str, int]] = {
         TemplateError,
         OutputTooLarge,
         InvalidEvent,
+        WaitTimeout,
+        SourceError,
         Unavailable,
         StorageError,
         BrowserError,
         RenderTimeout,
+        SourceUnreachable,
     )
 }
 """Each error class → (consumer action, HTTP status)."""

@@ -38,8 +38,34 @@ class Margin(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     left: str = "0"
 
 
+class WaitFor(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """What to wait for after `load` before printing: exactly one of the three.
+
+    `timeout` is in seconds; None means as long as the render time limit allows, and a
+    larger value is cut to it.
+    """
+
+    selector: str | None = None
+    expression: str | None = None
+    network_idle: bool = False
+    timeout: float | None = None
+
+
+class Metadata(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """The PDF's document information (`/Title`, `/Author`, `/Subject`, `/Keywords`)."""
+
+    title: str | None = None
+    author: str | None = None
+    subject: str | None = None
+    keywords: str | None = None
+
+
 class PageOptions(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
-    """How the page is printed; validated at the gateway, used by the renderer."""
+    """How the page is printed; validated at the gateway, used by the renderer.
+
+    `services/core/options.check_options` holds every rule beyond the types (ranges,
+    units, known values, combinations); the README's "Print options" table documents them.
+    """
 
     format: str = "A4"
     landscape: bool = False
@@ -48,6 +74,17 @@ class PageOptions(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True
     scale: float = 1.0
     header_template: str | None = None
     footer_template: str | None = None
+    width: str | None = None
+    height: str | None = None
+    prefer_css_page_size: bool = False
+    page_ranges: str | None = None
+    wait_for: WaitFor | None = None
+    emulate_media: str = "print"
+    metadata: Metadata | None = None
+    tagged: bool = True
+    output: str = "pdf"
+    receipt_width: int | None = None
+    javascript: bool = True
 
 
 class ErrorInfo(msgspec.Struct, omit_defaults=True):

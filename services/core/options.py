@@ -1,30 +1,234 @@
-"""Validation of print options beyond their types (ranges, units, known values).
+"""Validation of print options beyond their types (ranges, units, known values), and units.
 
-Shared by the gateway (a 400 naming the option) and anything else that accepts options.
+Shared by the gateway (a 400 naming the option) and the renderer (which converts lengths
+with `inches`). Every rule raises `RequestError` whose `field` is the option's dotted path
+(`options.page_ranges`, `options.wait_for.timeout`); the README's "Print options" table
+states the same rules for clients.
 """
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Callable, Iterable
 
 from services.core.errors import RequestError
 from services.core.events import PageOptions
 
-PAPER_FORMATS = {"A3", "A4", "A5", "Letter", "Legal", "Tabloid"}
-_LENGTH = re.compile(r"^\d+(\.\d+)?(px|in|cm|mm)?$")
+MM_PER_INCH = 25.4
+CSS_PX_PER_INCH = 96.0  # CSS fixes 1in = 96px, and Chromium prints at that ratio
+
+PAPER_SIZES: dict[str, tuple[float, float]] = {
+    "A3": (297 / MM_PER_INCH, 420 / MM_PER_INCH),
+    "A4": (210 / MM_PER_INCH, 297 / MM_PER_INCH),
+    "A5": (148 / MM_PER_INCH, 210 / MM_PER_INCH),
+    "Letter": (8.5, 11.0),
+    "Legal": (8.5, 14.0),
+    "Tabloid": (11.0, 17.0),
+}
+"""Portrait width and height of each `format`, in inches."""
+
+PAPER_FORMATS = set(PAPER_SIZES)
+RECEIPT_WIDTHS = (58, 80, 90, 120)
+"""Thermal paper widths in mm that `receipt_width` accepts."""
+
+MEDIA_TYPES = ("print", "screen")
+OUTPUTS = ("pdf", "png")
+
+MAX_PAPER_INCHES = 200.0
+"""The largest page side PDF readers accept (14,400 pt, Acrobat's limit)."""
+MIN_PAPER_INCHES = 10 / MM_PER_INCH
+MAX_PNG_WIDTH = 4096
+"""Widest PNG viewport, CSS px: wide enough for any screen layout, small enough to bound memory."""
+
+_LENGTH = re.compile(r"^(\d+(?:\.\d+)?)(px|in|cm|mm)?$")
+_PER_INCH = {"in": 1.0, "cm": 2.54, "mm": MM_PER_INCH, "px": CSS_PX_PER_INCH}
+_PAGE_RANGE = re.compile(r"^(\d*)\s*-\s*(\d*)$|^(\d+)$")
+
+# Options that only mean something in a PDF: with `output: "png"` a value other than the
+# default is refused rather than silently ignored.
+_PDF_ONLY = (
+    "format",
+    "landscape",
+    "margin",
+    "print_background",
+    "prefer_css_page_size",
+    "page_ranges",
+    "header_template",
+    "footer_template",
+    "metadata",
+    "tagged",
+    "receipt_width",
+    "height",
+)
+# `receipt_width` decides the paper itself, so these cannot apply alongside it.
+_NOT_WITH_RECEIPT = ("width", "height", "landscape", "prefer_css_page_size")
+_DEFAULTS = PageOptions()
+_SIDES = ("top", "right", "bottom", "left")
+
+
+def inches(length: str) -> float:
+    """A CSS length (`"10mm"`, `"0.5in"`, `"2.1cm"`, `"12px"`, bare = px) in inches.
+
+    Raises `ValueError` for anything else; `check_options` has refused those already.
+    """
+    match = _LENGTH.match(length.strip())
+    if match is None:
+        raise ValueError(f"not a length: {length!r}")
+    return float(match.group(1)) / _PER_INCH[match.group(2) or "px"]
+
+
+def css_px(length: str) -> float:
+    """A CSS length in CSS pixels (1in = 96px)."""
+    return inches(length) * CSS_PX_PER_INCH
 
 
 def check_options(options: PageOptions) -> None:
-    if options.format not in PAPER_FORMATS:
-        allowed = ", ".join(sorted(PAPER_FORMATS))
-        raise RequestError(f"options.format must be one of {allowed}", field="options.format")
-    if not 0.1 <= options.scale <= 2.0:
-        raise RequestError("options.scale must be between 0.1 and 2", field="options.scale")
-    if options.margin is not None:
-        for side in ("top", "right", "bottom", "left"):
-            value = getattr(options.margin, side)
-            if not _LENGTH.match(value):
-                raise RequestError(
-                    f"options.margin.{side} must be a length such as 10mm, 0.5in or 12px",
-                    field=f"options.margin.{side}",
-                )
+    """Raise `RequestError` naming the first option that breaks a rule; else return None."""
+    for check in _CHECKS:
+        check(options)
+
+
+def _fail(name: str, rule: str) -> RequestError:
+    return RequestError(f"options.{name} {rule}", field=f"options.{name}")
+
+
+def _one_of(name: str, value: object, allowed: Iterable[object]) -> None:
+    allowed = tuple(allowed)
+    if value not in allowed:
+        raise _fail(name, "must be one of " + ", ".join(str(a) for a in allowed))
+
+
+def _check_values(options: PageOptions) -> None:
+    _one_of("format", options.format, sorted(PAPER_FORMATS))
+    _one_of("emulate_media", options.emulate_media, MEDIA_TYPES)
+    _one_of("output", options.output, OUTPUTS)
+    if options.receipt_width is not None:
+        _one_of("receipt_width", options.receipt_width, RECEIPT_WIDTHS)
+
+
+def _check_scale(options: PageOptions) -> None:
+    # In a PDF `scale` zooms the content (Chromium allows 0.1 to 2); in a PNG it is the
+    # device pixel ratio, where below 1 loses detail and above 3 only costs memory.
+    low, high = (1.0, 3.0) if options.output == "png" else (0.1, 2.0)
+    if not low <= options.scale <= high:
+        raise _fail("scale", f"must be between {low:g} and {high:g} for {options.output} output")
+
+
+def _length(name: str, value: str) -> float:
+    """`value` in inches, or `RequestError` naming `name` if it is not a CSS length."""
+    try:
+        return inches(value)
+    except ValueError:
+        raise _fail(name, "must be a length such as 10mm, 0.5in, 2cm or 12px") from None
+
+
+def _check_margin(options: PageOptions) -> None:
+    if options.margin is None:
+        return
+    sides = {s: _length(f"margin.{s}", getattr(options.margin, s)) for s in _SIDES}
+    width, height = paper_inches(options)
+    if sides["left"] + sides["right"] >= width:
+        raise _fail("margin", "left and right together must be narrower than the paper")
+    if height and sides["top"] + sides["bottom"] >= height:
+        raise _fail("margin", "top and bottom together must be shorter than the paper")
+
+
+def paper_inches(options: PageOptions) -> tuple[float, float]:
+    """Paper width and height in inches (height 0: a receipt, as tall as its content)."""
+    if options.receipt_width is not None:
+        return options.receipt_width / MM_PER_INCH, 0.0
+    if options.width is not None and options.height is not None:
+        return inches(options.width), inches(options.height)
+    return PAPER_SIZES.get(options.format, PAPER_SIZES["A4"])
+
+
+def _check_size(options: PageOptions) -> None:
+    if options.output == "png":
+        _check_png_width(options)
+        return
+    for name in ("width", "height"):
+        value = getattr(options, name)
+        if value is not None and not MIN_PAPER_INCHES <= _length(name, value) <= MAX_PAPER_INCHES:
+            raise _fail(name, "must be between 10mm and 200in")
+    if (options.width is None) != (options.height is None):
+        missing = "height" if options.height is None else "width"
+        raise _fail(missing, "is needed too: width and height replace format together")
+
+
+def _check_png_width(options: PageOptions) -> None:
+    if options.width is None:
+        return
+    if not 1 <= _length("width", options.width) * CSS_PX_PER_INCH <= MAX_PNG_WIDTH:
+        raise _fail("width", f"must be between 1px and {MAX_PNG_WIDTH}px for png output")
+
+
+def _check_png(options: PageOptions) -> None:
+    if options.output != "png":
+        return
+    for name in _PDF_ONLY:
+        if getattr(options, name) != getattr(_DEFAULTS, name):
+            raise _fail(name, "does not apply to png output")
+
+
+def _check_receipt(options: PageOptions) -> None:
+    if options.receipt_width is None:
+        return
+    for name in _NOT_WITH_RECEIPT:
+        if getattr(options, name) != getattr(_DEFAULTS, name):
+            raise _fail(name, "does not apply to receipts (receipt_width sets the paper)")
+
+
+def _check_page_ranges(options: PageOptions) -> None:
+    """Chromium's syntax: `1-3, 5, 8-` (one-based, inclusive; open ends allowed)."""
+    if options.page_ranges is None:
+        return
+    parts = options.page_ranges.split(",")
+    if not all(_is_page_range(part.strip()) for part in parts):
+        raise _fail(
+            "page_ranges", "must be pages and ranges such as '1-3, 5, 8-' (from 1, start <= end)"
+        )
+
+
+def _is_page_range(text: str) -> bool:
+    match = _PAGE_RANGE.match(text)
+    if match is None:
+        return False
+    start, end, single = match.groups()
+    if single is not None:
+        return int(single) >= 1
+    if not start and not end:
+        return False
+    first = int(start) if start else 1  # "-3" is 1-3; "3-" runs to the last page
+    return first >= 1 and (not end or first <= int(end))
+
+
+def _check_wait_for(options: PageOptions) -> None:
+    wait = options.wait_for
+    if wait is None:
+        return
+    given = [name for name in ("selector", "expression") if getattr(wait, name) is not None]
+    if wait.network_idle:
+        given.append("network_idle")
+    if len(given) != 1:
+        raise _fail("wait_for", "needs exactly one of selector, expression or network_idle")
+    for name in given[:1]:
+        if name != "network_idle" and not str(getattr(wait, name)).strip():
+            raise _fail(f"wait_for.{name}", "must not be empty")
+    if wait.timeout is not None and not (math.isfinite(wait.timeout) and wait.timeout > 0):
+        raise _fail("wait_for.timeout", "must be a positive number of seconds")
+    if wait.expression is not None and not options.javascript:
+        raise _fail("wait_for.expression", "needs javascript (options.javascript is false)")
+
+
+_CHECKS: tuple[Callable[[PageOptions], None], ...] = (
+    _check_values,
+    _check_png,
+    _check_receipt,
+    _check_scale,
+    _check_size,
+    _check_margin,
+    _check_page_ranges,
+    _check_wait_for,
+)
+"""In order: known values first, since later rules depend on `output` and the paper."""

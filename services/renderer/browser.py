@@ -1,4 +1,5 @@
-"""The Chromium pool: HTML in, PDF bytes out. The only module that knows pyppeteer.
+"""The Chromium pool: HTML or a URL in, PDF or PNG bytes out. The only module that knows
+pyppeteer.
 
 One Chromium process keeps `pages` tabs open and reuses them, since a new tab per PDF
 costs ~100 ms and cuts throughput by about two thirds (see the environment notes). A tab
@@ -27,12 +28,23 @@ pyppeteer 2.0 against Chromium 156 needs care in six places, each handled below:
 - With our own `userDataDir`, `Browser.close()` neither waits for nor kills the process;
   `_Chromium.close` does both. (`launch` also blocks the event loop for ~0.3 s while it
   polls the DevTools port with `urlopen`; that happens once per browser.)
+
+Printing goes straight to CDP `Page.printToPDF` on the tab's own session: `Page.pdf`
+passes neither `generateTaggedPDF` nor anything we did not know about when it was
+written, and one path for every option is easier to reason about. Chromium 156 makes
+tagged PDFs unless told otherwise (2.4 times the bytes of an untagged invoice), so
+`tagged` is always sent. What a job changes on its tab (JavaScript, emulated media,
+viewport) is recorded on the `_Tab` and set again only when the next job wants something
+else, so a job never depends on the one before it cleaning up.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 import logging
+import math
 import os
 import re
 import shlex
@@ -40,6 +52,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import urllib.parse
 from collections.abc import Coroutine
 from dataclasses import dataclass
@@ -47,9 +60,21 @@ from types import TracebackType
 from typing import Any, Self, TypeVar
 
 import pyppeteer
+from pyppeteer.errors import NetworkError, PageError
 
-from services.core.errors import BrowserError, OutputTooLarge, RenderTimeout
-from services.core.events import Margin, PageOptions
+from services.core.errors import (
+    BrowserError,
+    OutputTooLarge,
+    PressroomError,
+    RenderTimeout,
+    RequestError,
+    SourceError,
+    SourceUnreachable,
+    WaitTimeout,
+)
+from services.core.events import Margin, PageOptions, WaitFor
+from services.core.options import CSS_PX_PER_INCH, MAX_PAPER_INCHES, css_px, inches, paper_inches
+from services.renderer.render import set_metadata
 
 log = logging.getLogger(__name__)
 
@@ -91,12 +116,63 @@ _LOAD_HTML = """async (html) => {
 }"""
 
 
+# The height a receipt needs: the document's full height at the receipt's width.
+_CONTENT_HEIGHT = (
+    "Math.ceil(Math.max(document.documentElement.scrollHeight,"
+    " document.documentElement.getBoundingClientRect().height))"
+)
+
+PDF = "application/pdf"
+PNG = "image/png"
+EMPTY_TEMPLATE = "<span></span>"
+"""Given for the other template when only a header or only a footer is asked for:
+an empty string would make Chromium print its default date, title and URL there."""
+
+POLL_INTERVAL = 0.05
+"""Seconds between two checks of a `wait_for` condition."""
+NETWORK_QUIET = 0.5
+"""`network_idle` means no request in flight for this long (puppeteer's networkidle0)."""
+PRINT_RESERVE = 1.0
+"""Seconds of the render time limit a `wait_for` leaves for printing (at most a quarter)."""
+MAX_PNG_HEIGHT = 32768
+"""Tallest PNG in device pixels: a full-page bitmap of a taller page costs Chromium
+gigabytes (a 40,000 px page took 6.5 s here at scale 1)."""
+
+
+@dataclass(frozen=True)
+class Html:
+    """A document given as HTML, written into a fresh about:blank realm."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Url:
+    """A document the browser loads from an http(s) address (waits for `load`)."""
+
+    address: str
+
+
+Source = Html | Url
+
+
 @dataclass(frozen=True)
 class RenderResult:
-    """A rendered document and its page count."""
+    """A rendered document: its bytes, page count (1 for an image) and content type."""
 
-    pdf: bytes
+    data: bytes
     pages: int
+    content_type: str = PDF
+
+    @property
+    def pdf(self) -> bytes:
+        """The bytes, under the name older callers use."""
+        return self.data
+
+    @property
+    def extension(self) -> str:
+        """`pdf` or `png`: the file name extension of `content_type`."""
+        return "png" if self.content_type == PNG else "pdf"
 
 
 def count_pages(pdf: bytes) -> int:
@@ -109,21 +185,96 @@ def is_allowed_url(url: str) -> bool:
     return urllib.parse.urlsplit(url).scheme.lower() in ALLOWED_SCHEMES
 
 
-def pdf_options(options: PageOptions) -> dict[str, Any]:
-    """`PageOptions` in the shape `Page.pdf` takes."""
-    margin = options.margin or Margin()
-    return {
-        "format": options.format,
+def print_params(options: PageOptions) -> dict[str, Any]:
+    """`PageOptions` as `Page.printToPDF` parameters (sizes in inches).
+
+    A receipt's `paperHeight` is 0 here; it is measured on the loaded page.
+    """
+    width, height = paper_inches(options)
+    params: dict[str, Any] = {
         "landscape": options.landscape,
         "printBackground": options.print_background,
         "scale": options.scale,
-        "margin": {
-            "top": margin.top,
-            "right": margin.right,
-            "bottom": margin.bottom,
-            "left": margin.left,
-        },
+        "paperWidth": width,
+        "paperHeight": height,
+        "preferCSSPageSize": options.prefer_css_page_size,
+        "generateTaggedPDF": options.tagged,
+        **_margins(options.margin),
+        **_header_footer(options),
     }
+    if options.page_ranges is not None:
+        params["pageRanges"] = options.page_ranges
+    return params
+
+
+def _margins(margin: Margin | None) -> dict[str, float]:
+    # Always sent: Page.printToPDF's own default is 0.4 in on every side.
+    margin = margin or Margin()
+    return {
+        "marginTop": inches(margin.top),
+        "marginRight": inches(margin.right),
+        "marginBottom": inches(margin.bottom),
+        "marginLeft": inches(margin.left),
+    }
+
+
+def _header_footer(options: PageOptions) -> dict[str, Any]:
+    header, footer = options.header_template, options.footer_template
+    if header is None and footer is None:
+        return {"displayHeaderFooter": False}
+    return {
+        "displayHeaderFooter": True,
+        "headerTemplate": header if header is not None else EMPTY_TEMPLATE,
+        "footerTemplate": footer if footer is not None else EMPTY_TEMPLATE,
+    }
+
+
+@dataclass(frozen=True)
+class _Viewport:
+    width: int
+    height: int
+    scale: float
+
+
+# pyppeteer gives every new tab this viewport (its `defaultViewport`).
+DEFAULT_VIEWPORT = _Viewport(800, 600, 1.0)
+
+
+@dataclass(frozen=True)
+class _Emulation:
+    """What a tab pretends to be for one job."""
+
+    javascript: bool = True
+    media: str = ""  # "": none, so a PDF is laid out on screen and printed in print media
+    viewport: _Viewport = DEFAULT_VIEWPORT
+
+
+def emulation_for(options: PageOptions) -> _Emulation:
+    """The tab settings a job needs.
+
+    A plain PDF keeps Chromium's defaults (printing switches to print media by itself). A
+    PNG is laid out `width` CSS px wide at `scale` device pixels per CSS px. A receipt is
+    laid out in the media it is printed in, at the printable width (rounded down, so the
+    measured height can only be taller than the printed one) and 1 px high, since
+    `scrollHeight` is never less than the viewport's height.
+    """
+    media = "" if options.emulate_media == "print" else options.emulate_media
+    viewport = DEFAULT_VIEWPORT
+    if options.output == "png":
+        media = options.emulate_media
+        width = round(css_px(options.width)) if options.width else DEFAULT_VIEWPORT.width
+        viewport = _Viewport(width, DEFAULT_VIEWPORT.height, options.scale)
+    elif options.receipt_width is not None:
+        media = options.emulate_media
+        viewport = _Viewport(math.floor(_printable_px(options)), 1, 1.0)
+    return _Emulation(options.javascript, media, viewport)
+
+
+def _printable_px(options: PageOptions) -> float:
+    """The CSS width Chromium lays a page out at: paper minus margins, divided by scale."""
+    params = print_params(options)
+    printable = params["paperWidth"] - params["marginLeft"] - params["marginRight"]
+    return float(printable * CSS_PX_PER_INCH / options.scale)
 
 
 async def _finished_within(task: asyncio.Future[Any], seconds: float) -> bool:
@@ -136,12 +287,261 @@ def _describe(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
-async def _print(page: Any, html: str, options: dict[str, Any]) -> bytes:
-    """One document on one tab: a fresh realm, the HTML, `load`, then the PDF."""
-    await page.goto("about:blank", {"waitUntil": "load", "timeout": 0})
-    await page.evaluate(_LOAD_HTML, html)
-    pdf: bytes = await page.pdf(options)
-    return pdf
+def _verdict_of(task: asyncio.Task[Any], exc: BaseException) -> bool:
+    """Whether `exc` is what the render task raised itself (not a timeout or crash)."""
+    return task.done() and not task.cancelled() and task.exception() is exc
+
+
+class _Tab:
+    """A pooled page, our own CDP session on it (request filter, emulated media), what it
+    currently emulates, the requests it has in flight and its main document's status."""
+
+    def __init__(self, page: Any, session: Any) -> None:
+        self.page = page
+        self.session = session
+        self.document_status = 0
+        self.emulation = _Emulation()
+        self.requests: set[Any] = set()
+        self.quiet_since = time.monotonic()
+        page.on("request", self._started)
+        page.on("requestfinished", self._ended)
+        page.on("requestfailed", self._ended)
+        page.on("response", self._answered)
+
+    def _started(self, request: Any) -> None:
+        self.requests.add(request)
+
+    def _answered(self, response: Any) -> None:
+        # The last response of the main frame's document: after redirects, the final one.
+        request = response.request
+        if request.resourceType == "document" and request.frame is self.page.mainFrame:
+            self.document_status = int(response.status)
+
+    def _ended(self, request: Any) -> None:
+        self.requests.discard(request)
+        if not self.requests:
+            self.quiet_since = time.monotonic()
+
+    def forget_requests(self) -> None:
+        """Start counting afresh: what the last job left loading is no longer ours."""
+        self.requests.clear()
+        self.quiet_since = time.monotonic()
+        self.document_status = 0
+
+    async def send(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        """A raw CDP call on the page's own session."""
+        reply: dict[str, Any] = await self.page._client.send(method, params or {})
+        return reply
+
+    async def evaluate(self, expression: str) -> dict[str, Any]:
+        """`Runtime.evaluate` by value; works with JavaScript disabled for the page."""
+        return await self.send(
+            "Runtime.evaluate", {"expression": expression, "returnByValue": True}
+        )
+
+    async def emulate(self, want: _Emulation) -> None:
+        """Make the tab emulate `want`, changing only what differs from now."""
+        have = self.emulation
+        if want.javascript != have.javascript:
+            # Runtime.evaluate (our loading, waits and measuring) still works without it.
+            await self.send("Emulation.setScriptExecutionDisabled", {"value": not want.javascript})
+        if want.media != have.media:
+            # On our session, not the page's: with two sessions on a tab, printing follows
+            # the media of the session attached last (seen with Chromium 156).
+            await self.session.send("Emulation.setEmulatedMedia", {"media": want.media})
+        if want.viewport != have.viewport:
+            size = want.viewport
+            await self.send(
+                "Emulation.setDeviceMetricsOverride",
+                {
+                    "width": size.width,
+                    "height": size.height,
+                    "deviceScaleFactor": size.scale,
+                    "mobile": False,
+                },
+            )
+        self.emulation = want
+
+
+async def _produce(tab: _Tab, source: Source, options: PageOptions, deadline: float) -> bytes:
+    """One document on one tab: emulation, the source, the wait, then the PDF or PNG.
+
+    `deadline` (time.monotonic) is when a `wait_for` must give up, leaving time to print.
+    """
+    tab.forget_requests()
+    await tab.emulate(emulation_for(options))
+    await _load(tab, source)
+    if options.wait_for is not None:
+        await _wait(tab, options.wait_for, deadline)
+    if options.output == "png":
+        return await _screenshot(tab, options.scale)
+    return await _print_pdf(tab, options)
+
+
+async def _load(tab: _Tab, source: Source) -> None:
+    if isinstance(source, Url):
+        await _navigate(tab, source.address)
+        return
+    await tab.page.goto("about:blank", {"waitUntil": "load", "timeout": 0})
+    await tab.page.evaluate(_LOAD_HTML, source.text)
+
+
+# Navigation failures that would happen again: the request filter refused the URL, or it
+# is no page (a download is aborted), or Chromium never loads such a URL at all.
+_REFUSED = (
+    "net::ERR_BLOCKED_BY_CLIENT",
+    "net::ERR_ABORTED",
+    "net::ERR_INVALID_URL",
+    "net::ERR_UNKNOWN_URL_SCHEME",
+    "net::ERR_BLOCKED_BY_RESPONSE",
+    "net::ERR_UNSAFE_PORT",
+)
+# Client errors that a later attempt may not meet: timeouts and rate limits.
+_RETRYABLE_STATUS = frozenset({408, 425, 429})
+
+
+async def _navigate(tab: _Tab, url: str) -> None:
+    """Load `url` up to its `load` event; raise `SourceError` if retrying cannot help
+    (4xx, refused), `SourceUnreachable` if it may (DNS, connection, 5xx)."""
+    try:
+        await tab.page.goto(url, {"waitUntil": "load", "timeout": 0})
+    except PageError as exc:
+        # An error status with an empty body ends as net::ERR_HTTP_RESPONSE_CODE_FAILURE:
+        # the status, seen on the response, says more.
+        _check_status(tab.document_status, url)
+        text = _describe(exc)
+        if text.startswith(_REFUSED):
+            raise SourceError(f"cannot load url: {text}") from exc
+        raise SourceUnreachable(f"cannot load url: {text}") from exc
+    _check_status(tab.document_status, url)
+
+
+def _check_status(status: int, url: str) -> None:
+    if status >= 500 or status in _RETRYABLE_STATUS:
+        raise SourceUnreachable(f"url answered HTTP {status}: {url}")
+    if status >= 400:
+        raise SourceError(f"url answered HTTP {status}: {url}")
+
+
+async def _wait(tab: _Tab, wait: WaitFor, deadline: float) -> None:
+    """Wait for `wait`'s condition, for `wait.timeout` s but never past `deadline`."""
+    end = deadline if wait.timeout is None else min(deadline, time.monotonic() + wait.timeout)
+    if wait.network_idle:
+        await _network_idle(tab, end)
+    else:
+        await _until_true(tab, wait, end)
+
+
+def _probe(wait: WaitFor) -> tuple[str, str, str]:
+    """The JS that is true once the wait is over, the option's name and its value."""
+    if wait.selector is not None:
+        query = f"Boolean(document.querySelector({json.dumps(wait.selector)}))"
+        return query, "selector", wait.selector
+    # Newlines, so that a trailing `// comment` in the expression cannot swallow the `)`.
+    return f"Boolean((\n{wait.expression}\n))", "expression", str(wait.expression)
+
+
+async def _until_true(tab: _Tab, wait: WaitFor, end: float) -> None:
+    """Poll a selector or expression until true; `WaitTimeout` at `end`.
+
+    An invalid selector or an expression that does not parse fails at once (`RequestError`
+    naming the option); an expression that throws counts as false until `end`, since late
+    content often means an object that does not exist yet.
+    """
+    expression, name, value = _probe(wait)
+    started, error = time.monotonic(), ""
+    while True:
+        reply = await tab.evaluate(expression)
+        if reply.get("result", {}).get("value") is True:
+            return
+        if (details := reply.get("exceptionDetails")) is not None:
+            error = _exception_text(details)
+            if name == "selector" or error.startswith("SyntaxError"):
+                raise RequestError(
+                    f"options.wait_for.{name} is invalid: {error}", field=f"options.wait_for.{name}"
+                )
+        if time.monotonic() >= end:
+            raise WaitTimeout(_wait_message(name, value, time.monotonic() - started, error))
+        await asyncio.sleep(POLL_INTERVAL)
+
+
+def _exception_text(details: dict[str, Any]) -> str:
+    exception = details.get("exception") or {}
+    return str(exception.get("description") or details.get("text") or "error").split("\n")[0]
+
+
+def _wait_message(name: str, value: str, waited: float, error: str) -> str:
+    what = "matched nothing" if name == "selector" else "was never truthy"
+    text = f"wait_for.{name} {value[:200]!r} {what} within {waited:.1f} s"
+    return f"{text} (last error: {error})" if error else text
+
+
+async def _network_idle(tab: _Tab, end: float) -> None:
+    """Return once no request has been in flight for `NETWORK_QUIET` s.
+
+    At `end` raise `RenderTimeout`, a transient error: the requests still open are the
+    network's, and a slow server may well answer on the next attempt.
+    """
+    started = time.monotonic()
+    while tab.requests or time.monotonic() - tab.quiet_since < NETWORK_QUIET:
+        if time.monotonic() >= end:
+            raise RenderTimeout(_busy_message(tab, time.monotonic() - started))
+        await asyncio.sleep(POLL_INTERVAL)
+
+
+def _busy_message(tab: _Tab, waited: float) -> str:
+    open_urls = sorted(str(request.url)[:200] for request in tab.requests)
+    example = f", e.g. {open_urls[0]}" if open_urls else ""
+    return (
+        f"wait_for.network_idle: the network was still busy after {waited:.1f} s "
+        f"({len(open_urls)} requests open{example})"
+    )
+
+
+async def _print_pdf(tab: _Tab, options: PageOptions) -> bytes:
+    """Print the loaded document with `Page.printToPDF`."""
+    params = print_params(options)
+    if options.receipt_width is not None:
+        params["paperHeight"] = await _receipt_height(tab, options, params)
+    try:
+        reply = await tab.send("Page.printToPDF", params)
+    except NetworkError as exc:
+        # "Page range exceeds page count": the ranges were valid, but not for this document.
+        if "Page range" in str(exc):
+            message = str(exc).rsplit(": ", 1)[-1]
+            raise RequestError(
+                f"options.page_ranges: {message}", field="options.page_ranges"
+            ) from exc
+        raise
+    return base64.b64decode(reply["data"])
+
+
+async def _receipt_height(tab: _Tab, options: PageOptions, params: dict[str, Any]) -> float:
+    """Paper height in inches that holds the whole document on one page."""
+    reply = await tab.evaluate(_CONTENT_HEIGHT)
+    content = float(reply["result"]["value"]) * options.scale / CSS_PX_PER_INCH
+    height = float(content + params["marginTop"] + params["marginBottom"])
+    if height > MAX_PAPER_INCHES:
+        raise OutputTooLarge(
+            f"receipt is {height * 25.4:.0f} mm long, over the PDF page limit of 5080 mm"
+        )
+    return height
+
+
+async def _screenshot(tab: _Tab, scale: float) -> bytes:
+    """A PNG of the whole page, `scale` device pixels per CSS pixel."""
+    metrics = await tab.send("Page.getLayoutMetrics")
+    size = metrics["cssContentSize"]
+    width, height = math.ceil(size["width"]), math.ceil(size["height"])
+    if height * scale > MAX_PNG_HEIGHT:
+        raise OutputTooLarge(
+            f"page is {height * scale:.0f} px tall, over the PNG limit of {MAX_PNG_HEIGHT} px"
+        )
+    clip = {"x": 0, "y": 0, "width": width, "height": height, "scale": 1}
+    reply = await tab.send(
+        "Page.captureScreenshot", {"format": "png", "clip": clip, "captureBeyondViewport": True}
+    )
+    return base64.b64decode(reply["data"])
 
 
 # Exec'd between pyppeteer's fork and Chromium: asks the kernel to SIGKILL Chromium when
@@ -181,7 +581,7 @@ class _Chromium:
     def __init__(self, browser: Any, profile: str) -> None:
         self.browser = browser
         self.profile = profile
-        self.idle: asyncio.Queue[Any] = asyncio.Queue()
+        self.idle: asyncio.Queue[_Tab] = asyncio.Queue()
         self.renders = 0
         self.in_flight = 0
         self.retired = False
@@ -264,7 +664,7 @@ class _Chromium:
             raise BrowserError(_describe(exc)) from exc
         return task.result()
 
-    async def open_tab(self) -> Any:
+    async def open_tab(self) -> _Tab:
         """A new tab that filters its requests and never blocks on a dialog or crash."""
         page = await self.browser.newPage()
         page.on("error", lambda exc: log.warning("Chromium tab crashed: %s", exc))
@@ -272,19 +672,19 @@ class _Chromium:
         session = await page.target.createCDPSession()
         session.on("Fetch.requestPaused", lambda event: self.spawn(_decide(session, event)))
         await session.send("Fetch.enable", {"patterns": [{"urlPattern": "*"}]})
-        return page
+        return _Tab(page, session)
 
-    async def replace_tab(self, page: Any) -> None:
-        """Close `page` (it may be stuck) and queue a new tab in its place.
+    async def replace_tab(self, tab: _Tab) -> None:
+        """Close `tab` (it may be stuck) and queue a new tab in its place.
 
         On failure the old tab goes back to the queue (see the class docstring) and
         `BrowserError` is raised: the browser itself is then in doubt.
         """
         try:
-            self.spawn(page.close())  # a hung renderer may never confirm; don't wait for it
+            self.spawn(tab.page.close())  # a hung renderer may never confirm; don't wait for it
             self.idle.put_nowait(await self.run(self.open_tab(), CLOSE_GRACE))
         except BrowserError:
-            self.idle.put_nowait(page)
+            self.idle.put_nowait(tab)
             raise
 
     async def close(self) -> None:
@@ -339,12 +739,12 @@ async def _reap(process: subprocess.Popen[bytes], grace: float) -> None:
 
 
 class BrowserPool:
-    """`pages` reusable Chromium tabs behind `pdf()`; use as an async context manager.
+    """`pages` reusable Chromium tabs behind `render()`; use as an async context manager.
 
-    `timeout` bounds the work on a tab (navigation, load, printing), not the wait for a
-    free tab: a render queued behind others is not stuck. `max_output_bytes` caps the PDF.
-    After `recycle_after` renders the browser is replaced, so a slow leak in Chromium
-    cannot grow forever.
+    `timeout` bounds the work on a tab (navigation, load, waiting, printing), not the wait
+    for a free tab: a render queued behind others is not stuck. `max_output_bytes` caps
+    the document, `max_pages` a PDF's page count. After `recycle_after` renders the
+    browser is replaced, so a slow leak in Chromium cannot grow forever.
     """
 
     def __init__(
@@ -355,12 +755,14 @@ class BrowserPool:
         timeout: float,
         max_output_bytes: int,
         recycle_after: int = 1000,
+        max_pages: int = 500,
     ) -> None:
         self.executable = executable
         self.pages = pages
         self.timeout = timeout
         self.max_output_bytes = max_output_bytes
         self.recycle_after = recycle_after
+        self.max_pages = max_pages
         self._chromium: _Chromium | None = None
         self._relaunching = asyncio.Lock()
         self._background: set[asyncio.Task[Any]] = set()
@@ -392,25 +794,48 @@ class BrowserPool:
         """The current Chromium browser process id (None when closed), for fault tests."""
         return self._chromium.pid if self._chromium is not None else None
 
-    async def pdf(self, html: str, options: PageOptions) -> RenderResult:
-        """Print `html` to PDF on a pooled tab.
+    async def render(self, source: Source, options: PageOptions) -> RenderResult:
+        """Render `source` (`Html` or `Url`) on a pooled tab as `options.output` says.
 
         Raises `RenderTimeout` after `timeout` s (the tab is replaced), `BrowserError` if
         Chromium crashed or the tab broke (the browser is relaunched when it is the
-        browser that broke), and `OutputTooLarge` over `max_output_bytes`.
+        browser that broke), `OutputTooLarge` over `max_output_bytes` or `max_pages`,
+        `WaitTimeout` when `wait_for` never came true, `RequestError` when an option does
+        not fit the document (`page_ranges` past its end, an invalid selector), and
+        `SourceError`/`SourceUnreachable` when a URL fails for good or for now.
         """
         chromium = await self._current()
         chromium.in_flight += 1
         try:
-            pdf = await self._render(chromium, html, pdf_options(options))
+            data = await self._render(chromium, source, options)
         finally:
             chromium.in_flight -= 1
             self._close_if_idle(chromium)
-        if len(pdf) > self.max_output_bytes:
+        if options.output == "png":
+            return self._checked(RenderResult(data, 1, PNG))
+        return self._checked(await self._finish_pdf(data, options))
+
+    async def pdf(self, html: str, options: PageOptions) -> RenderResult:
+        """`render(Html(html), options)`: print HTML (kept for callers that only do that)."""
+        return await self.render(Html(html), options)
+
+    async def _finish_pdf(self, pdf: bytes, options: PageOptions) -> RenderResult:
+        """Count the pages, enforce `max_pages`, then write the metadata if asked."""
+        pages = count_pages(pdf)
+        if pages > self.max_pages:
+            raise OutputTooLarge(f"PDF has {pages} pages, over the limit of {self.max_pages}")
+        if options.metadata is not None:
+            # pypdf is CPU work (~5 ms an invoice): off the loop, so heartbeats keep going.
+            pdf = await asyncio.to_thread(set_metadata, pdf, options.metadata)
+        return RenderResult(pdf, pages, PDF)
+
+    def _checked(self, result: RenderResult) -> RenderResult:
+        if len(result.data) > self.max_output_bytes:
             raise OutputTooLarge(
-                f"PDF is {len(pdf)} bytes, over the limit of {self.max_output_bytes}"
+                f"{result.extension.upper()} is {len(result.data)} bytes, "
+                f"over the limit of {self.max_output_bytes}"
             )
-        return RenderResult(pdf=pdf, pages=count_pages(pdf))
+        return result
 
     async def _current(self) -> _Chromium:
         """The browser new renders go to, relaunched first if dead or worn out."""
@@ -422,25 +847,30 @@ class BrowserPool:
             chromium = self._chromium or chromium
         return chromium
 
-    async def _render(self, chromium: _Chromium, html: str, options: dict[str, Any]) -> bytes:
-        page = await chromium.idle.get()
+    async def _render(self, chromium: _Chromium, source: Source, options: PageOptions) -> bytes:
+        tab = await chromium.idle.get()
         chromium.renders += 1
-        task = chromium.spawn(_print(page, html, options))
+        deadline = time.monotonic() + self.timeout - min(PRINT_RESERVE, self.timeout / 4)
+        task = chromium.spawn(_produce(tab, source, options, deadline))
         try:
             await self._outcome(chromium, task)
         except asyncio.CancelledError:
             # Our caller gave up (shutdown); the tab may still be busy, so swap it out.
-            self._track(self._recover(chromium, page))
+            self._track(self._recover(chromium, tab))
             raise
-        except (RenderTimeout, BrowserError):
-            await asyncio.shield(self._track(self._recover(chromium, page)))
+        except PressroomError as exc:
+            if _verdict_of(task, exc):  # the render itself decided; the tab is fine
+                chromium.idle.put_nowait(tab)
+            else:
+                await asyncio.shield(self._track(self._recover(chromium, tab)))
             raise
-        chromium.idle.put_nowait(page)
-        pdf: bytes = task.result()
-        return pdf
+        chromium.idle.put_nowait(tab)
+        data: bytes = task.result()
+        return data
 
     async def _outcome(self, chromium: _Chromium, task: asyncio.Task[Any]) -> None:
-        """Return once `task` succeeded; raise `RenderTimeout` or `BrowserError` otherwise.
+        """Return once `task` succeeded; raise `RenderTimeout` or `BrowserError` otherwise,
+        or the `PressroomError` the task raised itself (a wait, a source, a limit).
 
         A crash must not look like a timeout: pyppeteer leaves a navigation on a dead
         browser waiting forever, so the wait also ends when the connection drops.
@@ -449,14 +879,16 @@ class BrowserPool:
             {task, chromium.gone}, timeout=self.timeout, return_when=asyncio.FIRST_COMPLETED
         )
         if task.done():
-            if (exc := task.exception()) is not None:
+            if isinstance(exc := task.exception(), PressroomError):
+                raise exc
+            if exc is not None:
                 raise BrowserError(_describe(exc)) from exc
         elif chromium.gone.done():
             raise BrowserError(chromium.obituary)
         else:
             raise RenderTimeout(f"render took longer than {self.timeout:g} s")
 
-    async def _recover(self, chromium: _Chromium, page: Any) -> None:
+    async def _recover(self, chromium: _Chromium, tab: _Tab) -> None:
         """After a failed render: a new tab if the browser is fine, else a new browser.
 
         Runs as a task of its own (`_track`), so a caller cancelled meanwhile cannot leave
@@ -464,12 +896,12 @@ class BrowserPool:
         """
         if chromium.alive:
             try:
-                await chromium.replace_tab(page)
+                await chromium.replace_tab(tab)
                 return
             except BrowserError as exc:
                 log.warning("cannot replace a Chromium tab (%s); relaunching", exc)
         else:
-            chromium.idle.put_nowait(page)
+            chromium.idle.put_nowait(tab)
         try:
             await self._relaunch(chromium)
         except BrowserError as exc:  # the next render tries again

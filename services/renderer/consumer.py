@@ -1,9 +1,12 @@
 """The renderer's loop: fetch `submitted` events, render, upload, publish, then ack.
 
 Per message: publish `started`; render and upload while heartbeating; publish `done` and
-only then ack. A deterministic error publishes `failed` and terms the message; a transient
-one publishes `retrying` and naks with an exponential delay, until the last attempt, which
-publishes `failed` ("gave up after N attempts: …") and terms.
+only then ack. The document comes from the job's one source — a template rendered with
+its data, raw HTML, or a URL the browser loads — and is stored as `jobs/<id>.pdf` or
+`jobs/<id>.png` with its content type. A deterministic error publishes `failed` and terms
+the message; a transient one publishes `retrying` and naks with an exponential delay,
+until the last attempt, which publishes `failed` ("gave up after N attempts: …") and
+terms.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from services.core.errors import (
 )
 from services.core.settings import Settings
 from services.core.storage import Storage, object_key
-from services.renderer.browser import BrowserPool
+from services.renderer.browser import BrowserPool, Html, RenderResult, Source, Url
 from services.renderer.render import render_html
 
 log = logging.getLogger(__name__)
@@ -43,6 +46,25 @@ def worker_name() -> str:
 def retry_delay(attempt: int, base: float, cap: float) -> float:
     """Exponential backoff: base, 2·base, 4·base, … never more than `cap` seconds."""
     return float(min(cap, base * 2 ** (attempt - 1)))
+
+
+def source_of(job: events.JobSubmitted) -> Source:
+    """What the browser loads for `job`: a URL, raw HTML, or the rendered template.
+
+    The gateway sets exactly one source; raises `TemplateError` for a bad template.
+    """
+    if job.url is not None:
+        return Url(job.url)
+    if job.html is not None:
+        return Html(job.html)
+    return Html(render_html(job.template, job.data))
+
+
+def document_key(job_id: str, result: RenderResult) -> str:
+    """Where the document is stored: derived from the job id, so a re-render overwrites."""
+    if result.extension == "pdf":
+        return object_key(job_id)
+    return f"jobs/{job_id}.{result.extension}"
 
 
 class Renderer:
@@ -115,17 +137,16 @@ class Renderer:
 
     async def _render(self, job: events.JobSubmitted, attempt: int) -> events.JobDone:
         started = time.perf_counter()
-        html = render_html(job.template, job.data)
-        result = await self.browser.pdf(html, job.options)
-        key = object_key(job.job_id)
-        await self.storage.put(key, result.pdf, "application/pdf")
+        result = await self.browser.render(source_of(job), job.options)
+        key = document_key(job.job_id, result)
+        await self.storage.put(key, result.data, result.content_type)
         elapsed = time.perf_counter() - started
         metrics.RENDER_SECONDS.observe(elapsed)
         return events.JobDone(
             job_id=job.job_id,
             attempt=attempt,
             object_key=key,
-            bytes=len(result.pdf),
+            bytes=len(result.data),
             pages=result.pages,
             render_ms=round(elapsed * 1000),
             webhook_url=job.webhook_url,

@@ -22,8 +22,14 @@ import pytest
 import pytest_asyncio
 from pypdf import PdfReader
 
-from services.core.errors import BrowserError, OutputTooLarge, RenderTimeout
-from services.core.events import Margin, PageOptions
+from services.core.errors import (
+    BrowserError,
+    OutputTooLarge,
+    RenderTimeout,
+    RequestError,
+    WaitTimeout,
+)
+from services.core.events import Margin, PageOptions, WaitFor
 from services.renderer.browser import BrowserPool, count_pages, is_allowed_url
 
 # Tests that use the shared `pool` run in its event loop; the others get their own.
@@ -215,6 +221,21 @@ async def test_endless_script_times_out_and_the_tab_is_replaced() -> None:
             await stuck
         assert "after cancel" in text_of((await quick.pdf("<p>after cancel</p>", A4)).pdf)
         assert quick.alive
+
+
+async def test_a_failure_the_render_decides_keeps_the_tab() -> None:
+    """A wait in vain or a page range past the end is the job's fault, not the tab's: the
+    one tab goes back to the queue as it is (no replacement), and the next job renders."""
+    async with pool_of(pages=1, timeout=5.0) as pool:
+        assert pool._chromium is not None
+        (tab,) = list(pool._chromium.idle._queue)
+        never = PageOptions(wait_for=WaitFor(selector="#never", timeout=0.3))
+        with pytest.raises(WaitTimeout):
+            await pool.pdf("<p>x</p>", never)
+        with pytest.raises(RequestError, match="exceeds page count"):
+            await pool.pdf("<p>x</p>", PageOptions(page_ranges="5"))
+        assert "next job" in text_of((await pool.pdf("<p>next job</p>", A4)).data)
+        assert list(pool._chromium.idle._queue) == [tab]
 
 
 # --- crashes, recycling, exit -------------------------------------------------------------

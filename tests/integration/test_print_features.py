@@ -1,0 +1,295 @@
+"""Issue 4's print features against a real Chromium, one test per feature.
+
+One module-scoped `BrowserPool` (two tabs) serves every test, and a small aiohttp server on
+loopback plays the web for URL sources and network waits. Limits are lowered on the shared
+pool for the tests that need it (`limits`) instead of starting another browser.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import struct
+import time
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+import pytest_asyncio
+from aiohttp import web
+from pypdf import PdfReader
+
+from services.core.errors import (
+    OutputTooLarge,
+    RequestError,
+    SourceError,
+    SourceUnreachable,
+    WaitTimeout,
+)
+from services.core.events import Margin, Metadata, PageOptions, WaitFor
+from services.renderer.browser import PNG, BrowserPool, Html, RenderResult, Url
+from tests.conftest import free_port
+from tests.integration.test_browser import CHROMIUM, text_of
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+MM = 72 / 25.4  # PDF points per millimetre
+LATE = "<p id=out></p><script>setTimeout(() => { out.textContent = 'late content' }, 300)</script>"
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def pool() -> AsyncIterator[BrowserPool]:
+    async with BrowserPool(CHROMIUM, pages=2, timeout=10.0, max_output_bytes=50_000_000) as pool:
+        yield pool
+
+
+async def _slow(request: web.Request) -> web.Response:
+    await asyncio.sleep(0.8)
+    return web.Response(text="slow answer")
+
+
+async def _busy(request: web.Request) -> web.Response:
+    return web.Response(status=503)
+
+
+_PAGES = {
+    "/page": "<title>Served</title><h1>served over http</h1>",
+    "/fetches": (
+        "<p id=out>waiting</p><script>addEventListener('load', () => fetch('/slow')"
+        ".then(r => r.text()).then(t => { out.textContent = t }))</script>"
+    ),
+}
+
+
+async def _page(request: web.Request) -> web.Response:
+    return web.Response(text=_PAGES[request.path], content_type="text/html")
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def site() -> AsyncIterator[str]:
+    """A loopback web server: /page, /fetches (fetches /slow after load), 404 and 503."""
+    app = web.Application()
+    app.router.add_get("/page", _page)
+    app.router.add_get("/fetches", _page)
+    app.router.add_get("/slow", _slow)
+    app.router.add_get("/busy", _busy)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    server = web.TCPSite(runner, "127.0.0.1", 0)
+    await server.start()
+    port = runner.addresses[0][1]
+    yield f"http://127.0.0.1:{port}"
+    await runner.cleanup()
+
+
+@contextlib.contextmanager
+def limits(pool: BrowserPool, **values: float) -> Iterator[None]:
+    """Lower the shared pool's limits (`timeout`, `max_pages`) for one test."""
+    saved = {name: getattr(pool, name) for name in values}
+    for name, value in values.items():
+        setattr(pool, name, value)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(pool, name, value)
+
+
+def boxes(result: RenderResult) -> list[tuple[float, float]]:
+    """Width and height in points of every page."""
+    pages = PdfReader(io.BytesIO(result.data)).pages
+    return [(float(p.mediabox.width), float(p.mediabox.height)) for p in pages]
+
+
+def paragraphs(count: int) -> str:
+    return "".join(f"<p>paragraph {i}</p>" for i in range(count))
+
+
+# --- paper ---------------------------------------------------------------------------------
+
+
+async def test_format_landscape_and_custom_paper_size(pool: BrowserPool) -> None:
+    letter = await pool.pdf("<p>x</p>", PageOptions(format="Tabloid", landscape=True))
+    assert boxes(letter)[0] == pytest.approx((17 * 72, 11 * 72), abs=1)
+    custom = await pool.pdf("<p>x</p>", PageOptions(width="100mm", height="6in"))
+    assert boxes(custom)[0] == pytest.approx((100 * MM, 6 * 72), abs=1)
+
+
+async def test_prefer_css_page_size_takes_the_size_from_the_page(pool: BrowserPool) -> None:
+    html = "<style>@page { size: 100mm 50mm }</style><p>css size</p>"
+    css = await pool.pdf(html, PageOptions(prefer_css_page_size=True))
+    assert boxes(css)[0] == pytest.approx((100 * MM, 50 * MM), abs=1)
+    ours = await pool.pdf(html, PageOptions())  # A4, turned the way the CSS size is
+    assert sorted(boxes(ours)[0]) == pytest.approx((210 * MM, 297 * MM), abs=1)
+
+
+async def test_page_ranges_print_only_those_pages(pool: BrowserPool) -> None:
+    html = paragraphs(300)  # about six A4 pages
+    result = await pool.pdf(html, PageOptions(page_ranges="1-2, 4"))
+    assert result.pages == 3
+    assert "paragraph 0" in text_of(result.data)
+    with pytest.raises(RequestError, match="exceeds page count") as caught:
+        await pool.pdf(html, PageOptions(page_ranges="90-95"))
+    assert caught.value.field == "options.page_ranges"
+
+
+async def test_footer_shows_page_number_and_total_and_header_alone_is_clean(
+    pool: BrowserPool,
+) -> None:
+    footer = (
+        "<style>.f { font-size: 10px; width: 100%; text-align: center }</style>"
+        "<div class=f>page <span class=pageNumber></span> of <span class=totalPages></span></div>"
+    )
+    room = Margin(top="15mm", bottom="15mm")
+    result = await pool.pdf(paragraphs(120), PageOptions(footer_template=footer, margin=room))
+    assert result.pages >= 2
+    texts = [page.extract_text() for page in PdfReader(io.BytesIO(result.data)).pages]
+    assert f"page 2 of {result.pages}" in texts[1]
+    header = "<div style='font-size:10px'>Acme header</div>"
+    alone = await pool.pdf("<p>body</p>", PageOptions(header_template=header, margin=room))
+    text = text_of(alone.data)
+    assert "Acme header" in text
+    assert "about:blank" not in text  # Chromium's default footer would print the URL
+
+
+# --- waiting -------------------------------------------------------------------------------
+
+
+async def test_wait_for_selector_prints_late_content(pool: BrowserPool) -> None:
+    html = LATE.replace("out.textContent = 'late content'", "out.innerHTML = '<b>late content</b>'")
+    assert "late content" not in text_of((await pool.pdf(html, PageOptions())).data)
+    waited = await pool.pdf(html, PageOptions(wait_for=WaitFor(selector="#out b", timeout=5)))
+    assert "late content" in text_of(waited.data)
+
+
+async def test_wait_for_expression_and_a_deterministic_wait_timeout(pool: BrowserPool) -> None:
+    ready = PageOptions(wait_for=WaitFor(expression="out.textContent.includes('late')"))
+    assert "late content" in text_of((await pool.pdf(LATE, ready)).data)
+    never = PageOptions(wait_for=WaitFor(expression="window.chart.done", timeout=0.5))
+    started = time.monotonic()
+    with pytest.raises(WaitTimeout, match=r"was never truthy within 0\.\d s \(last error: TypeE"):
+        await pool.pdf("<p>no chart</p>", never)
+    assert time.monotonic() - started < 3
+
+
+async def test_wait_timeout_is_capped_by_the_render_timeout(pool: BrowserPool) -> None:
+    """A wait longer than the render limit still ends as WaitTimeout (not RenderTimeout),
+    leaving time to print; an invalid selector fails at once naming the option."""
+    options = PageOptions(wait_for=WaitFor(selector="#never", timeout=60))
+    with limits(pool, timeout=2.0), pytest.raises(WaitTimeout, match="matched nothing within 1"):
+        await pool.pdf("<p>x</p>", options)
+    bad = PageOptions(wait_for=WaitFor(selector="##"))
+    with pytest.raises(RequestError, match="not a valid selector") as caught:
+        await pool.pdf("<p>x</p>", bad)
+    assert caught.value.field == "options.wait_for.selector"
+
+
+async def test_wait_for_network_idle_waits_for_requests_after_load(
+    pool: BrowserPool, site: str
+) -> None:
+    url = Url(f"{site}/fetches")
+    assert "slow answer" not in text_of((await pool.render(url, PageOptions())).data)
+    idle = PageOptions(wait_for=WaitFor(network_idle=True, timeout=5))
+    assert "slow answer" in text_of((await pool.render(url, idle)).data)
+
+
+# --- media, metadata, tagging ---------------------------------------------------------------
+
+
+async def test_emulate_media_screen_uses_screen_styles(pool: BrowserPool) -> None:
+    html = (
+        "<style>@media print { .s { display: none } } @media screen { .p { display: none } }"
+        "</style><p class=s>screen only</p><p class=p>print only</p>"
+    )
+    printed = text_of((await pool.pdf(html, PageOptions())).data)
+    assert "print only" in printed and "screen only" not in printed
+    screen = text_of((await pool.pdf(html, PageOptions(emulate_media="screen"))).data)
+    assert "screen only" in screen and "print only" not in screen
+
+
+async def test_metadata_is_written_and_tagging_is_a_choice(pool: BrowserPool) -> None:
+    meta = Metadata(title="Invoice 7", author="Acme GmbH", subject="Order", keywords="a, b")
+    html = "<title>Page title</title><h1>Ä title</h1>"
+    result = await pool.pdf(html, PageOptions(metadata=meta))
+    reader = PdfReader(io.BytesIO(result.data))
+    info = reader.metadata
+    assert info is not None
+    assert (info.title, info.author, info.subject) == ("Invoice 7", "Acme GmbH", "Order")
+    assert info["/Keywords"] == "a, b" and info["/Producer"].startswith("Skia")
+    assert result.pages == len(reader.pages) == 1
+    assert "/StructTreeRoot" in reader.trailer["/Root"]  # tagged by default
+    plain = await pool.pdf(html, PageOptions(tagged=False))
+    assert "/StructTreeRoot" not in PdfReader(io.BytesIO(plain.data)).trailer["/Root"]
+    assert PdfReader(io.BytesIO(plain.data)).metadata.title == "Page title"
+
+
+# --- outputs -------------------------------------------------------------------------------
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    assert data.startswith(b"\x89PNG\r\n\x1a\n")
+    width, height = struct.unpack(">II", data[16:24])  # the IHDR chunk comes first
+    return width, height
+
+
+async def test_png_output_is_a_full_page_screenshot(pool: BrowserPool) -> None:
+    html = "<style>body { margin: 0 } div { height: 1500px }</style><div>tall</div>"
+    options = PageOptions(output="png", width="400px", scale=2)
+    result = await pool.pdf(html, options)
+    assert result.content_type == PNG and result.extension == "png" and result.pages == 1
+    assert png_size(result.data) == (800, 3000)
+    # The next job on the tab is laid out at the default 800 px again, not 400.
+    probe = "<p id=w></p><script>w.textContent = 'width ' + innerWidth</script>"
+    after = await asyncio.gather(*(pool.pdf(probe, PageOptions()) for _ in range(2)))
+    assert all("width 800" in text_of(r.data) for r in after)
+
+
+async def test_receipt_is_one_page_as_tall_as_its_content(pool: BrowserPool) -> None:
+    def receipt(lines: int) -> str:
+        rows = "".join(f"<div>item {i} ........ {i * 1.5:.2f}</div>" for i in range(lines))
+        return f"<style>body {{ font: 12px monospace; margin: 2mm }}</style>{rows}"
+
+    options = PageOptions(receipt_width=80)
+    short, long = [await pool.pdf(receipt(n), options) for n in (40, 80)]
+    assert short.pages == long.pages == 1
+    (width, height), (_, taller) = boxes(short)[0], boxes(long)[0]
+    assert width == pytest.approx(80 * MM, abs=1)
+    assert height == pytest.approx(40 * 14 * 0.75 + 4 * MM, rel=0.1)  # ~14 px a line
+    assert taller == pytest.approx(2 * height - 4 * MM, rel=0.05)
+    assert "item 39" in text_of(short.data)
+
+
+# --- sources and scripts --------------------------------------------------------------------
+
+
+async def test_url_source_is_loaded_and_its_failures_are_classified(
+    pool: BrowserPool, site: str
+) -> None:
+    result = await pool.render(Url(f"{site}/page"), PageOptions())
+    assert "served over http" in text_of(result.data)
+    with pytest.raises(SourceError, match="HTTP 404"):
+        await pool.render(Url(f"{site}/nothing"), PageOptions())
+    with pytest.raises(SourceUnreachable, match="HTTP 503"):
+        await pool.render(Url(f"{site}/busy"), PageOptions())
+    with pytest.raises(SourceUnreachable, match="ERR_CONNECTION_REFUSED"):
+        await pool.render(Url(f"http://127.0.0.1:{free_port()}/"), PageOptions())
+    with pytest.raises(SourceError, match="ERR_UNSAFE_PORT"):  # Chromium never loads it
+        await pool.render(Url("http://127.0.0.1:1/"), PageOptions())
+
+
+async def test_javascript_off_for_one_job_and_back_on_for_the_next(pool: BrowserPool) -> None:
+    html = "<p id=out>static</p><script>out.textContent = 'scripted'</script>"
+    off = PageOptions(javascript=False, wait_for=WaitFor(selector="#out"))
+    for result in await asyncio.gather(*(pool.render(Html(html), off) for _ in range(2))):
+        assert "static" in text_of(result.data) and "scripted" not in text_of(result.data)
+    for result in await asyncio.gather(*(pool.pdf(html, PageOptions()) for _ in range(2))):
+        assert "scripted" in text_of(result.data)
+
+
+# --- limits --------------------------------------------------------------------------------
+
+
+async def test_a_pdf_over_max_pages_is_refused(pool: BrowserPool) -> None:
+    with limits(pool, max_pages=2), pytest.raises(OutputTooLarge, match="over the limit of 2"):
+        await pool.pdf(paragraphs(300), PageOptions())
+    assert (await pool.pdf(paragraphs(300), PageOptions(page_ranges="1-2"))).pages == 2
