@@ -136,6 +136,7 @@ class Settings:
     max_body_bytes: int = _var(
         "PRESSROOM_MAX_BODY_BYTES", 1024 * 1024, _int(1024, 64 * 1024 * 1024), "request limit"
     )
+    max_pages: int = _var("PRESSROOM_MAX_PAGES", 500, _int(1, 100_000), "most pages a PDF may have")
     max_output_bytes: int = _var(
         "PRESSROOM_MAX_OUTPUT_BYTES", 50 * 1024 * 1024, _int(1024, 2**31), "largest PDF, bytes"
     )
@@ -158,7 +159,7 @@ class Settings:
         "PRESSROOM_ALLOW_PRIVATE_NETWORKS",
         False,
         _bool,
-        "allow webhooks to private, loopback and link-local addresses",
+        "allow webhooks, url sources and page requests to private and loopback addresses",
     )
     reconcile_interval: float = _var(
         "PRESSROOM_RECONCILE_INTERVAL",

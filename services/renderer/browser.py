@@ -53,8 +53,7 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.parse
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Self, TypeVar
@@ -74,6 +73,7 @@ from services.core.errors import (
 )
 from services.core.events import Margin, PageOptions, WaitFor
 from services.core.options import CSS_PX_PER_INCH, MAX_PAPER_INCHES, css_px, inches, paper_inches
+from services.renderer.egress import Egress, Refusal, RequestFilter
 from services.renderer.render import set_metadata
 
 log = logging.getLogger(__name__)
@@ -94,9 +94,6 @@ CHROMIUM_ARGS = [
     "--hide-scrollbars",
     "--font-render-hinting=none",
 ]
-
-ALLOWED_SCHEMES = frozenset({"http", "https", "data", "blob", "about"})
-"""URL schemes a page may load; anything else (file, ftp, chrome, view-source…) is aborted."""
 
 CLOSE_GRACE = 5.0
 """Seconds a tab or the browser gets to close before it is dropped or killed."""
@@ -178,11 +175,6 @@ class RenderResult:
 def count_pages(pdf: bytes) -> int:
     """The number of page objects in `pdf`: a regex, cheap enough for every render."""
     return len(_PAGE_OBJECT.findall(pdf))
-
-
-def is_allowed_url(url: str) -> bool:
-    """Whether a page may fetch `url`, judged by its scheme alone (for now)."""
-    return urllib.parse.urlsplit(url).scheme.lower() in ALLOWED_SCHEMES
 
 
 def print_params(options: PageOptions) -> dict[str, Any]:
@@ -296,9 +288,10 @@ class _Tab:
     """A pooled page, our own CDP session on it (request filter, emulated media), what it
     currently emulates, the requests it has in flight and its main document's status."""
 
-    def __init__(self, page: Any, session: Any) -> None:
+    def __init__(self, page: Any, session: Any, gate: RequestFilter) -> None:
         self.page = page
         self.session = session
+        self.gate = gate
         self.document_status = 0
         self.emulation = _Emulation()
         self.requests: set[Any] = set()
@@ -406,6 +399,7 @@ async def _navigate(tab: _Tab, url: str) -> None:
     try:
         await tab.page.goto(url, {"waitUntil": "load", "timeout": 0})
     except PageError as exc:
+        _check_refusal(tab.gate.refused.navigation)
         # An error status with an empty body ends as net::ERR_HTTP_RESPONSE_CODE_FAILURE:
         # the status, seen on the response, says more.
         _check_status(tab.document_status, url)
@@ -414,6 +408,15 @@ async def _navigate(tab: _Tab, url: str) -> None:
             raise SourceError(f"cannot load url: {text}") from exc
         raise SourceUnreachable(f"cannot load url: {text}") from exc
     _check_status(tab.document_status, url)
+
+
+def _check_refusal(refusal: Refusal | None) -> None:
+    """The egress policy refused the job's own URL (or a redirect hop): say why. A DNS
+    hiccup may pass next time; a forbidden address or scheme never will."""
+    if refusal is None:
+        return
+    message = f"url refused: {refusal.url}: {refusal.reason}"
+    raise SourceUnreachable(message) if refusal.transient else SourceError(message)
 
 
 def _check_status(status: int, url: str) -> None:
@@ -578,9 +581,10 @@ class _Chromium:
     one (it gets the broken tab, fails at once and raises `BrowserError`).
     """
 
-    def __init__(self, browser: Any, profile: str) -> None:
+    def __init__(self, browser: Any, profile: str, egress: Egress) -> None:
         self.browser = browser
         self.profile = profile
+        self.egress = egress
         self.idle: asyncio.Queue[_Tab] = asyncio.Queue()
         self.renders = 0
         self.in_flight = 0
@@ -592,7 +596,7 @@ class _Chromium:
         browser.on("disconnected", self._on_disconnected)
 
     @classmethod
-    async def launch(cls, executable: str, pages: int) -> _Chromium:
+    async def launch(cls, executable: str, pages: int, egress: Egress) -> _Chromium:
         """Start Chromium with `pages` idle tabs; `BrowserError` if it cannot start."""
         profile = tempfile.mkdtemp(prefix="pressroom-chromium-")
         try:
@@ -611,7 +615,7 @@ class _Chromium:
         except Exception as exc:
             shutil.rmtree(profile, ignore_errors=True)
             raise BrowserError(f"cannot start Chromium ({executable}): {_describe(exc)}") from exc
-        chromium = cls(browser, profile)
+        chromium = cls(browser, profile, egress)
         await chromium._open_tabs(pages)
         return chromium
 
@@ -670,9 +674,9 @@ class _Chromium:
         page.on("error", lambda exc: log.warning("Chromium tab crashed: %s", exc))
         page.on("dialog", lambda dialog: self.spawn(dialog.dismiss()))
         session = await page.target.createCDPSession()
-        session.on("Fetch.requestPaused", lambda event: self.spawn(_decide(session, event)))
-        await session.send("Fetch.enable", {"patterns": [{"urlPattern": "*"}]})
-        return _Tab(page, session)
+        gate = RequestFilter(self.egress, main_frame_id=page.target._targetId)
+        await _guard(session, gate, self.spawn)
+        return _Tab(page, session, gate)
 
     async def replace_tab(self, tab: _Tab) -> None:
         """Close `tab` (it may be stuck) and queue a new tab in its place.
@@ -709,17 +713,37 @@ class _Chromium:
         await asyncio.gather(*pending, return_exceptions=True)
 
 
-async def _decide(session: Any, event: dict[str, Any]) -> None:
-    """Let a paused request continue, or abort it if its scheme is not allowed."""
-    request_id = event["requestId"]
-    url = event["request"]["url"]
-    if is_allowed_url(url):
-        await session.send("Fetch.continueRequest", {"requestId": request_id})
-        return
-    log.info("aborted a page request to %.200s", url)
+Spawn = Callable[[Coroutine[Any, Any, Any]], asyncio.Task[Any]]
+
+
+async def _guard(session: Any, gate: RequestFilter, spawn: Spawn) -> None:
+    """Pause every request of `session`'s target for `gate` to judge, and do the same for
+    the targets it attaches (out-of-process iframes, workers), which the page's own Fetch
+    domain never sees."""
+    session.on("Fetch.requestPaused", lambda event: spawn(_decide(session, gate, event)))
+    session.on("Target.attachedToTarget", lambda event: spawn(_adopt(session, gate, event, spawn)))
+    # pyppeteer listens for a misspelt "Target.detachFromTarget": forget children ourselves.
+    session.on("Target.detachedFromTarget", lambda e: session._sessions.pop(e["sessionId"], None))
+    await session.send("Fetch.enable", {"patterns": [{"urlPattern": "*"}]})
     await session.send(
-        "Fetch.failRequest", {"requestId": request_id, "errorReason": "BlockedByClient"}
+        "Target.setAutoAttach",
+        {"autoAttach": True, "waitForDebuggerOnStart": True, "flatten": False},
     )
+
+
+async def _decide(session: Any, gate: RequestFilter, event: dict[str, Any]) -> None:
+    """Let a paused request continue, or fail it if the egress policy refuses it."""
+    method, params = await gate.answer(event)
+    await session.send(method, params)
+
+
+async def _adopt(parent: Any, gate: RequestFilter, event: dict[str, Any], spawn: Spawn) -> None:
+    """Filter an attached target's requests too, then let it run (it waits paused)."""
+    child = parent._createSession(event["targetInfo"]["type"], event["sessionId"])
+    try:
+        await _guard(child, gate, spawn)
+    finally:
+        await child.send("Runtime.runIfWaitingForDebugger")
 
 
 async def _reap(process: subprocess.Popen[bytes], grace: float) -> None:
@@ -756,6 +780,7 @@ class BrowserPool:
         max_output_bytes: int,
         recycle_after: int = 1000,
         max_pages: int = 500,
+        allow_private_networks: bool = False,
     ) -> None:
         self.executable = executable
         self.pages = pages
@@ -763,6 +788,8 @@ class BrowserPool:
         self.max_output_bytes = max_output_bytes
         self.recycle_after = recycle_after
         self.max_pages = max_pages
+        # One policy (and DNS cache) for every tab of every browser this pool launches.
+        self.egress = Egress(allow_private=allow_private_networks)
         self._chromium: _Chromium | None = None
         self._relaunching = asyncio.Lock()
         self._background: set[asyncio.Task[Any]] = set()
@@ -783,6 +810,7 @@ class BrowserPool:
             await chromium.close()
         while self._background:  # recoveries, launches, closes of replaced browsers
             await asyncio.wait(set(self._background))
+        await self.egress.aclose()
 
     @property
     def alive(self) -> bool:
@@ -849,6 +877,7 @@ class BrowserPool:
 
     async def _render(self, chromium: _Chromium, source: Source, options: PageOptions) -> bytes:
         tab = await chromium.idle.get()
+        tab.gate.begin()  # this render's refusals, apart from the previous job's
         chromium.renders += 1
         deadline = time.monotonic() + self.timeout - min(PRINT_RESERVE, self.timeout / 4)
         task = chromium.spawn(_produce(tab, source, options, deadline))
@@ -926,7 +955,7 @@ class BrowserPool:
     async def _launch(self) -> _Chromium:
         """Start a browser. A caller cancelled meanwhile does not stop the launch halfway,
         which would orphan the Chromium process; the browser is closed once up instead."""
-        launch = self._track(_Chromium.launch(self.executable, self.pages))
+        launch = self._track(_Chromium.launch(self.executable, self.pages, self.egress))
         try:
             return await asyncio.shield(launch)
         except asyncio.CancelledError:

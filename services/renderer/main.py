@@ -17,6 +17,8 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
         pages=settings.render_concurrency,
         timeout=settings.render_timeout,
         max_output_bytes=settings.max_output_bytes,
+        max_pages=settings.max_pages,
+        allow_private_networks=settings.allow_private_networks,
     )
     async with (
         metrics.serve(settings.host, settings.metrics_port),

@@ -39,7 +39,13 @@ LATE = "<p id=out></p><script>setTimeout(() => { out.textContent = 'late content
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def pool() -> AsyncIterator[BrowserPool]:
-    async with BrowserPool(CHROMIUM, pages=2, timeout=10.0, max_output_bytes=50_000_000) as pool:
+    async with BrowserPool(
+        CHROMIUM,
+        pages=2,
+        timeout=10.0,
+        max_output_bytes=50_000_000,
+        allow_private_networks=True,  # its pages load from a server on loopback
+    ) as pool:
         yield pool
 
 
