@@ -170,7 +170,8 @@ async def download(request: web.Request) -> web.FileResponse:
         raise NotFound("downloads are served by object storage")
     key = request.match_info["key"]
     path = storage.verify(key, request.query.get("expires", ""), request.query.get("sig", ""))
-    headers = {"Content-Type": "application/pdf", "Cache-Control": "private, max-age=60"}
+    kind = "image/png" if key.endswith(".png") else "application/pdf"
+    headers = {"Content-Type": kind, "Cache-Control": "private, max-age=60"}
     return web.FileResponse(path, headers=headers)
 
 

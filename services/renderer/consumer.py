@@ -17,6 +17,7 @@ import logging
 import os
 import socket
 import time
+from typing import Any
 
 import msgspec
 from nats.aio.msg import Msg
@@ -58,6 +59,23 @@ def source_of(job: events.JobSubmitted) -> Source:
     if job.html is not None:
         return Html(job.html)
     return Html(render_html(job.template, job.data))
+
+
+def options_of(job: events.JobSubmitted) -> events.PageOptions:
+    """The job's options, with header and footer templates rendered with the job's data
+    (so an invoice number can stand in every page's header) for template sources."""
+    options = job.options
+    if not job.template or not (options.header_template or options.footer_template):
+        return options
+    return msgspec.structs.replace(
+        options,
+        header_template=_render_optional(options.header_template, job.data),
+        footer_template=_render_optional(options.footer_template, job.data),
+    )
+
+
+def _render_optional(template: str | None, data: dict[str, Any]) -> str | None:
+    return None if template is None else render_html(template, data)
 
 
 def document_key(job_id: str, result: RenderResult) -> str:
@@ -137,7 +155,7 @@ class Renderer:
 
     async def _render(self, job: events.JobSubmitted, attempt: int) -> events.JobDone:
         started = time.perf_counter()
-        result = await self.browser.render(source_of(job), job.options)
+        result = await self.browser.render(source_of(job), options_of(job))
         key = document_key(job.job_id, result)
         await self.storage.put(key, result.data, result.content_type)
         elapsed = time.perf_counter() - started

@@ -160,3 +160,17 @@ async def test_status_is_queued_not_404_before_projection(settings: Settings):
         assert job["status"] == "queued"
     finally:
         await stack.close()
+
+
+async def test_header_uses_the_job_data_and_png_downloads_as_png(stack: Stack):
+    header = '<div style="font-size:10px">Invoice {{ n }}</div>'
+    options = {"header_template": header, "margin": {"top": "20mm", "bottom": "10mm"}}
+    job = await stack.finished(
+        (await stack.submit({"template": "<p>body {{ n }}</p>", "data": {"n": 42},
+                             "options": options}))["id"]
+    )  # fmt: skip
+    assert "Invoice 42" in await pdf_text(stack, job["url"])
+    png = await stack.finished((await stack.submit({**HELLO, "options": {"output": "png"}}))["id"])
+    async with stack.client.get(png["url"]) as response:
+        assert response.headers["Content-Type"] == "image/png"
+        assert (await response.read()).startswith(b"\x89PNG")
