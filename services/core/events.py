@@ -84,7 +84,7 @@ class PageOptions(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True
     tagged: bool = True
     output: str = "pdf"
     receipt_width: int | None = None
-    javascript: bool = True
+    javascript: bool | None = None  # None: on only if the document can run script
 
 
 class ErrorInfo(msgspec.Struct, omit_defaults=True):

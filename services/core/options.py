@@ -217,7 +217,7 @@ def _check_wait_for(options: PageOptions) -> None:
             raise _fail(f"wait_for.{name}", "must not be empty")
     if wait.timeout is not None and not (math.isfinite(wait.timeout) and wait.timeout > 0):
         raise _fail("wait_for.timeout", "must be a positive number of seconds")
-    if wait.expression is not None and not options.javascript:
+    if wait.expression is not None and options.javascript is False:
         raise _fail("wait_for.expression", "needs javascript (options.javascript is false)")
 
 

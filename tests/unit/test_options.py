@@ -156,7 +156,7 @@ def test_a_header_alone_turns_headers_on_and_gets_an_empty_footer() -> None:
 
 def test_emulation_per_output() -> None:
     plain = emulation_for(options())
-    assert (plain.javascript, plain.media, plain.viewport) == (True, "", DEFAULT_VIEWPORT)
+    assert (plain.javascript, plain.media, plain.viewport) == (False, "", DEFAULT_VIEWPORT)
     screen = emulation_for(options(emulate_media="screen", javascript=False))
     assert (screen.javascript, screen.media) == (False, "screen")
     png = emulation_for(options(output="png", width="1000px", scale=2))
@@ -179,3 +179,21 @@ def test_the_job_source_is_its_url_its_html_or_its_rendered_template() -> None:
 def test_documents_are_stored_under_the_job_id_with_their_extension() -> None:
     assert document_key("abc", RenderResult(b"%PDF", 1)) == "jobs/abc.pdf"
     assert document_key("abc", RenderResult(b"\x89PNG", 1, PNG)) == "jobs/abc.png"
+
+
+@pytest.mark.parametrize(
+    ("html", "asked", "runs"),
+    [
+        ("<p>static {{x}}</p>", None, False),
+        ("<p>x</p><script>1</script>", None, True),
+        ("<img src=x OnError = 'alert(1)'>", None, True),
+        ("<a href='JavaScript:void(0)'>x</a>", None, True),
+        ("<iframe srcdoc='&lt;b&gt;'></iframe>", None, True),
+        ("<p>static</p>", True, True),
+        ("<script>1</script>", False, False),
+    ],
+)
+def test_javascript_auto_runs_script_only_where_a_document_can_have_it(html, asked, runs):
+    from services.renderer.browser import Html, javascript_for
+
+    assert javascript_for(options(javascript=asked), Html(html)) is runs
