@@ -255,7 +255,9 @@ def javascript_for(options: PageOptions, source: Source | None = None) -> bool:
     """Whether the job runs with script: as asked, else (auto) when it may need it."""
     if options.javascript is not None:
         return options.javascript
-    if isinstance(source, Url) or (options.wait_for and options.wait_for.expression):
+    if options.output == "png" or isinstance(source, Url):
+        return True  # png: Chromium may never paint a page with script disabled
+    if options.wait_for and options.wait_for.expression:
         return True
     return isinstance(source, Html) and _MIGHT_SCRIPT.search(source.text) is not None
 

@@ -197,3 +197,12 @@ def test_javascript_auto_runs_script_only_where_a_document_can_have_it(html, ask
     from services.renderer.browser import Html, javascript_for
 
     assert javascript_for(options(javascript=asked), Html(html)) is runs
+
+
+def test_png_never_runs_with_script_disabled():
+    from services.renderer.browser import Html, javascript_for
+
+    assert javascript_for(options(output="png"), Html("<p>static</p>")) is True
+    with pytest.raises(RequestError) as raised:
+        check_options(options(output="png", javascript=False))
+    assert raised.value.field == "options.javascript"
