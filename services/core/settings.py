@@ -114,6 +114,9 @@ class Settings:
     s3_secret_key: str = _var("PRESSROOM_S3_SECRET_KEY", "", doc="S3 secret access key")
     s3_region: str = _var("PRESSROOM_S3_REGION", "us-east-1", doc="S3 region")
     chromium: str = _var("PRESSROOM_CHROMIUM", "", doc="Chromium binary (default: found on PATH)")
+    fonts_dir: str = _var(
+        "PRESSROOM_FONTS_DIR", "", doc="folder of extra fonts usable from templates by family"
+    )
     render_concurrency: int = _var(
         "PRESSROOM_RENDER_CONCURRENCY", 2, _int(1, 64), "pages rendering at once per renderer"
     )

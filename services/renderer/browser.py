@@ -59,6 +59,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Self, TypeVar
+from xml.sax.saxutils import escape as xml_escape
 
 import pyppeteer
 from pyppeteer.errors import NetworkError, PageError
@@ -601,6 +602,33 @@ def _dying_with_us(executable: str, folder: str) -> str:
     return script
 
 
+_FONTS_CONF = """<?xml version="1.0"?>
+<!DOCTYPE fontconfig SYSTEM "fonts.dtd">
+<fontconfig>
+  <include ignore_missing="yes">/etc/fonts/fonts.conf</include>
+  <dir>{fonts}</dir>
+  <cachedir>{cache}</cachedir>
+</fontconfig>
+"""
+
+
+def _font_env(fonts_dir: str, profile: str) -> dict[str, str]:
+    """Chromium's environment: with `fonts_dir`, a fontconfig file that adds that folder
+    to the system's fonts (Chromium finds fonts through fontconfig on Linux)."""
+    env = dict(os.environ)
+    if fonts_dir:
+        conf = os.path.join(profile, "fonts.conf")
+        with open(conf, "w", encoding="utf-8") as file:
+            file.write(
+                _FONTS_CONF.format(
+                    fonts=xml_escape(os.path.abspath(fonts_dir)),
+                    cache=xml_escape(os.path.join(profile, "fontcache")),
+                )
+            )
+        env["FONTCONFIG_FILE"] = conf
+    return env
+
+
 class _Chromium:
     """One Chromium process, its profile directory and its queue of idle tabs.
 
@@ -625,11 +653,17 @@ class _Chromium:
         browser.on("disconnected", self._on_disconnected)
 
     @classmethod
-    async def launch(cls, executable: str, pages: int, egress: Egress) -> _Chromium:
-        """Start Chromium with `pages` idle tabs; `BrowserError` if it cannot start."""
+    async def launch(
+        cls, executable: str, pages: int, egress: Egress, fonts_dir: str = ""
+    ) -> _Chromium:
+        """Start Chromium with `pages` idle tabs; `BrowserError` if it cannot start.
+
+        With `fonts_dir`, the fonts in that folder are usable from documents by family name.
+        """
         profile = tempfile.mkdtemp(prefix="pressroom-chromium-")
         try:
             browser = await pyppeteer.launch(
+                env=_font_env(fonts_dir, profile),
                 # Always ours: pyppeteer would otherwise download its own Chromium.
                 executablePath=_dying_with_us(executable, profile),
                 args=CHROMIUM_ARGS,
@@ -810,6 +844,7 @@ class BrowserPool:
         recycle_after: int = 1000,
         max_pages: int = 500,
         allow_private_networks: bool = False,
+        fonts_dir: str = "",
     ) -> None:
         self.executable = executable
         self.pages = pages
@@ -817,6 +852,7 @@ class BrowserPool:
         self.max_output_bytes = max_output_bytes
         self.recycle_after = recycle_after
         self.max_pages = max_pages
+        self.fonts_dir = fonts_dir
         # One policy (and DNS cache) for every tab of every browser this pool launches.
         self.egress = Egress(allow_private=allow_private_networks)
         self._chromium: _Chromium | None = None
@@ -984,7 +1020,9 @@ class BrowserPool:
     async def _launch(self) -> _Chromium:
         """Start a browser. A caller cancelled meanwhile does not stop the launch halfway,
         which would orphan the Chromium process; the browser is closed once up instead."""
-        launch = self._track(_Chromium.launch(self.executable, self.pages, self.egress))
+        launch = self._track(
+            _Chromium.launch(self.executable, self.pages, self.egress, self.fonts_dir)
+        )
         try:
             return await asyncio.shield(launch)
         except asyncio.CancelledError:

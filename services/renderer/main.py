@@ -19,6 +19,7 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
         max_output_bytes=settings.max_output_bytes,
         max_pages=settings.max_pages,
         allow_private_networks=settings.allow_private_networks,
+        fonts_dir=settings.fonts_dir,
     )
     async with (
         metrics.serve(settings.host, settings.metrics_port),
