@@ -94,7 +94,12 @@ def consumer_configs(settings: Settings) -> list[ConsumerConfig]:
         ),
         ConsumerConfig(
             durable_name=events.NOTIFIER,
-            filter_subjects=["jobs.*.done", "jobs.*.failed", "jobs.*.cancelled"],
+            filter_subjects=[
+                "jobs.*.done",
+                "jobs.*.failed",
+                "jobs.*.cancelled",
+                "jobs.*.redeliver",
+            ],
             ack_wait=settings.webhook_timeout * 3 + 10,
             max_deliver=-1,
             max_ack_pending=10000,

@@ -5,6 +5,7 @@
     │   ├── RequestError          a client request is malformed (HTTP 400)
     │   ├── PayloadTooLarge       a request body is over the limit (HTTP 413)
     │   ├── NotFound              no such job or file (HTTP 404)
+    │   ├── Conflict              not possible in the job's current state (HTTP 409)
     │   ├── TemplateError         Jinja2 could not parse or render the template
     │   ├── OutputTooLarge        the rendered document is over the output limit
     │   ├── InvalidEvent          a message on the log cannot be decoded
@@ -68,6 +69,13 @@ class NotFound(DeterministicError):
 
     kind = "not_found"
     http_status = 404
+
+
+class Conflict(DeterministicError):
+    """The request does not fit the job's current state (HTTP 409)."""
+
+    kind = "conflict"
+    http_status = 409
 
 
 class TemplateError(DeterministicError):
@@ -146,6 +154,7 @@ ERROR_TABLE: dict[type[PressroomError], tuple[str, int]] = {
         RequestError,
         PayloadTooLarge,
         NotFound,
+        Conflict,
         TemplateError,
         OutputTooLarge,
         InvalidEvent,

@@ -169,6 +169,13 @@ class JobDeleted(Event, tag="deleted"):
     object_key: str
 
 
+class WebhookRedeliver(Event, tag="redeliver"):
+    """A client asked for the job's webhook to be sent again (`request` tells requests
+    apart, so each one is a new message)."""
+
+    request: str
+
+
 class WebhookAttempted(Event, tag="webhook"):
     """One webhook delivery attempt and its outcome (`delivered`, `retrying`, `gave_up`)."""
 
@@ -189,6 +196,7 @@ AnyEvent = (
     | JobFailed
     | JobCancelled
     | JobDeleted
+    | WebhookRedeliver
     | WebhookAttempted
 )
 TERMINAL = (JobDone, JobFailed, JobCancelled)
@@ -228,9 +236,12 @@ def msg_id(event: AnyEvent) -> str:
         return event.job_id
     if isinstance(event, JobDeleted):
         return f"{event.job_id}.deleted"
+    if isinstance(event, WebhookRedeliver):
+        return f"{event.job_id}.redeliver.{event.request}"
     if isinstance(event, JobStarted | JobRetrying):
         # Unique per publish: a re-driven job restarts at attempt 1 and must still show.
         return f"{event.job_id}.{event_name(event)}.{event.attempt}.{event.at!r}"
     if isinstance(event, WebhookAttempted):
-        return f"{event.job_id}.webhook.{event.webhook_id}.{event.attempt}"
+        # Unique per publish: a redelivery starts again at attempt 1.
+        return f"{event.job_id}.webhook.{event.webhook_id}.{event.attempt}.{event.at!r}"
     raise TypeError(type(event))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import uuid
 from typing import Any
 
 import msgspec
@@ -12,7 +13,7 @@ from nats.errors import Error as NatsError
 from nats.js.errors import NotFoundError
 
 from services.core import bus, db, events, metrics, netpolicy, timeline
-from services.core.errors import NotFound, Unavailable
+from services.core.errors import Conflict, NotFound, Unavailable
 from services.core.storage import LocalStorage
 from services.gateway import templates
 from services.gateway.keys import JS, NATS, POOL, SETTINGS, STORAGE
@@ -140,6 +141,21 @@ async def get_job(request: web.Request) -> web.Response:
     raise NotFound(f"no job {job_id!r}")
 
 
+async def redeliver_webhook(request: web.Request) -> web.Response:
+    """`POST /jobs/{id}/webhooks/redeliver`: send the finished job's webhook again, with
+    the same `webhook-id` and the retry schedule; each attempt joins the delivery log."""
+    job_id = _job_id(request)
+    _require_nats(request)
+    row = await _job_or_404(request, job_id)
+    if row["status"] not in {"done", "failed", "cancelled"}:
+        raise Conflict(f"job {job_id} has not finished; its webhook is sent when it does")
+    if not row.get("webhook_url"):
+        raise Conflict(f"job {job_id} has no webhook_url")
+    event = events.WebhookRedeliver(job_id=job_id, request=uuid.uuid4().hex)
+    await bus.publish(request.app[JS], event)
+    return web.json_response({"id": job_id, "redelivery": "queued"}, status=202)
+
+
 async def get_webhooks(request: web.Request) -> web.Response:
     """`GET /jobs/{id}/webhooks`: every recorded webhook delivery attempt."""
     job_id = _job_id(request)
@@ -253,6 +269,7 @@ def add_routes(app: web.Application) -> None:
     app.router.add_delete("/jobs/{job_id}", cancel_job)
     app.router.add_get("/jobs/{job_id}/events", get_events)
     app.router.add_get("/jobs/{job_id}/webhooks", get_webhooks)
+    app.router.add_post("/jobs/{job_id}/webhooks/redeliver", redeliver_webhook)
     app.router.add_get("/files/{key:.+}", download)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)

@@ -21,7 +21,7 @@ from nats.aio.msg import Msg
 from nats.errors import Error as NatsError
 from nats.js import JetStreamContext
 
-from services.core import bus, events, metrics, runtime
+from services.core import bus, events, metrics, runtime, timeline
 from services.core.errors import StorageError, Unavailable
 from services.core.settings import Settings
 from services.core.storage import Storage
@@ -56,15 +56,24 @@ class Notifier:
             log.error("terminating undecodable message on %s: %s", msg.subject, exc)
             await msg.term()
             return
-        if not isinstance(event, events.TERMINAL) or event.webhook_url is None:
-            await msg.ack()
-            return
         try:
-            await self._attempt(msg, event, event.webhook_url)
+            terminal = await self._terminal_of(event)
+            if terminal is None or terminal.webhook_url is None:
+                await msg.ack()
+                return
+            await self._attempt(msg, terminal, terminal.webhook_url)
         except (Unavailable, StorageError, NatsError, TimeoutError) as exc:
             log.warning("job %s: webhook postponed: %r", event.job_id, exc)
             with contextlib.suppress(NatsError, TimeoutError):
                 await msg.nak(delay=5)
+
+    async def _terminal_of(self, event: events.AnyEvent) -> events.Terminal | None:
+        """The terminal event to notify about: the event itself, or for a redelivery
+        request the job's terminal event read back from the log."""
+        if isinstance(event, events.WebhookRedeliver):
+            found = await timeline.terminal_event(self.js, event.job_id)
+            return found if isinstance(found, events.TERMINAL) else None
+        return event if isinstance(event, events.TERMINAL) else None
 
     async def payload(self, event: events.Terminal) -> bytes:
         data: dict[str, Any] = {"id": event.job_id, "status": events.event_name(event)}

@@ -122,3 +122,24 @@ async def test_address_policy_is_enforced_again_at_delivery(settings: Settings, 
     assert receiver.requests == []
     assert all("forbidden" in a["error"] for a in log), log
     assert log[-1]["outcome"] == "gave_up"
+
+
+async def test_redeliver_sends_the_same_webhook_again(stack: Stack, receiver: Receiver):
+    job = await stack.submit({**HELLO, "webhook_url": receiver.url})
+    await attempts(stack, job["id"], 1)
+    url = f"{stack.url}/jobs/{job['id']}/webhooks/redeliver"
+    async with stack.client.post(url) as response:
+        assert response.status == 202
+        assert (await response.json())["redelivery"] == "queued"
+    log = await attempts(stack, job["id"], 2)
+    assert [a["outcome"] for a in log] == ["delivered", "delivered"]
+    assert len(receiver.requests) == 2
+    ids = {r["headers"]["webhook-id"] for r in receiver.requests}
+    assert len(ids) == 1  # the same event: receivers may deduplicate it
+
+    plain = await stack.finished((await stack.submit(HELLO))["id"])
+    async with stack.client.post(f"{stack.url}/jobs/{plain['id']}/webhooks/redeliver") as r:
+        assert r.status == 409
+        assert "no webhook_url" in (await r.json())["error"]["message"]
+    async with stack.client.post(f"{stack.url}/jobs/{'0' * 32}/webhooks/redeliver") as r:
+        assert r.status == 404
