@@ -118,6 +118,7 @@ class JobSubmitted(Event, tag="submitted"):
     data: dict[str, Any] = msgspec.field(default_factory=dict)
     options: PageOptions = msgspec.field(default_factory=PageOptions)
     webhook_url: str | None = None
+    webhook_secret: str | None = None  # signs this job's webhooks instead of the server's
     idempotency_key: str | None = None
 
 

@@ -56,6 +56,7 @@ async def _submitted_event(
         data=job.data,
         options=job.options,
         webhook_url=job.webhook_url,
+        webhook_secret=job.webhook_secret,
         idempotency_key=key,
     )
     if job.template_id is None:
@@ -243,7 +244,7 @@ def _timeline_entry(seq: int, event: events.AnyEvent) -> dict[str, Any]:
     entry: dict[str, Any] = {"seq": seq, **msgspec.to_builtins(event)}
     # Inputs can be large; the timeline is about what happened. A stored template stays
     # identified by its template_id and template_version.
-    for name in ("template", "html", "data"):
+    for name in ("template", "html", "data", "webhook_secret"):  # and never a secret
         entry.pop(name, None)
     entry["at"] = dt.datetime.fromtimestamp(event.at, tz=dt.UTC).isoformat()
     return entry

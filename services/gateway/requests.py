@@ -16,6 +16,7 @@ from jinja2.sandbox import SandboxedEnvironment
 from services.core.errors import RequestError
 from services.core.events import PageOptions
 from services.core.options import check_options
+from services.notifier.signing import parse_secrets
 
 _PATH = re.compile(r"at `\$\.?([^`]*)`")
 _NAMED = re.compile(r"(?:required|unknown) field `([^`]*)`")
@@ -53,6 +54,7 @@ class JobRequest(msgspec.Struct, forbid_unknown_fields=True):
     url: str | None = None
     data: dict[str, Any] = msgspec.field(default_factory=dict)
     webhook_url: str | None = None
+    webhook_secret: str | None = None
     options: PageOptions = msgspec.field(default_factory=PageOptions)
 
     @property
@@ -162,8 +164,21 @@ def parse_job(body: bytes) -> JobRequest:
         raw["webhook_url"] = raw.pop("webhookUrl")
     job = _convert(raw, JobRequest)
     _check_source(job)
+    _check_webhook_secret(job)
     check_options(job.options)
     return job
+
+
+def _check_webhook_secret(job: JobRequest) -> None:
+    """A per-job signing secret: Standard Webhooks format, and only with a webhook."""
+    if job.webhook_secret is None:
+        return
+    if job.webhook_url is None:
+        raise RequestError("webhook_secret needs a webhook_url", field="webhook_secret")
+    try:
+        parse_secrets(job.webhook_secret)
+    except ValueError as exc:
+        raise RequestError(f"webhook_secret is invalid: {exc}", field="webhook_secret") from None
 
 
 def _no_nul(value: str | None, field: str) -> None:

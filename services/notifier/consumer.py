@@ -75,6 +75,13 @@ class Notifier:
             return found if isinstance(found, events.TERMINAL) else None
         return event if isinstance(event, events.TERMINAL) else None
 
+    async def _keys_for(self, event: events.Terminal) -> list[bytes]:
+        """The job's own signing secret if it was submitted with one, else the server's."""
+        submitted = await timeline.last_event(self.js, event.job_id, "submitted")
+        if isinstance(submitted, events.JobSubmitted) and submitted.webhook_secret:
+            return signing.parse_secrets(submitted.webhook_secret)
+        return self.keys
+
     async def payload(self, event: events.Terminal) -> bytes:
         data: dict[str, Any] = {"id": event.job_id, "status": events.event_name(event)}
         if isinstance(event, events.JobDone):
@@ -96,7 +103,8 @@ class Notifier:
         attempt = msg.metadata.num_delivered
         body = await self.payload(event)
         wid = webhook_id(event)
-        headers = signing.headers(self.keys, wid, int(dt.datetime.now(dt.UTC).timestamp()), body)
+        keys = await self._keys_for(event)
+        headers = signing.headers(keys, wid, int(dt.datetime.now(dt.UTC).timestamp()), body)
         outcome = await delivery.post(
             self.session, url, body, headers, self.settings.webhook_timeout,
             allow_private=self.settings.allow_private_networks,

@@ -95,6 +95,7 @@ async def apply(conn: asyncpg.Connection, seq: int, event: events.AnyEvent) -> b
         body.pop("template", None)
         body.pop("html", None)
         body.pop("data", None)
+        body.pop("webhook_secret", None)
     recorded = await conn.fetchval(
         _RECORD, seq, event.job_id, events.event_name(event), _ts(event.at), body
     )

@@ -143,3 +143,34 @@ async def test_redeliver_sends_the_same_webhook_again(stack: Stack, receiver: Re
         assert "no webhook_url" in (await r.json())["error"]["message"]
     async with stack.client.post(f"{stack.url}/jobs/{'0' * 32}/webhooks/redeliver") as r:
         assert r.status == 404
+
+
+async def test_per_job_secret_signs_instead_of_the_servers(stack: Stack, receiver: Receiver):
+    from standardwebhooks.webhooks import Webhook, WebhookVerificationError
+
+    from services.notifier.signing import new_secret
+
+    own = new_secret()
+    job = await stack.submit({**HELLO, "webhook_url": receiver.url, "webhook_secret": own})
+    await attempts(stack, job["id"], 1)
+    hook = receiver.requests[0]
+    assert Webhook(own).verify(hook["body"], hook["headers"])["data"]["id"] == job["id"]
+    with pytest.raises(WebhookVerificationError):
+        Webhook(stack.settings.webhook_secret).verify(hook["body"], hook["headers"])
+    async with stack.client.get(f"{stack.url}/jobs/{job['id']}/events") as response:
+        assert own not in await response.text()  # never shown back
+
+
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        ({"webhook_secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}, "needs a webhook_url"),
+        ({"webhook_url": "http://127.0.0.1:9/", "webhook_secret": "nope"}, "whsec_"),
+    ],
+)
+async def test_bad_per_job_secret_is_400(stack: Stack, body: dict, words: str):
+    async with stack.client.post(f"{stack.url}/jobs", json={**HELLO, **body}) as response:
+        assert response.status == 400
+        error = (await response.json())["error"]
+    assert error["field"] == "webhook_secret"
+    assert words in error["message"]
