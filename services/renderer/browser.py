@@ -96,6 +96,9 @@ CHROMIUM_ARGS = [
     "--mute-audio",
     "--hide-scrollbars",
     "--font-render-hinting=none",
+    # A page that eats memory dies at 512 MB of JS heap (its tab crashes and is replaced)
+    # instead of growing to V8's default of several GB beside the other tabs.
+    "--js-flags=--max-old-space-size=512",
 ]
 
 CLOSE_GRACE = 5.0
@@ -310,8 +313,11 @@ class _Tab:
     """A pooled page, our own CDP session on it (request filter, emulated media), what it
     currently emulates, the requests it has in flight and its main document's status."""
 
-    def __init__(self, page: Any, session: Any, gate: RequestFilter) -> None:
+    def __init__(
+        self, page: Any, session: Any, gate: RequestFilter, crashed: asyncio.Future[None]
+    ) -> None:
         self.page = page
+        self.crashed = crashed  # done once the tab's renderer died; the tab is then replaced
         self.session = session
         self.gate = gate
         self.document_status = 0
@@ -612,6 +618,11 @@ _FONTS_CONF = """<?xml version="1.0"?>
 """
 
 
+def _settle(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
 def _font_env(fonts_dir: str, profile: str) -> dict[str, str]:
     """Chromium's environment: with `fonts_dir`, a fontconfig file that adds that folder
     to the system's fonts (Chromium finds fonts through fontconfig on Linux)."""
@@ -735,11 +746,13 @@ class _Chromium:
         """A new tab that filters its requests and never blocks on a dialog or crash."""
         page = await self.browser.newPage()
         page.on("error", lambda exc: log.warning("Chromium tab crashed: %s", exc))
+        crashed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        page.on("error", lambda exc: _settle(crashed))
         page.on("dialog", lambda dialog: self.spawn(dialog.dismiss()))
         session = await page.target.createCDPSession()
         gate = RequestFilter(self.egress, main_frame_id=page.target._targetId)
         await _guard(session, gate, self.spawn)
-        return _Tab(page, session, gate)
+        return _Tab(page, session, gate, crashed)
 
     async def replace_tab(self, tab: _Tab) -> None:
         """Close `tab` (it may be stuck) and queue a new tab in its place.
@@ -947,7 +960,7 @@ class BrowserPool:
         deadline = time.monotonic() + self.timeout - min(PRINT_RESERVE, self.timeout / 4)
         task = chromium.spawn(_produce(tab, source, options, deadline))
         try:
-            await self._outcome(chromium, task)
+            await self._outcome(chromium, task, tab.crashed)
         except asyncio.CancelledError:
             # Our caller gave up (shutdown); the tab may still be busy, so swap it out.
             self._track(self._recover(chromium, tab))
@@ -962,7 +975,9 @@ class BrowserPool:
         data: bytes = task.result()
         return data
 
-    async def _outcome(self, chromium: _Chromium, task: asyncio.Task[Any]) -> None:
+    async def _outcome(
+        self, chromium: _Chromium, task: asyncio.Task[Any], crashed: asyncio.Future[None]
+    ) -> None:
         """Return once `task` succeeded; raise `RenderTimeout` or `BrowserError` otherwise,
         or the `PressroomError` the task raised itself (a wait, a source, a limit).
 
@@ -970,13 +985,17 @@ class BrowserPool:
         browser waiting forever, so the wait also ends when the connection drops.
         """
         await asyncio.wait(
-            {task, chromium.gone}, timeout=self.timeout, return_when=asyncio.FIRST_COMPLETED
+            {task, chromium.gone, crashed},
+            timeout=self.timeout,
+            return_when=asyncio.FIRST_COMPLETED,
         )
         if task.done():
             if isinstance(exc := task.exception(), PressroomError):
                 raise exc
             if exc is not None:
                 raise BrowserError(_describe(exc)) from exc
+        elif crashed.done():
+            raise BrowserError("the page crashed (out of memory, or a renderer fault)")
         elif chromium.gone.done():
             raise BrowserError(chromium.obituary)
         else:

@@ -317,3 +317,22 @@ async def test_startup_cancelled_midway_leaves_no_chromium_behind() -> None:
 async def test_pdf_outside_the_context_manager_is_an_error() -> None:
     with pytest.raises(RuntimeError, match="not open"):
         await pool_of().pdf("<p>x</p>", A4)
+
+
+@shared_loop
+async def test_a_page_that_eats_memory_fails_fast_without_harming_others(
+    pool: BrowserPool,
+) -> None:
+    """The JS heap cap makes the page's renderer die quickly; the render fails as a
+    (transient) BrowserError at once, not after the timeout; the job beside it and the
+    next jobs on the pool render fine."""
+    eater = "<script>let a = []; while (true) a.push(new Array(1e6).fill(1.5));</script>"
+    started = time.monotonic()
+    eaten, fine = await asyncio.gather(
+        pool.pdf(eater, A4), pool.pdf("<p>beside</p>", A4), return_exceptions=True
+    )
+    assert isinstance(eaten, BrowserError) and "crashed" in str(eaten)
+    assert time.monotonic() - started < 10
+    assert "beside" in text_of(fine.data)
+    after = await asyncio.gather(*(pool.pdf(f"<p>after {i}</p>", A4) for i in range(3)))
+    assert all(f"after {i}" in text_of(r.data) for i, r in enumerate(after))
