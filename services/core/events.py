@@ -147,6 +147,8 @@ class JobDone(Event, tag="done"):
     pages: int
     render_ms: int
     webhook_url: str | None = None
+    # Page requests the egress policy refused; the document was made without them.
+    refused: list[dict[str, str]] = msgspec.field(default_factory=list)
 
 
 class JobFailed(Event, tag="failed"):

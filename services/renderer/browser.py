@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import json
 import logging
 import math
@@ -166,6 +167,9 @@ class RenderResult:
     data: bytes
     pages: int
     content_type: str = PDF
+    # Requests the egress policy refused while rendering ({"url", "reason"}); the document
+    # was made without them.
+    refused: tuple[dict[str, str], ...] = ()
 
     @property
     def pdf(self) -> bytes:
@@ -913,13 +917,15 @@ class BrowserPool:
         chromium = await self._current()
         chromium.in_flight += 1
         try:
-            data = await self._render(chromium, source, options)
+            data, refused = await self._render(chromium, source, options)
         finally:
             chromium.in_flight -= 1
             self._close_if_idle(chromium)
         if options.output == "png":
-            return self._checked(RenderResult(data, 1, PNG))
-        return self._checked(await self._finish_pdf(data, options))
+            result = RenderResult(data, 1, PNG)
+        else:
+            result = await self._finish_pdf(data, options)
+        return self._checked(dataclasses.replace(result, refused=refused))
 
     async def pdf(self, html: str, options: PageOptions) -> RenderResult:
         """`render(Html(html), options)`: print HTML (kept for callers that only do that)."""
@@ -953,9 +959,12 @@ class BrowserPool:
             chromium = self._chromium or chromium
         return chromium
 
-    async def _render(self, chromium: _Chromium, source: Source, options: PageOptions) -> bytes:
+    async def _render(
+        self, chromium: _Chromium, source: Source, options: PageOptions
+    ) -> tuple[bytes, tuple[dict[str, str], ...]]:
+        """The document's bytes and the requests refused while making it."""
         tab = await chromium.idle.get()
-        tab.gate.begin()  # this render's refusals, apart from the previous job's
+        refusals = tab.gate.begin()  # this render's refusals, apart from the previous job's
         chromium.renders += 1
         deadline = time.monotonic() + self.timeout - min(PRINT_RESERVE, self.timeout / 4)
         task = chromium.spawn(_produce(tab, source, options, deadline))
@@ -973,7 +982,7 @@ class BrowserPool:
             raise
         chromium.idle.put_nowait(tab)
         data: bytes = task.result()
-        return data
+        return data, tuple(refusals.facts())
 
     async def _outcome(
         self, chromium: _Chromium, task: asyncio.Task[Any], crashed: asyncio.Future[None]

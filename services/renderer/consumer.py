@@ -167,6 +167,7 @@ class Renderer:
             bytes=len(result.data),
             pages=result.pages,
             render_ms=round(elapsed * 1000),
+            refused=list(result.refused),
             webhook_url=job.webhook_url,
         )
 

@@ -174,3 +174,23 @@ async def test_header_uses_the_job_data_and_png_downloads_as_png(stack: Stack):
     async with stack.client.get(png["url"]) as response:
         assert response.headers["Content-Type"] == "image/png"
         assert (await response.read()).startswith(b"\x89PNG")
+
+
+async def test_refused_page_requests_are_in_the_timeline_and_the_job_proceeds(
+    settings: Settings,
+):
+    from dataclasses import replace
+
+    stack = Stack(replace(settings, allow_private_networks=False))
+    await stack.start()
+    try:
+        body = {"html": '<p>with a blocked image</p><img src="http://127.0.0.1:9/x.png">'}
+        job = await stack.finished((await stack.submit(body))["id"])
+        async with stack.client.get(f"{stack.url}/jobs/{job['id']}/events") as response:
+            timeline = (await response.json())["events"]
+    finally:
+        await stack.close()
+    assert job["status"] == "done"
+    done = next(e for e in timeline if e["type"] == "done")
+    assert [r["url"] for r in done["refused"]] == ["http://127.0.0.1:9/x.png"]
+    assert "loopback" in done["refused"][0]["reason"]
