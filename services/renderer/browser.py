@@ -396,6 +396,10 @@ async def _produce(tab: _Tab, source: Source, options: PageOptions, deadline: fl
     `deadline` (time.monotonic) is when a `wait_for` must give up, leaving time to print.
     """
     tab.forget_requests()
+    if options.output == "png":
+        # A screenshot of a document written into a realm made before this job's
+        # emulation sometimes never gets painted (Chromium 156): give PNGs a fresh one.
+        tab.dirty = True
     await tab.emulate(emulation_for(options, source))
     await _load(tab, source)
     if options.wait_for is not None:
