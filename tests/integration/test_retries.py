@@ -48,3 +48,23 @@ async def test_output_over_the_limit_fails_at_once(settings: Settings):
     assert job["attempts"] == 1
     assert job["error"]["type"] == "output_too_large"
     assert "over the limit of 2048" in job["error"]["message"]
+
+
+async def test_render_longer_than_ack_wait_is_not_redelivered(settings: Settings):
+    """Heartbeats (in-progress acks every ack_wait/3) keep a live render's message: a
+    render of ~3 s with a 1.5 s ack wait is attempted once and started once."""
+    stack = Stack(replace(settings, ack_wait=1.5, render_timeout=20.0))
+    await stack.start()
+    try:
+        body = {
+            "html": "<p>slow</p><script>setTimeout(() => { window.ready = true }, 3000)</script>",
+            "options": {"wait_for": {"expression": "window.ready === true"}},
+        }
+        job = await stack.finished((await stack.submit(body))["id"])
+        events = await job_events(stack, job["id"])
+    finally:
+        await stack.close()
+    assert job["status"] == "done", job
+    assert job["attempts"] == 1
+    assert job["render_ms"] >= 3000
+    assert events == ["submitted", "started", "done"]
