@@ -275,16 +275,25 @@ class Receiver:
         return web.Response(status=status, text="ok")
 
 
+@contextlib.asynccontextmanager
+async def serving(app: web.Application) -> AsyncIterator[str]:
+    """Serve `app` on a free loopback port for the test; yields its base URL."""
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.1)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        with contextlib.suppress(Exception):
+            await runner.cleanup()
+
+
 @pytest.fixture
 async def receiver() -> AsyncIterator[Receiver]:
     rec = Receiver()
     app = web.Application()
     app.router.add_post("/hook", rec.handle)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    port = free_port()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
-    rec.url = f"http://127.0.0.1:{port}/hook"
-    yield rec
-    with contextlib.suppress(Exception):
-        await runner.cleanup()
+    async with serving(app) as base:
+        rec.url = f"{base}/hook"
+        yield rec

@@ -15,6 +15,7 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
+import msgspec
 import nats
 from nats.aio.client import Client
 from nats.aio.msg import Msg
@@ -253,6 +254,17 @@ async def fetch(
         await asyncio.sleep(timeout)  # reconnecting: do not spin
         return []
     return msgs
+
+
+async def decode_or_term(msg: Msg) -> events.AnyEvent | None:
+    """The message's event; a message that is not one is terminated (redelivering it
+    cannot help) and None returned."""
+    try:
+        return events.decode(msg.data)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        log.error("terminating undecodable message on %s: %s", msg.subject, exc)
+        await msg.term()
+        return None
 
 
 async def close_subscription(sub: JetStreamContext.PullSubscription) -> None:

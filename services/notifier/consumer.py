@@ -16,7 +16,6 @@ import logging
 from typing import Any
 
 import aiohttp
-import msgspec
 from nats.aio.msg import Msg
 from nats.errors import Error as NatsError
 from nats.js import JetStreamContext
@@ -50,11 +49,8 @@ class Notifier:
 
     async def handle(self, msg: Msg) -> None:
         """Send one attempt for one terminal event; never raises."""
-        try:
-            event = events.decode(msg.data)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            log.error("terminating undecodable message on %s: %s", msg.subject, exc)
-            await msg.term()
+        event = await bus.decode_or_term(msg)
+        if event is None:
             return
         try:
             terminal = await self._terminal_of(event)

@@ -99,11 +99,8 @@ class Renderer:
 
     async def handle(self, msg: Msg) -> None:
         """Process one delivery; never raises (a failure to even report is left to redelivery)."""
-        try:
-            event = events.decode(msg.data)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            log.error("terminating undecodable message on %s: %s", msg.subject, exc)
-            await msg.term()
+        event = await bus.decode_or_term(msg)
+        if event is None:
             return
         if not isinstance(event, events.JobSubmitted):
             await msg.term()

@@ -20,7 +20,7 @@ import pytest
 from aiohttp import web
 from standardwebhooks.webhooks import Webhook
 
-from tests.conftest import free_port
+from tests.conftest import serving
 from tests.faults.harness import Cluster, assert_no_job_left_behind, poll, small_job
 
 JOBS = 5
@@ -49,13 +49,9 @@ async def flaky() -> AsyncIterator[FlakyReceiver]:
     receiver = FlakyReceiver()
     app = web.Application()
     app.router.add_post("/hook", receiver.handle)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    port = free_port()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
-    receiver.url = f"http://127.0.0.1:{port}/hook"
-    yield receiver
-    await runner.cleanup()
+    async with serving(app) as base:
+        receiver.url = f"{base}/hook"
+        yield receiver
 
 
 async def test_killed_notifier_mid_retry_loses_no_webhook(

@@ -16,7 +16,7 @@ import pytest
 from aiohttp import web
 
 from services.core.settings import Settings
-from tests.conftest import Stack, free_port
+from tests.conftest import Stack, serving
 from tests.integration.test_pipeline import pdf_text
 
 PAGE = "<html><body><h1>Served page 42</h1><p>from a local server</p></body></html>"
@@ -47,13 +47,9 @@ async def page_server() -> AsyncIterator[PageServer]:
     server = PageServer()
     app = web.Application()
     app.router.add_get("/page", server.page)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    port = free_port()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
-    server.url = f"http://127.0.0.1:{port}/page"
-    yield server
-    await runner.cleanup()
+    async with serving(app) as base:
+        server.url = f"{base}/page"
+        yield server
 
 
 async def post_job(stack: Stack, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
