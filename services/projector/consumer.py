@@ -8,15 +8,19 @@ import logging
 import asyncpg
 import msgspec
 from nats.aio.msg import Msg
+from nats.errors import Error as NatsError
 from nats.js import JetStreamContext
 
 from services.core import bus, events, metrics, runtime
+from services.core.errors import Unavailable
 from services.projector.apply import apply
 
 log = logging.getLogger(__name__)
 
 BATCH = 256
 _DB_DOWN = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncio.TimeoutError)
+RETRYABLE = (*_DB_DOWN, Unavailable, NatsError)
+"""NATS or Postgres trouble: the finalizer and reconciler retry later on these."""
 
 
 def _decode(msg: Msg) -> events.AnyEvent | None:

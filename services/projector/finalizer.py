@@ -24,28 +24,18 @@ import logging
 import asyncpg
 import msgspec
 from nats.aio.msg import Msg
-from nats.errors import Error as NatsError
 from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
 
 from services.core import bus, db, events, metrics
-from services.core.errors import Unavailable
 from services.projector.apply import TERMINAL_STATUSES
+from services.projector.consumer import RETRYABLE
 
 log = logging.getLogger(__name__)
 
 BATCH = 64
 RETRY_DELAY = 2.0
 """Seconds before an advisory whose handling hit NATS or Postgres trouble comes back."""
-
-_RETRYABLE = (
-    Unavailable,
-    NatsError,
-    TimeoutError,
-    OSError,
-    asyncpg.PostgresError,
-    asyncpg.InterfaceError,
-)
 
 
 class MaxDeliveries(msgspec.Struct):
@@ -86,7 +76,7 @@ async def handle(js: JetStreamContext, pool: asyncpg.Pool, msg: Msg) -> None:
     it with a delay so it comes back (never raises for those)."""
     try:
         outcome = await finalize(js, pool, msg.data)
-    except _RETRYABLE as exc:
+    except RETRYABLE as exc:
         log.warning("advisory %s: will retry: %s", msg.metadata.sequence.stream, exc)
         await msg.nak(delay=RETRY_DELAY)
         return

@@ -21,27 +21,17 @@ from typing import Any
 
 import asyncpg
 import msgspec
-from nats.errors import Error as NatsError
 from nats.js import JetStreamContext
 
 from services.core import bus, db, events, metrics, runtime
-from services.core.errors import Unavailable
 from services.core.settings import Settings
 from services.projector.consumer import BATCH as PROJECTOR_BATCH
+from services.projector.consumer import RETRYABLE
 
 log = logging.getLogger(__name__)
 
 SWEEP_LIMIT = 500
 """Jobs acted on per sweep; the rest stay stale and are taken by the next sweep."""
-
-_RETRYABLE = (
-    Unavailable,
-    NatsError,
-    TimeoutError,
-    OSError,
-    asyncpg.PostgresError,
-    asyncpg.InterfaceError,
-)
 
 
 async def run(
@@ -54,7 +44,7 @@ async def run(
     while not stop.is_set():
         try:
             await sweep(js, pool, settings)
-        except _RETRYABLE as exc:
+        except RETRYABLE as exc:
             log.warning("reconciler: sweep skipped: %s", exc)
         await runtime.pause(stop, settings.reconcile_interval)
 
