@@ -70,9 +70,21 @@ async def ceiling(chromium: str, pages: int, count: int) -> float:
         warm_up = iter(range(2 * pages))
         await asyncio.gather(*(loop(tab, warm_up) for tab in tabs))
         todo = iter(range(count))
+        chromium_pid = browser.process.pid
+        before = tree_cpu_seconds(chromium_pid, True), cpu_seconds(os.getpid())
+        machine = psutil.cpu_times()
         started = time.perf_counter()
         await asyncio.gather(*(loop(tab, todo) for tab in tabs))
-        return count / (time.perf_counter() - started)
+        elapsed = time.perf_counter() - started
+        after = tree_cpu_seconds(chromium_pid, True), cpu_seconds(os.getpid())
+        now = psutil.cpu_times()
+        busy = sum(now) - now.idle - (sum(machine) - machine.idle)
+        print(
+            f"    (a) CPU per PDF, µs: chromium {(after[0] - before[0]) / count * 1e6:,.0f}, "
+            f"pyppeteer loop {(after[1] - before[1]) / count * 1e6:,.0f}; machine CPU busy: "
+            f"{busy / (elapsed * (psutil.cpu_count() or 1)):.0%}"
+        )
+        return count / elapsed
     finally:
         await browser.close()
 
@@ -173,13 +185,76 @@ class PeakMemory:
             with contextlib.suppress(psutil.Error):
                 tree = [proc, *proc.children(recursive=True)]
                 self.peak = max(self.peak, sum(p.memory_info().rss for p in tree))
-            await asyncio.sleep(0.2)
+            await asyncio.sleep(1.0)  # each sample costs CPU the renderer would use
 
     async def stop(self) -> int:
         self.task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self.task
         return self.peak
+
+
+def cpu_seconds(pid: int) -> float:
+    times = psutil.Process(pid).cpu_times()
+    return float(times.user + times.system)
+
+
+def tree_cpu_seconds(pid: int, children: bool) -> float:
+    """CPU of `pid` and, with `children`, of its live descendants (Chromium, PostgreSQL's
+    backends)."""
+    proc = psutil.Process(pid)
+    total = 0.0
+    for member in [proc, *(proc.children(recursive=True) if children else [])]:
+        with contextlib.suppress(psutil.Error):
+            total += cpu_seconds(member.pid)
+    return total
+
+
+class CpuMeter:
+    """CPU seconds each process (or process tree) spends between `start()` and `report()`.
+
+    CPU per job does not depend on what else the shared machine is doing, so it is the
+    figure to compare between runs; rates are not.
+    """
+
+    def __init__(self, env: dict[str, str], procs: dict[str, Any]) -> None:
+        data = str(Path(env["PRESSROOM_STORAGE_DIR"]).parent)
+        self.groups: dict[str, tuple[int, bool]] = {
+            name: (proc.pid, False) for name, proc in procs.items()
+        }
+        if "renderer" in procs:
+            self.groups["renderer"] = (procs["renderer"].pid, False)
+            self.groups["chromium"] = (procs["renderer"].pid, True)
+        for proc in psutil.process_iter(["name", "cmdline"]):
+            line = " ".join(proc.info["cmdline"] or [])
+            if proc.info["name"] == "nats-server" and data in line:
+                self.groups["nats-server"] = (proc.pid, False)
+            if proc.info["name"] == "postgres" and data in line:
+                self.groups["postgresql"] = (proc.pid, True)
+        self.groups["load generator"] = (os.getpid(), False)
+        self.before: dict[str, float] = {}
+
+    def _sample(self) -> dict[str, float]:
+        spent = {}
+        for name, (pid, children) in self.groups.items():
+            spent[name] = tree_cpu_seconds(pid, children)
+        if "chromium" in spent:
+            spent["chromium"] -= spent["renderer"]
+        return spent
+
+    def start(self) -> None:
+        self.before = self._sample()
+        self.machine = psutil.cpu_times()
+        self.started = time.monotonic()
+
+    def report(self, jobs: int) -> None:
+        after = self._sample()
+        parts = [f"{name} {(after[name] - self.before[name]) / jobs * 1e6:,.0f}" for name in after]
+        print(f"    CPU per job, µs: {', '.join(parts)}")
+        now = psutil.cpu_times()
+        busy = sum(now) - now.idle - (sum(self.machine) - self.machine.idle)
+        wall = (time.monotonic() - self.started) * (psutil.cpu_count() or 1)
+        print(f"    machine CPU busy: {busy / wall:.0%} of {psutil.cpu_count()} cores")
 
 
 def seconds(value: str) -> float:
@@ -195,9 +270,12 @@ async def end_to_end(env: dict[str, str], logs: Path, jobs: int) -> dict[str, fl
         await wait_ready(http, url)
         await wait_done(http, url, (await submit(http, url, 4))[0])  # warm-up
         memory = PeakMemory(procs["renderer"].pid)
+        meter = CpuMeter(env, procs)
+        meter.start()
         started = time.time()
         ids, accept, _ = await submit(http, url, jobs)
         done = await wait_done(http, url, ids)
+        meter.report(jobs)
         last = max(seconds(job["finished_at"]) for job in done)
         latency = [seconds(j["finished_at"]) - seconds(j["created_at"]) for j in done]
         return {
@@ -210,11 +288,6 @@ async def end_to_end(env: dict[str, str], logs: Path, jobs: int) -> dict[str, fl
         }
 
 
-def cpu_seconds(pid: int) -> float:
-    times = psutil.Process(pid).cpu_times()
-    return float(times.user + times.system)
-
-
 async def accepts(env: dict[str, str], logs: Path, count: int) -> tuple[float, float]:
     url = f"http://127.0.0.1:{env['PRESSROOM_PORT']}"
     async with (
@@ -223,18 +296,10 @@ async def accepts(env: dict[str, str], logs: Path, count: int) -> tuple[float, f
     ):
         await wait_ready(http, url)
         await submit(http, url, 200)  # warm-up
-        pids = {name: proc.pid for name, proc in procs.items()}
-        pids["nats-server"] = next(
-            p.pid for p in psutil.process_iter(["name"]) if p.info["name"] == "nats-server"
-            and str(Path(env["PRESSROOM_STORAGE_DIR"]).parent) in " ".join(p.cmdline())
-        )  # fmt: skip
-        pids["load generator"] = os.getpid()
-        before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+        meter = CpuMeter(env, procs)
+        meter.start()
         _, latencies, rate = await submit(http, url, count)
-        # CPU per request does not depend on what else the machine is doing.
-        for name, pid in pids.items():
-            spent = (cpu_seconds(pid) - before[name]) / count * 1e6
-            print(f"    {name} CPU per accepted job: {spent:.0f} µs")
+        meter.report(count)
         return rate, percentile(latencies, 0.99) * 1000
 
 
