@@ -100,6 +100,15 @@ async def test_pdf_contains_the_text_and_one_page(pool: BrowserPool) -> None:
 
 
 @shared_loop
+async def test_devtools_messages_are_not_deflated(pool: BrowserPool) -> None:
+    """Compression on a loopback socket costs both processes CPU (docs/benchmarks.md)."""
+    await pool.pdf("<p>x</p>", A4)
+    chromium = pool._chromium
+    assert chromium is not None
+    assert chromium.browser._connection.connection.extensions == []
+
+
+@shared_loop
 async def test_a4_portrait_by_default_and_landscape_when_asked(pool: BrowserPool) -> None:
     portrait = PdfReader(io.BytesIO((await pool.pdf("<p>x</p>", A4)).pdf)).pages[0].mediabox
     landscape_pdf = (await pool.pdf("<p>x</p>", PageOptions(landscape=True))).pdf
