@@ -120,6 +120,12 @@ class Settings:
     render_concurrency: int = _var(
         "PRESSROOM_RENDER_CONCURRENCY", 2, _int(1, 64), "pages rendering at once per renderer"
     )
+    render_prefetch: int = _var(
+        "PRESSROOM_RENDER_PREFETCH",
+        2,
+        _int(0, 64),
+        "jobs held beyond the busy pages, so a page never waits for the next job",
+    )
     render_timeout: float = _var(
         "PRESSROOM_RENDER_TIMEOUT", 30.0, _float(1, 600), "per-render time limit, s"
     )

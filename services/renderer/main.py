@@ -32,7 +32,9 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
             js,
             events.RENDERER,
             renderer.handle,
-            limit=settings.render_concurrency,
+            # A job's bookkeeping (fetch, `started`, upload, `done`, ack) overlaps another
+            # job's render, so the pages stay busy: CPU-bound Chromium is the ceiling.
+            limit=settings.render_concurrency + settings.render_prefetch,
             stop=stop,
             grace=settings.shutdown_grace,
         )

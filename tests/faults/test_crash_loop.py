@@ -3,8 +3,8 @@
 A watcher subscribed to `jobs.*.started` (core NATS) plays the poison: each time the poison
 job starts, it SIGKILLs the renderer that started it (with its Chromium) and starts a new
 one. The poison renders for most of a second, so the kill always lands mid-render. The
-renderers run with PRESSROOM_MAX_ATTEMPTS=3, a 2 s ack wait and one render at a time, so
-the poison job never shares a renderer with another job. Jobs are submitted before the
+renderers run with PRESSROOM_MAX_ATTEMPTS=3, a 2 s ack wait, one render at a time and no
+prefetched jobs, so the poison job never shares a renderer with another job. Jobs are submitted before the
 first renderer starts, so the watcher knows the poison's id before it can start.
 
 Verifies:
@@ -67,6 +67,7 @@ async def test_job_that_kills_every_renderer_ends_failed(cluster: Cluster) -> No
         PRESSROOM_MAX_ATTEMPTS=str(ATTEMPTS),
         PRESSROOM_ACK_WAIT="2",
         PRESSROOM_RENDER_CONCURRENCY="1",
+        PRESSROOM_RENDER_PREFETCH="0",
     )
     poison_id = (await cluster.post_job(POISON, expect="failed")).body["id"]
     await cluster.submit_many(10)
