@@ -18,6 +18,10 @@ from services.projector.apply import apply
 log = logging.getLogger(__name__)
 
 BATCH = 256
+LINGER = 0.05
+"""Seconds a partial batch waits for more events: one transaction then carries several
+events (a job's `started` and `done` often arrive within it), which costs the projector
+and PostgreSQL far less CPU per event than one transaction each, for a lag of 50 ms."""
 _DB_DOWN = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncio.TimeoutError)
 RETRYABLE = (*_DB_DOWN, Unavailable, NatsError)
 """NATS or Postgres trouble: the finalizer and reconciler retry later on these."""
@@ -45,7 +49,9 @@ async def _ack_all(msgs: list[Msg]) -> None:
         await msg.ack()
 
 
-async def run(js: JetStreamContext, pool: asyncpg.Pool, stop: asyncio.Event) -> None:
+async def run(
+    js: JetStreamContext, pool: asyncpg.Pool, stop: asyncio.Event, linger: float = LINGER
+) -> None:
     """Project until `stop` is set.
 
     While Postgres is down the batch is held and retried, so nothing is skipped; JetStream
@@ -54,11 +60,22 @@ async def run(js: JetStreamContext, pool: asyncpg.Pool, stop: asyncio.Event) -> 
     sub = await bus.subscribe(js, events.PROJECTOR)
     try:
         while not stop.is_set():
-            msgs = await bus.fetch(sub, BATCH)
+            msgs = await _next_batch(sub, stop, linger)
             if msgs:
                 await _apply_until_stored(pool, msgs, stop)
     finally:
         await bus.close_subscription(sub)
+
+
+async def _next_batch(
+    sub: JetStreamContext.PullSubscription, stop: asyncio.Event, linger: float
+) -> list[Msg]:
+    """The next events: a first few, then whatever else arrived within `linger`."""
+    msgs = await bus.fetch(sub, BATCH)
+    if msgs and len(msgs) < BATCH and linger > 0:
+        await runtime.pause(stop, linger)
+        msgs += await bus.fetch(sub, BATCH - len(msgs), timeout=0.01)
+    return msgs
 
 
 async def _apply_until_stored(pool: asyncpg.Pool, msgs: list[Msg], stop: asyncio.Event) -> None:
