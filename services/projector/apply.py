@@ -8,6 +8,7 @@ order (`last_seq`); a job row is created by whichever of its events arrives firs
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from typing import Any
 
 import asyncpg
@@ -17,61 +18,95 @@ from services.core import events
 
 TERMINAL_STATUSES = ("done", "failed", "cancelled")
 
+# Every event is one statement, so one round trip: record it (keyed by stream sequence),
+# then, only if it was new, upsert its job row. A job row is created by whichever of its
+# events comes first. Parameters $1-$5 are always the event's record; the statement says
+# whether it was new. Casts are explicit: `INSERT ... SELECT` cannot infer them.
 _RECORD = """
-INSERT INTO job_events (stream_seq, job_id, type, at, body) VALUES ($1, $2, $3, $4, $5)
-ON CONFLICT (stream_seq) DO NOTHING RETURNING stream_seq
-"""
+WITH new AS (
+    INSERT INTO job_events (stream_seq, job_id, type, at, body)
+    VALUES ($1::bigint, $2::text, $3::text, $4::timestamptz, $5::jsonb)
+    ON CONFLICT (stream_seq) DO NOTHING RETURNING stream_seq
+)"""
+_NEW = "SELECT count(*) > 0 FROM new"
+_NOT_TERMINAL = "WHERE j.status NOT IN ('done', 'failed', 'cancelled')"
 
-_ENSURE_ROW = """
-INSERT INTO jobs (id, status, created_at, updated_at) VALUES ($1, 'queued', $2, $2)
-ON CONFLICT (id) DO NOTHING
-"""
+_OTHER = f"""{_RECORD}, row AS (
+    INSERT INTO jobs (id, status, created_at, updated_at) SELECT $2, 'queued', $4, $4 FROM new
+    ON CONFLICT (id) DO NOTHING
+) {_NEW}"""
 
-_SUBMITTED = """
-UPDATE jobs SET input = $2, webhook_url = $3, idempotency_key = $4, created_at = $5
-WHERE id = $1
-"""
+_SUBMITTED = f"""{_RECORD}, row AS (
+    INSERT INTO jobs AS j (id, status, created_at, updated_at, input, webhook_url,
+                           idempotency_key)
+    SELECT $2, 'queued', $4, $4, $6::jsonb, $7::text, $8::text FROM new
+    ON CONFLICT (id) DO UPDATE SET input = EXCLUDED.input, webhook_url = EXCLUDED.webhook_url,
+        idempotency_key = EXCLUDED.idempotency_key, created_at = EXCLUDED.created_at
+) {_NEW}"""
 
-_PROGRESS = """
-UPDATE jobs SET
-    status = CASE WHEN $3::bigint > last_seq THEN $2 ELSE status END,
-    last_seq = GREATEST(last_seq, $3::bigint),
-    attempts = GREATEST(attempts, $4::integer),
-    started_at = COALESCE(started_at, $5),
-    updated_at = now()
-WHERE id = $1 AND status NOT IN ('done', 'failed', 'cancelled')
-"""
+# `started` ($6 = 'running') and `retrying` ($6 = 'queued'): a non-terminal status only
+# moves forward in stream order.
+_PROGRESS = f"""{_RECORD}, row AS (
+    INSERT INTO jobs AS j (id, status, created_at, updated_at, last_seq, attempts, started_at)
+    SELECT $2, $6::text, $4, now(), $1, $7::integer, $8::timestamptz FROM new
+    ON CONFLICT (id) DO UPDATE SET
+        status = CASE WHEN EXCLUDED.last_seq > j.last_seq THEN EXCLUDED.status ELSE j.status END,
+        last_seq = GREATEST(j.last_seq, EXCLUDED.last_seq),
+        attempts = GREATEST(j.attempts, EXCLUDED.attempts),
+        started_at = COALESCE(j.started_at, EXCLUDED.started_at),
+        updated_at = now()
+    {_NOT_TERMINAL}
+) {_NEW}"""
 
-_DONE = """
-UPDATE jobs SET status = 'done', attempts = GREATEST(attempts, $2::integer), object_key = $3,
-    bytes = $4, pages = $5, render_ms = $6, finished_at = $7, updated_at = now(),
-    last_seq = GREATEST(last_seq, $8::bigint), error_type = NULL, error_message = NULL
-WHERE id = $1 AND status NOT IN ('done', 'failed', 'cancelled')
-"""
+_DONE = f"""{_RECORD}, row AS (
+    INSERT INTO jobs AS j (id, status, created_at, updated_at, last_seq, attempts, object_key,
+                           bytes, pages, render_ms, finished_at)
+    SELECT $2, 'done', $4, now(), $1, $6::integer, $7::text, $8::bigint, $9::integer,
+           $10::integer, $4 FROM new
+    ON CONFLICT (id) DO UPDATE SET status = 'done',
+        attempts = GREATEST(j.attempts, EXCLUDED.attempts), object_key = EXCLUDED.object_key,
+        bytes = EXCLUDED.bytes, pages = EXCLUDED.pages, render_ms = EXCLUDED.render_ms,
+        finished_at = EXCLUDED.finished_at, updated_at = now(),
+        last_seq = GREATEST(j.last_seq, EXCLUDED.last_seq),
+        error_type = NULL, error_message = NULL
+    {_NOT_TERMINAL}
+) {_NEW}"""
 
-_FAILED = """
-UPDATE jobs SET status = 'failed', attempts = GREATEST(attempts, $2::integer),
-    error_type = $3, error_message = $4, finished_at = $5, updated_at = now(),
-    last_seq = GREATEST(last_seq, $6::bigint)
-WHERE id = $1 AND status NOT IN ('done', 'failed', 'cancelled')
-"""
+_FAILED = f"""{_RECORD}, row AS (
+    INSERT INTO jobs AS j (id, status, created_at, updated_at, last_seq, attempts, error_type,
+                           error_message, finished_at)
+    SELECT $2, 'failed', $4, now(), $1, $6::integer, $7::text, $8::text, $4 FROM new
+    ON CONFLICT (id) DO UPDATE SET status = 'failed',
+        attempts = GREATEST(j.attempts, EXCLUDED.attempts), error_type = EXCLUDED.error_type,
+        error_message = EXCLUDED.error_message, finished_at = EXCLUDED.finished_at,
+        updated_at = now(), last_seq = GREATEST(j.last_seq, EXCLUDED.last_seq)
+    {_NOT_TERMINAL}
+) {_NEW}"""
 
-_CANCELLED = """
-UPDATE jobs SET status = 'cancelled', error_type = 'cancelled', error_message = $2,
-    finished_at = $3, updated_at = now(), last_seq = GREATEST(last_seq, $4::bigint)
-WHERE id = $1 AND status NOT IN ('done', 'failed', 'cancelled')
-"""
+_CANCELLED = f"""{_RECORD}, row AS (
+    INSERT INTO jobs AS j (id, status, created_at, updated_at, last_seq, error_type,
+                           error_message, finished_at)
+    SELECT $2, 'cancelled', $4, now(), $1, 'cancelled', $6::text, $4 FROM new
+    ON CONFLICT (id) DO UPDATE SET status = 'cancelled', error_type = 'cancelled',
+        error_message = EXCLUDED.error_message, finished_at = EXCLUDED.finished_at,
+        updated_at = now(), last_seq = GREATEST(j.last_seq, EXCLUDED.last_seq)
+    {_NOT_TERMINAL}
+) {_NEW}"""
 
-_DELETED = """
-UPDATE jobs SET object_key = NULL, updated_at = now() WHERE id = $1 AND object_key = $2
-"""
+# The file named by the event is gone; a later render's file (another key) is not.
+_DELETED = f"""{_RECORD}, row AS (
+    INSERT INTO jobs AS j (id, status, created_at, updated_at) SELECT $2, 'queued', $4, $4 FROM new
+    ON CONFLICT (id) DO UPDATE SET object_key = NULL, updated_at = now()
+    WHERE j.object_key = $6::text
+) {_NEW}"""
 
-_WEBHOOK = """
-INSERT INTO webhook_deliveries
-    (stream_seq, job_id, webhook_id, attempt, url, outcome, status_code, error, latency_ms, at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-ON CONFLICT (stream_seq) DO NOTHING
-"""
+_WEBHOOK = f"""{_RECORD}, row AS (
+    INSERT INTO webhook_deliveries
+        (stream_seq, job_id, webhook_id, attempt, url, outcome, status_code, error, latency_ms, at)
+    SELECT $1, $2, $6::text, $7::integer, $8::text, $9::text, $10::integer, $11::text,
+           $12::integer, $4 FROM new
+    ON CONFLICT (stream_seq) DO NOTHING
+) {_NEW}"""
 
 
 _NOT_INPUT = {"type", "job_id", "at", "v", "webhook_url", "idempotency_key"}
@@ -96,49 +131,32 @@ async def apply(conn: asyncpg.Connection, seq: int, event: events.AnyEvent) -> b
         body.pop("html", None)
         body.pop("data", None)
         body.pop("webhook_secret", None)
-    recorded = await conn.fetchval(
-        _RECORD, seq, event.job_id, events.event_name(event), _ts(event.at), body
-    )
-    if recorded is None:
-        return False
-    if isinstance(event, events.WebhookAttempted):
-        await _webhook(conn, seq, event)
-        return True
-    await conn.execute(_ENSURE_ROW, event.job_id, _ts(event.at))
-    await _job(conn, seq, event)
-    return True
+    record = (seq, event.job_id, events.event_name(event), _ts(event.at), body)
+    statement, params = _STATEMENTS.get(type(event), (_OTHER, _no_params))
+    return bool(await conn.fetchval(statement, *record, *params(event)))
 
 
-async def _job(conn: asyncpg.Connection, seq: int, event: events.AnyEvent) -> None:
-    at = _ts(event.at)
-    match event:
-        case events.JobSubmitted():
-            job_input = job_input_of(event)
-            await conn.execute(
-                _SUBMITTED, event.job_id, job_input, event.webhook_url, event.idempotency_key, at
-            )
-        case events.JobStarted():
-            await conn.execute(_PROGRESS, event.job_id, "running", seq, event.attempt, at)
-        case events.JobRetrying():
-            await conn.execute(_PROGRESS, event.job_id, "queued", seq, event.attempt, None)
-        case events.JobDone():
-            await conn.execute(
-                _DONE, event.job_id, event.attempt, event.object_key, event.bytes,
-                event.pages, event.render_ms, at, seq,
-            )  # fmt: skip
-        case events.JobFailed():
-            await conn.execute(
-                _FAILED, event.job_id, event.attempt, event.error.type, event.error.message,
-                at, seq,
-            )  # fmt: skip
-        case events.JobCancelled():
-            await conn.execute(_CANCELLED, event.job_id, event.reason, at, seq)
-        case events.JobDeleted():
-            await conn.execute(_DELETED, event.job_id, event.object_key)
+def _no_params(event: Any) -> tuple[Any, ...]:
+    return ()
 
 
-async def _webhook(conn: asyncpg.Connection, seq: int, event: events.WebhookAttempted) -> None:
-    await conn.execute(
-        _WEBHOOK, seq, event.job_id, event.webhook_id, event.attempt, event.url, event.outcome,
-        event.status_code, event.error, event.latency_ms, _ts(event.at),
-    )  # fmt: skip
+# Each event type: its statement, and its parameters after the record's five.
+_STATEMENTS: dict[type, tuple[str, Callable[[Any], tuple[Any, ...]]]] = {
+    events.JobSubmitted: (
+        _SUBMITTED, lambda e: (job_input_of(e), e.webhook_url, e.idempotency_key)
+    ),
+    events.JobStarted: (_PROGRESS, lambda e: ("running", e.attempt, _ts(e.at))),
+    events.JobRetrying: (_PROGRESS, lambda e: ("queued", e.attempt, None)),
+    events.JobDone: (
+        _DONE, lambda e: (e.attempt, e.object_key, e.bytes, e.pages, e.render_ms)
+    ),
+    events.JobFailed: (_FAILED, lambda e: (e.attempt, e.error.type, e.error.message)),
+    events.JobCancelled: (_CANCELLED, lambda e: (e.reason,)),
+    events.JobDeleted: (_DELETED, lambda e: (e.object_key,)),
+    events.WebhookAttempted: (
+        _WEBHOOK,
+        lambda e: (
+            e.webhook_id, e.attempt, e.url, e.outcome, e.status_code, e.error, e.latency_ms
+        ),
+    ),
+}  # fmt: skip

@@ -4,8 +4,9 @@ A watcher subscribed to `jobs.*.started` (core NATS) plays the poison: each time
 job starts, it SIGKILLs the renderer that started it (with its Chromium) and starts a new
 one. The poison renders for most of a second, so the kill always lands mid-render. The
 renderers run with PRESSROOM_MAX_ATTEMPTS=3, a 2 s ack wait, one render at a time and no
-prefetched jobs, so the poison job never shares a renderer with another job. Jobs are submitted before the
-first renderer starts, so the watcher knows the poison's id before it can start.
+prefetched jobs, so the poison job never shares a renderer with another job. Jobs are
+submitted before the first renderer starts, so the watcher knows the poison's id before it
+can start.
 
 Verifies:
 - the poison job is started exactly 3 times (3 deliveries, 3 renderers killed) and then

@@ -58,3 +58,53 @@ async def test_migrations_apply_once(database_url: str):
         assert await conn.fetchval("SELECT count(*) FROM schema_migrations") == len(db.MIGRATIONS)
     finally:
         await conn.close()
+
+
+RETRYING = events.JobRetrying(
+    job_id="j1", attempt=1, worker="w", error=events.ErrorInfo("storage", "down"), delay=2.0
+)
+
+
+async def test_retry_requeues_then_a_later_attempt_runs_and_fails(database_url: str):
+    queued = await project(database_url, [(1, SUBMITTED), (2, STARTED), (3, RETRYING)])
+    assert (queued["status"], queued["attempts"]) == ("queued", 1)
+    assert queued["started_at"] is not None
+    second = events.JobStarted(job_id="j1", attempt=2, worker="w")
+    failed = await project(database_url, [(4, second), (5, FAILED)])
+    assert (failed["status"], failed["attempts"]) == ("failed", 2)
+    assert (failed["error_type"], failed["error_message"]) == ("browser", "crash")
+    assert failed["finished_at"] is not None
+
+
+async def test_a_progress_event_older_than_the_status_does_not_move_it(database_url: str):
+    row = await project(database_url, [(1, SUBMITTED), (3, RETRYING), (2, STARTED)])
+    assert row["status"] == "queued"
+
+
+async def test_a_cancel_wins_over_a_later_done(database_url: str):
+    cancelled = events.JobCancelled(job_id="j1")
+    row = await project(database_url, [(1, SUBMITTED), (2, cancelled), (3, DONE)])
+    assert (row["status"], row["error_type"]) == ("cancelled", "cancelled")
+    assert row["object_key"] is None
+
+
+async def test_a_deleted_event_clears_the_file_it_names(database_url: str):
+    row = await project(database_url, [(1, SUBMITTED), (2, DONE)])
+    assert row["object_key"] == "jobs/j1.pdf"
+    row = await project(database_url, [(3, events.JobDeleted(job_id="j1", object_key="x.pdf"))])
+    assert row["object_key"] == "jobs/j1.pdf"
+    deleted = events.JobDeleted(job_id="j1", object_key="jobs/j1.pdf")
+    row = await project(database_url, [(4, deleted)])
+    assert (row["object_key"], row["status"]) == (None, "done")
+
+
+async def test_webhook_attempts_are_recorded_once(database_url: str):
+    attempt = events.WebhookAttempted(
+        job_id="j1", webhook_id="msg_1", attempt=1, url="https://example.com/h",
+        outcome="failed", status_code=500, error="HTTP 500", latency_ms=12,
+    )  # fmt: skip
+    for _ in range(2):
+        await project(database_url, [(1, SUBMITTED), (2, DONE), (3, attempt)])
+    async with db.open_pool(Settings(database_url=database_url)) as pool:
+        rows = await db.webhook_deliveries(pool, "j1")
+    assert [(r["attempt"], r["outcome"], r["status_code"]) for r in rows] == [(1, "failed", 500)]
