@@ -30,6 +30,7 @@ test: lint typecheck chromium
 	$(BIN)/pytest -q
 
 bench: $(STAMP) chromium
+	@scripts/ensure-wrk.sh
 	$(BIN)/python bench/render_throughput.py
 	$(BIN)/python bench/nats_durability.py
 

@@ -23,6 +23,9 @@ import asyncio
 import contextlib
 import json
 import os
+import re
+import resource
+import shutil
 import statistics
 import sys
 import tempfile
@@ -247,9 +250,14 @@ class CpuMeter:
         self.machine = psutil.cpu_times()
         self.started = time.monotonic()
 
-    def report(self, jobs: int) -> None:
+    def report(self, jobs: int, extra: dict[str, float] | None = None) -> None:
+        """Print CPU per job; `extra` adds CPU seconds measured elsewhere (a child's)."""
         after = self._sample()
-        parts = [f"{name} {(after[name] - self.before[name]) / jobs * 1e6:,.0f}" for name in after]
+        spent = {name: after[name] - self.before[name] for name in after}
+        if extra:
+            del spent["load generator"]
+            spent.update(extra)
+        parts = [f"{name} {cpu / jobs * 1e6:,.0f}" for name, cpu in spent.items()]
         print(f"    CPU per job, µs: {', '.join(parts)}")
         now = psutil.cpu_times()
         busy = sum(now) - now.idle - (sum(self.machine) - self.machine.idle)
@@ -288,8 +296,11 @@ async def end_to_end(env: dict[str, str], logs: Path, jobs: int) -> dict[str, fl
         }
 
 
-async def accepts(env: dict[str, str], logs: Path, count: int) -> tuple[float, float]:
+async def accepts(env: dict[str, str], logs: Path, count: int) -> dict[str, tuple[float, float]]:
+    """(jobs/s, accept p99 ms) of the gateway alone, by load generator: the Python client
+    (aiohttp), and wrk when installed (C: it leaves the cores to what it measures)."""
     url = f"http://127.0.0.1:{env['PRESSROOM_PORT']}"
+    results = {}
     async with (
         services(["gateway", "projector"], env, logs) as procs,
         aiohttp.ClientSession() as http,
@@ -300,7 +311,47 @@ async def accepts(env: dict[str, str], logs: Path, count: int) -> tuple[float, f
         meter.start()
         _, latencies, rate = await submit(http, url, count)
         meter.report(count)
-        return rate, percentile(latencies, 0.99) * 1000
+        results["python client"] = rate, percentile(latencies, 0.99) * 1000
+        if shutil.which("wrk"):
+            results["wrk"] = await wrk(url, logs, CpuMeter(env, procs))
+    return results
+
+
+def _ms(text: str) -> float:
+    """A wrk duration (`850.00us`, `12.3ms`, `1.2s`) in milliseconds."""
+    for unit, factor in (("us", 1e-3), ("ms", 1.0), ("s", 1e3)):
+        if text.endswith(unit):
+            return float(text[: -len(unit)]) * factor
+    raise ValueError(text)
+
+
+async def wrk(url: str, folder: Path, meter: CpuMeter, seconds: int = 5) -> tuple[float, float]:
+    """Submit the invoice job from CLIENTS connections for `seconds` with wrk."""
+    body = folder / "job.json"
+    body.write_text(json.dumps({"template": TEMPLATE, "data": DATA}))
+    script = folder / "post.lua"
+    script.write_text(
+        'wrk.method = "POST"\n'
+        'wrk.headers["Content-Type"] = "application/json"\n'
+        f"local file = io.open({json.dumps(str(body))})\n"
+        "wrk.body = file:read('*a')\n"
+        "file:close()\n"
+    )
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    meter.start()
+    proc = await asyncio.create_subprocess_exec(
+        "wrk", "-t1", f"-c{CLIENTS}", f"-d{seconds}s", "--latency", "-s", str(script),
+        f"{url}/jobs", stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out = (await proc.communicate())[0].decode()
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    requests = int(re.search(r"(\d+) requests in", out).group(1))  # type: ignore[union-attr]
+    wrk_cpu = used.ru_utime + used.ru_stime - children.ru_utime - children.ru_stime
+    meter.report(requests, {"wrk": wrk_cpu})
+    assert "Non-2xx" not in out and "Socket errors" not in out, out
+    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
+    p99 = _ms(re.search(r"99%\s+(\S+)", out).group(1))  # type: ignore[union-attr]
+    return rate, p99
 
 
 async def main() -> None:
@@ -313,8 +364,8 @@ async def main() -> None:
     if args.accepts_only:
         with tempfile.TemporaryDirectory() as tmp:
             async with environment(Path(tmp) / "gw") as env:
-                rate, p99 = await accepts(env, Path(tmp), args.accepts)
-        print(f"(c) gateway alone, {CLIENTS} clients: {rate:6.0f} jobs/s, p99 {p99:.1f} ms")
+                gateway = await accepts(env, Path(tmp), args.accepts)
+        print_accepts(gateway)
         return
     chromium = os.environ.get("PRESSROOM_CHROMIUM", "/usr/bin/chromium")
     os.environ["PRESSROOM_RENDER_CONCURRENCY"] = str(args.pages)
@@ -323,7 +374,7 @@ async def main() -> None:
         async with environment(Path(tmp) / "e2e") as env:
             e2e = await end_to_end(env, Path(tmp), args.jobs)
         async with environment(Path(tmp) / "gw") as env:
-            rate, p99 = await accepts(env, Path(tmp), args.accepts)
+            gateway = await accepts(env, Path(tmp), args.accepts)
     print(f"(a) bare pyppeteer loop, {args.pages} tabs:    {base:6.1f} PDFs/s")
     print(f"(b) Pressroom end to end, {args.jobs} jobs:    {e2e['rate']:6.1f} PDFs/s")
     print(f"    ratio (b)/(a):                     {e2e['rate'] / base:6.2f}")
@@ -331,9 +382,17 @@ async def main() -> None:
     print(f"    accept p99 while rendering:        {e2e['accept_p99_busy']:.1f} ms")
     print(f"    renderer peak RSS (with Chromium): {e2e['memory']:.0f} MiB")
     print(f"    jobs not done:                     {e2e['failed']}")
-    print(
-        f"(c) gateway alone, {CLIENTS} clients:        {rate:6.0f} jobs/s, accept p99 {p99:.1f} ms"
-    )
+    print_accepts(gateway)
+
+
+def print_accepts(results: dict[str, tuple[float, float]]) -> None:
+    for client, (rate, p99) in results.items():
+        print(
+            f"(c) gateway alone, {CLIENTS} clients ({client}): {rate:6.0f} jobs/s, "
+            f"accept p99 {p99:.1f} ms"
+        )
+    if "wrk" not in results:
+        print("    (install wrk to measure (c) with a load generator that leaves the CPU alone)")
 
 
 if __name__ == "__main__":
