@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import os
 import signal
@@ -59,10 +60,24 @@ def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
     return uvloop.new_event_loop
 
 
+def tune_gc() -> None:
+    """Collect garbage less often than CPython's default (every 700 net allocations).
+
+    The services allocate many short-lived objects per request or event and keep few: the
+    default runs a young collection every few requests and promotes survivors that later
+    cost full collections, which showed as the gateway's accept-latency tail (p99 15-16 ms
+    -> 8-8.5 ms at ~4,300 jobs/s, docs/benchmarks.md). Objects that exist at start (modules,
+    settings) are frozen out of every collection.
+    """
+    gc.freeze()
+    gc.set_threshold(50_000, 50, 100)
+
+
 def run(name: str, service_main: ServiceMain) -> None:
     """Run one service until SIGINT/SIGTERM; startup failures exit 1 with one clear line."""
     settings = load_settings()
     setup_logging(settings.log_level, name)
+    tune_gc()
     try:
         with asyncio.Runner(loop_factory=_loop_factory()) as runner:
             runner.run(_run(service_main, settings))
