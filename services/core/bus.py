@@ -67,6 +67,7 @@ def stream_config(settings: Settings) -> StreamConfig:
         max_age=settings.stream_max_age,
         discard=DiscardPolicy.OLD,
         duplicate_window=DUPLICATE_WINDOW,
+        allow_direct=True,  # the renderer's pre-render check reads by direct get
     )
 
 

@@ -131,7 +131,9 @@ class Renderer:
 
     async def _attempt(self, msg: Msg, job: events.JobSubmitted) -> None:
         attempt = msg.metadata.num_delivered
-        ended = await timeline.terminal_event(self.js, job.job_id)
+        # A direct get (cheap; possibly stale on a replicated stream): a terminal event it
+        # misses costs one render, whose own terminal event is then a deduplicated no-op.
+        ended = await timeline.terminal_event(self.js, job.job_id, direct=True)
         if ended is not None:  # cancelled while queued, or a redelivery of a finished job
             log.info("job %s is already %s; not rendering", job.job_id, events.event_name(ended))
             await msg.ack()
@@ -177,7 +179,8 @@ class Renderer:
             await self._discard_if_cancelled(event)
         metrics.RENDER_ATTEMPTS.labels(status).inc()
         if status == "done":
-            await msg.ack_sync()
+            # Not ack_sync: a lost ack only means a redelivery, which finds `done` above.
+            await msg.ack()
         else:
             await msg.term()
 
