@@ -100,6 +100,10 @@ CHROMIUM_ARGS = [
     "--mute-audio",
     "--hide-scrollbars",
     "--font-render-hinting=none",
+    # Headless tabs past the first count as hidden and their renderers get background
+    # priority; with every tab printing, that cost ~5% of throughput (docs/benchmarks.md).
+    "--disable-renderer-backgrounding",
+    "--disable-backgrounding-occluded-windows",
     # A page that eats memory dies at 512 MB of JS heap (its tab crashes and is replaced)
     # instead of growing to V8's default of several GB beside the other tabs.
     "--js-flags=--max-old-space-size=512",
