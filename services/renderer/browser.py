@@ -101,7 +101,7 @@ CHROMIUM_ARGS = [
     "--hide-scrollbars",
     "--font-render-hinting=none",
     # Headless tabs past the first count as hidden and their renderers get background
-    # priority; with every tab printing, that cost ~5% of throughput (docs/benchmarks.md).
+    # priority; with every tab printing, that cost ~8% of throughput (docs/benchmarks.md).
     "--disable-renderer-backgrounding",
     "--disable-backgrounding-occluded-windows",
     # A page that eats memory dies at 512 MB of JS heap (its tab crashes and is replaced)
