@@ -334,9 +334,15 @@ class _Tab:
     currently emulates, the requests it has in flight and its main document's status."""
 
     def __init__(
-        self, page: Any, session: Any, gate: RequestFilter, crashed: asyncio.Future[None]
+        self,
+        page: Any,
+        session: Any,
+        gate: RequestFilter,
+        crashed: asyncio.Future[None],
+        foreground: asyncio.Lock,
     ) -> None:
         self.page = page
+        self.foreground = foreground  # shared by the browser's tabs: held to be in front
         self.crashed = crashed  # done once the tab's renderer died; the tab is then replaced
         self.session = session
         self.gate = gate
@@ -601,9 +607,17 @@ async def _screenshot(tab: _Tab, scale: float) -> bytes:
             f"page is {height * scale:.0f} px tall, over the PNG limit of {MAX_PNG_HEIGHT} px"
         )
     clip = {"x": 0, "y": 0, "width": width, "height": height, "scale": 1}
-    reply = await tab.send(
-        "Page.captureScreenshot", {"format": "png", "clip": clip, "captureBeyondViewport": True}
-    )
+    # A screenshot waits for the tab to commit a frame. Headless tabs in the background
+    # (all but the last one opened) are reported elsewhere to sometimes never commit one;
+    # here a capture hung once until the render timeout, in ~300 not reproduced. So the
+    # capturing tab is brought to the front first, one tab at a time, so that no other
+    # capture sends it back meanwhile.
+    async with tab.foreground:
+        await tab.send("Page.bringToFront")
+        reply = await tab.send(
+            "Page.captureScreenshot",
+            {"format": "png", "clip": clip, "captureBeyondViewport": True},
+        )
     return base64.b64decode(reply["data"])
 
 
@@ -696,6 +710,7 @@ class _Chromium:
         self.closing = False
         # Done once the DevTools connection dropped: the browser exited or crashed.
         self.gone: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.foreground = asyncio.Lock()
         self._tasks: set[asyncio.Task[Any]] = set()
         browser.on("disconnected", self._on_disconnected)
 
@@ -789,7 +804,7 @@ class _Chromium:
         session = await page.target.createCDPSession()
         gate = RequestFilter(self.egress, main_frame_id=page.target._targetId)
         await _guard(session, gate, self.spawn)
-        return _Tab(page, session, gate, crashed)
+        return _Tab(page, session, gate, crashed, self.foreground)
 
     async def replace_tab(self, tab: _Tab) -> None:
         """Close `tab` (it may be stuck) and queue a new tab in its place.

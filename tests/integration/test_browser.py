@@ -212,6 +212,20 @@ async def test_endless_script_times_out_and_the_tab_is_replaced() -> None:
         assert quick.alive
 
 
+async def test_screenshots_on_every_tab_also_after_a_tab_was_replaced() -> None:
+    """A headless tab in the background may never paint, and a screenshot waits for paint:
+    PNGs on both tabs at once, before and after one tab was replaced (which puts the other
+    one in the background), all come back."""
+    tall = "<style>body { margin: 0 } div { height: 1500px }</style><div>tall</div>"
+    png = PageOptions(output="png", width="400px", scale=2)
+    async with pool_of(pages=2, timeout=3.0) as pool:
+        for _ in range(2):
+            shots = await asyncio.gather(*(pool.pdf(f"{tall}<p>{i}</p>", png) for i in range(4)))
+            assert [shot.data[:8] for shot in shots] == [b"\x89PNG\r\n\x1a\n"] * 4
+            with pytest.raises(RenderTimeout):
+                await pool.pdf(ENDLESS, A4)
+
+
 async def test_a_failure_the_render_decides_keeps_the_tab() -> None:
     """A wait in vain or a page range past the end is the job's fault, not the tab's: the
     one tab goes back to the queue as it is (no replacement), and the next job renders."""
