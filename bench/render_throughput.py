@@ -301,7 +301,7 @@ async def end_to_end(env: dict[str, str], logs: Path, jobs: int) -> dict[str, fl
         meter = CpuMeter(env, procs)
         meter.start()
         started = time.time()
-        ids, accept, _ = await submit(http, url, jobs)
+        ids, accept, submitted = await submit(http, url, jobs)
         done = await wait_done(http, url, ids)
         meter.report(jobs)
         last = max(seconds(job["finished_at"]) for job in done)
@@ -311,6 +311,7 @@ async def end_to_end(env: dict[str, str], logs: Path, jobs: int) -> dict[str, fl
             "p50": statistics.median(latency),
             "p99": percentile(latency, 0.99),
             "accept_p99_busy": percentile(accept, 0.99) * 1000,
+            "submissions": submitted,
             "memory": await memory.stop() / 2**20,
             "failed": sum(j["status"] != "done" for j in done),
         }
@@ -422,7 +423,10 @@ async def main() -> None:
     line("    ratio (b)/(a'): what the pipeline costs", median("overhead"), "",
          [r["overhead"] for r in runs], 2)  # fmt: skip
     print(f"    job latency p50 / p99:             {median('p50'):.2f} s / {median('p99'):.2f} s")
-    print(f"    accept p99 while rendering:        {median('accept_p99_busy'):.1f} ms")
+    print(
+        f"    submissions while rendering:       {median('submissions'):.0f} jobs/s, "
+        f"accept p99 {median('accept_p99_busy'):.1f} ms"
+    )
     print(f"    renderer peak RSS (with Chromium): {max(r['memory'] for r in runs):.0f} MiB")
     print(f"    jobs not done:                     {sum(r['failed'] for r in runs)}")
     print_accepts(gateway)
