@@ -24,6 +24,11 @@ RENDER_ATTEMPTS = Counter(
     "pressroom_render_attempts_total", "Render attempts by outcome", ["outcome"]
 )
 RENDERS_IN_FLIGHT = Gauge("pressroom_renders_in_flight", "Renders running now")
+BROWSER_LAUNCHES = Counter(
+    "pressroom_browser_launches_total",
+    "Chromium launches by reason: start, recycle (after PRESSROOM_BROWSER_RECYCLE renders), crash",
+    ["reason"],
+)
 EVENTS_PROJECTED = Counter(
     "pressroom_events_projected_total", "Events applied to Postgres", ["type"]
 )

@@ -126,6 +126,12 @@ class Settings:
         _int(0, 64),
         "jobs held beyond the busy pages, so a page never waits for the next job",
     )
+    browser_recycle: int = _var(
+        "PRESSROOM_BROWSER_RECYCLE",
+        1000,
+        _int(1, 10_000_000),
+        "renders after which a browser is replaced by a fresh one",
+    )
     render_timeout: float = _var(
         "PRESSROOM_RENDER_TIMEOUT", 30.0, _float(1, 600), "per-render time limit, s"
     )

@@ -68,6 +68,7 @@ import pyppeteer.connection
 from pyppeteer.errors import NetworkError, PageError
 from websockets.legacy.client import connect as websocket_connect
 
+from services.core import metrics
 from services.core.errors import (
     BrowserError,
     OutputTooLarge,
@@ -926,6 +927,7 @@ class BrowserPool:
 
     async def __aenter__(self) -> Self:
         self._chromium = await self._launch()
+        metrics.BROWSER_LAUNCHES.labels("start").inc()
         return self
 
     async def __aexit__(
@@ -1083,7 +1085,9 @@ class BrowserPool:
             if self._chromium is not stale:
                 return
             log.info("relaunching Chromium (alive=%s, renders=%d)", stale.alive, stale.renders)
+            reason = "recycle" if stale.alive else "crash"
             self._chromium = await self._launch()
+            metrics.BROWSER_LAUNCHES.labels(reason).inc()
             stale.retired = True
             self._close_if_idle(stale)
 

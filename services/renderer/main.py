@@ -20,6 +20,7 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
         max_pages=settings.max_pages,
         allow_private_networks=settings.allow_private_networks,
         fonts_dir=settings.fonts_dir,
+        recycle_after=settings.browser_recycle,
     )
     async with (
         metrics.serve(settings.host, settings.metrics_port),

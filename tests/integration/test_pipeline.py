@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import io
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 import asyncpg
 import pypdf
 import pytest
+from prometheus_client import REGISTRY
 from standardwebhooks.webhooks import Webhook
 
 from services.core.settings import Settings
@@ -179,8 +181,6 @@ async def test_header_uses_the_job_data_and_png_downloads_as_png(stack: Stack):
 async def test_refused_page_requests_are_in_the_timeline_and_the_job_proceeds(
     settings: Settings,
 ):
-    from dataclasses import replace
-
     stack = Stack(replace(settings, allow_private_networks=False))
     await stack.start()
     try:
@@ -194,3 +194,22 @@ async def test_refused_page_requests_are_in_the_timeline_and_the_job_proceeds(
     done = next(e for e in timeline if e["type"] == "done")
     assert [r["url"] for r in done["refused"]] == ["http://127.0.0.1:9/x.png"]
     assert "loopback" in done["refused"][0]["reason"]
+
+
+def browser_launches(reason: str) -> float:
+    """What the renderer's /metrics says (the registry is this process's)."""
+    value = REGISTRY.get_sample_value("pressroom_browser_launches_total", {"reason": reason})
+    return value or 0.0
+
+
+async def test_the_browser_is_replaced_every_browser_recycle_renders(settings: Settings):
+    stack = Stack(replace(settings, browser_recycle=2))
+    before = browser_launches("recycle")
+    await stack.start()
+    try:
+        for _ in range(6):  # one at a time: renders 1-2, 3-4 and 5-6 share a browser
+            job = await stack.finished((await stack.submit(HELLO))["id"])
+            assert job["status"] == "done", job
+    finally:
+        await stack.close()
+    assert browser_launches("recycle") - before == 2

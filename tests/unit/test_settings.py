@@ -40,6 +40,7 @@ def test_values_are_parsed():
         ("PRESSROOM_ALLOW_PRIVATE_NETWORKS", "maybe"),
         ("PRESSROOM_WEBHOOK_SCHEDULE", "5,-1"),
         ("PRESSROOM_RENDER_CONCURRENCY", "0"),
+        ("PRESSROOM_BROWSER_RECYCLE", "0"),
     ],
 )
 def test_bad_value_names_the_variable(name, value):
