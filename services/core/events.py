@@ -29,7 +29,7 @@ def now() -> float:
     return time.time()
 
 
-class Margin(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+class Margin(msgspec.Struct, omit_defaults=True):
     """Page margins as CSS lengths (`"10mm"`, `"0.5in"`, `"12px"`)."""
 
     top: str = "0"
@@ -38,7 +38,7 @@ class Margin(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     left: str = "0"
 
 
-class WaitFor(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+class WaitFor(msgspec.Struct, omit_defaults=True):
     """What to wait for after `load` before printing: exactly one of the three.
 
     `timeout` is in seconds; None means as long as the render time limit allows, and a
@@ -51,7 +51,7 @@ class WaitFor(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     timeout: float | None = None
 
 
-class Metadata(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+class Metadata(msgspec.Struct, omit_defaults=True):
     """The PDF's document information (`/Title`, `/Author`, `/Subject`, `/Keywords`)."""
 
     title: str | None = None
@@ -60,8 +60,12 @@ class Metadata(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     keywords: str | None = None
 
 
-class PageOptions(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+class PageOptions(msgspec.Struct, omit_defaults=True):
     """How the page is printed; validated at the gateway, used by the renderer.
+
+    Inside events these structs ignore fields they do not know, so a renderer older than
+    the gateway still renders a job that uses a newer option (without it); the gateway
+    refuses unknown fields in requests with its strict subclasses (`gateway/requests.py`).
 
     `services/core/options.check_options` holds every rule beyond the types (ranges,
     units, known values, combinations); the README's "Print options" table documents them.

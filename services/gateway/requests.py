@@ -14,7 +14,7 @@ from aiohttp import web
 from jinja2.sandbox import SandboxedEnvironment
 
 from services.core.errors import RequestError
-from services.core.events import PageOptions
+from services.core.events import Margin, Metadata, PageOptions, WaitFor
 from services.core.options import check_options
 from services.notifier.signing import parse_secrets
 
@@ -43,6 +43,26 @@ _JINJA = SandboxedEnvironment()
 _T = TypeVar("_T")
 
 
+class MarginRequest(Margin, forbid_unknown_fields=True):
+    """`options.margin` as a request gives it: unknown fields are an error."""
+
+
+class WaitForRequest(WaitFor, forbid_unknown_fields=True):
+    """`options.wait_for` as a request gives it: unknown fields are an error."""
+
+
+class MetadataRequest(Metadata, forbid_unknown_fields=True):
+    """`options.metadata` as a request gives it: unknown fields are an error."""
+
+
+class OptionsRequest(PageOptions, forbid_unknown_fields=True):
+    """`options` as a request gives it: the event's `PageOptions`, strict about fields."""
+
+    margin: MarginRequest | None = None
+    wait_for: WaitForRequest | None = None
+    metadata: MetadataRequest | None = None
+
+
 class JobRequest(msgspec.Struct, forbid_unknown_fields=True):
     """`POST /jobs`: exactly one source (see `SOURCES`), data for a template source, page
     options and an optional webhook."""
@@ -55,7 +75,7 @@ class JobRequest(msgspec.Struct, forbid_unknown_fields=True):
     data: dict[str, Any] = msgspec.field(default_factory=dict)
     webhook_url: str | None = None
     webhook_secret: str | None = None
-    options: PageOptions = msgspec.field(default_factory=PageOptions)
+    options: OptionsRequest = msgspec.field(default_factory=OptionsRequest)
 
     @property
     def source(self) -> str:

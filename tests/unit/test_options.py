@@ -11,6 +11,7 @@ import pytest
 from services.core.errors import RequestError
 from services.core.events import JobSubmitted, PageOptions
 from services.core.options import check_options, css_px, inches
+from services.gateway.requests import OptionsRequest
 from services.renderer.browser import (
     DEFAULT_VIEWPORT,
     EMPTY_TEMPLATE,
@@ -26,7 +27,7 @@ from services.renderer.consumer import document_key, source_of
 
 def options(**fields: Any) -> PageOptions:
     """Options as the gateway builds them: converted from JSON-like values, unknown refused."""
-    return msgspec.convert(fields, PageOptions)
+    return msgspec.convert(fields, OptionsRequest)
 
 
 GOOD = [

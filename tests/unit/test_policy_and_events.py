@@ -45,6 +45,34 @@ def test_events_round_trip_and_tolerate_unknown_fields():
     assert events.decode(newer).job_id == "j"
 
 
+def test_a_job_with_options_this_version_does_not_know_still_decodes():
+    """A gateway newer than the renderer: the job renders, without the unknown option."""
+    newer = (
+        b'{"type":"submitted","job_id":"j","template":"t","options":{"format":"A5",'
+        b'"watermark":"DRAFT","margin":{"top":"1cm","gutter":"2mm"},'
+        b'"metadata":{"title":"T","language":"en"},"wait_for":{"selector":"#x","poll":1}}}'
+    )
+    job = events.decode(newer)
+    assert isinstance(job, events.JobSubmitted)
+    assert job.options.format == "A5"
+    assert job.options.margin == events.Margin(top="1cm")
+    assert job.options.metadata == events.Metadata(title="T")
+    assert job.options.wait_for == events.WaitFor(selector="#x")
+
+
+def test_requests_still_refuse_option_fields_nobody_knows():
+    for body, field in (
+        (b'{"template": "x", "options": {"watermark": "DRAFT"}}', "options.watermark"),
+        (b'{"template": "x", "options": {"margin": {"gutter": "1mm"}}}', "options.margin.gutter"),
+        (b'{"template": "x", "options": {"metadata": {"language": "en"}}}',
+         "options.metadata.language"),
+        (b'{"template": "x", "options": {"wait_for": {"poll": 1}}}', "options.wait_for.poll"),
+    ):  # fmt: skip
+        with pytest.raises(RequestError) as raised:
+            parse_job(body)
+        assert raised.value.field == field
+
+
 def test_retry_delay_is_exponential_and_capped():
     from services.renderer.consumer import retry_delay
 
