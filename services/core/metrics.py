@@ -32,6 +32,11 @@ BROWSER_LAUNCHES = Counter(
 EVENTS_PROJECTED = Counter(
     "pressroom_events_projected_total", "Events applied to Postgres", ["type"]
 )
+EVENTS_SKIPPED = Counter(
+    "pressroom_events_skipped_total",
+    "Events PostgreSQL refused and the projector skipped (still in the log; see its log)",
+    ["type"],
+)
 WEBHOOK_DELIVERIES = Counter(
     "pressroom_webhook_deliveries_total", "Webhook attempts by outcome", ["outcome"]
 )

@@ -23,6 +23,12 @@ LINGER = 0.05
 events (a job's `started` and `done` often arrive within it), which costs the projector
 and PostgreSQL far less CPU per event than one transaction each, for a lag of 50 ms."""
 _DB_DOWN = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncio.TimeoutError)
+_REFUSED = (
+    asyncpg.DataError,  # SQLSTATE class 22, and arguments asyncpg cannot encode
+    asyncpg.IntegrityConstraintViolationError,  # 23
+    asyncpg.ProgramLimitExceededError,  # 54
+)
+"""PostgreSQL refuses the event itself: retrying it can only stall the projection."""
 RETRYABLE = (*_DB_DOWN, Unavailable, NatsError)
 """NATS or Postgres trouble: the finalizer and reconciler retry later on these."""
 
@@ -78,11 +84,32 @@ async def _next_batch(
     return msgs
 
 
+async def _apply_or_skip(pool: asyncpg.Pool, msgs: list[Msg]) -> None:
+    """Apply `msgs` in one transaction; if PostgreSQL refuses one of them, apply them one
+    by one and skip the refused ones (logged and counted: the log still holds them, and
+    `pressroom projector --rebuild` replays them once the cause is fixed)."""
+    try:
+        await apply_batch(pool, msgs)
+        return
+    except _REFUSED:
+        pass
+    for msg in msgs:
+        try:
+            await apply_batch(pool, [msg])
+        except _REFUSED as exc:
+            kind = msg.subject.rsplit(".", 1)[-1]
+            log.error(
+                "skipping event %d (%s): PostgreSQL refuses it: %s",
+                msg.metadata.sequence.stream, msg.subject, exc,
+            )  # fmt: skip
+            metrics.EVENTS_SKIPPED.labels(kind).inc()
+
+
 async def _apply_until_stored(pool: asyncpg.Pool, msgs: list[Msg], stop: asyncio.Event) -> None:
     delay = 0.5
     while True:
         try:
-            await apply_batch(pool, msgs)
+            await _apply_or_skip(pool, msgs)
         except _DB_DOWN as exc:
             log.warning("Postgres unavailable, holding %d events: %s", len(msgs), exc)
             for msg in msgs:

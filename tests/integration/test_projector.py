@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-import asyncpg
+import asyncio
 
-from services.core import db, events
+import asyncpg
+from prometheus_client import REGISTRY
+
+from services.core import bus, db, events
 from services.core.settings import Settings
+from services.projector import consumer
 from services.projector.apply import apply
+from tests.conftest import NatsServer, eventually
 
 
 async def project(database_url: str, batch: list[tuple[int, events.AnyEvent]]) -> dict:
@@ -108,3 +113,34 @@ async def test_webhook_attempts_are_recorded_once(database_url: str):
     async with db.open_pool(Settings(database_url=database_url)) as pool:
         rows = await db.webhook_deliveries(pool, "j1")
     assert [(r["attempt"], r["outcome"], r["status_code"]) for r in rows] == [(1, "failed", 500)]
+
+
+async def test_an_event_postgresql_refuses_is_skipped_and_the_rest_projected(
+    nats_server: NatsServer, database_url: str
+):
+    """A submission the gateway would refuse (NUL: jsonb cannot hold it), published straight
+    to the log, used to stall the projection for good; now it is skipped and counted."""
+    settings = Settings(nats_url=nats_server.url, database_url=database_url)
+    skipped = REGISTRY.get_sample_value("pressroom_events_skipped_total", {"type": "submitted"})
+    stop = asyncio.Event()
+    async with bus.open_bus(settings, name="test") as (_, js), db.open_pool(settings) as pool:
+        poison = events.JobSubmitted(job_id="bad", template="t", data={"x": "a\x00b"})
+        await bus.publish(js, poison)
+        for job_id in ("ok1", "ok2"):
+            await bus.publish(js, events.JobSubmitted(job_id=job_id, template="t"))
+        projector = asyncio.create_task(consumer.run(js, pool, stop))
+        try:
+
+            async def projected() -> bool:
+                return await db.get_job(pool, "ok2") is not None
+
+            await eventually(projected, 15)
+        finally:
+            stop.set()
+            await projector
+        statuses = {r["id"]: r["status"] for r in await pool.fetch("SELECT id, status FROM jobs")}
+        info = await js.consumer_info(events.STREAM, events.PROJECTOR)
+    assert statuses == {"ok1": "queued", "ok2": "queued"}
+    after = REGISTRY.get_sample_value("pressroom_events_skipped_total", {"type": "submitted"})
+    assert (after or 0) - (skipped or 0) == 1
+    assert (info.num_pending, info.num_ack_pending) == (0, 0)  # the poison was acked too
