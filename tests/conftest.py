@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib
+import inspect
 import json
 import os
 import shutil
@@ -19,7 +20,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -47,16 +48,24 @@ def wait_until(check: Callable[[], bool], timeout: float, what: str) -> None:
         time.sleep(0.02)
 
 
-async def eventually(check: Callable[[], Awaitable[Any]], timeout: float = 30.0) -> Any:
-    """Poll `check` until it returns something truthy; fail with its last value at the deadline."""
+async def eventually(
+    check: Callable[[], Any],
+    timeout: float = 30.0,
+    what: str = "condition",
+    interval: float = 0.05,
+) -> Any:
+    """Poll `check` (plain or async) until it returns something truthy and return that;
+    at the deadline fail naming `what`, with the last value."""
     end = time.monotonic() + timeout
     value = None
     while time.monotonic() < end:
-        value = await check()
+        value = check()
+        if inspect.isawaitable(value):
+            value = await value
         if value:
             return value
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"condition not met within {timeout}s; last value: {value!r}")
+        await asyncio.sleep(interval)
+    raise AssertionError(f"{what}: not met within {timeout:g}s; last value: {value!r}")
 
 
 @dataclass

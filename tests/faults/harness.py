@@ -37,7 +37,7 @@ import nats
 import psutil
 
 from services.core.settings import Settings
-from tests.conftest import free_port
+from tests.conftest import eventually, free_port
 
 REPO = Path(__file__).resolve().parents[2]
 TERMINAL = ("done", "failed", "cancelled")
@@ -116,15 +116,8 @@ def kill_session(sid: int, timeout: float = 10) -> int:
 
 
 async def poll(check: Any, timeout: float, what: str, interval: float = 0.1) -> Any:
-    """Await `check()` until truthy; AssertionError naming `what` and the last value."""
-    end = time.monotonic() + timeout
-    value = None
-    while time.monotonic() < end:
-        value = await check()
-        if value:
-            return value
-        await asyncio.sleep(interval)
-    raise AssertionError(f"{what}: not within {timeout:g}s (last value: {value!r})")
+    """`eventually`, polling every 0.1 s: fault checks ask servers under load."""
+    return await eventually(check, timeout, what, interval)
 
 
 @dataclass

@@ -15,7 +15,7 @@ import os
 import signal
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -31,6 +31,7 @@ from services.core.errors import (
 )
 from services.core.events import Margin, PageOptions, WaitFor
 from services.renderer.browser import BrowserPool, count_pages
+from tests.conftest import eventually
 
 # Tests that use the shared `pool` run in its event loop; the others get their own.
 shared_loop = pytest.mark.asyncio(loop_scope="module")
@@ -60,13 +61,6 @@ async def pool() -> AsyncIterator[BrowserPool]:
 
 def text_of(pdf: bytes) -> str:
     return "\n".join(page.extract_text() for page in PdfReader(io.BytesIO(pdf)).pages)
-
-
-async def eventually(check: Callable[[], bool], timeout: float = 10.0) -> None:
-    end = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < end, f"{check.__name__} still false after {timeout}s"
-        await asyncio.sleep(0.02)
 
 
 def profile_of(pid: int) -> str:
@@ -289,7 +283,7 @@ async def test_browser_is_recycled_after_n_renders() -> None:
         def old_browser_gone() -> bool:
             return not processes_using(profile) and not Path(profile).exists()
 
-        await eventually(old_browser_gone)
+        await eventually(old_browser_gone, 10, "old_browser_gone")
 
 
 async def test_exit_leaves_no_chromium_process_or_profile_behind() -> None:
@@ -305,7 +299,7 @@ async def test_exit_leaves_no_chromium_process_or_profile_behind() -> None:
     def all_gone() -> bool:
         return not processes_using(profile)
 
-    await eventually(all_gone)
+    await eventually(all_gone, 10, "all_gone")
     assert not Path(profile).exists()
 
 
@@ -327,14 +321,14 @@ async def test_startup_cancelled_midway_leaves_no_chromium_behind() -> None:
     def profile_created() -> bool:
         return bool(profiles() - before)
 
-    await eventually(profile_created)
+    await eventually(profile_created, 10, "profile_created")
     (profile,) = profiles() - before
 
     def browser_closed() -> bool:
         # The profile is removed last, after the browser process has been reaped.
         return not profile.exists() and not processes_using(str(profile))
 
-    await eventually(browser_closed)
+    await eventually(browser_closed, 10, "browser_closed")
 
 
 async def test_pdf_outside_the_context_manager_is_an_error() -> None:

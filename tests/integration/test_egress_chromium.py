@@ -30,7 +30,6 @@ import asyncio
 import base64
 import contextlib
 import os
-import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,6 +41,7 @@ from pyppeteer.errors import PageError
 
 from services.renderer.browser import CHROMIUM_ARGS
 from services.renderer.egress import Egress, RequestFilter
+from tests.conftest import eventually
 
 CHROMIUM = os.environ.get("PRESSROOM_CHROMIUM") or "/usr/bin/chromium"
 PNG = base64.b64decode(
@@ -212,13 +212,6 @@ async def browser(site: Site) -> AsyncIterator[Browser]:
     await browser.close()
 
 
-async def eventually(check: Callable[[], Any], what: str, timeout: float = 10.0) -> None:
-    end = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < end, f"{what}: still not true after {timeout}s"
-        await asyncio.sleep(0.02)
-
-
 def refused_urls(gate: RequestFilter) -> list[str]:
     return [refusal.url for refusal in gate.refused.refusals]
 
@@ -331,7 +324,7 @@ async def test_a_cross_site_iframe_cannot_load_loopback_resources(
     site.pages["/frame.html"] = f'<img src="{site.url("/from-frame.png")}">'
     page, gate = await browser.tab(allow_private=False)
     await open_public_page(site, page, f'<iframe src="{site.url("/frame.html", "other.test")}">')
-    await eventually(lambda: site.url("/from-frame.png") in refused_urls(gate), "refused")
+    await eventually(lambda: site.url("/from-frame.png") in refused_urls(gate), 10, "refused")
     assert "/frame.html" in site.hits
     assert "/from-frame.png" not in site.hits
     assert gate.refused.navigation is None
@@ -353,7 +346,7 @@ async def test_workers_cannot_fetch_loopback_addresses(site: Site, browser: Brow
         </script>""",
     )
     wanted = {site.url("/from-worker"), site.url("/from-service-worker")}
-    await eventually(lambda: wanted <= set(refused_urls(gate)), "both refused")
+    await eventually(lambda: wanted <= set(refused_urls(gate)), 10, "both refused")
     assert "/sw.js" in site.hits
     assert "/from-worker" not in site.hits
     assert "/from-service-worker" not in site.hits
