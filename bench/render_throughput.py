@@ -245,8 +245,7 @@ class CpuMeter:
         self.groups: dict[str, tuple[int, bool]] = {
             name: (proc.pid, False) for name, proc in procs.items()
         }
-        if "renderer" in procs:
-            self.groups["renderer"] = (procs["renderer"].pid, False)
+        if "renderer" in procs:  # the renderer's tree less the renderer: Chromium
             self.groups["chromium"] = (procs["renderer"].pid, True)
         for proc in psutil.process_iter(["name", "cmdline"]):
             line = " ".join(proc.info["cmdline"] or [])

@@ -55,9 +55,7 @@ async def _ack_all(msgs: list[Msg]) -> None:
         await msg.ack()
 
 
-async def run(
-    js: JetStreamContext, pool: asyncpg.Pool, stop: asyncio.Event, linger: float = LINGER
-) -> None:
+async def run(js: JetStreamContext, pool: asyncpg.Pool, stop: asyncio.Event) -> None:
     """Project until `stop` is set.
 
     While Postgres is down the batch is held and retried, so nothing is skipped; JetStream
@@ -66,20 +64,18 @@ async def run(
     sub = await bus.subscribe(js, events.PROJECTOR)
     try:
         while not stop.is_set():
-            msgs = await _next_batch(sub, stop, linger)
+            msgs = await _next_batch(sub, stop)
             if msgs:
                 await _apply_until_stored(pool, msgs, stop)
     finally:
         await bus.close_subscription(sub)
 
 
-async def _next_batch(
-    sub: JetStreamContext.PullSubscription, stop: asyncio.Event, linger: float
-) -> list[Msg]:
-    """The next events: a first few, then whatever else arrived within `linger`."""
+async def _next_batch(sub: JetStreamContext.PullSubscription, stop: asyncio.Event) -> list[Msg]:
+    """The next events: a first few, then whatever else arrived within `LINGER`."""
     msgs = await bus.fetch(sub, BATCH)
-    if msgs and len(msgs) < BATCH and linger > 0:
-        await runtime.pause(stop, linger)
+    if msgs and len(msgs) < BATCH:
+        await runtime.pause(stop, LINGER)
         msgs += await bus.fetch(sub, BATCH - len(msgs), timeout=0.01)
     return msgs
 
