@@ -32,6 +32,11 @@ from aiohttp import web
 from services.core.settings import Settings
 
 BIN = Path(sys.executable).parent
+ADMIN_KEY = "test-admin-key"
+SERVER_KEY = "dGVzdC1zZXJ2ZXIta2V5LTMyLWJ5dGVzLWxvbmctISE="  # 32 bytes, for tests only
+ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
+GENEROUS = {"per_second": 10_000, "burst": 100_000}
+"""Rate limit of the tenants tests make unless they test limits: never the bottleneck."""
 
 
 def free_port() -> int:
@@ -170,6 +175,8 @@ def settings(tmp_path: Path, nats_server: NatsServer, database_url: str, chromiu
         database_url=database_url,
         storage_dir=str(tmp_path / "files"),
         url_secret="test-url-secret",
+        admin_key=ADMIN_KEY,
+        server_key=SERVER_KEY,
         webhook_secret="whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
         webhook_schedule=(0.0, 0.2, 0.2),
         webhook_timeout=2.0,
@@ -194,13 +201,62 @@ def s3_settings(settings: Settings, s3_endpoint: str) -> Settings:
 
 
 @dataclass
+class Tenant:
+    """A tenant a test made through the admin API, with one API key and a session that
+    sends it."""
+
+    id: str
+    name: str
+    key: str
+    key_id: str
+    webhook_secret: str
+    http: aiohttp.ClientSession
+
+    @property
+    def auth(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.key}"}
+
+
+async def admin_call(
+    http: aiohttp.ClientSession, method: str, url: str, body: Any = None, status: int = 200
+) -> Any:
+    """One admin API request, asserting its status; the decoded JSON answer (or None)."""
+    async with http.request(method, url, json=body, headers=ADMIN) as response:
+        assert response.status == status, await response.text()
+        return await response.json() if response.status != 204 else None
+
+
+async def make_tenant(
+    http: aiohttp.ClientSession,
+    base_url: str,
+    name: str | None = None,
+    scopes: list[str] | None = None,
+    **limits: Any,
+) -> Tenant:
+    """A new tenant (generous limits unless `limits` says otherwise) and an API key."""
+    body = {"name": name or f"t-{uuid.uuid4().hex[:8]}", "rate_limit": GENEROUS, **limits}
+    tenant = await admin_call(http, "POST", f"{base_url}/admin/tenants", body, 201)
+    keys_url = f"{base_url}/admin/tenants/{tenant['id']}/keys"
+    key = await admin_call(http, "POST", keys_url, {"scopes": scopes} if scopes else None, 201)
+    session = aiohttp.ClientSession(headers={"Authorization": f"Bearer {key['key']}"})
+    return Tenant(
+        tenant["id"], tenant["name"], key["key"], key["id"], tenant["webhook_secret"]["secret"],
+        session,
+    )  # fmt: skip
+
+
+@dataclass
 class Stack:
-    """The four services of one test, in this process, talking over real sockets."""
+    """The four services of one test, in this process, talking over real sockets.
+
+    `client` acts for the tenant `tenant` (made at start); `new_tenant()` makes others.
+    """
 
     settings: Settings
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     http: aiohttp.ClientSession | None = None
+    tenants: list[Tenant] = field(default_factory=list)
 
     @property
     def url(self) -> str:
@@ -213,6 +269,22 @@ class Stack:
         self.http = self.http or aiohttp.ClientSession()
         if not names or "gateway" in names:
             await eventually(self._ready, 30)
+            if not self.tenants and self.settings.auth_enabled:
+                anonymous, self.http = self.http, (await self.new_tenant()).http
+                await anonymous.close()
+
+    async def new_tenant(
+        self, name: str | None = None, scopes: list[str] | None = None, **limits: Any
+    ) -> Tenant:
+        async with aiohttp.ClientSession() as http:
+            tenant = await make_tenant(http, self.url, name, scopes, **limits)
+        self.tenants.append(tenant)
+        return tenant
+
+    @property
+    def tenant(self) -> Tenant:
+        """The tenant `client` acts for."""
+        return self.tenants[0]
 
     async def _ready(self) -> bool:
         for task in self.tasks:
@@ -232,8 +304,11 @@ class Stack:
     async def close(self) -> None:
         self.stop.set()
         results = await asyncio.gather(*self.tasks, return_exceptions=True)
+        sessions = {id(t.http): t.http for t in self.tenants}
         if self.http is not None:
-            await self.http.close()
+            sessions[id(self.http)] = self.http
+        for session in sessions.values():
+            await session.close()
         errors = [r for r in results if isinstance(r, BaseException)]
         assert not errors, f"a service failed: {errors!r}"
 

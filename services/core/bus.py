@@ -173,14 +173,29 @@ async def connect(settings: Settings, *, name: str) -> Client:
         raise Unavailable(f"cannot reach NATS at {settings.nats_url}: {exc}") from exc
 
 
+def usage_stream_config(settings: Settings) -> StreamConfig:
+    """Billable documents for a billing connector, kept as long as the job log."""
+    return StreamConfig(
+        name=events.USAGE_STREAM,
+        subjects=events.USAGE_SUBJECTS,
+        retention=RetentionPolicy.LIMITS,
+        storage=StorageType.FILE,
+        num_replicas=settings.stream_replicas,
+        max_age=settings.stream_max_age,
+        discard=DiscardPolicy.OLD,
+        duplicate_window=DUPLICATE_WINDOW,
+    )
+
+
 async def ensure_stream(js: JetStreamContext, settings: Settings) -> None:
     """Create or update the JOBS stream, its three durables, the advisory stream and its
-    `finalizer` durable."""
+    `finalizer` durable, and the USAGE stream."""
     await _ensure(js, stream_config(settings))
     for consumer in consumer_configs(settings):
         await js.add_consumer(events.STREAM, consumer)
     await _ensure(js, advisory_stream_config(settings))
     await js.add_consumer(ADVISORY_STREAM, finalizer_config())
+    await _ensure(js, usage_stream_config(settings))
 
 
 @contextlib.asynccontextmanager
@@ -196,6 +211,14 @@ async def open_bus(
     finally:
         with contextlib.suppress(Exception):
             await nc.drain()
+
+
+_NOT_ACKNOWLEDGED = (
+    NatsTimeout,
+    NoStreamResponseError,
+    ConnectionClosedError,
+    OutboundBufferLimitError,
+)
 
 
 async def publish(
@@ -219,14 +242,23 @@ async def publish(
             stream=events.STREAM,
             headers={"Nats-Msg-Id": msg_id or events.msg_id(event)},
         )
-    except (
-        NatsTimeout,
-        NoStreamResponseError,
-        ConnectionClosedError,
-        OutboundBufferLimitError,
-    ) as exc:
+    except _NOT_ACKNOWLEDGED as exc:
         raise Unavailable(f"NATS did not acknowledge the event: {type(exc).__name__}") from exc
     return not ack.duplicate
+
+
+async def publish_usage(js: JetStreamContext, used: events.DocumentUsed) -> None:
+    """Record one billable document on the USAGE stream (deduplicated by its key)."""
+    try:
+        await js.publish(
+            events.usage_subject(used.tenant),
+            msgspec.json.encode(used),
+            timeout=5.0,
+            stream=events.USAGE_STREAM,
+            headers={"Nats-Msg-Id": used.idempotency_key},
+        )
+    except _NOT_ACKNOWLEDGED as exc:
+        raise Unavailable(f"NATS did not acknowledge the usage: {type(exc).__name__}") from exc
 
 
 async def subscribe(js: JetStreamContext, durable: str) -> JetStreamContext.PullSubscription:

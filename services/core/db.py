@@ -9,6 +9,7 @@ under an advisory lock, so several pods can start at once.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
@@ -90,7 +91,83 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (template_id, version)
     );
     """,
+    # 4: tenants, their API keys and webhook signing secrets (configuration, written by
+    # the gateway's admin API); every job and template belongs to a tenant ('default'
+    # for rows from before tenants, and with PRESSROOM_AUTH=disabled); usage per job
+    # (exactly once, by job id) and per tenant and month.
+    """
+    CREATE TABLE tenants (
+        id              text PRIMARY KEY,
+        name            text NOT NULL UNIQUE CHECK (char_length(name) BETWEEN 1 AND 100),
+        rate_per_second double precision,
+        rate_burst      integer,
+        monthly_quota   bigint,
+        created_at      timestamptz NOT NULL DEFAULT now(),
+        updated_at      timestamptz NOT NULL DEFAULT clock_timestamp()
+    );
+    CREATE INDEX tenants_changed ON tenants (updated_at);
+    CREATE TABLE api_keys (
+        id            text PRIMARY KEY,
+        tenant_id     text NOT NULL REFERENCES tenants (id),
+        hash          bytea NOT NULL UNIQUE,
+        prefix        text NOT NULL,
+        scopes        text[] NOT NULL,
+        created_at    timestamptz NOT NULL DEFAULT now(),
+        revoked_at    timestamptz,
+        last_used_at  timestamptz,
+        updated_at    timestamptz NOT NULL DEFAULT clock_timestamp()
+    );
+    CREATE INDEX api_keys_changed ON api_keys (updated_at);
+    CREATE INDEX api_keys_tenant ON api_keys (tenant_id, created_at);
+    CREATE TABLE webhook_secrets (
+        id          text PRIMARY KEY,
+        tenant_id   text NOT NULL REFERENCES tenants (id),
+        secret      text NOT NULL,
+        created_at  timestamptz NOT NULL DEFAULT clock_timestamp()
+    );
+    CREATE INDEX webhook_secrets_tenant ON webhook_secrets (tenant_id, created_at);
+    ALTER TABLE jobs ADD COLUMN tenant_id text NOT NULL DEFAULT 'default';
+    ALTER TABLE job_events ADD COLUMN tenant_id text NOT NULL DEFAULT 'default';
+    ALTER TABLE templates ADD COLUMN tenant_id text NOT NULL DEFAULT 'default';
+    ALTER TABLE templates DROP CONSTRAINT templates_name_key;
+    ALTER TABLE templates ADD CONSTRAINT templates_tenant_name UNIQUE (tenant_id, name);
+    DROP INDEX templates_recent;
+    CREATE INDEX templates_recent ON templates (tenant_id, updated_at DESC, id);
+    CREATE TABLE usage_documents (
+        job_id      text PRIMARY KEY,
+        tenant_id   text NOT NULL,
+        month       date NOT NULL,
+        outcome     text NOT NULL,
+        pages       integer NOT NULL,
+        bytes       bigint NOT NULL,
+        render_ms   bigint NOT NULL,
+        at          timestamptz NOT NULL
+    );
+    CREATE TABLE usage_months (
+        tenant_id   text NOT NULL,
+        month       date NOT NULL,
+        succeeded   bigint NOT NULL DEFAULT 0,
+        failed      bigint NOT NULL DEFAULT 0,
+        cancelled   bigint NOT NULL DEFAULT 0,
+        pages       bigint NOT NULL DEFAULT 0,
+        bytes       bigint NOT NULL DEFAULT 0,
+        render_ms   bigint NOT NULL DEFAULT 0,
+        PRIMARY KEY (tenant_id, month)
+    );
+    """,
 ]
+
+DB_DOWN = (
+    OSError,
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    # asyncpg 0.32 raises this ("cannot switch to state 11; another operation (2) is in
+    # progress") from a pooled connection the server terminated while it sat idle.
+    asyncpg.InternalClientError,
+    asyncio.TimeoutError,
+)
+"""What asyncpg raises when the server is down, restarting, dropped the connection or is
+too slow to answer."""
 
 _LOCK_ID = 0x7072657373  # "press": serialises migrations across pods
 RECONCILER_LOCK_ID = 0x7265636F6E  # "recon": one projector sweeps for stalled jobs at a time
@@ -187,7 +264,8 @@ async def stale_jobs(
     first; the predicate matches the partial index `jobs_unfinished`."""
     rows = await conn.fetch(
         """
-        SELECT id, status, attempts, input, webhook_url, idempotency_key, created_at, redrives
+        SELECT id, tenant_id, status, attempts, input, webhook_url, idempotency_key, created_at,
+               redrives
         FROM jobs
         WHERE status IN ('queued', 'running')
           AND updated_at < now() - make_interval(secs => $1::double precision)
@@ -215,9 +293,26 @@ async def touch_job(conn: asyncpg.Connection, job_id: str) -> None:
     await conn.execute("UPDATE jobs SET updated_at = now() WHERE id = $1", job_id)
 
 
+_RECOUNT_USAGE = """
+INSERT INTO usage_months (tenant_id, month, succeeded, failed, cancelled, pages, bytes,
+                          render_ms)
+SELECT tenant_id, month, count(*) FILTER (WHERE outcome = 'done'),
+       count(*) FILTER (WHERE outcome = 'failed'), count(*) FILTER (WHERE outcome = 'cancelled'),
+       sum(pages), sum(bytes), sum(render_ms)
+FROM usage_documents GROUP BY tenant_id, month
+"""
+
+
 async def truncate_projection(pool: asyncpg.Pool) -> None:
-    """Empty every table the projector derives from the log (schema_migrations stays)."""
-    await pool.execute("TRUNCATE jobs, job_events, webhook_deliveries")
+    """Empty every table the projector derives from the log (schema_migrations stays).
+
+    Usage is the exception: `usage_documents` (one row per finished job) is kept, since it
+    outlives the log's retention and bills, and `usage_months` is recounted from it; the
+    replay then adds only jobs it does not hold yet, so each job still counts once.
+    """
+    async with pool.acquire() as conn, conn.transaction():
+        await conn.execute("TRUNCATE jobs, job_events, webhook_deliveries, usage_months")
+        await conn.execute(_RECOUNT_USAGE)
 
 
 async def projection_counts(pool: asyncpg.Pool) -> tuple[int, dict[str, int]]:
@@ -239,8 +334,8 @@ _LOCK_TEMPLATE = "SELECT pg_advisory_xact_lock($1, hashtext($2))"
 # transaction's start, which for a writer that waited can be earlier than the version it
 # follows.
 _NEXT_VERSION = """
-INSERT INTO templates AS t (id, name, latest_version, created_at, updated_at)
-VALUES ($1, $2, 1, clock_timestamp(), clock_timestamp())
+INSERT INTO templates AS t (id, tenant_id, name, latest_version, created_at, updated_at)
+VALUES ($1, $3, $2, 1, clock_timestamp(), clock_timestamp())
 ON CONFLICT (id) DO UPDATE
     SET latest_version = t.latest_version + 1, updated_at = clock_timestamp()
 RETURNING latest_version, updated_at
@@ -254,6 +349,7 @@ VALUES ($1, $2, $3, $4, $5, $6)
 
 async def create_template_version(
     pool: asyncpg.Pool,
+    tenant: str,
     template_id: str,
     name: str,
     body: str,
@@ -267,46 +363,56 @@ async def create_template_version(
     """
     async with pool.acquire() as conn, conn.transaction():
         await conn.execute(_LOCK_TEMPLATE, TEMPLATE_LOCK_CLASS, template_id)
-        row = await conn.fetchrow(_NEXT_VERSION, template_id, name)
+        row = await conn.fetchrow(_NEXT_VERSION, template_id, name, tenant)
         version, created_at = row["latest_version"], row["updated_at"]
         await conn.execute(_INSERT_VERSION, template_id, version, body, header, footer, created_at)
     return {"version": version, "created_at": created_at}
 
 
-async def list_templates(pool: asyncpg.Pool, limit: int, offset: int) -> list[dict[str, Any]]:
-    """Templates, most recently updated first: `id, name, latest_version, updated_at`."""
+async def list_templates(
+    pool: asyncpg.Pool, tenant: str, limit: int, offset: int
+) -> list[dict[str, Any]]:
+    """A tenant's templates, most recently updated first: `id, name, latest_version,
+    updated_at`."""
     rows = await pool.fetch(
-        "SELECT id, name, latest_version, updated_at FROM templates "
+        "SELECT id, name, latest_version, updated_at FROM templates WHERE tenant_id = $3 "
         "ORDER BY updated_at DESC, id LIMIT $1 OFFSET $2",
         limit,
         offset,
+        tenant,
     )
     return [dict(r) for r in rows]
 
 
 async def get_template_version(
-    pool: asyncpg.Pool, template_id: str, version: int | None
+    pool: asyncpg.Pool, tenant: str, template_id: str, version: int | None
 ) -> dict[str, Any] | None:
-    """One version of a template (the latest if `version` is None), with the template's
-    name; None if the template or that version does not exist."""
+    """One version of a tenant's template (the latest if `version` is None), with the
+    template's name; None if the tenant has no such template or version."""
     row = await pool.fetchrow(
         """
         SELECT t.id, t.name, v.version, v.body, v.header, v.footer, v.created_at
         FROM templates t
         JOIN template_versions v
           ON v.template_id = t.id AND v.version = COALESCE($2::integer, t.latest_version)
-        WHERE t.id = $1
+        WHERE t.id = $1 AND t.tenant_id = $3
         """,
         template_id,
         version,
+        tenant,
     )
     return dict(row) if row is not None else None
 
 
-async def template_versions(pool: asyncpg.Pool, template_id: str) -> list[dict[str, Any]]:
-    """Every version of a template, oldest first: `version, created_at`."""
+async def template_versions(
+    pool: asyncpg.Pool, tenant: str, template_id: str
+) -> list[dict[str, Any]]:
+    """Every version of a tenant's template, oldest first: `version, created_at`."""
     rows = await pool.fetch(
-        "SELECT version, created_at FROM template_versions WHERE template_id = $1 ORDER BY version",
+        "SELECT v.version, v.created_at FROM template_versions v "
+        "JOIN templates t ON t.id = v.template_id AND t.tenant_id = $2 "
+        "WHERE v.template_id = $1 ORDER BY v.version",
         template_id,
+        tenant,
     )
     return [dict(r) for r in rows]

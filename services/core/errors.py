@@ -4,7 +4,12 @@
     ├── DeterministicError        the same input fails the same way: fail the job now
     │   ├── RequestError          a client request is malformed (HTTP 400)
     │   ├── PayloadTooLarge       a request body is over the limit (HTTP 413)
-    │   ├── NotFound              no such job or file (HTTP 404)
+    │   ├── NotFound              no such job or file, or another tenant's (HTTP 404)
+    │   ├── Unauthorized          no API key, or an unknown or revoked one (HTTP 401)
+    │   ├── Forbidden             the key lacks the scope the route needs (HTTP 403)
+    │   ├── IdempotencyConflict   an Idempotency-Key reused with another body (HTTP 422)
+    │   ├── RateLimited           over the tenant's submission rate (HTTP 429)
+    │   ├── QuotaExceeded         over the tenant's monthly quota (HTTP 429)
     │   ├── Conflict              not possible in the job's current state (HTTP 409)
     │   ├── TemplateError         Jinja2 could not parse or render the template
     │   ├── OutputTooLarge        the rendered document is over the output limit
@@ -30,6 +35,10 @@ class PressroomError(Exception):
 
     kind = "internal"
     http_status = 500
+
+    def headers(self) -> dict[str, str]:
+        """HTTP headers the answer to this error carries (`WWW-Authenticate`, …)."""
+        return {}
 
     def __init__(self, message: str, *, field: str | None = None) -> None:
         super().__init__(message)
@@ -69,6 +78,58 @@ class NotFound(DeterministicError):
 
     kind = "not_found"
     http_status = 404
+
+
+class Unauthorized(DeterministicError):
+    """No API key, or one the gateway does not know or that was revoked."""
+
+    kind = "unauthorized"
+    http_status = 401
+
+    def headers(self) -> dict[str, str]:
+        return {"WWW-Authenticate": 'Bearer realm="pressroom"'}
+
+
+class Forbidden(DeterministicError):
+    """The API key is valid but lacks the scope this request needs."""
+
+    kind = "forbidden"
+    http_status = 403
+
+
+class IdempotencyConflict(DeterministicError):
+    """An `Idempotency-Key` already used for a request with another body."""
+
+    kind = "idempotency_conflict"
+    http_status = 422
+
+
+class RateLimited(DeterministicError):
+    """The tenant submits faster than its rate limit; retry after `retry_after` seconds."""
+
+    kind = "rate_limited"
+    http_status = 429
+
+    def __init__(self, message: str, *, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": str(self.retry_after)}
+
+
+class QuotaExceeded(DeterministicError):
+    """The tenant has used its monthly quota of successful documents."""
+
+    kind = "quota_exceeded"
+    http_status = 429
+
+    def __init__(self, message: str, *, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": str(self.retry_after)}
 
 
 class Conflict(DeterministicError):
@@ -154,6 +215,11 @@ ERROR_TABLE: dict[type[PressroomError], tuple[str, int]] = {
         RequestError,
         PayloadTooLarge,
         NotFound,
+        Unauthorized,
+        Forbidden,
+        IdempotencyConflict,
+        RateLimited,
+        QuotaExceeded,
         Conflict,
         TemplateError,
         OutputTooLarge,

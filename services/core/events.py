@@ -14,6 +14,13 @@ import msgspec
 STREAM = "JOBS"
 SUBJECTS = ["jobs.>"]
 
+DEFAULT_TENANT = "default"
+"""The tenant of every job when `PRESSROOM_AUTH=disabled`, and of events written before
+tenants existed (they carry none)."""
+
+USAGE_STREAM = "USAGE"
+USAGE_SUBJECTS = ["usage.>"]
+
 RENDERER = "renderer"
 PROJECTOR = "projector"
 NOTIFIER = "notifier"
@@ -99,9 +106,10 @@ class ErrorInfo(msgspec.Struct, omit_defaults=True):
 
 
 class Event(msgspec.Struct, tag_field="type", kw_only=True, omit_defaults=True):
-    """Base of every event: the job it concerns, when, and the schema version."""
+    """Base of every event: the job it concerns, its tenant, when, and the schema version."""
 
     job_id: str
+    tenant: str = DEFAULT_TENANT
     at: float = msgspec.field(default_factory=now)
     v: int = 1
 
@@ -122,7 +130,9 @@ class JobSubmitted(Event, tag="submitted"):
     data: dict[str, Any] = msgspec.field(default_factory=dict)
     options: PageOptions = msgspec.field(default_factory=PageOptions)
     webhook_url: str | None = None
-    webhook_secret: str | None = None  # signs this job's webhooks instead of the server's
+    # Signs this job's webhooks instead of the tenant's secrets; encrypted with the server
+    # key (`core/crypto.seal`), never in plain text on the log.
+    webhook_secret: str | None = None
     idempotency_key: str | None = None
 
 
@@ -211,6 +221,30 @@ Terminal = JobDone | JobFailed | JobCancelled
 
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder(AnyEvent)
+
+
+class DocumentUsed(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One billable document, on `usage.<tenant>.document` in the USAGE stream.
+
+    The contract for billing connectors: `idempotency_key` is stable per job (the same
+    on every republication), so a connector that forwards each message once per key
+    (Stripe meter events: `identifier`) bills each document exactly once.
+    """
+
+    idempotency_key: str
+    tenant: str
+    job_id: str
+    month: str  # YYYY-MM, UTC, of the job's terminal event
+    ordinal: int  # the tenant's n-th successful document of that month
+    pages: int
+    bytes: int
+    at: float
+    quantity: int = 1
+    v: int = 1
+
+
+def usage_subject(tenant: str) -> str:
+    return f"usage.{tenant}.document"
 
 
 def encode(event: AnyEvent) -> bytes:

@@ -7,7 +7,10 @@ into a one-line message and exit status 2.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import dataclasses
+import re
 import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -69,6 +72,19 @@ def _str(raw: str) -> str:
     return raw
 
 
+def _server_key(raw: str) -> str:
+    """32 random bytes in base64: encrypts secrets at rest and derives idempotent job ids."""
+    if not raw:
+        return raw
+    try:
+        key = base64.b64decode(raw, validate=True)
+    except binascii.Error:
+        raise ValueError("must be base64") from None
+    if len(key) != 32:
+        raise ValueError("must be 32 bytes in base64 (openssl rand -base64 32)")
+    return raw
+
+
 def _var(name: str, default: Any, parse: Callable[[str], Any] = _str, doc: str = "") -> Any:
     return field(default=default, metadata={"env": name, "parse": parse, "doc": doc})
 
@@ -83,7 +99,7 @@ class Settings:
         "PRESSROOM_PUBLIC_URL", "", doc="base URL clients use for the gateway (download links)"
     )
     metrics_port: int = _var(
-        "PRESSROOM_METRICS_PORT", 9100, _int(0, 65535), "Prometheus port of non-gateway services"
+        "PRESSROOM_METRICS_PORT", 9100, _int(0, 65535), "Prometheus port of every service"
     )
     data_dir: str = _var("PRESSROOM_DATA_DIR", ".pressroom", doc="where `pressroom dev` keeps data")
     nats_url: str = _var(
@@ -194,6 +210,57 @@ class Settings:
         _int(0, 100),
         "re-drives of a stalled job before it is failed as `stalled`",
     )
+    auth: str = _var(
+        "PRESSROOM_AUTH",
+        "enabled",
+        _choice("enabled", "disabled"),
+        "`disabled`: no API keys, one implicit tenant (only on a trusted network)",
+    )
+    admin_key: str = _var(
+        "PRESSROOM_ADMIN_KEY", "", doc="admin API key(s), space-separated (dev generates one)"
+    )
+    server_key: str = _var(
+        "PRESSROOM_SERVER_KEY",
+        "",
+        _server_key,
+        "32 random bytes, base64: encrypts secrets at rest (dev generates one)",
+    )
+    auth_refresh: float = _var(
+        "PRESSROOM_AUTH_REFRESH",
+        1.0,
+        _float(0.1, 60),
+        "how often a gateway reloads changed keys and tenants, s",
+    )
+    rate_limit: float = _var(
+        "PRESSROOM_RATE_LIMIT",
+        100.0,
+        _float(0.01, 1_000_000),
+        "job submissions per second per tenant, unless the tenant has its own",
+    )
+    rate_burst: int = _var(
+        "PRESSROOM_RATE_BURST",
+        1000,
+        _int(1, 10_000_000),
+        "submissions a tenant may make at once above its rate",
+    )
+    monthly_quota: int = _var(
+        "PRESSROOM_MONTHLY_QUOTA",
+        0,
+        _int(0, 2**62),
+        "successful documents per tenant and month, unless the tenant has its own (0: none)",
+    )
+    free_tier: int = _var(
+        "PRESSROOM_FREE_TIER",
+        150,
+        _int(0, 2**62),
+        "successful documents per tenant and month that are not billable",
+    )
+    idempotency_ttl: float = _var(
+        "PRESSROOM_IDEMPOTENCY_TTL",
+        86400.0,
+        _float(60, 30 * 86400),
+        "how long an Idempotency-Key keeps returning its first job, s",
+    )
     log_level: str = _var(
         "PRESSROOM_LOG_LEVEL", "INFO", _choice("DEBUG", "INFO", "WARNING", "ERROR"), "log level"
     )
@@ -212,6 +279,32 @@ class Settings:
             except ValueError as exc:
                 raise SettingsError(f"{name}={raw!r} is invalid: {exc}") from None
         return cls(**values)
+
+    def __post_init__(self) -> None:
+        if self.idempotency_ttl > self.stream_max_age:
+            raise SettingsError(
+                f"PRESSROOM_IDEMPOTENCY_TTL={self.idempotency_ttl:g} is invalid: it must not "
+                f"exceed PRESSROOM_STREAM_MAX_AGE ({self.stream_max_age:g}), since a repeated "
+                "key finds its first job in the log"
+            )
+
+    @property
+    def admin_keys(self) -> tuple[str, ...]:
+        """Every admin key in `PRESSROOM_ADMIN_KEY` (space- or comma-separated)."""
+        return tuple(part for part in re.split(r"[\s,]+", self.admin_key) if part)
+
+    @property
+    def auth_enabled(self) -> bool:
+        return self.auth == "enabled"
+
+    def server_key_bytes(self) -> bytes:
+        """The server key; `SettingsError` naming the variable when it is not set."""
+        if not self.server_key:
+            raise SettingsError(
+                "PRESSROOM_SERVER_KEY must be set: 32 random bytes in base64 "
+                "(openssl rand -base64 32); it encrypts secrets at rest"
+            )
+        return base64.b64decode(self.server_key)
 
     @property
     def base_url(self) -> str:

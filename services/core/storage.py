@@ -37,9 +37,11 @@ class Storage(Protocol):
     async def url(self, key: str, ttl: int) -> str: ...
 
 
-def object_key(job_id: str) -> str:
-    """Deterministic, so a re-render overwrites instead of adding a second object."""
-    return f"jobs/{job_id}.pdf"
+def object_key(tenant: str, job_id: str, extension: str = "pdf") -> str:
+    """Where a job's document is stored: under its tenant, and derived from the job id, so
+    a re-render overwrites instead of adding a second object. Download links sign the
+    whole key, so one tenant's link cannot be bent to another tenant's file."""
+    return f"jobs/{tenant}/{job_id}.{extension}"
 
 
 def sign(secret: str, key: str, expires: int) -> str:

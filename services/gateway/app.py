@@ -11,25 +11,38 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
 
-from services.core import bus, db, metrics
+from services.core import bus, db, metrics, runtime
 from services.core.errors import PayloadTooLarge, PressroomError
 from services.core.settings import Settings
 from services.core.storage import open_storage
-from services.gateway import jobs, templates
-from services.gateway.keys import JS, NATS, POOL, SETTINGS, STORAGE
+from services.gateway import account, admin, idempotency, jobs, templates
+from services.gateway.auth import AUTH_SETTINGS, CALLER_KEY, DIRECTORY, Directory
+from services.gateway.keys import IDEMPOTENCY, JS, NATS, POOL, SETTINGS, STORAGE
+from services.gateway.limits import LIMITS, Limits
+from services.gateway.postgres import DB_DOWN
 
 log = logging.getLogger(__name__)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-def error_response(status: int, kind: str, message: str, field: str | None = None) -> web.Response:
+USE_FLUSH_EVERY = 10
+"""Refreshes between two writes of keys' last-use times."""
+
+
+def error_response(
+    status: int,
+    kind: str,
+    message: str,
+    field: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> web.Response:
     error = {"type": kind, "message": message}
     if field is not None:
         error["field"] = field
     if status >= 400:
         metrics.REQUESTS_REJECTED.labels(str(status)).inc()
-    return web.json_response({"error": error}, status=status)
+    return web.json_response({"error": error}, status=status, headers=headers)
 
 
 @web.middleware
@@ -38,7 +51,7 @@ async def errors_as_json(request: web.Request, handler: Handler) -> web.StreamRe
     try:
         return await handler(request)
     except PressroomError as exc:
-        return error_response(exc.http_status, exc.kind, exc.message, exc.field)
+        return error_response(exc.http_status, exc.kind, exc.message, exc.field, exc.headers())
     except web.HTTPRequestEntityTooLarge:
         limit = request.app[SETTINGS].max_body_bytes
         exc2 = PayloadTooLarge(f"body is larger than the limit of {limit} bytes", field="body")
@@ -57,6 +70,7 @@ async def errors_as_json(request: web.Request, handler: Handler) -> web.StreamRe
 async def _nats_ctx(app: web.Application) -> AsyncIterator[None]:
     async with bus.open_bus(app[SETTINGS], name="gateway") as (nc, js):
         app[NATS], app[JS] = nc, js
+        app[IDEMPOTENCY] = await idempotency.open_bucket(js, app[SETTINGS])
         yield
 
 
@@ -72,11 +86,59 @@ async def _storage_ctx(app: web.Application) -> AsyncIterator[None]:
         yield
 
 
+async def _refresh_forever(app: web.Application, stop: asyncio.Event) -> None:
+    """Keep keys, tenants and quota usage current; PostgreSQL trouble keeps the last copy."""
+    settings, directory, limits = app[SETTINGS], app[DIRECTORY], app[LIMITS]
+    rounds = 0
+    while not stop.is_set():
+        await runtime.pause(stop, settings.auth_refresh)
+        rounds += 1
+        try:
+            await directory.refresh(app[POOL])
+            await limits.refresh(app[POOL])
+            if rounds % USE_FLUSH_EVERY == 0 or stop.is_set():
+                await directory.flush_use(app[POOL])
+        except DB_DOWN as exc:
+            log.warning("keys and tenants not refreshed (the last copy serves): %s", exc)
+        except Exception:  # a bug must not end the refreshes: revocations would stop
+            log.exception("keys and tenants not refreshed (the last copy serves)")
+
+
+async def _auth_ctx(app: web.Application) -> AsyncIterator[None]:
+    """Load every key and tenant before the first request; refresh them in the background."""
+    settings = app[SETTINGS]
+    if not settings.auth_enabled:
+        log.warning(
+            "PRESSROOM_AUTH=disabled: no API keys are checked and every request acts for "
+            "the one tenant 'default'; run this only on a trusted network"
+        )
+    await app[DIRECTORY].refresh(app[POOL])
+    stop = asyncio.Event()
+    task = asyncio.create_task(_refresh_forever(app, stop))
+    try:
+        yield
+    finally:
+        stop.set()
+        await task
+
+
+async def _rate_headers(request: web.Request, response: web.StreamResponse) -> None:
+    """`RateLimit-*` headers on every answer to a known tenant."""
+    caller = request.get(CALLER_KEY)
+    if caller is not None:
+        response.headers.update(request.app[LIMITS].bucket(caller.tenant).headers())
+
+
 def init_app(settings: Settings) -> web.Application:
     app = web.Application(middlewares=[errors_as_json], client_max_size=settings.max_body_bytes)
-    app[SETTINGS] = settings
-    app.cleanup_ctx.extend([_nats_ctx, _db_ctx, _storage_ctx])
+    settings.server_key_bytes()  # fail at start, naming the variable, if it is not set
+    app[SETTINGS] = app[AUTH_SETTINGS] = settings
+    app[DIRECTORY] = Directory()
+    app[LIMITS] = Limits(settings, app[DIRECTORY])
+    app.cleanup_ctx.extend([_nats_ctx, _db_ctx, _auth_ctx, _storage_ctx])
+    app.on_response_prepare.append(_rate_headers)
     jobs.add_routes(app)
     templates.add_routes(app)
-    app.router.add_get("/metrics", metrics.handle_metrics)
+    account.add_routes(app)
+    admin.add_routes(app)
     return app

@@ -10,15 +10,23 @@ from typing import Any
 import msgspec
 from aiohttp import web
 from nats.errors import Error as NatsError
-from nats.js.errors import NotFoundError
 
-from services.core import bus, db, events, metrics, netpolicy, timeline
+from services.core import bus, crypto, db, events, metrics, netpolicy, timeline
 from services.core.errors import Conflict, NotFound, Unavailable
 from services.core.storage import LocalStorage
-from services.gateway import templates
-from services.gateway.keys import JS, NATS, POOL, SETTINGS, STORAGE
+from services.gateway import idempotency, templates
+from services.gateway.auth import caller_of, guarded
+from services.gateway.keys import IDEMPOTENCY, JS, NATS, POOL, SETTINGS, STORAGE
+from services.gateway.limits import LIMITS
 from services.gateway.postgres import DB_DOWN
-from services.gateway.requests import JOB_ID, JobRequest, job_id_for, parse_job, read_json_body
+from services.gateway.requests import (
+    JOB_ID,
+    JobRequest,
+    fingerprint,
+    job_id_for,
+    parse_job,
+    read_json_body,
+)
 
 log = logging.getLogger(__name__)
 
@@ -45,23 +53,47 @@ async def _check_addresses(job: JobRequest, allow_private: bool) -> None:
 
 
 async def _submitted_event(
-    request: web.Request, job: JobRequest, key: str | None
+    request: web.Request, job: JobRequest, tenant: str, job_id: str, key: str | None
 ) -> events.JobSubmitted:
-    """The `submitted` event of a valid request, a stored template resolved into it."""
+    """The `submitted` event of a valid request: its tenant, a stored template resolved
+    into it, and a per-job webhook secret sealed (never in plain text on the log)."""
+    secret = job.webhook_secret
+    if secret is not None:
+        secret = crypto.seal(request.app[SETTINGS].server_key_bytes(), secret, job_id)
     event = events.JobSubmitted(
-        job_id=job_id_for(key),
+        job_id=job_id,
+        tenant=tenant,
         template=job.template or "",
         html=job.html,
         url=job.url,
         data=job.data,
         options=job.options,
         webhook_url=job.webhook_url,
-        webhook_secret=job.webhook_secret,
+        webhook_secret=secret,
         idempotency_key=key,
     )
     if job.template_id is None:
         return event
-    return await templates.resolve(request.app[POOL], event, job.template_id, job.template_version)
+    return await templates.resolve(
+        request.app[POOL], event, tenant, job.template_id, job.template_version
+    )
+
+
+def _accepted(job_id: str) -> web.Response:
+    location = f"/jobs/{job_id}"
+    body = {"id": job_id, "status": "queued", "url": location}
+    return web.json_response(body, status=202, headers={"Location": location})
+
+
+async def _repeated(
+    request: web.Request, job: JobRequest, tenant: str, key: str, job_id: str
+) -> bool:
+    """Whether this request repeats an earlier one with the same `Idempotency-Key` whose
+    job is in the log; `IdempotencyConflict` if the key was used for another request."""
+    kv = request.app[IDEMPOTENCY]
+    first = await idempotency.claim(kv, tenant, key, job_id, fingerprint(job))
+    # A repeat whose first request never reached the log (it failed) is submitted now.
+    return not first and await _in_log(request, job_id, tenant)
 
 
 async def submit_job(request: web.Request) -> web.Response:
@@ -71,34 +103,47 @@ async def submit_job(request: web.Request) -> web.Response:
     PostgreSQL is down, where other jobs still get their 202.
     """
     settings = request.app[SETTINGS]
+    tenant = caller_of(request).tenant
     _require_nats(request)
+    request.app[LIMITS].admit(tenant)
     job = parse_job(await read_json_body(request))
     await _check_addresses(job, settings.allow_private_networks)
-    event = await _submitted_event(request, job, request.headers.get("Idempotency-Key"))
-    fresh = await bus.publish(request.app[JS], event)
+    key = request.headers.get("Idempotency-Key")
+    job_id = job_id_for(settings.server_key_bytes(), tenant, key)
+    if key is not None and await _repeated(request, job, tenant, key, job_id):
+        return _accepted(job_id)
+    event = await _submitted_event(request, job, tenant, job_id, key)
+    try:
+        fresh = await bus.publish(request.app[JS], event)
+    except Unavailable:
+        if key is not None:
+            await idempotency.release(request.app[IDEMPOTENCY], tenant, key)
+        raise
     if fresh:
         metrics.JOBS_SUBMITTED.inc()
-    location = f"/jobs/{event.job_id}"
-    body = {"id": event.job_id, "status": "queued", "url": location}
-    return web.json_response(body, status=202, headers={"Location": location})
+    return _accepted(job_id)
 
 
 async def _load_row(request: web.Request, job_id: str) -> dict[str, Any] | None:
+    """The job's projected row if the caller's tenant owns it (another tenant's job does
+    not exist for the caller)."""
     try:
-        return await db.get_job(request.app[POOL], job_id)
+        row = await db.get_job(request.app[POOL], job_id)
     except DB_DOWN as exc:
         raise Unavailable(f"job status is unavailable: PostgreSQL: {exc}") from exc
+    if row is None or row["tenant_id"] != caller_of(request).tenant:
+        return None
+    return row
 
 
-async def _in_log(request: web.Request, job_id: str) -> bool:
-    """Whether the log holds the job's submission (the projection may lag behind it)."""
+async def _in_log(request: web.Request, job_id: str, tenant: str) -> bool:
+    """Whether the log holds `tenant`'s submission of the job (the projection may lag
+    behind it)."""
     try:
-        await request.app[JS].get_last_msg(events.STREAM, events.subject(job_id, "submitted"))
-    except NotFoundError:
-        return False
+        submitted = await timeline.last_event(request.app[JS], job_id, "submitted")
     except (TimeoutError, NatsError) as exc:
         raise Unavailable(f"job status is unavailable: NATS: {exc}") from exc
-    return True
+    return submitted is not None and submitted.tenant == tenant
 
 
 async def _view(request: web.Request, row: dict[str, Any]) -> dict[str, Any]:
@@ -137,7 +182,7 @@ async def get_job(request: web.Request) -> web.Response:
     row = await _load_row(request, job_id)
     if row is not None:
         return web.json_response(await _view(request, row))
-    if await _in_log(request, job_id):
+    if await _in_log(request, job_id, caller_of(request).tenant):
         return web.json_response({"id": job_id, "status": "queued", "attempts": 0})
     raise NotFound(f"no job {job_id!r}")
 
@@ -152,7 +197,9 @@ async def redeliver_webhook(request: web.Request) -> web.Response:
         raise Conflict(f"job {job_id} has not finished; its webhook is sent when it does")
     if not row.get("webhook_url"):
         raise Conflict(f"job {job_id} has no webhook_url")
-    event = events.WebhookRedeliver(job_id=job_id, request=uuid.uuid4().hex)
+    event = events.WebhookRedeliver(
+        job_id=job_id, tenant=row["tenant_id"], request=uuid.uuid4().hex
+    )
     await bus.publish(request.app[JS], event)
     return web.json_response({"id": job_id, "redelivery": "queued"}, status=202)
 
@@ -160,6 +207,7 @@ async def redeliver_webhook(request: web.Request) -> web.Response:
 async def get_webhooks(request: web.Request) -> web.Response:
     """`GET /jobs/{id}/webhooks`: every recorded webhook delivery attempt."""
     job_id = _job_id(request)
+    await _job_or_404(request, job_id)
     try:
         rows = await db.webhook_deliveries(request.app[POOL], job_id)
     except DB_DOWN as exc:
@@ -212,8 +260,9 @@ async def _job_or_404(request: web.Request, job_id: str) -> dict[str, Any]:
     row = await _load_row(request, job_id)
     if row is not None:
         return row
-    if await _in_log(request, job_id):
-        return {"id": job_id, "status": "queued", "object_key": None}
+    tenant = caller_of(request).tenant
+    if await _in_log(request, job_id, tenant):
+        return {"id": job_id, "tenant_id": tenant, "status": "queued", "object_key": None}
     raise NotFound(f"no job {job_id!r}")
 
 
@@ -230,13 +279,17 @@ async def cancel_job(request: web.Request) -> web.Response:
     if row["status"] in {"queued", "running"}:
         submitted = await timeline.last_event(js, job_id, "submitted")
         webhook = submitted.webhook_url if isinstance(submitted, events.JobSubmitted) else None
-        await bus.publish(js, events.JobCancelled(job_id=job_id, webhook_url=webhook))
+        cancelled = events.JobCancelled(job_id=job_id, tenant=row["tenant_id"], webhook_url=webhook)
+        await bus.publish(js, cancelled)
         terminal = await timeline.terminal_event(js, job_id)
         status = events.event_name(terminal) if terminal is not None else "cancelled"
         return web.json_response({"id": job_id, "status": status, "url": None})
     if row["status"] == "done" and row["object_key"]:
         await request.app[STORAGE].delete(row["object_key"])
-        await bus.publish(js, events.JobDeleted(job_id=job_id, object_key=row["object_key"]))
+        deleted = events.JobDeleted(
+            job_id=job_id, tenant=row["tenant_id"], object_key=row["object_key"]
+        )
+        await bus.publish(js, deleted)
     return web.json_response({"id": job_id, "status": row["status"], "url": None})
 
 
@@ -244,7 +297,7 @@ def _timeline_entry(seq: int, event: events.AnyEvent) -> dict[str, Any]:
     entry: dict[str, Any] = {"seq": seq, **msgspec.to_builtins(event)}
     # Inputs can be large; the timeline is about what happened. A stored template stays
     # identified by its template_id and template_version.
-    for name in ("template", "html", "data", "webhook_secret"):  # and never a secret
+    for name in ("template", "html", "data", "webhook_secret", "tenant"):  # never a secret
         entry.pop(name, None)
     entry["at"] = dt.datetime.fromtimestamp(event.at, tz=dt.UTC).isoformat()
     return entry
@@ -257,7 +310,7 @@ async def get_events(request: web.Request) -> web.Response:
         found = await timeline.job_events(request.app[JS], job_id)
     except (TimeoutError, NatsError) as exc:
         raise Unavailable(f"job history is unavailable: NATS: {exc}") from exc
-    if not found:
+    if not found or found[0][1].tenant != caller_of(request).tenant:
         raise NotFound(f"no job {job_id!r}")
     return web.json_response(
         {"id": job_id, "events": [_timeline_entry(seq, event) for seq, event in found]}
@@ -265,12 +318,14 @@ async def get_events(request: web.Request) -> web.Response:
 
 
 def add_routes(app: web.Application) -> None:
-    app.router.add_post("/jobs", submit_job)
-    app.router.add_get("/jobs/{job_id}", get_job)
-    app.router.add_delete("/jobs/{job_id}", cancel_job)
-    app.router.add_get("/jobs/{job_id}/events", get_events)
-    app.router.add_get("/jobs/{job_id}/webhooks", get_webhooks)
-    app.router.add_post("/jobs/{job_id}/webhooks/redeliver", redeliver_webhook)
+    app.router.add_post("/jobs", guarded("jobs:write", submit_job))
+    app.router.add_get("/jobs/{job_id}", guarded("jobs:read", get_job))
+    app.router.add_delete("/jobs/{job_id}", guarded("jobs:write", cancel_job))
+    app.router.add_get("/jobs/{job_id}/events", guarded("jobs:read", get_events))
+    app.router.add_get("/jobs/{job_id}/webhooks", guarded("jobs:read", get_webhooks))
+    app.router.add_post(
+        "/jobs/{job_id}/webhooks/redeliver", guarded("jobs:write", redeliver_webhook)
+    )
     app.router.add_get("/files/{key:.+}", download)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)

@@ -6,6 +6,7 @@ import asyncpg
 from aiohttp import web
 from nats.aio.client import Client
 from nats.js import JetStreamContext
+from nats.js.kv import KeyValue
 
 from services.core.settings import Settings
 from services.core.storage import Storage
@@ -15,3 +16,4 @@ NATS = web.AppKey("nats", Client)
 JS = web.AppKey("js", JetStreamContext)
 POOL = web.AppKey("pool", asyncpg.Pool)
 STORAGE = web.AppKey("storage", Storage)
+IDEMPOTENCY = web.AppKey("idempotency", KeyValue)

@@ -2,25 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import Iterator
 
-import asyncpg
-
+from services.core.db import DB_DOWN
 from services.core.errors import Unavailable
 
-DB_DOWN = (
-    OSError,
-    asyncpg.PostgresError,
-    asyncpg.InterfaceError,
-    # asyncpg 0.32 raises this ("cannot switch to state 11; another operation (2) is in
-    # progress") from a pooled connection the server terminated while it sat idle.
-    asyncpg.InternalClientError,
-    asyncio.TimeoutError,
-)
-"""What asyncpg raises when the server is down, restarting, dropped the connection or is
-too slow to answer."""
+__all__ = ["DB_DOWN", "unavailable_without_postgres"]
 
 
 @contextlib.contextmanager

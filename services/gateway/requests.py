@@ -3,6 +3,7 @@ field it concerns."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 import uuid
 from collections.abc import Mapping
@@ -13,6 +14,7 @@ import msgspec
 from aiohttp import web
 from jinja2.sandbox import SandboxedEnvironment
 
+from services.core import crypto
 from services.core.errors import RequestError
 from services.core.events import Margin, Metadata, PageOptions, WaitFor
 from services.core.options import check_options
@@ -22,9 +24,6 @@ _PATH = re.compile(r"at `\$\.?([^`]*)`")
 _NAMED = re.compile(r"(?:required|unknown) field `([^`]*)`")
 JOB_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 TEMPLATE_ID = re.compile(r"^[0-9a-f]{32}$")
-
-# Derives job ids from Idempotency-Key values; fixed so ids are stable across restarts.
-_IDEMPOTENCY_NAMESPACE = uuid.UUID("5f0c2b7e-3c1a-4d8e-9a51-7b0f1f2c9e42")
 
 # Versions are PostgreSQL `integer`s: a larger number can name no version, and asyncpg
 # would refuse to send it.
@@ -135,6 +134,11 @@ def _convert(raw: dict[str, Any], kind: type[_T]) -> _T:
     except msgspec.ValidationError as exc:
         message = str(exc)
         raise RequestError(message, field=_field_of(message)) from None
+
+
+def parse_struct(body: bytes, kind: type[_T]) -> _T:
+    """A JSON object body as `kind`; `RequestError` naming the field that is wrong."""
+    return _convert(parse_json(body), kind)
 
 
 def _not_blank(value: str, field: str) -> None:
@@ -249,10 +253,16 @@ def int_param(query: Mapping[str, str], name: str, low: int, high: int) -> int |
     return int(raw)
 
 
-def job_id_for(idempotency_key: str | None) -> str:
-    """A new random id, or the same id for every request with the same Idempotency-Key."""
+def job_id_for(server_key: bytes, tenant: str, idempotency_key: str | None) -> str:
+    """A new random id, or for an `Idempotency-Key` the same id on every request of that
+    tenant with that key (one only the server can compute: `crypto.idempotent_job_id`)."""
     if idempotency_key is None:
         return uuid.uuid4().hex
     if not 1 <= len(idempotency_key) <= 255:
         raise RequestError("Idempotency-Key must be 1 to 255 characters", field="Idempotency-Key")
-    return uuid.uuid5(_IDEMPOTENCY_NAMESPACE, idempotency_key).hex
+    return crypto.idempotent_job_id(server_key, tenant, idempotency_key)
+
+
+def fingerprint(job: JobRequest) -> str:
+    """What makes two requests the same request: every field, in a canonical order."""
+    return hashlib.sha256(msgspec.json.encode(job, order="sorted")).hexdigest()

@@ -19,6 +19,8 @@ from msgspec.structs import replace
 
 from services.core import db, events
 from services.core.errors import NotFound, RequestError
+from services.core.events import DEFAULT_TENANT
+from services.gateway.auth import caller_of, guarded
 from services.gateway.keys import POOL
 from services.gateway.postgres import unavailable_without_postgres
 from services.gateway.requests import (
@@ -49,9 +51,12 @@ class StoredTemplate:
     footer: str | None
 
 
-def template_id_for(name: str) -> str:
-    """The stable id of the template called `name`."""
-    return uuid.uuid5(_TEMPLATE_NAMESPACE, name).hex
+def template_id_for(tenant: str, name: str) -> str:
+    """The stable id of `tenant`'s template called `name` (two tenants' templates of one
+    name are two templates)."""
+    if tenant == DEFAULT_TENANT:
+        return uuid.uuid5(_TEMPLATE_NAMESPACE, name).hex  # the id it had before tenants
+    return uuid.uuid5(_TEMPLATE_NAMESPACE, f"{tenant}\n{name}").hex
 
 
 def _iso(value: dt.datetime) -> str:
@@ -61,10 +66,12 @@ def _iso(value: dt.datetime) -> str:
 async def create_template(request: web.Request) -> web.Response:
     """`POST /templates`: store a new template, or the next version of one with that name."""
     template = parse_template(await read_json_body(request))
-    template_id = template_id_for(template.name)
+    tenant = caller_of(request).tenant
+    template_id = template_id_for(tenant, template.name)
     with unavailable_without_postgres("cannot store the template"):
         created = await db.create_template_version(
             request.app[POOL],
+            tenant,
             template_id,
             template.name,
             template.body,
@@ -87,7 +94,7 @@ async def list_templates(request: web.Request) -> web.Response:
     limit = int_param(request.query, "limit", 1, _MAX_LIST_LIMIT) or _LIST_LIMIT
     offset = int_param(request.query, "offset", 0, _MAX_OFFSET) or 0
     with unavailable_without_postgres("templates are unavailable"):
-        rows = await db.list_templates(request.app[POOL], limit, offset)
+        rows = await db.list_templates(request.app[POOL], caller_of(request).tenant, limit, offset)
     listed = [
         {
             "id": r["id"],
@@ -126,31 +133,35 @@ async def get_template(request: web.Request) -> web.Response:
     version = int_param(request.query, "version", 1, MAX_VERSION)
     if not TEMPLATE_ID.match(template_id):
         raise NotFound(f"no template {template_id!r}")
-    pool = request.app[POOL]
+    pool, tenant = request.app[POOL], caller_of(request).tenant
     with unavailable_without_postgres("templates are unavailable"):
-        row = await db.get_template_version(pool, template_id, version)
-        versions = await db.template_versions(pool, template_id) if row is not None else []
+        row = await db.get_template_version(pool, tenant, template_id, version)
+        versions = await db.template_versions(pool, tenant, template_id) if row else []
     if row is None:
         which = f"version {version} of template" if version is not None else "template"
         raise NotFound(f"no {which} {template_id!r}")
     return web.json_response(_template_view(row, versions))
 
 
-async def _missing(pool: asyncpg.Pool, template_id: str, version: int | None) -> RequestError:
+async def _missing(
+    pool: asyncpg.Pool, tenant: str, template_id: str, version: int | None
+) -> RequestError:
     """Why a lookup found nothing: an unknown template, or an unknown version of one."""
-    if version is not None and await db.template_versions(pool, template_id):
+    if version is not None and await db.template_versions(pool, tenant, template_id):
         return RequestError(
             f"template {template_id!r} has no version {version}", field="template_version"
         )
     return RequestError(f"no stored template has id {template_id!r}", field="template_id")
 
 
-async def _lookup(pool: asyncpg.Pool, template_id: str, version: int | None) -> StoredTemplate:
+async def _lookup(
+    pool: asyncpg.Pool, tenant: str, template_id: str, version: int | None
+) -> StoredTemplate:
     """The stored version a job names; `RequestError` naming the field if there is none."""
     with unavailable_without_postgres("cannot resolve template_id"):
-        row = await db.get_template_version(pool, template_id, version)
+        row = await db.get_template_version(pool, tenant, template_id, version)
         if row is None:
-            raise await _missing(pool, template_id, version)
+            raise await _missing(pool, tenant, template_id, version)
     return StoredTemplate(
         id=row["id"],
         version=row["version"],
@@ -188,15 +199,19 @@ def _with_stored(event: events.JobSubmitted, stored: StoredTemplate) -> events.J
 
 
 async def resolve(
-    pool: asyncpg.Pool, event: events.JobSubmitted, template_id: str, version: int | None
+    pool: asyncpg.Pool,
+    event: events.JobSubmitted,
+    tenant: str,
+    template_id: str,
+    version: int | None,
 ) -> events.JobSubmitted:
-    """`event` rendering the stored template `template_id` at `version` (the latest if
-    None). `RequestError` naming `template_id` or `template_version` if nothing is stored
-    under them, `Unavailable` if PostgreSQL cannot be reached."""
-    return _with_stored(event, await _lookup(pool, template_id, version))
+    """`event` rendering `tenant`'s stored template `template_id` at `version` (the
+    latest if None). `RequestError` naming `template_id` or `template_version` if the
+    tenant has nothing stored under them, `Unavailable` if PostgreSQL cannot be reached."""
+    return _with_stored(event, await _lookup(pool, tenant, template_id, version))
 
 
 def add_routes(app: web.Application) -> None:
-    app.router.add_post("/templates", create_template)
-    app.router.add_get("/templates", list_templates)
-    app.router.add_get("/templates/{template_id}", get_template)
+    app.router.add_post("/templates", guarded("templates:write", create_template))
+    app.router.add_get("/templates", guarded("templates:read", list_templates))
+    app.router.add_get("/templates/{template_id}", guarded("templates:read", get_template))

@@ -25,6 +25,7 @@ from services.core.errors import StorageError, Unavailable
 from services.core.settings import Settings
 from services.core.storage import Storage
 from services.notifier import delivery, signing
+from services.notifier.keyring import Keyring
 
 log = logging.getLogger(__name__)
 
@@ -40,12 +41,13 @@ class Notifier:
         js: JetStreamContext,
         storage: Storage,
         session: aiohttp.ClientSession,
+        keyring: Keyring,
     ) -> None:
         self.settings = settings
         self.js = js
         self.storage = storage
         self.session = session
-        self.keys = signing.parse_secrets(settings.webhook_secret)
+        self.keyring = keyring
 
     async def handle(self, msg: Msg) -> None:
         """Send one attempt for one terminal event; never raises."""
@@ -72,11 +74,13 @@ class Notifier:
         return event if isinstance(event, events.TERMINAL) else None
 
     async def _keys_for(self, event: events.Terminal) -> list[bytes]:
-        """The job's own signing secret if it was submitted with one, else the server's."""
+        """The job's own signing secret if it was submitted with one, else its tenant's."""
         submitted = await timeline.last_event(self.js, event.job_id, "submitted")
-        if isinstance(submitted, events.JobSubmitted) and submitted.webhook_secret:
-            return signing.parse_secrets(submitted.webhook_secret)
-        return self.keys
+        if isinstance(submitted, events.JobSubmitted):
+            own = self.keyring.job_keys(submitted)
+            if own is not None:
+                return own
+        return await self.keyring.tenant_keys(event.tenant)
 
     async def payload(self, event: events.Terminal) -> bytes:
         data: dict[str, Any] = {"id": event.job_id, "status": events.event_name(event)}
@@ -111,8 +115,8 @@ class Notifier:
         await bus.publish(
             self.js,
             events.WebhookAttempted(
-                job_id=event.job_id, webhook_id=wid, attempt=attempt, url=url, outcome=verdict,
-                status_code=outcome.status_code, error=outcome.error,
+                job_id=event.job_id, tenant=event.tenant, webhook_id=wid, attempt=attempt,
+                url=url, outcome=verdict, status_code=outcome.status_code, error=outcome.error,
                 latency_ms=outcome.latency_ms,
             ),
         )  # fmt: skip

@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from services.core import bus, events, metrics, runtime, worker
+from services.core import bus, db, events, metrics, runtime, worker
 from services.core.settings import Settings, SettingsError
 from services.core.storage import open_storage
 from services.notifier import delivery, signing
 from services.notifier.consumer import Notifier, track_backlog
+from services.notifier.keyring import Keyring
 
 
 def check_secret(settings: Settings) -> None:
@@ -24,10 +25,11 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
     async with (
         metrics.serve(settings.host, settings.metrics_port),
         bus.open_bus(settings, name="notifier") as (_, js),
+        db.open_pool(settings, size=2) as pool,
         open_storage(settings) as storage,
         delivery.open_session(allow_private=settings.allow_private_networks) as session,
     ):
-        notifier = Notifier(settings, js, storage, session)
+        notifier = Notifier(settings, js, storage, session, Keyring(settings, pool))
         backlog = asyncio.create_task(track_backlog(js, stop))
         try:
             await worker.work(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
@@ -20,35 +21,42 @@ TERMINAL_STATUSES = ("done", "failed", "cancelled")
 
 # Every event is one statement, so one round trip: record it (keyed by stream sequence),
 # then, only if it was new, upsert its job row. A job row is created by whichever of its
-# events comes first. Parameters $1-$5 are always the event's record; the statement says
-# whether it was new. Casts are explicit: `INSERT ... SELECT` cannot infer them.
+# events comes first. Parameters $1-$6 are always the event's record (sequence, job,
+# type, time, body, tenant); the statement's first column says whether it was new.
+# Casts are explicit: `INSERT ... SELECT` cannot infer them.
 _RECORD = """
 WITH new AS (
-    INSERT INTO job_events (stream_seq, job_id, type, at, body)
-    VALUES ($1::bigint, $2::text, $3::text, $4::timestamptz, $5::jsonb)
+    INSERT INTO job_events (stream_seq, job_id, type, at, body, tenant_id)
+    VALUES ($1::bigint, $2::text, $3::text, $4::timestamptz, $5::jsonb, $6::text)
     ON CONFLICT (stream_seq) DO NOTHING RETURNING stream_seq
 )"""
-_NEW = "SELECT count(*) > 0 FROM new"
+_NEW = "SELECT count(*) > 0 AS new FROM new"
 _NOT_TERMINAL = "WHERE j.status NOT IN ('done', 'failed', 'cancelled')"
 
 _OTHER = f"""{_RECORD}, row AS (
-    INSERT INTO jobs (id, status, created_at, updated_at) SELECT $2, 'queued', $4, $4 FROM new
+    INSERT INTO jobs (id, tenant_id, status, created_at, updated_at)
+    SELECT $2, $6::text, 'queued', $4, $4 FROM new
     ON CONFLICT (id) DO NOTHING
 ) {_NEW}"""
 
+# A job's input, webhook and key are written once: a later copy of its submission (a
+# re-drive, a client repeating an Idempotency-Key) never replaces them.
 _SUBMITTED = f"""{_RECORD}, row AS (
-    INSERT INTO jobs AS j (id, status, created_at, updated_at, input, webhook_url,
+    INSERT INTO jobs AS j (id, tenant_id, status, created_at, updated_at, input, webhook_url,
                            idempotency_key)
-    SELECT $2, 'queued', $4, $4, $6::jsonb, $7::text, $8::text FROM new
+    SELECT $2, $6::text, 'queued', $4, $4, $7::jsonb, $8::text, $9::text FROM new
     ON CONFLICT (id) DO UPDATE SET input = EXCLUDED.input, webhook_url = EXCLUDED.webhook_url,
-        idempotency_key = EXCLUDED.idempotency_key, created_at = EXCLUDED.created_at
+        idempotency_key = EXCLUDED.idempotency_key, created_at = EXCLUDED.created_at,
+        tenant_id = EXCLUDED.tenant_id
+    WHERE j.input IS NULL
 ) {_NEW}"""
 
-# `started` ($6 = 'running') and `retrying` ($6 = 'queued'): a non-terminal status only
+# `started` ($7 = 'running') and `retrying` ($7 = 'queued'): a non-terminal status only
 # moves forward in stream order.
 _PROGRESS = f"""{_RECORD}, row AS (
-    INSERT INTO jobs AS j (id, status, created_at, updated_at, last_seq, attempts, started_at)
-    SELECT $2, $6::text, $4, now(), $1, $7::integer, $8::timestamptz FROM new
+    INSERT INTO jobs AS j (id, tenant_id, status, created_at, updated_at, last_seq, attempts,
+                           started_at)
+    SELECT $2, $6::text, $7::text, $4, now(), $1, $8::integer, $9::timestamptz FROM new
     ON CONFLICT (id) DO UPDATE SET
         status = CASE WHEN EXCLUDED.last_seq > j.last_seq THEN EXCLUDED.status ELSE j.status END,
         last_seq = GREATEST(j.last_seq, EXCLUDED.last_seq),
@@ -58,11 +66,39 @@ _PROGRESS = f"""{_RECORD}, row AS (
     {_NOT_TERMINAL}
 ) {_NEW}"""
 
+# A terminal event that ends its job (`row` returns it only then) counts once in usage:
+# `usage_documents` is keyed by job id, so a job rendered twice, or replayed by a
+# rebuild, adds nothing the second time; `usage_months` adds up what was new. The month
+# is the terminal event's, in UTC. The last row says what was counted, with the tenant's
+# successful documents of that month so far (the document's ordinal when it succeeded).
+_ENDED = """, doc AS (
+    INSERT INTO usage_documents (job_id, tenant_id, month, outcome, pages, bytes, render_ms, at)
+    SELECT id, tenant_id, date_trunc('month', finished_at AT TIME ZONE 'UTC')::date, status,
+           COALESCE(pages, 0), COALESCE(bytes, 0), COALESCE(render_ms, 0), finished_at
+    FROM row
+    ON CONFLICT (job_id) DO NOTHING
+    RETURNING job_id, tenant_id, month, outcome, pages, bytes, render_ms, at
+), tally AS (
+    INSERT INTO usage_months AS m (tenant_id, month, succeeded, failed, cancelled, pages,
+                                   bytes, render_ms)
+    SELECT tenant_id, month, (outcome = 'done')::int, (outcome = 'failed')::int,
+           (outcome = 'cancelled')::int, pages, bytes, render_ms FROM doc
+    ON CONFLICT (tenant_id, month) DO UPDATE SET
+        succeeded = m.succeeded + EXCLUDED.succeeded, failed = m.failed + EXCLUDED.failed,
+        cancelled = m.cancelled + EXCLUDED.cancelled, pages = m.pages + EXCLUDED.pages,
+        bytes = m.bytes + EXCLUDED.bytes, render_ms = m.render_ms + EXCLUDED.render_ms
+    RETURNING m.succeeded
+)
+SELECT (SELECT count(*) > 0 FROM new) AS new, d.job_id, d.tenant_id, d.month, d.outcome,
+       d.pages, d.bytes, d.at, t.succeeded
+FROM (SELECT 1) AS one LEFT JOIN doc AS d ON true LEFT JOIN tally AS t ON true"""
+_ENDS = "RETURNING j.id, j.tenant_id, j.status, j.pages, j.bytes, j.render_ms, j.finished_at"
+
 _DONE = f"""{_RECORD}, row AS (
-    INSERT INTO jobs AS j (id, status, created_at, updated_at, last_seq, attempts, object_key,
-                           bytes, pages, render_ms, finished_at)
-    SELECT $2, 'done', $4, now(), $1, $6::integer, $7::text, $8::bigint, $9::integer,
-           $10::integer, $4 FROM new
+    INSERT INTO jobs AS j (id, tenant_id, status, created_at, updated_at, last_seq, attempts,
+                           object_key, bytes, pages, render_ms, finished_at)
+    SELECT $2, $6::text, 'done', $4, now(), $1, $7::integer, $8::text, $9::bigint,
+           $10::integer, $11::integer, $4 FROM new
     ON CONFLICT (id) DO UPDATE SET status = 'done',
         attempts = GREATEST(j.attempts, EXCLUDED.attempts), object_key = EXCLUDED.object_key,
         bytes = EXCLUDED.bytes, pages = EXCLUDED.pages, render_ms = EXCLUDED.render_ms,
@@ -70,46 +106,50 @@ _DONE = f"""{_RECORD}, row AS (
         last_seq = GREATEST(j.last_seq, EXCLUDED.last_seq),
         error_type = NULL, error_message = NULL
     {_NOT_TERMINAL}
-) {_NEW}"""
+    {_ENDS}
+){_ENDED}"""
 
 _FAILED = f"""{_RECORD}, row AS (
-    INSERT INTO jobs AS j (id, status, created_at, updated_at, last_seq, attempts, error_type,
-                           error_message, finished_at)
-    SELECT $2, 'failed', $4, now(), $1, $6::integer, $7::text, $8::text, $4 FROM new
+    INSERT INTO jobs AS j (id, tenant_id, status, created_at, updated_at, last_seq, attempts,
+                           error_type, error_message, finished_at)
+    SELECT $2, $6::text, 'failed', $4, now(), $1, $7::integer, $8::text, $9::text, $4 FROM new
     ON CONFLICT (id) DO UPDATE SET status = 'failed',
         attempts = GREATEST(j.attempts, EXCLUDED.attempts), error_type = EXCLUDED.error_type,
         error_message = EXCLUDED.error_message, finished_at = EXCLUDED.finished_at,
         updated_at = now(), last_seq = GREATEST(j.last_seq, EXCLUDED.last_seq)
     {_NOT_TERMINAL}
-) {_NEW}"""
+    {_ENDS}
+){_ENDED}"""
 
 _CANCELLED = f"""{_RECORD}, row AS (
-    INSERT INTO jobs AS j (id, status, created_at, updated_at, last_seq, error_type,
-                           error_message, finished_at)
-    SELECT $2, 'cancelled', $4, now(), $1, 'cancelled', $6::text, $4 FROM new
+    INSERT INTO jobs AS j (id, tenant_id, status, created_at, updated_at, last_seq,
+                           error_type, error_message, finished_at)
+    SELECT $2, $6::text, 'cancelled', $4, now(), $1, 'cancelled', $7::text, $4 FROM new
     ON CONFLICT (id) DO UPDATE SET status = 'cancelled', error_type = 'cancelled',
         error_message = EXCLUDED.error_message, finished_at = EXCLUDED.finished_at,
         updated_at = now(), last_seq = GREATEST(j.last_seq, EXCLUDED.last_seq)
     {_NOT_TERMINAL}
-) {_NEW}"""
+    {_ENDS}
+){_ENDED}"""
 
 # The file named by the event is gone; a later render's file (another key) is not.
 _DELETED = f"""{_RECORD}, row AS (
-    INSERT INTO jobs AS j (id, status, created_at, updated_at) SELECT $2, 'queued', $4, $4 FROM new
+    INSERT INTO jobs AS j (id, tenant_id, status, created_at, updated_at)
+    SELECT $2, $6::text, 'queued', $4, $4 FROM new
     ON CONFLICT (id) DO UPDATE SET object_key = NULL, updated_at = now()
-    WHERE j.object_key = $6::text
+    WHERE j.object_key = $7::text
 ) {_NEW}"""
 
 _WEBHOOK = f"""{_RECORD}, row AS (
     INSERT INTO webhook_deliveries
         (stream_seq, job_id, webhook_id, attempt, url, outcome, status_code, error, latency_ms, at)
-    SELECT $1, $2, $6::text, $7::integer, $8::text, $9::text, $10::integer, $11::text,
-           $12::integer, $4 FROM new
+    SELECT $1, $2, $7::text, $8::integer, $9::text, $10::text, $11::integer, $12::text,
+           $13::integer, $4 FROM new
     ON CONFLICT (stream_seq) DO NOTHING
 ) {_NEW}"""
 
 
-_NOT_INPUT = {"type", "job_id", "at", "v", "webhook_url", "idempotency_key"}
+_NOT_INPUT = {"type", "job_id", "tenant", "at", "v", "webhook_url", "idempotency_key"}
 
 
 def job_input_of(event: events.JobSubmitted) -> dict[str, Any]:
@@ -122,8 +162,30 @@ def _ts(seconds: float) -> dt.datetime:
     return dt.datetime.fromtimestamp(seconds, tz=dt.UTC)
 
 
-async def apply(conn: asyncpg.Connection, seq: int, event: events.AnyEvent) -> bool:
-    """Apply one event inside the caller's transaction; False if it was already applied."""
+@dataclass(frozen=True)
+class Counted:
+    """A job that ended and was counted in its tenant's usage just now."""
+
+    job_id: str
+    tenant: str
+    month: dt.date
+    outcome: str
+    pages: int
+    bytes: int
+    at: dt.datetime
+    succeeded: int  # the tenant's successful documents of that month, this one included
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What applying one event did: whether it was new, and what it counted."""
+
+    new: bool
+    counted: Counted | None = None
+
+
+async def apply(conn: asyncpg.Connection, seq: int, event: events.AnyEvent) -> Applied:
+    """Apply one event inside the caller's transaction."""
     body = msgspec.to_builtins(event)
     if isinstance(event, events.JobSubmitted):
         # The input is kept once, on the job row; the timeline only needs what happened.
@@ -131,9 +193,17 @@ async def apply(conn: asyncpg.Connection, seq: int, event: events.AnyEvent) -> b
         body.pop("html", None)
         body.pop("data", None)
         body.pop("webhook_secret", None)
-    record = (seq, event.job_id, events.event_name(event), _ts(event.at), body)
+    record = (seq, event.job_id, events.event_name(event), _ts(event.at), body, event.tenant)
     statement, params = _STATEMENTS.get(type(event), (_OTHER, _no_params))
-    return bool(await conn.fetchval(statement, *record, *params(event)))
+    row = await conn.fetchrow(statement, *record, *params(event))
+    if len(row) == 1 or row["job_id"] is None:
+        return Applied(bool(row["new"]))
+    counted = Counted(
+        job_id=row["job_id"], tenant=row["tenant_id"], month=row["month"],
+        outcome=row["outcome"], pages=row["pages"], bytes=row["bytes"], at=row["at"],
+        succeeded=row["succeeded"],
+    )  # fmt: skip
+    return Applied(bool(row["new"]), counted)
 
 
 def _no_params(event: Any) -> tuple[Any, ...]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass
 
 import asyncpg
 import msgspec
@@ -11,8 +12,9 @@ from nats.aio.msg import Msg
 from nats.errors import Error as NatsError
 from nats.js import JetStreamContext
 
-from services.core import bus, events, metrics, runtime
+from services.core import bus, db, events, metrics, runtime
 from services.core.errors import Unavailable
+from services.projector import usage
 from services.projector.apply import apply
 
 log = logging.getLogger(__name__)
@@ -22,7 +24,7 @@ LINGER = 0.05
 """Seconds a partial batch waits for more events: one transaction then carries several
 events (a job's `started` and `done` often arrive within it), which costs the projector
 and PostgreSQL far less CPU per event than one transaction each, for a lag of 50 ms."""
-_DB_DOWN = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncio.TimeoutError)
+_DB_DOWN = db.DB_DOWN
 _REFUSED = (
     asyncpg.DataError,  # SQLSTATE class 22, and arguments asyncpg cannot encode
     asyncpg.IntegrityConstraintViolationError,  # 23
@@ -41,13 +43,34 @@ def _decode(msg: Msg) -> events.AnyEvent | None:
         return None
 
 
-async def apply_batch(pool: asyncpg.Pool, msgs: list[Msg]) -> None:
-    """Apply `msgs` in stream order, all or nothing."""
-    async with pool.acquire() as conn, conn.transaction():
+@dataclass(frozen=True)
+class Projection:
+    """Where the projector writes, and what it needs to know to count usage."""
+
+    js: JetStreamContext
+    pool: asyncpg.Pool
+    free_tier: int
+
+
+async def apply_batch(target: Projection, msgs: list[Msg]) -> None:
+    """Apply `msgs` in stream order, all or nothing.
+
+    Billable documents are published to the USAGE stream before the transaction commits:
+    a crash in between repeats the batch, whose republication carries the same
+    idempotency keys.
+    """
+    billable: list[events.DocumentUsed] = []
+    async with target.pool.acquire() as conn, conn.transaction():
         for msg in msgs:
             event = _decode(msg)
-            if event is not None and await apply(conn, msg.metadata.sequence.stream, event):
+            if event is None:
+                continue
+            applied = await apply(conn, msg.metadata.sequence.stream, event)
+            if applied.new:
                 metrics.EVENTS_PROJECTED.labels(events.event_name(event)).inc()
+            if applied.counted is not None:
+                billable += usage.billable(applied.counted, target.free_tier)
+        await asyncio.gather(*(bus.publish_usage(target.js, used) for used in billable))
 
 
 async def _ack_all(msgs: list[Msg]) -> None:
@@ -55,18 +78,18 @@ async def _ack_all(msgs: list[Msg]) -> None:
         await msg.ack()
 
 
-async def run(js: JetStreamContext, pool: asyncpg.Pool, stop: asyncio.Event) -> None:
+async def run(target: Projection, stop: asyncio.Event) -> None:
     """Project until `stop` is set.
 
     While Postgres is down the batch is held and retried, so nothing is skipped; JetStream
     redelivers whatever this process held if it dies.
     """
-    sub = await bus.subscribe(js, events.PROJECTOR)
+    sub = await bus.subscribe(target.js, events.PROJECTOR)
     try:
         while not stop.is_set():
             msgs = await _next_batch(sub, stop)
             if msgs:
-                await _apply_until_stored(pool, msgs, stop)
+                await _apply_until_stored(target, msgs, stop)
     finally:
         await bus.close_subscription(sub)
 
@@ -80,18 +103,18 @@ async def _next_batch(sub: JetStreamContext.PullSubscription, stop: asyncio.Even
     return msgs
 
 
-async def _apply_or_skip(pool: asyncpg.Pool, msgs: list[Msg]) -> None:
+async def _apply_or_skip(target: Projection, msgs: list[Msg]) -> None:
     """Apply `msgs` in one transaction; if PostgreSQL refuses one of them, apply them one
     by one and skip the refused ones (logged and counted: the log still holds them, and
     `pressroom projector --rebuild` replays them once the cause is fixed)."""
     try:
-        await apply_batch(pool, msgs)
+        await apply_batch(target, msgs)
         return
     except _REFUSED:
         pass
     for msg in msgs:
         try:
-            await apply_batch(pool, [msg])
+            await apply_batch(target, [msg])
         except _REFUSED as exc:
             kind = msg.subject.rsplit(".", 1)[-1]
             log.error(
@@ -101,13 +124,13 @@ async def _apply_or_skip(pool: asyncpg.Pool, msgs: list[Msg]) -> None:
             metrics.EVENTS_SKIPPED.labels(kind).inc()
 
 
-async def _apply_until_stored(pool: asyncpg.Pool, msgs: list[Msg], stop: asyncio.Event) -> None:
+async def _apply_until_stored(target: Projection, msgs: list[Msg], stop: asyncio.Event) -> None:
     delay = 0.5
     while True:
         try:
-            await _apply_or_skip(pool, msgs)
-        except _DB_DOWN as exc:
-            log.warning("Postgres unavailable, holding %d events: %s", len(msgs), exc)
+            await _apply_or_skip(target, msgs)
+        except (*_DB_DOWN, Unavailable) as exc:
+            log.warning("PostgreSQL or NATS unavailable, holding %d events: %s", len(msgs), exc)
             for msg in msgs:
                 await msg.in_progress()
             if stop.is_set():

@@ -52,6 +52,7 @@ def worker_lost(job: events.JobSubmitted, deliveries: int) -> events.JobFailed:
     """The terminal event of a job whose every delivery ended without an answer."""
     return events.JobFailed(
         job_id=job.job_id,
+        tenant=job.tenant,
         attempt=deliveries,
         error=events.ErrorInfo(
             type="worker_lost", message=f"gave up after {deliveries} attempts: worker lost"

@@ -27,7 +27,7 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
         db.open_pool(settings, size=4) as pool,
     ):
         await run_together(
-            consumer.run(js, pool, stop),
+            consumer.run(consumer.Projection(js, pool, settings.free_tier), stop),
             finalizer.run(js, pool, stop),
             reconciler.run(js, pool, settings, stop),
         )

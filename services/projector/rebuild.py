@@ -57,7 +57,7 @@ async def rebuild(settings: Settings, stop: asyncio.Event) -> Summary:
         caught_up = asyncio.Event()
         watcher = asyncio.create_task(_watch(js, stop, caught_up))
         try:
-            await consumer.run(js, pool, caught_up)
+            await consumer.run(consumer.Projection(js, pool, settings.free_tier), caught_up)
         finally:
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):

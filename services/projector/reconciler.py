@@ -111,6 +111,7 @@ def resubmission(row: dict[str, Any]) -> events.JobSubmitted | None:
     fields = {
         **job_input,
         "job_id": row["id"],
+        "tenant": row["tenant_id"],
         "at": row["created_at"].timestamp(),
         "webhook_url": row["webhook_url"],
         "idempotency_key": row["idempotency_key"],
@@ -132,6 +133,7 @@ def stalled(row: dict[str, Any], *, has_input: bool) -> events.JobFailed:
         message = "no progress and no recorded input to re-drive: the log no longer drives this job"
     return events.JobFailed(
         job_id=row["id"],
+        tenant=row["tenant_id"],
         attempt=row["attempts"],
         error=events.ErrorInfo(type="stalled", message=message),
         webhook_url=row["webhook_url"],

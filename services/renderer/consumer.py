@@ -78,11 +78,10 @@ def _render_optional(template: str | None, data: dict[str, Any]) -> str | None:
     return None if template is None else render_html(template, data)
 
 
-def document_key(job_id: str, result: RenderResult) -> str:
-    """Where the document is stored: derived from the job id, so a re-render overwrites."""
-    if result.extension == "pdf":
-        return object_key(job_id)
-    return f"jobs/{job_id}.{result.extension}"
+def document_key(job: events.JobSubmitted, result: RenderResult) -> str:
+    """Where the document is stored: derived from the tenant and job id, so a re-render
+    overwrites."""
+    return object_key(job.tenant, job.job_id, result.extension)
 
 
 class Renderer:
@@ -139,7 +138,10 @@ class Renderer:
             await msg.ack()
             return
         await bus.publish(
-            self.js, events.JobStarted(job_id=job.job_id, attempt=attempt, worker=self.worker)
+            self.js,
+            events.JobStarted(
+                job_id=job.job_id, tenant=job.tenant, attempt=attempt, worker=self.worker
+            ),
         )
         try:
             done = await self._render(job, attempt)
@@ -155,12 +157,13 @@ class Renderer:
     async def _render(self, job: events.JobSubmitted, attempt: int) -> events.JobDone:
         started = time.perf_counter()
         result = await self.browser.render(source_of(job), options_of(job))
-        key = document_key(job.job_id, result)
+        key = document_key(job, result)
         await self.storage.put(key, result.data, result.content_type)
         elapsed = time.perf_counter() - started
         metrics.RENDER_SECONDS.observe(elapsed)
         return events.JobDone(
             job_id=job.job_id,
+            tenant=job.tenant,
             attempt=attempt,
             object_key=key,
             bytes=len(result.data),
@@ -204,7 +207,11 @@ class Renderer:
                     type=exc.kind, message=f"gave up after {attempt} attempts: {exc.message}"
                 )
             failed = events.JobFailed(
-                job_id=job.job_id, attempt=attempt, error=error, webhook_url=job.webhook_url
+                job_id=job.job_id,
+                tenant=job.tenant,
+                attempt=attempt,
+                error=error,
+                webhook_url=job.webhook_url,
             )
             await self._finish(msg, failed)
             return
@@ -213,7 +220,12 @@ class Renderer:
         await bus.publish(
             self.js,
             events.JobRetrying(
-                job_id=job.job_id, attempt=attempt, worker=self.worker, error=error, delay=delay
+                job_id=job.job_id,
+                tenant=job.tenant,
+                attempt=attempt,
+                worker=self.worker,
+                error=error,
+                delay=delay,
             ),
         )
         metrics.RENDER_ATTEMPTS.labels("retrying").inc()

@@ -37,7 +37,7 @@ import nats
 import psutil
 
 from services.core.settings import Settings
-from tests.conftest import eventually, free_port
+from tests.conftest import Tenant, eventually, free_port, make_tenant
 
 REPO = Path(__file__).resolve().parents[2]
 TERMINAL = ("done", "failed", "cancelled")
@@ -192,6 +192,7 @@ class Cluster:
         self.ledger = Ledger()
         self._numbers = itertools.count(1)
         self._http: aiohttp.ClientSession | None = None
+        self._tenant: Tenant | None = None
 
     @property
     def url(self) -> str:
@@ -240,7 +241,23 @@ class Cluster:
         for _ in range(renderers):
             self.start("renderer")
         await poll(self._ready, 45, "gateway /readyz")
+        if self._tenant is None:
+            await self._make_tenant()
         await self.wait_consuming(renderers)
+
+    async def _make_tenant(self) -> None:
+        """The tenant every job of the test belongs to; the client sends its key from now."""
+        self._tenant = await make_tenant(self.http, self.url)
+        await self._tenant.http.close()
+        await self.http.close()
+        self._http = aiohttp.ClientSession(
+            timeout=aiohttp.ClientTimeout(total=20), headers=self._tenant.auth
+        )
+
+    @property
+    def tenant(self) -> Tenant:
+        assert self._tenant is not None, "up() makes the tenant"
+        return self._tenant
 
     async def _ready(self) -> bool:
         self.check_alive()
@@ -404,7 +421,7 @@ class Cluster:
         else:
             root = Path(self.env["PRESSROOM_STORAGE_DIR"])
             keys = [p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()]
-        pdfs = {k for k in keys if re.fullmatch(r"jobs/[^/.][^/]*\.pdf", k)}
+        pdfs = {k for k in keys if re.fullmatch(r"jobs/[^/.][^/]*/[^/.][^/]*\.pdf", k)}
         return pdfs, sorted(set(keys) - pdfs)
 
     def _s3_keys(self) -> list[str]:
@@ -443,6 +460,7 @@ class Outcome:
     objects: int
     stray_files: list[str]
     projection: tuple[int, int]  # (job_events rows, stream messages)
+    usage: dict[str, tuple[int, int]]  # outcome -> (usage_documents rows, usage_months sum)
     seconds: float
 
     def count(self, status: str) -> int:
@@ -510,6 +528,23 @@ async def _projection(cluster: Cluster, timeout: float = 20) -> tuple[int, int]:
         await asyncio.sleep(0.25)
 
 
+async def _usage(cluster: Cluster) -> dict[str, tuple[int, int]]:
+    """Per outcome, how many jobs the tenant's usage counted: (per-job rows, monthly sum)."""
+    rows = await cluster.query(
+        "SELECT outcome, count(*) AS n FROM usage_documents WHERE tenant_id = $1 GROUP BY outcome",
+        cluster.tenant.id,
+    )
+    per_job = {r["outcome"]: int(r["n"]) for r in rows}
+    month = (
+        await cluster.query(
+            "SELECT coalesce(sum(succeeded), 0) AS done, coalesce(sum(failed), 0) AS failed, "
+            "coalesce(sum(cancelled), 0) AS cancelled FROM usage_months WHERE tenant_id = $1",
+            cluster.tenant.id,
+        )
+    )[0]
+    return {status: (per_job.get(status, 0), int(month[status])) for status in TERMINAL}
+
+
 async def _outcome(cluster: Cluster, timeout: float) -> Outcome:
     started = time.monotonic()
     expected = cluster.ledger.accepted
@@ -520,7 +555,7 @@ async def _outcome(cluster: Cluster, timeout: float) -> Outcome:
     done = {i for i, s in statuses.items() if s["status"] == "done"}
     done |= {i for i, s in unacknowledged.items() if s == "done"}
     pdfs, stray = await cluster.object_keys()
-    keys = {f"jobs/{i}.pdf" for i in done}
+    keys = {f"jobs/{cluster.tenant.id}/{i}.pdf" for i in done}
     return Outcome(
         statuses=statuses,
         lost={i: s["status"] for i, s in statuses.items() if s["status"] not in TERMINAL},
@@ -536,6 +571,7 @@ async def _outcome(cluster: Cluster, timeout: float) -> Outcome:
         objects=len(pdfs),
         stray_files=stray,
         projection=await _projection(cluster),
+        usage=await _usage(cluster),
         seconds=time.monotonic() - started,
     )
 
@@ -557,6 +593,11 @@ async def assert_no_job_left_behind(cluster: Cluster, name: str, *, timeout: flo
     assert not no_url, f"done jobs without a download url: {no_url}"
     rows, messages = outcome.projection
     assert rows == messages, f"the projection holds {rows} events of the log's {messages}"
+    ended = {s: outcome.count(s) + list(outcome.unacknowledged.values()).count(s) for s in TERMINAL}
+    counted = {s: outcome.usage[s] for s in TERMINAL}
+    assert counted == {s: (n, n) for s, n in ended.items()}, (
+        f"usage (per job, per month) does not count each job once: {counted}, jobs: {ended}"
+    )
     return outcome
 
 
@@ -570,5 +611,6 @@ def _print_summary(name: str, ledger: Ledger, outcome: Outcome) -> None:
         f"extra_objects={len(outcome.extra_objects)} refused={len(ledger.refused)} "
         f"unacknowledged_jobs={len(outcome.unacknowledged)} "
         f"stray_files={len(outcome.stray_files)} "
-        f"projected={outcome.projection[0]}/{outcome.projection[1]} check={outcome.seconds:.1f}s"
+        f"projected={outcome.projection[0]}/{outcome.projection[1]} "
+        f"usage_done={outcome.usage['done'][1]} check={outcome.seconds:.1f}s"
     )

@@ -4,8 +4,9 @@ The S3 server is a moto_server of this test's own, SIGKILLed mid-batch and start
 the same port about 5 s later. moto keeps everything in memory, so a restarted moto has no
 bucket and no objects (a real S3 outage loses neither); its request recorder is on, and
 replaying the recording after the restart brings the bucket and the objects back, as S3
-would have them. The services create their bucket only at start, so without the replay
-every render after the restart would fail with NoSuchBucket until its attempts ran out.
+would have them (without it the objects of jobs already done would be gone; the renderer
+re-creates a missing bucket by itself). The renderer is paused while moto restarts and
+replays, so its own CreateBucket cannot race the replay's.
 
 Verifies:
 - while storage is unreachable, renders fail with a `storage` error and are retried
@@ -20,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -146,10 +148,16 @@ async def test_storage_outage_renders_retry_and_all_finish_done(
 
     await poll(retried, 10, "a render retried because storage is down")
     await asyncio.sleep(max(0.0, killed + OUTAGE - time.monotonic()))  # hold the outage
-    moto.start()
-    await poll(moto.ready, 30, "moto_server after the restart")
-    bucket_after_restart = await moto.bucket_status(bucket)
-    await moto.replay()
+    # The renderer re-creates a missing bucket on its next upload; the replay's own
+    # CreateBucket then fails (moto answers 500). It stays paused until the replay is done.
+    renderer.proc.send_signal(signal.SIGSTOP)
+    try:
+        moto.start()
+        await poll(moto.ready, 30, "moto_server after the restart")
+        bucket_after_restart = await moto.bucket_status(bucket)
+        await moto.replay()
+    finally:
+        renderer.proc.send_signal(signal.SIGCONT)
     restored = time.monotonic()
 
     outcome = await assert_no_job_left_behind(cluster, "storage_outage", timeout=90)

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import Any
 
+import aiohttp
 import pytest
 
 from services.core.settings import Settings
-from tests.conftest import Stack
+from tests.conftest import Stack, free_port
 
 
 @pytest.fixture
@@ -96,13 +98,26 @@ async def test_forged_or_expired_download_link_is_404(gateway: Stack):
         assert "invalid or expired" in (await response.json())["error"]["message"]
 
 
-async def test_health_ready_and_metrics(gateway: Stack):
-    async with gateway.client.get(f"{gateway.url}/healthz") as response:
-        assert response.status == 200
-    async with gateway.client.get(f"{gateway.url}/readyz") as response:
-        assert (await response.json()) == {
-            "ready": True,
-            "checks": {"nats": True, "postgres": True},
-        }
-    async with gateway.client.get(f"{gateway.url}/metrics") as response:
-        assert "pressroom_requests_rejected_total" in await response.text()
+async def test_health_ready_and_metrics_on_their_own_port(settings: Settings):
+    """/healthz and /readyz answer without a key; /metrics is served on
+    PRESSROOM_METRICS_PORT, not on the public port."""
+    metrics_port = free_port()
+    stack = Stack(replace(settings, metrics_port=metrics_port))
+    await stack.start("gateway")
+    try:
+        async with aiohttp.ClientSession() as anonymous:
+            async with anonymous.get(f"{stack.url}/healthz") as response:
+                assert response.status == 200
+            async with anonymous.get(f"{stack.url}/readyz") as response:
+                assert (await response.json()) == {
+                    "ready": True,
+                    "checks": {"nats": True, "postgres": True},
+                }
+            await post(stack, b"{}")  # one rejection, so the counter has a sample
+            async with stack.client.get(f"{stack.url}/metrics") as response:
+                assert response.status == 404
+            async with anonymous.get(f"http://127.0.0.1:{metrics_port}/metrics") as response:
+                text = await response.text()
+        assert re.search(r'^pressroom_requests_rejected_total\{status="400"\} [1-9]', text, re.M)
+    finally:
+        await stack.close()

@@ -128,7 +128,8 @@ async def test_an_event_postgresql_refuses_is_skipped_and_the_rest_projected(
         await bus.publish(js, poison)
         for job_id in ("ok1", "ok2"):
             await bus.publish(js, events.JobSubmitted(job_id=job_id, template="t"))
-        projector = asyncio.create_task(consumer.run(js, pool, stop))
+        target = consumer.Projection(js, pool, settings.free_tier)
+        projector = asyncio.create_task(consumer.run(target, stop))
         try:
 
             async def projected() -> bool:

@@ -3,8 +3,9 @@
 Verifies: after a stack finished one job `done` (with a webhook) and one `failed` (a
 template syntax error) and stopped, a rebuild against the same NATS and PostgreSQL
 empties the tables, replays the stream and ends with the same statuses, attempts, error
-messages and webhook deliveries; its one-line summary counts the events and the jobs by
-status; and a bogus row that is in no event is gone.
+messages, webhook deliveries and usage; its one-line summary counts the events and the
+jobs by status; a bogus row that is in no event is gone, wrong monthly usage is counted
+again and a job's lost usage row comes back (each job still counted once).
 """
 
 from __future__ import annotations
@@ -30,16 +31,30 @@ async def snapshot(database_url: str) -> dict:
         hooks = await conn.fetch(
             "SELECT job_id, attempt, outcome FROM webhook_deliveries ORDER BY stream_seq"
         )
+        usage = await conn.fetch("SELECT * FROM usage_months ORDER BY tenant_id, month")
+        documents = await conn.fetch("SELECT * FROM usage_documents ORDER BY job_id")
     finally:
         await conn.close()
-    return {"jobs": jobs, "events": events, "hooks": [dict(h) for h in hooks]}
+    return {
+        "jobs": jobs,
+        "events": events,
+        "hooks": [dict(h) for h in hooks],
+        "usage": [dict(u) for u in usage],
+        "documents": [dict(d) for d in documents],
+    }
 
 
-async def add_bogus_row(database_url: str) -> None:
+async def add_bogus_rows(database_url: str) -> None:
+    """A job in no event, wrong monthly usage, and a job's usage row lost."""
     conn = await asyncpg.connect(database_url)
     try:
         await conn.execute(
             "INSERT INTO jobs (id, status, created_at) VALUES ('not-in-the-log', 'running', now())"
+        )
+        await conn.execute("UPDATE usage_months SET succeeded = 999, pages = 0")
+        await conn.execute(
+            "DELETE FROM usage_documents WHERE job_id IN "
+            "(SELECT job_id FROM usage_documents WHERE outcome = 'failed')"
         )
     finally:
         await conn.close()
@@ -68,7 +83,9 @@ async def test_rebuild_replays_the_same_projection(settings: Settings, receiver:
     finally:
         await stack.close()
     before = await snapshot(settings.database_url)
-    await add_bogus_row(settings.database_url)
+    assert [(u["succeeded"], u["failed"]) for u in before["usage"]] == [(1, 1)]
+    assert len(before["documents"]) == 2
+    await add_bogus_rows(settings.database_url)
 
     summary = await rebuild.rebuild(settings, asyncio.Event())
 

@@ -40,17 +40,19 @@ async def js(settings: Settings) -> AsyncIterator[JetStreamContext]:
     await nc.close()
 
 
-async def insert_lost_job(database_url: str) -> str:
-    """A `queued` row an hour old whose `submitted` message is nowhere in the log."""
+async def insert_lost_job(database_url: str, tenant: str) -> str:
+    """A `queued` row of `tenant`, an hour old, whose `submitted` message is nowhere in the
+    log."""
     job_id = uuid.uuid4().hex
     conn = await asyncpg.connect(database_url)
     try:
         await conn.execute(
-            "INSERT INTO jobs (id, status, input, created_at, updated_at) "
-            "VALUES ($1, 'queued', $2::jsonb, now() - interval '1 hour', "
+            "INSERT INTO jobs (id, tenant_id, status, input, created_at, updated_at) "
+            "VALUES ($1, $3, 'queued', $2::jsonb, now() - interval '1 hour', "
             "now() - interval '1 hour')",
             job_id,
             json.dumps(HELLO),
+            tenant,
         )
     finally:
         await conn.close()
@@ -84,7 +86,7 @@ async def test_lost_job_is_redriven_and_rendered(settings: Settings, js):
     await stack.start()
     try:
         before = actions("redrive")
-        job_id = await insert_lost_job(settings.database_url)
+        job_id = await insert_lost_job(settings.database_url, stack.tenant.id)
         job = await stack.finished(job_id, timeout=30)
         assert job["status"] == "done", job
         assert job["attempts"] == 1
@@ -102,7 +104,7 @@ async def test_job_still_stalled_after_max_redrives_fails_as_stalled(fast_settin
     await stack.start("gateway", "projector")
     try:
         before = actions("fail")
-        job_id = await insert_lost_job(fast_settings.database_url)
+        job_id = await insert_lost_job(fast_settings.database_url, stack.tenant.id)
         job = await stack.finished(job_id, timeout=20)
         assert job["status"] == "failed"
         assert job["error"] == {
@@ -123,7 +125,7 @@ async def test_sweep_waits_for_the_projector_holding_the_lock(fast_settings, js)
         bus.open_bus(fast_settings, name="test") as (_, own_js),
         db.open_pool(fast_settings) as pool,
     ):
-        job_id = await insert_lost_job(fast_settings.database_url)
+        job_id = await insert_lost_job(fast_settings.database_url, "ten_test")
         other = await asyncpg.connect(fast_settings.database_url)
         try:
             assert await db.try_advisory_lock(other, db.RECONCILER_LOCK_ID)

@@ -8,7 +8,8 @@ does not compile is a 400 naming the field and line; unknown ids and versions ar
 asks for, and records both in its events and in the input kept for re-drives; a stored
 header and footer reach the job's PDF page options unless the job sets its own; a body
 over the limit is 413; while PostgreSQL is away, template routes and jobs naming a stored
-template are 503 and other jobs are still accepted.
+template are 503 and other jobs are still accepted (the API key is checked in memory, so
+it keeps working while PostgreSQL is away).
 """
 
 from __future__ import annotations

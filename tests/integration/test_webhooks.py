@@ -13,6 +13,8 @@ from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import Any
 
+import asyncpg
+import nats
 import pytest
 from aiohttp import web
 
@@ -145,7 +147,9 @@ async def test_redeliver_sends_the_same_webhook_again(stack: Stack, receiver: Re
         assert r.status == 404
 
 
-async def test_per_job_secret_signs_instead_of_the_servers(stack: Stack, receiver: Receiver):
+async def test_per_job_secret_signs_instead_of_the_tenants_and_is_never_stored_plain(
+    stack: Stack, receiver: Receiver
+):
     from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
     from services.notifier.signing import new_secret
@@ -156,9 +160,41 @@ async def test_per_job_secret_signs_instead_of_the_servers(stack: Stack, receive
     hook = receiver.requests[0]
     assert Webhook(own).verify(hook["body"], hook["headers"])["data"]["id"] == job["id"]
     with pytest.raises(WebhookVerificationError):
-        Webhook(stack.settings.webhook_secret).verify(hook["body"], hook["headers"])
+        Webhook(stack.tenant.webhook_secret).verify(hook["body"], hook["headers"])
     async with stack.client.get(f"{stack.url}/jobs/{job['id']}/events") as response:
         assert own not in await response.text()  # never shown back
+    async with stack.client.get(f"{stack.url}/jobs/{job['id']}") as response:
+        assert own not in await response.text()
+    # Neither the log nor the projection holds it in plain text.
+    nc = await nats.connect(stack.settings.nats_url)
+    try:
+        raw = await nc.jetstream().get_last_msg("JOBS", f"jobs.{job['id']}.submitted")
+    finally:
+        await nc.close()
+    key = own.removeprefix("whsec_").encode()
+    assert own.encode() not in raw.data and key not in raw.data
+    assert b'"webhook_secret":"sealed1:' in raw.data
+    conn = await asyncpg.connect(stack.settings.database_url)
+    try:
+        dump = await conn.fetchval("SELECT string_agg(j::text, '') FROM jobs AS j")
+        events_dump = await conn.fetchval("SELECT string_agg(body::text, '') FROM job_events")
+    finally:
+        await conn.close()
+    assert key.decode() not in dump and key.decode() not in events_dump
+
+
+async def test_every_secret_of_the_tenant_signs_during_a_rotation(stack: Stack, receiver: Receiver):
+    from standardwebhooks.webhooks import Webhook
+
+    async with stack.client.post(f"{stack.url}/webhook-secrets") as response:
+        assert response.status == 201
+        new = (await response.json())["secret"]
+    job = await stack.submit({**HELLO, "webhook_url": receiver.url})
+    await attempts(stack, job["id"], 1)
+    hook = receiver.requests[0]
+    assert len(hook["headers"]["webhook-signature"].split(" ")) == 2
+    for secret in (stack.tenant.webhook_secret, new):
+        assert Webhook(secret).verify(hook["body"], hook["headers"])["data"]["id"] == job["id"]
 
 
 @pytest.mark.parametrize(

@@ -8,6 +8,7 @@ from typing import Any
 import msgspec
 import pytest
 
+from services.core import events
 from services.core.errors import RequestError
 from services.core.events import JobSubmitted, PageOptions
 from services.core.options import check_options, css_px, inches
@@ -177,9 +178,10 @@ def test_the_job_source_is_its_url_its_html_or_its_rendered_template() -> None:
     assert source_of(templated) == Html("<p>hi</p>")
 
 
-def test_documents_are_stored_under_the_job_id_with_their_extension() -> None:
-    assert document_key("abc", RenderResult(b"%PDF", 1)) == "jobs/abc.pdf"
-    assert document_key("abc", RenderResult(b"\x89PNG", 1, PNG)) == "jobs/abc.png"
+def test_documents_are_stored_under_the_tenant_and_job_id_with_their_extension() -> None:
+    job = events.JobSubmitted(job_id="abc", tenant="ten_1")
+    assert document_key(job, RenderResult(b"%PDF", 1)) == "jobs/ten_1/abc.pdf"
+    assert document_key(job, RenderResult(b"\x89PNG", 1, PNG)) == "jobs/ten_1/abc.png"
 
 
 @pytest.mark.parametrize(

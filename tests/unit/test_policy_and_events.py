@@ -79,9 +79,12 @@ def test_retry_delay_is_exponential_and_capped():
     assert [retry_delay(n, 2, 60) for n in range(1, 8)] == [2, 4, 8, 16, 32, 60, 60]
 
 
-def test_idempotency_key_gives_a_stable_id():
-    assert job_id_for("k") == job_id_for("k") != job_id_for("other")
-    assert job_id_for(None) != job_id_for(None)
+def test_idempotency_key_gives_a_stable_id_per_tenant_that_needs_the_server_key():
+    key, other_key = b"k" * 32, b"o" * 32
+    assert job_id_for(key, "a", "k") == job_id_for(key, "a", "k") != job_id_for(key, "a", "x")
+    assert job_id_for(key, "a", "k") != job_id_for(key, "b", "k")  # tenants apart
+    assert job_id_for(key, "a", "k") != job_id_for(other_key, "a", "k")  # not computable
+    assert job_id_for(key, "a", None) != job_id_for(key, "a", None)
 
 
 def test_webhook_url_alias_and_defaults():

@@ -1,0 +1,229 @@
+"""PostgreSQL queries about tenants: the tenants, their API keys, their webhook signing
+secrets, and their usage.
+
+Tenants, keys and secrets are configuration written by the gateway's admin API (not job
+events; a rebuild of the projection leaves them alone). Usage is a projection the
+projector writes from terminal events (`projector/apply.py`); this module only reads it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+
+CHANGE_OVERLAP = dt.timedelta(seconds=5)
+"""A refresh asks again for rows changed this long before the newest change it saw: a
+write that committed late, behind a newer one, is still picked up."""
+
+
+@dataclass(frozen=True)
+class Tenant:
+    """A tenant; a limit left None follows the installation's default."""
+
+    id: str
+    name: str
+    rate_per_second: float | None
+    rate_burst: int | None
+    monthly_quota: int | None
+    created_at: dt.datetime
+    updated_at: dt.datetime
+
+
+@dataclass(frozen=True)
+class ApiKey:
+    """What is stored of an API key: never the key, only its hash and first characters."""
+
+    id: str
+    tenant_id: str
+    hash: bytes
+    prefix: str
+    scopes: tuple[str, ...]
+    created_at: dt.datetime
+    revoked_at: dt.datetime | None
+    last_used_at: dt.datetime | None
+    updated_at: dt.datetime
+
+
+def _tenant(row: asyncpg.Record) -> Tenant:
+    return Tenant(**dict(row))
+
+
+def _key(row: asyncpg.Record) -> ApiKey:
+    return ApiKey(**{**dict(row), "scopes": tuple(row["scopes"])})
+
+
+_TENANT_COLUMNS = "id, name, rate_per_second, rate_burst, monthly_quota, created_at, updated_at"
+_KEY_COLUMNS = (
+    "id, tenant_id, hash, prefix, scopes, created_at, revoked_at, last_used_at, updated_at"
+)
+
+
+async def create_tenant(
+    pool: asyncpg.Pool,
+    tenant_id: str,
+    name: str,
+    rate: tuple[float, int] | None,
+    monthly_quota: int | None,
+) -> Tenant | None:
+    """Store a new tenant; None if the name is taken."""
+    per_second, burst = rate if rate is not None else (None, None)
+    row = await pool.fetchrow(
+        f"INSERT INTO tenants (id, name, rate_per_second, rate_burst, monthly_quota) "
+        f"VALUES ($1, $2, $3, $4, $5) ON CONFLICT (name) DO NOTHING RETURNING {_TENANT_COLUMNS}",
+        tenant_id,
+        name,
+        per_second,
+        burst,
+        monthly_quota,
+    )
+    return _tenant(row) if row is not None else None
+
+
+async def list_tenants(pool: asyncpg.Pool) -> list[Tenant]:
+    rows = await pool.fetch(f"SELECT {_TENANT_COLUMNS} FROM tenants ORDER BY created_at, id")
+    return [_tenant(r) for r in rows]
+
+
+async def get_tenant(pool: asyncpg.Pool, tenant_id: str) -> Tenant | None:
+    row = await pool.fetchrow(f"SELECT {_TENANT_COLUMNS} FROM tenants WHERE id = $1", tenant_id)
+    return _tenant(row) if row is not None else None
+
+
+async def tenant_by_name(pool: asyncpg.Pool, name: str) -> Tenant | None:
+    row = await pool.fetchrow(f"SELECT {_TENANT_COLUMNS} FROM tenants WHERE name = $1", name)
+    return _tenant(row) if row is not None else None
+
+
+async def create_key(
+    pool: asyncpg.Pool, key_id: str, tenant_id: str, key_hash: bytes, prefix: str, scopes: list[str]
+) -> ApiKey:
+    row = await pool.fetchrow(
+        f"INSERT INTO api_keys (id, tenant_id, hash, prefix, scopes) "
+        f"VALUES ($1, $2, $3, $4, $5) RETURNING {_KEY_COLUMNS}",
+        key_id,
+        tenant_id,
+        key_hash,
+        prefix,
+        scopes,
+    )
+    return _key(row)
+
+
+async def list_keys(pool: asyncpg.Pool, tenant_id: str) -> list[ApiKey]:
+    rows = await pool.fetch(
+        f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE tenant_id = $1 ORDER BY created_at, id",
+        tenant_id,
+    )
+    return [_key(r) for r in rows]
+
+
+async def revoke_key(pool: asyncpg.Pool, key_id: str) -> ApiKey | None:
+    """Revoke a key (a second revocation keeps the first time); None if there is no such
+    key."""
+    row = await pool.fetchrow(
+        f"UPDATE api_keys SET revoked_at = COALESCE(revoked_at, clock_timestamp()), "
+        f"updated_at = clock_timestamp() WHERE id = $1 RETURNING {_KEY_COLUMNS}",
+        key_id,
+    )
+    return _key(row) if row is not None else None
+
+
+async def keys_changed(pool: asyncpg.Pool, since: dt.datetime | None) -> list[ApiKey]:
+    """Every key created or revoked since `since` (all keys if None), oldest change first."""
+    if since is None:
+        rows = await pool.fetch(f"SELECT {_KEY_COLUMNS} FROM api_keys ORDER BY updated_at")
+    else:
+        rows = await pool.fetch(
+            f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE updated_at > $1 ORDER BY updated_at",
+            since - CHANGE_OVERLAP,
+        )
+    return [_key(r) for r in rows]
+
+
+async def tenants_changed(pool: asyncpg.Pool, since: dt.datetime | None) -> list[Tenant]:
+    """Every tenant created or changed since `since` (all if None)."""
+    if since is None:
+        rows = await pool.fetch(f"SELECT {_TENANT_COLUMNS} FROM tenants ORDER BY updated_at")
+    else:
+        rows = await pool.fetch(
+            f"SELECT {_TENANT_COLUMNS} FROM tenants WHERE updated_at > $1 ORDER BY updated_at",
+            since - CHANGE_OVERLAP,
+        )
+    return [_tenant(r) for r in rows]
+
+
+async def record_key_use(pool: asyncpg.Pool, used: dict[str, dt.datetime]) -> None:
+    """Move each key's `last_used_at` forward (not `updated_at`: using a key is not a
+    change the gateways need to reload)."""
+    if not used:
+        return
+    await pool.execute(
+        "UPDATE api_keys k SET last_used_at = GREATEST(k.last_used_at, u.at) "
+        "FROM unnest($1::text[], $2::timestamptz[]) AS u(id, at) WHERE k.id = u.id",
+        list(used),
+        list(used.values()),
+    )
+
+
+async def add_webhook_secret(
+    pool: asyncpg.Pool, secret_id: str, tenant_id: str, sealed: str
+) -> Any:
+    """Store a sealed signing secret; returns its creation time."""
+    return await pool.fetchval(
+        "INSERT INTO webhook_secrets (id, tenant_id, secret) VALUES ($1, $2, $3) "
+        "RETURNING created_at",
+        secret_id,
+        tenant_id,
+        sealed,
+    )
+
+
+async def webhook_secrets(pool: asyncpg.Pool, tenant_id: str) -> list[dict[str, Any]]:
+    """A tenant's signing secrets (`id`, sealed `secret`, `created_at`), oldest first."""
+    rows = await pool.fetch(
+        "SELECT id, secret, created_at FROM webhook_secrets WHERE tenant_id = $1 "
+        "ORDER BY created_at, id",
+        tenant_id,
+    )
+    return [dict(r) for r in rows]
+
+
+async def delete_webhook_secret(pool: asyncpg.Pool, tenant_id: str, secret_id: str) -> bool:
+    """Delete one of a tenant's secrets; False if the tenant has no such secret."""
+    status = await pool.execute(
+        "DELETE FROM webhook_secrets WHERE tenant_id = $1 AND id = $2", tenant_id, secret_id
+    )
+    return bool(status != "DELETE 0")
+
+
+async def usage(pool: asyncpg.Pool, month: dt.date, tenant_id: str | None) -> list[dict[str, Any]]:
+    """Usage of one month: one row per tenant (only `tenant_id`'s if given), with the
+    tenant's name where it has one."""
+    rows = await pool.fetch(
+        """
+        SELECT u.tenant_id, t.name, u.succeeded, u.failed, u.cancelled, u.pages, u.bytes,
+               u.render_ms
+        FROM usage_months u LEFT JOIN tenants t ON t.id = u.tenant_id
+        WHERE u.month = $1 AND ($2::text IS NULL OR u.tenant_id = $2)
+        ORDER BY u.tenant_id
+        """,
+        month,
+        tenant_id,
+    )
+    return [dict(r) for r in rows]
+
+
+async def succeeded_this_month(
+    pool: asyncpg.Pool, month: dt.date, tenant_ids: list[str]
+) -> dict[str, int]:
+    """Successful documents of `month` per tenant, for quota checks."""
+    rows = await pool.fetch(
+        "SELECT tenant_id, succeeded FROM usage_months WHERE month = $1 "
+        "AND tenant_id = ANY($2::text[])",
+        month,
+        tenant_ids,
+    )
+    return {r["tenant_id"]: int(r["succeeded"]) for r in rows}

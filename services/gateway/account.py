@@ -1,0 +1,123 @@
+"""A tenant's own account: its usage and its webhook signing secrets.
+
+Signing secrets are sealed with the server key (`core/crypto`) before they are stored,
+shown once when created, and every one that exists signs the tenant's webhooks, so a
+receiver can move to a new secret before the old one is deleted.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from typing import Any
+
+from aiohttp import web
+
+from services.core import crypto, tenancy
+from services.core.errors import Conflict, NotFound, RequestError
+from services.gateway.auth import caller_of, guarded
+from services.gateway.keys import POOL, SETTINGS
+from services.gateway.postgres import unavailable_without_postgres
+from services.notifier.signing import new_secret
+
+_MONTH = re.compile(r"^(\d{4})-(\d{2})$")
+MAX_SECRETS = 10
+"""Secrets a tenant may have at once: enough for any rotation."""
+
+
+def month_param(request: web.Request) -> dt.date:
+    """The `month=YYYY-MM` query parameter as its first day (UTC); this month by default."""
+    raw = request.query.get("month")
+    if raw is None:
+        return dt.datetime.now(dt.UTC).date().replace(day=1)
+    match = _MONTH.match(raw)
+    if match is None or not 1 <= int(match.group(2)) <= 12 or int(match.group(1)) < 1970:
+        raise RequestError(f"month must look like 2026-11, got {raw!r}", field="month")
+    return dt.date(int(match.group(1)), int(match.group(2)), 1)
+
+
+def usage_view(row: dict[str, Any] | None, free_tier: int) -> dict[str, Any]:
+    """One tenant's usage of a month; `billable` is what exceeds the free tier (failed
+    and cancelled jobs never count)."""
+    row = row or {}
+    succeeded = int(row.get("succeeded", 0))
+    view: dict[str, Any] = {
+        "succeeded": succeeded,
+        "failed": int(row.get("failed", 0)),
+        "cancelled": int(row.get("cancelled", 0)),
+        "pages": int(row.get("pages") or 0),
+        "bytes": int(row.get("bytes") or 0),
+        "render_seconds": round(int(row.get("render_ms") or 0) / 1000, 3),
+        "free_tier": free_tier,
+        "billable": max(0, succeeded - free_tier),
+    }
+    if "tenant_id" in row:
+        view = {"tenant_id": row["tenant_id"], "name": row.get("name"), **view}
+    return view
+
+
+async def get_usage(request: web.Request) -> web.Response:
+    """`GET /usage?month=YYYY-MM`: the caller's tenant's usage of that month."""
+    month = month_param(request)
+    tenant = caller_of(request).tenant
+    with unavailable_without_postgres("usage is unavailable"):
+        rows = await tenancy.usage(request.app[POOL], month, tenant)
+    view = usage_view(rows[0] if rows else None, request.app[SETTINGS].free_tier)
+    view.pop("tenant_id", None)
+    view.pop("name", None)
+    return web.json_response({"month": month.strftime("%Y-%m"), "tenant": tenant, **view})
+
+
+async def add_secret(request: web.Request, tenant_id: str) -> dict[str, Any]:
+    """Make, seal and store a new signing secret for `tenant_id`; `{"id","secret",
+    "created_at"}`, the only time the secret is shown."""
+    secret = new_secret()
+    secret_id = crypto.new_id("whs")
+    key = request.app[SETTINGS].server_key_bytes()
+    sealed = crypto.seal(key, secret, tenant_id)
+    created = await tenancy.add_webhook_secret(request.app[POOL], secret_id, tenant_id, sealed)
+    return {"id": secret_id, "secret": secret, "created_at": created.isoformat()}
+
+
+async def create_secret(request: web.Request) -> web.Response:
+    """`POST /webhook-secrets`: 201 with a new secret; from now on it signs too."""
+    tenant = caller_of(request).tenant
+    with unavailable_without_postgres("cannot store the secret"):
+        existing = await tenancy.webhook_secrets(request.app[POOL], tenant)
+        if len(existing) >= MAX_SECRETS:
+            raise RequestError(
+                f"a tenant has at most {MAX_SECRETS} secrets; delete an old one first",
+                field="webhook_secrets",
+            )
+        created = await add_secret(request, tenant)
+    return web.json_response(created, status=201)
+
+
+async def list_secrets(request: web.Request) -> web.Response:
+    """`GET /webhook-secrets`: ids and creation times (never the secrets)."""
+    tenant = caller_of(request).tenant
+    with unavailable_without_postgres("secrets are unavailable"):
+        rows = await tenancy.webhook_secrets(request.app[POOL], tenant)
+    listed = [{"id": r["id"], "created_at": r["created_at"].isoformat()} for r in rows]
+    return web.json_response({"secrets": listed})
+
+
+async def delete_secret(request: web.Request) -> web.Response:
+    """`DELETE /webhook-secrets/{id}`: 204; it signs no more webhooks."""
+    tenant, secret_id = caller_of(request).tenant, request.match_info["secret_id"]
+    pool = request.app[POOL]
+    with unavailable_without_postgres("cannot delete the secret"):
+        existing = {r["id"] for r in await tenancy.webhook_secrets(pool, tenant)}
+        if secret_id not in existing:
+            raise NotFound(f"no webhook secret {secret_id!r}")
+        if len(existing) == 1:
+            raise Conflict("the last webhook secret cannot be deleted; create its successor first")
+        await tenancy.delete_webhook_secret(pool, tenant, secret_id)
+    return web.Response(status=204)
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_get("/usage", guarded("usage:read", get_usage))
+    app.router.add_post("/webhook-secrets", guarded("webhooks:write", create_secret))
+    app.router.add_get("/webhook-secrets", guarded("webhooks:write", list_secrets))
+    app.router.add_delete("/webhook-secrets/{secret_id}", guarded("webhooks:write", delete_secret))

@@ -1,0 +1,191 @@
+"""The admin API: tenants, their API keys and everyone's usage, for `PRESSROOM_ADMIN_KEY`.
+
+A key is shown once, in the answer that creates it; only its hash and first characters
+are stored. A new tenant gets a webhook signing secret, also shown once (more can be
+added and rotated by the tenant through `/webhook-secrets`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from typing import Annotated, Any
+
+import msgspec
+from aiohttp import web
+
+from services.core import crypto, tenancy
+from services.core.errors import Conflict, NotFound, RequestError
+from services.gateway import account
+from services.gateway.auth import DIRECTORY, SCOPES, admin_only
+from services.gateway.keys import POOL, SETTINGS
+from services.gateway.postgres import unavailable_without_postgres
+from services.gateway.requests import parse_struct, read_json_body
+
+log = logging.getLogger(__name__)
+
+TenantName = Annotated[
+    str, msgspec.Meta(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+]
+
+
+class RateLimitRequest(msgspec.Struct, forbid_unknown_fields=True):
+    per_second: Annotated[float, msgspec.Meta(gt=0, le=1_000_000)]
+    burst: Annotated[int, msgspec.Meta(ge=1, le=10_000_000)]
+
+
+class TenantRequest(msgspec.Struct, forbid_unknown_fields=True):
+    """`POST /admin/tenants`: a unique name (letters, digits, `.`, `_`, `-`) and optional
+    limits that replace the installation's defaults."""
+
+    name: TenantName
+    rate_limit: RateLimitRequest | None = None
+    monthly_quota: Annotated[int, msgspec.Meta(ge=0, le=2**62)] | None = None
+
+
+class KeyRequest(msgspec.Struct, forbid_unknown_fields=True):
+    """`POST /admin/tenants/{id}/keys`: the key's scopes (all of them by default)."""
+
+    scopes: list[str] | None = None
+
+
+def _iso(value: dt.datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def tenant_view(tenant: tenancy.Tenant) -> dict[str, Any]:
+    rate = None
+    if tenant.rate_per_second is not None:
+        rate = {"per_second": tenant.rate_per_second, "burst": tenant.rate_burst}
+    return {
+        "id": tenant.id,
+        "name": tenant.name,
+        "rate_limit": rate,
+        "monthly_quota": tenant.monthly_quota,
+        "created_at": _iso(tenant.created_at),
+    }
+
+
+def key_view(key: tenancy.ApiKey) -> dict[str, Any]:
+    """A key as listings show it: never the key itself, only its first characters."""
+    return {
+        "id": key.id,
+        "tenant_id": key.tenant_id,
+        "prefix": key.prefix,
+        "scopes": list(key.scopes),
+        "created_at": _iso(key.created_at),
+        "revoked_at": _iso(key.revoked_at),
+        "last_used_at": _iso(key.last_used_at),
+    }
+
+
+async def create_tenant(request: web.Request) -> web.Response:
+    """`POST /admin/tenants`: 201 with the tenant and its first webhook signing secret."""
+    body = parse_struct(await read_json_body(request), TenantRequest)
+    rate = (body.rate_limit.per_second, body.rate_limit.burst) if body.rate_limit else None
+    pool = request.app[POOL]
+    with unavailable_without_postgres("cannot create the tenant"):
+        tenant = await tenancy.create_tenant(
+            pool, crypto.new_id("ten"), body.name, rate, body.monthly_quota
+        )
+        if tenant is None:
+            raise Conflict(f"a tenant named {body.name!r} exists already")
+        secret = await account.add_secret(request, tenant.id)
+    request.app[DIRECTORY].add_tenants([tenant])
+    log.info("tenant %s (%s) created", tenant.id, tenant.name)
+    return web.json_response({**tenant_view(tenant), "webhook_secret": secret}, status=201)
+
+
+async def list_tenants(request: web.Request) -> web.Response:
+    with unavailable_without_postgres("tenants are unavailable"):
+        tenants = await tenancy.list_tenants(request.app[POOL])
+    return web.json_response({"tenants": [tenant_view(t) for t in tenants]})
+
+
+async def _tenant_or_404(request: web.Request) -> tenancy.Tenant:
+    tenant_id = request.match_info["tenant_id"]
+    with unavailable_without_postgres("tenants are unavailable"):
+        tenant = await tenancy.get_tenant(request.app[POOL], tenant_id)
+    if tenant is None:
+        raise NotFound(f"no tenant {tenant_id!r}")
+    return tenant
+
+
+async def get_tenant(request: web.Request) -> web.Response:
+    return web.json_response(tenant_view(await _tenant_or_404(request)))
+
+
+def _scopes(body: KeyRequest) -> list[str]:
+    if body.scopes is None:
+        return list(SCOPES)
+    unknown = sorted(set(body.scopes) - set(SCOPES))
+    if unknown or not body.scopes:
+        raise RequestError(
+            f"scopes must be a non-empty list of {', '.join(SCOPES)}; unknown: {unknown}",
+            field="scopes",
+        )
+    return [scope for scope in SCOPES if scope in body.scopes]
+
+
+async def _key_request(request: web.Request) -> KeyRequest:
+    """The body of a key creation; an empty body means every scope."""
+    if not await request.read():
+        return KeyRequest()
+    return parse_struct(await read_json_body(request), KeyRequest)
+
+
+async def create_key(request: web.Request) -> web.Response:
+    """`POST /admin/tenants/{id}/keys`: 201 with the key, shown this once."""
+    tenant = await _tenant_or_404(request)
+    scopes = _scopes(await _key_request(request))
+    key = crypto.new_api_key()
+    with unavailable_without_postgres("cannot create the key"):
+        stored = await tenancy.create_key(
+            request.app[POOL], crypto.new_id("key"), tenant.id, crypto.hash_key(key),
+            key[: len(crypto.KEY_PREFIX) + 6], scopes,
+        )  # fmt: skip
+    request.app[DIRECTORY].add_keys([stored])
+    log.info("key %s for tenant %s created", stored.id, tenant.id)
+    view = {"id": stored.id, "key": key, "tenant_id": tenant.id, "scopes": scopes}
+    return web.json_response({**view, "created_at": _iso(stored.created_at)}, status=201)
+
+
+async def list_keys(request: web.Request) -> web.Response:
+    tenant = await _tenant_or_404(request)
+    with unavailable_without_postgres("keys are unavailable"):
+        keys = await tenancy.list_keys(request.app[POOL], tenant.id)
+    return web.json_response({"keys": [key_view(k) for k in keys]})
+
+
+async def revoke_key(request: web.Request) -> web.Response:
+    """`DELETE /admin/keys/{key_id}`: 204; the key is refused from now on (on every
+    gateway within `PRESSROOM_AUTH_REFRESH` seconds)."""
+    key_id = request.match_info["key_id"]
+    with unavailable_without_postgres("cannot revoke the key"):
+        key = await tenancy.revoke_key(request.app[POOL], key_id)
+    if key is None:
+        raise NotFound(f"no key {key_id!r}")
+    request.app[DIRECTORY].add_keys([key])
+    log.info("key %s of tenant %s revoked", key.id, key.tenant_id)
+    return web.Response(status=204)
+
+
+async def all_usage(request: web.Request) -> web.Response:
+    """`GET /admin/usage?month=YYYY-MM`: every tenant's usage of that month."""
+    month = account.month_param(request)
+    with unavailable_without_postgres("usage is unavailable"):
+        rows = await tenancy.usage(request.app[POOL], month, None)
+    free = request.app[SETTINGS].free_tier
+    listed = [account.usage_view(row, free) for row in rows]
+    return web.json_response({"month": month.strftime("%Y-%m"), "tenants": listed})
+
+
+def add_routes(app: web.Application) -> None:
+    router = app.router
+    router.add_post("/admin/tenants", admin_only(create_tenant))
+    router.add_get("/admin/tenants", admin_only(list_tenants))
+    router.add_get("/admin/tenants/{tenant_id}", admin_only(get_tenant))
+    router.add_post("/admin/tenants/{tenant_id}/keys", admin_only(create_key))
+    router.add_get("/admin/tenants/{tenant_id}/keys", admin_only(list_keys))
+    router.add_delete("/admin/keys/{key_id}", admin_only(revoke_key))
+    router.add_get("/admin/usage", admin_only(all_usage))

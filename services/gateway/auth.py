@@ -1,0 +1,180 @@
+"""Who is asking: API keys resolved to a tenant and its scopes, without a database round
+trip.
+
+Every gateway keeps every key's hash (and every tenant) in memory: `Directory` loads them
+at start and reloads what changed every `PRESSROOM_AUTH_REFRESH` seconds (a revocation
+takes effect within about that long on every gateway, and at once on the one that made
+it). While PostgreSQL is down the last copy keeps serving, so known keys keep getting
+their `202`. Last-use times are collected in memory and written in one statement every
+few seconds.
+
+Routes declare the scope they need with `guarded(scope, handler)`; the admin API uses
+`admin_only(handler)` and `PRESSROOM_ADMIN_KEY`. With `PRESSROOM_AUTH=disabled` every
+request is the implicit tenant `default` with every scope.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import hmac
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import asyncpg
+from aiohttp import web
+
+from services.core import crypto, tenancy
+from services.core.errors import Forbidden, Unauthorized
+from services.core.events import DEFAULT_TENANT
+from services.core.settings import Settings
+
+log = logging.getLogger(__name__)
+
+SCOPES = (
+    "jobs:read",
+    "jobs:write",
+    "templates:read",
+    "templates:write",
+    "webhooks:write",
+    "usage:read",
+)
+"""Every scope a key can have; a key created without a list gets all of them."""
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@dataclass(frozen=True)
+class Caller:
+    """The tenant a request acts for, the key it used (None without keys) and its scopes."""
+
+    tenant: str
+    key_id: str | None
+    scopes: frozenset[str]
+
+
+CALLER_KEY = web.RequestKey("caller", Caller)
+
+IMPLICIT = Caller(DEFAULT_TENANT, None, frozenset(SCOPES))
+"""Every request when `PRESSROOM_AUTH=disabled`."""
+
+
+def bearer_token(request: web.Request) -> str | None:
+    """The token of an `Authorization: Bearer <token>` header, None without one."""
+    header = request.headers.get("Authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return None
+    return token.strip()
+
+
+class Directory:
+    """Every API key (as its hash) and every tenant, kept current from PostgreSQL."""
+
+    def __init__(self) -> None:
+        self.keys: dict[bytes, tenancy.ApiKey] = {}
+        self.tenants: dict[str, tenancy.Tenant] = {}
+        self.used: dict[str, dt.datetime] = {}
+        self._keys_seen: dt.datetime | None = None
+        self._tenants_seen: dt.datetime | None = None
+
+    def add_keys(self, keys: list[tenancy.ApiKey]) -> None:
+        for key in keys:
+            self.keys[key.hash] = key
+            self._keys_seen = max(self._keys_seen or key.updated_at, key.updated_at)
+
+    def add_tenants(self, tenants: list[tenancy.Tenant]) -> None:
+        for tenant in tenants:
+            self.tenants[tenant.id] = tenant
+            self._tenants_seen = max(self._tenants_seen or tenant.updated_at, tenant.updated_at)
+
+    async def refresh(self, pool: asyncpg.Pool) -> None:
+        """Load what changed since the last refresh (everything the first time)."""
+        self.add_tenants(await tenancy.tenants_changed(pool, self._tenants_seen))
+        self.add_keys(await tenancy.keys_changed(pool, self._keys_seen))
+
+    async def flush_use(self, pool: asyncpg.Pool) -> None:
+        """Write the last-use times collected since the last flush."""
+        used, self.used = self.used, {}
+        try:
+            await tenancy.record_key_use(pool, used)
+        except BaseException:
+            for key_id, at in used.items():  # keep them for the next flush
+                self.used[key_id] = max(self.used.get(key_id, at), at)
+            raise
+
+    def authenticate(self, token: str | None) -> Caller:
+        """The caller a bearer token stands for; `Unauthorized` if none, unknown or revoked."""
+        if token is None:
+            raise Unauthorized("missing API key: send the header Authorization: Bearer <key>")
+        digest = crypto.hash_key(token)
+        key = self.keys.get(digest)
+        if key is None or not crypto.same_hash(key.hash, digest):
+            raise Unauthorized("unknown API key")
+        if key.revoked_at is not None:
+            raise Unauthorized("this API key was revoked")
+        self.used[key.id] = dt.datetime.now(dt.UTC)
+        return Caller(key.tenant_id, key.id, frozenset(key.scopes))
+
+
+DIRECTORY = web.AppKey("directory", Directory)
+AUTH_SETTINGS = web.AppKey("auth_settings", Settings)
+
+
+def caller_of(request: web.Request) -> Caller:
+    """The caller `guarded` resolved for this request."""
+    caller: Caller = request[CALLER_KEY]
+    return caller
+
+
+def authenticate(request: web.Request) -> Caller:
+    """The request's caller (`IMPLICIT` without keys); raises `Unauthorized`."""
+    if not request.app[AUTH_SETTINGS].auth_enabled:
+        return IMPLICIT
+    return request.app[DIRECTORY].authenticate(bearer_token(request))
+
+
+def guarded(scope: str, handler: Handler) -> Handler:
+    """`handler` for callers whose key has `scope`: 401 without a valid key, 403 without
+    the scope. The caller is then `caller_of(request)`."""
+    assert scope in SCOPES, scope
+
+    async def guard(request: web.Request) -> web.StreamResponse:
+        caller = authenticate(request)
+        request[CALLER_KEY] = caller
+        if scope not in caller.scopes:
+            raise Forbidden(f"this API key lacks the scope {scope}")
+        return await handler(request)
+
+    return guard
+
+
+def _digest(value: str) -> bytes:
+    return hashlib.sha256(value.encode()).digest()
+
+
+def is_admin(settings: Settings, token: str | None) -> bool:
+    """Whether `token` is one of the admin keys (compared in constant time)."""
+    if token is None:
+        return False
+    digest = _digest(token)
+    matches = [hmac.compare_digest(digest, _digest(key)) for key in settings.admin_keys]
+    return any(matches)
+
+
+def admin_only(handler: Handler) -> Handler:
+    """`handler` for requests that bring an admin key (`PRESSROOM_ADMIN_KEY`)."""
+
+    async def guard(request: web.Request) -> web.StreamResponse:
+        settings = request.app[AUTH_SETTINGS]
+        token = bearer_token(request)
+        if not settings.admin_keys:
+            raise Unauthorized("the admin API is off: set PRESSROOM_ADMIN_KEY")
+        if not is_admin(settings, token):
+            if token is not None and crypto.hash_key(token) in request.app[DIRECTORY].keys:
+                raise Forbidden("this route needs an admin key, not a tenant's API key")
+            raise Unauthorized("missing or unknown admin key")
+        return await handler(request)
+
+    return guard

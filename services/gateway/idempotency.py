@@ -1,0 +1,89 @@
+"""`Idempotency-Key`: per tenant, remembered for `PRESSROOM_IDEMPOTENCY_TTL` (24 h by
+default), far beyond the log's deduplication window.
+
+The first request with a key claims it in a JetStream key-value bucket (`kv.create` is
+first-writer-wins, so concurrent retries agree on one winner), recording the job id and a
+fingerprint of the request. A later request with the same key and the same fingerprint
+gets the first job back; with another fingerprint it is a `422` naming `Idempotency-Key`.
+The bucket lives on NATS, beside the log, so it keeps working while PostgreSQL is down.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+
+import msgspec
+from nats.errors import Error as NatsError
+from nats.js import JetStreamContext
+from nats.js.api import KeyValueConfig, StorageType
+from nats.js.errors import BucketNotFoundError, KeyWrongLastSequenceError
+from nats.js.kv import KeyValue
+
+from services.core.errors import IdempotencyConflict, Unavailable
+from services.core.settings import Settings
+
+BUCKET = "IDEMPOTENCY"
+
+
+class Claim(msgspec.Struct):
+    """What a key was first used for."""
+
+    job_id: str
+    fingerprint: str
+
+
+_decoder = msgspec.json.Decoder(Claim)
+
+
+async def open_bucket(js: JetStreamContext, settings: Settings) -> KeyValue:
+    """The bucket, created on first use with the TTL from settings."""
+    try:
+        return await js.key_value(BUCKET)
+    except BucketNotFoundError:
+        config = KeyValueConfig(
+            bucket=BUCKET,
+            history=1,
+            ttl=settings.idempotency_ttl,
+            storage=StorageType.FILE,
+            replicas=settings.stream_replicas,
+        )
+        return await js.create_key_value(config)
+
+
+def _entry(tenant: str, key: str) -> str:
+    # KV keys allow only a few characters; the hash also keeps the client's key off disk.
+    return f"{tenant}.{hashlib.sha256(key.encode()).hexdigest()}"
+
+
+async def claim(kv: KeyValue, tenant: str, key: str, job_id: str, fingerprint: str) -> bool:
+    """True if this request is the first with `key`; False if it repeats the first one.
+
+    Raises `IdempotencyConflict` when the key was first used with another request, and
+    `Unavailable` when NATS does not answer.
+    """
+    entry = _entry(tenant, key)
+    value = msgspec.json.encode(Claim(job_id, fingerprint))
+    try:
+        await kv.create(entry, value)
+        return True
+    except KeyWrongLastSequenceError:
+        pass
+    except (TimeoutError, NatsError) as exc:
+        raise Unavailable(f"cannot check the Idempotency-Key: NATS: {exc}") from exc
+    try:
+        first = _decoder.decode((await kv.get(entry)).value or b"")
+    except (TimeoutError, NatsError, msgspec.DecodeError) as exc:
+        raise Unavailable(f"cannot check the Idempotency-Key: NATS: {exc}") from exc
+    if first.fingerprint != fingerprint or first.job_id != job_id:
+        raise IdempotencyConflict(
+            "this Idempotency-Key was used for a different request; use a new key for a new job",
+            field="Idempotency-Key",
+        )
+    return False
+
+
+async def release(kv: KeyValue, tenant: str, key: str) -> None:
+    """Forget a claim whose job could not be submitted (best effort)."""
+    with contextlib.suppress(TimeoutError, NatsError):
+        await kv.delete(_entry(tenant, key))
