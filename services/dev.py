@@ -6,16 +6,23 @@ neither used nor disturbed; then the four services as child processes, restartin
 dies. Everything lives under `PRESSROOM_DATA_DIR` (default `./.pressroom`), so a restart,
 even after SIGKILL, keeps every job. A variable set in the environment wins: with
 `PRESSROOM_NATS_URL` or `PRESSROOM_DATABASE_URL` set, that server is used instead.
+
+Once the gateway is ready it makes sure there is a tenant `dev` with a working API key,
+kept in `api-key` (reused on the next start while it works), and writes the admin key to
+`admin-key`, so the printed curl line and `pressroom tenants …` work with no setup.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import ctypes
 import json
 import logging
 import os
+import secrets
+import shlex
 import shutil
 import signal
 import socket
@@ -23,6 +30,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import psutil
@@ -35,6 +43,9 @@ from services.notifier.signing import new_secret
 log = logging.getLogger("dev")
 
 SERVICES = ("projector", "renderer", "notifier", "gateway")
+DEV_TENANT = "dev"
+ADMIN_KEY_PREFIX = "pra_"
+JOB_EXAMPLE = '{"template":"<h1>Hi {{name}}</h1>","data":{"name":"Ana"}}'
 NATS_CONFIG = """\
 listen: 127.0.0.1:-1
 max_payload: 8MB
@@ -56,15 +67,45 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def new_secrets() -> dict[str, str]:
+    """A fresh value of every secret `pressroom dev` keeps in `secrets.json`."""
+    return {
+        "url_secret": new_secret()[6:],
+        "webhook_secret": new_secret(),
+        "admin_key": ADMIN_KEY_PREFIX + secrets.token_urlsafe(32),
+        "server_key": base64.b64encode(secrets.token_bytes(32)).decode(),
+    }
+
+
 def load_secrets(path: Path) -> dict[str, str]:
-    """Secrets generated once per data folder, so links and signatures survive restarts."""
-    if path.exists():
-        stored: dict[str, str] = json.loads(path.read_text())
-        return stored
-    values = {"url_secret": new_secret()[6:], "webhook_secret": new_secret()}
-    path.write_text(json.dumps(values))
-    path.chmod(0o600)
+    """Secrets generated once per data folder, so links, signatures, keys and sealed values
+    survive restarts; a file from an older version gets the entries it lacks."""
+    stored: dict[str, str] = json.loads(path.read_text()) if path.exists() else {}
+    values = {**new_secrets(), **stored}
+    if values != stored:
+        write_private(path, json.dumps(values))
     return values
+
+
+def write_private(path: Path, text: str) -> None:
+    """Replace `path` with `text`, readable by its owner only (mode 0600)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as file:
+        file.write(text)
+    os.replace(tmp, path)
+
+
+def read_line(path: Path) -> str | None:
+    """The first line of `path`, stripped; None if the file is missing or blank."""
+    try:
+        lines = path.read_text().splitlines()
+    except FileNotFoundError:
+        return None
+    first = lines[0].strip() if lines else ""
+    return first or None
 
 
 def nats_binary() -> str:
@@ -177,10 +218,7 @@ def service_env(settings: Settings, overrides: dict[str, str]) -> dict[str, dict
     base = {**os.environ, **overrides}
     envs = {}
     for name in SERVICES:
-        env = dict(base)
-        if name != "gateway":
-            env["PRESSROOM_METRICS_PORT"] = str(free_port())
-        envs[name] = env
+        envs[name] = {**base, "PRESSROOM_METRICS_PORT": str(free_port())}
     return envs
 
 
@@ -213,22 +251,130 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
             for name in SERVICES
         ]
         if await wait_healthy(settings.base_url, stop):
-            print(
-                f"\nPressroom is running at {settings.base_url}  (Ctrl-C stops it)\n"
-                f"Data: {data}; webhook secret in {data / 'secrets.json'}\n",
-                flush=True,
-            )
+            await announce(Settings.from_env(envs["gateway"]), data)
         await asyncio.gather(*tasks)
 
 
 def embedded_defaults(settings: Settings, data: Path) -> dict[str, str]:
-    secrets = load_secrets(data / "secrets.json")
+    kept = load_secrets(data / "secrets.json")
     defaults = {
         "PRESSROOM_STORAGE_DIR": str(data / "files"),
-        "PRESSROOM_URL_SECRET": secrets["url_secret"],
-        "PRESSROOM_WEBHOOK_SECRET": secrets["webhook_secret"],
+        "PRESSROOM_URL_SECRET": kept["url_secret"],
+        "PRESSROOM_WEBHOOK_SECRET": kept["webhook_secret"],
+        "PRESSROOM_ADMIN_KEY": kept["admin_key"],
+        "PRESSROOM_SERVER_KEY": kept["server_key"],
     }
     return {k: v for k, v in defaults.items() if k not in os.environ}
+
+
+class BootstrapError(Exception):
+    """The admin API answered something the bootstrap cannot use."""
+
+
+class AdminApi:
+    """The few admin API calls the bootstrap makes, as the admin."""
+
+    def __init__(self, session: aiohttp.ClientSession, url: str, admin_key: str) -> None:
+        self.session, self.url, self.admin_key = session, url, admin_key
+
+    async def call(
+        self, method: str, path: str, body: Any = None, *, key: str | None = None
+    ) -> tuple[int, Any]:
+        headers = {"Authorization": f"Bearer {key or self.admin_key}"}
+        url = self.url + path
+        async with self.session.request(method, url, json=body, headers=headers) as response:
+            return response.status, await response.json(content_type=None)
+
+    async def expect(self, status: int, method: str, path: str, body: Any = None) -> Any:
+        """The answer's body; `BootstrapError` with the API's message unless `status`."""
+        got, answer = await self.call(method, path, body)
+        if got != status:
+            message = answer.get("error", {}).get("message") if isinstance(answer, dict) else ""
+            raise BootstrapError(f"{method} {path} answered {got}: {message or answer}")
+        return answer
+
+    async def key_works(self, key: str) -> bool:
+        """Whether the gateway accepts `key` (a trouble of the gateway's is raised, so a
+        key that may still work is not replaced)."""
+        status, answer = await self.call("GET", "/usage", key=key)
+        if status >= 500:
+            raise BootstrapError(f"GET /usage answered {status}: {answer}")
+        return status == 200
+
+    async def dev_tenant(self, data: Path) -> str:
+        """The id of tenant `dev`, created (its webhook secret kept in `data`) if new."""
+        status, answer = await self.call("POST", "/admin/tenants", {"name": DEV_TENANT})
+        if status == 201:
+            write_private(data / "webhook-secret", answer["webhook_secret"]["secret"] + "\n")
+            return str(answer["id"])
+        if status != 409:
+            raise BootstrapError(f"POST /admin/tenants answered {status}: {answer}")
+        listed = await self.expect(200, "GET", "/admin/tenants")
+        found = [t["id"] for t in listed["tenants"] if t["name"] == DEV_TENANT]
+        if not found:
+            raise BootstrapError(f"tenant {DEV_TENANT!r} exists but is not listed")
+        return str(found[0])
+
+    async def new_key(self, data: Path) -> str:
+        tenant = await self.dev_tenant(data)
+        created = await self.expect(201, "POST", f"/admin/tenants/{tenant}/keys", {})
+        return str(created["key"])
+
+
+async def bootstrap(settings: Settings, data: Path) -> None:
+    """Keep a working API key of tenant `dev` in `data/api-key`: the one there if the
+    gateway still accepts it, else a new one (creating the tenant if needed)."""
+    key_file = data / "api-key"
+    timeout = aiohttp.ClientTimeout(total=30)
+    async with aiohttp.ClientSession(timeout=timeout) as session:
+        api = AdminApi(session, settings.base_url, settings.admin_keys[0])
+        key = read_line(key_file)
+        if key is None or not await api.key_works(key):
+            key = await api.new_key(data)
+    write_private(key_file, key + "\n")
+
+
+def curl_line(base_url: str, key_file: Path | None) -> str:
+    """A `POST /jobs` that works pasted as it is (the key read from its file)."""
+    auth = ""
+    if key_file is not None:
+        auth = f' -H "Authorization: Bearer $(cat {shlex.quote(str(key_file))})"'
+    return (
+        f"curl -X POST {shlex.quote(base_url + '/jobs')}{auth}"
+        f" -H 'content-type: application/json' -d {shlex.quote(JOB_EXAMPLE)}"
+    )
+
+
+async def access_lines(settings: Settings, data: Path) -> list[str]:
+    """How to call this Pressroom: keys made ready first (see `bootstrap`)."""
+    if settings.admin_keys:
+        write_private(data / "admin-key", settings.admin_keys[0] + "\n")
+    if not settings.auth_enabled:
+        note = "PRESSROOM_AUTH=disabled: no API key is needed (and none was made); try:"
+        return [note, curl_line(settings.base_url, None)]
+    if not settings.admin_keys:
+        return ["PRESSROOM_ADMIN_KEY is empty, so no API key was made"]
+    try:
+        await bootstrap(settings, data)
+    except (aiohttp.ClientError, OSError, ValueError, KeyError, BootstrapError) as exc:
+        log.error("could not make an API key: %s", exc)
+        return [f"No API key was made ({exc}); see the log above"]
+    return [
+        f"Try it (the API key of tenant {DEV_TENANT!r} is in {data / 'api-key'}):",
+        curl_line(settings.base_url, data / "api-key"),
+        f"Admin key in {data / 'admin-key'}; `pressroom tenants --help` manages tenants",
+    ]
+
+
+async def announce(settings: Settings, data: Path) -> None:
+    """Print where Pressroom runs, a curl line that works as printed, and where keys are."""
+    lines = [f"\nPressroom is running at {settings.base_url}  (Ctrl-C stops it)"]
+    lines += await access_lines(settings, data)
+    signing = data / "webhook-secret"
+    if not settings.auth_enabled or not signing.exists():
+        signing = data / "secrets.json"
+    lines.append(f"Data: {data}; webhook secret in {signing}\n")
+    print("\n".join(lines), flush=True)
 
 
 def main() -> None:
