@@ -9,13 +9,21 @@ In one run, on this machine, side by side:
 (b) Pressroom end to end: `--jobs` of the same invoice submitted through the gateway by
     16 concurrent clients until all are `done`, every service on this machine (embedded
     NATS and PostgreSQL, local storage), renderer at the same page concurrency;
-(c) the gateway alone (renderer not running): `--accepts` submissions by 16 concurrent
-    clients, accepted jobs/s and p99 accept latency.
+(c) the gateway alone (gateway and projector, renderer not running): `--accepts`
+    submissions by 16 concurrent clients, accepted jobs/s and p99 accept latency, twice:
+    with API keys (as deployed) and with `PRESSROOM_AUTH=disabled`, each on fresh NATS and
+    PostgreSQL, so what authentication costs shows.
+
+Every run generates its own admin and server keys. With keys on, (b) and (c) make a tenant
+whose rate limit is far above what the bench submits, and a key of it that every request
+sends (the Python client's and wrk's); with keys off the installation's default rate limit
+(which the implicit tenant gets) is raised as far.
 
 (a), (a') and (b) alternate for `--rounds` rounds. Prints the medians of PDFs/s of each,
 of the ratios (b)/(a) and (b)/(a') per round, of p50/p99 job latency and of accept p99
 while rendering; the renderer's peak memory (Chromium included); (c)'s jobs/s and accept
-p99 by the Python client and by wrk (when installed); and CPU per job of every process.
+p99 by the Python client and by wrk (when installed), keys on and keys off side by side
+with their ratio (keys on / keys off); and CPU per job of every process.
 
     .venv/bin/python bench/render_throughput.py [--jobs 200] [--pages 2] [--rounds 3]
         [--accepts 4000] [--accepts-only]
@@ -25,11 +33,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import contextlib
 import json
 import os
 import re
 import resource
+import secrets
 import shutil
 import statistics
 import sys
@@ -113,7 +123,9 @@ async def ceiling(chromium: str, pages: int, count: int, tuned: bool) -> float:
 
 
 @contextlib.asynccontextmanager
-async def services(names: list[str], env: dict[str, str], logs: Path) -> AsyncIterator[dict]:
+async def services(
+    names: list[str], env: dict[str, str], logs: Path
+) -> AsyncIterator[dict[str, asyncio.subprocess.Process]]:
     procs = {}
     for name in names:
         log = (logs / f"{name}.log").open("ab")
@@ -142,7 +154,38 @@ async def environment(data: Path) -> AsyncIterator[dict[str, str]]:
             "PRESSROOM_URL_SECRET": "bench",
             "PRESSROOM_WEBHOOK_SECRET": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
             "PRESSROOM_LOG_LEVEL": "WARNING",
+            "PRESSROOM_AUTH": "enabled",  # whatever the caller's environment says
+            "PRESSROOM_ADMIN_KEY": "pra_" + secrets.token_urlsafe(32),
+            "PRESSROOM_SERVER_KEY": base64.b64encode(secrets.token_bytes(32)).decode(),
         }
+
+
+KEYS_OFF = {  # the implicit tenant gets the default rate limit: raise it out of the way
+    "PRESSROOM_AUTH": "disabled",
+    "PRESSROOM_RATE_LIMIT": "1000000",
+    "PRESSROOM_RATE_BURST": "10000000",
+}
+
+
+def authorization(key: str | None) -> dict[str, str]:
+    """The header a tenant's request sends; none with keys off."""
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
+async def tenant_key(http: aiohttp.ClientSession, url: str, env: dict[str, str]) -> str | None:
+    """With keys on, a key of a new tenant whose rate limit is far above what the bench
+    submits; None with `PRESSROOM_AUTH=disabled`."""
+    if env["PRESSROOM_AUTH"] == "disabled":
+        return None
+    admin = authorization(env["PRESSROOM_ADMIN_KEY"])
+    tenant = {"name": "bench", "rate_limit": {"per_second": 1e6, "burst": 10_000_000}}
+    async with http.post(f"{url}/admin/tenants", json=tenant, headers=admin) as response:
+        assert response.status == 201, await response.text()
+        tenant_id = (await response.json())["id"]
+    async with http.post(f"{url}/admin/tenants/{tenant_id}/keys", headers=admin) as response:
+        assert response.status == 201, await response.text()
+        key: str = (await response.json())["key"]
+        return key
 
 
 async def wait_ready(http: aiohttp.ClientSession, url: str) -> None:
@@ -156,10 +199,12 @@ async def wait_ready(http: aiohttp.ClientSession, url: str) -> None:
     raise RuntimeError("gateway not ready")
 
 
-async def submit(http: aiohttp.ClientSession, url: str, count: int) -> tuple[list, list, float]:
+async def submit(
+    http: aiohttp.ClientSession, url: str, key: str | None, count: int
+) -> tuple[list[str], list[float], float]:
     """`count` invoice jobs from CLIENTS concurrent clients: (ids, latencies, jobs/s)."""
     body = json.dumps({"template": TEMPLATE, "data": DATA}).encode()
-    headers = {"Content-Type": "application/json"}
+    headers = {"Content-Type": "application/json", **authorization(key)}
     ids: list[str] = []
     latencies: list[float] = []
     todo = iter(range(count))
@@ -177,16 +222,20 @@ async def submit(http: aiohttp.ClientSession, url: str, count: int) -> tuple[lis
     return ids, latencies, count / (time.perf_counter() - started)
 
 
-async def wait_done(http: aiohttp.ClientSession, url: str, ids: list[str]) -> list[dict]:
+async def wait_done(
+    http: aiohttp.ClientSession, url: str, key: str | None, ids: list[str]
+) -> list[dict[str, Any]]:
     """Each job's final status document. Jobs finish roughly in submission order, so the
     oldest unfinished one is polled (~10 requests/s): polling every job would steal the
     CPU the renderer is being measured on."""
-    finished = []
+    finished: list[dict[str, Any]] = []
     deadline = time.monotonic() + 600
+    headers = authorization(key)
     for job_id in ids:
         while True:
             assert time.monotonic() < deadline, f"{len(ids) - len(finished)} jobs unfinished"
-            async with http.get(f"{url}/jobs/{job_id}") as response:
+            async with http.get(f"{url}/jobs/{job_id}", headers=headers) as response:
+                assert response.status == 200, await response.text()
                 job = await response.json()
             if job["status"] in {"done", "failed"}:
                 finished.append(job)
@@ -295,13 +344,14 @@ async def end_to_end(env: dict[str, str], logs: Path, jobs: int) -> dict[str, fl
     names = ["gateway", "projector", "renderer", "notifier"]
     async with services(names, env, logs) as procs, aiohttp.ClientSession() as http:
         await wait_ready(http, url)
-        await wait_done(http, url, (await submit(http, url, 4))[0])  # warm-up
+        key = await tenant_key(http, url, env)
+        await wait_done(http, url, key, (await submit(http, url, key, 4))[0])  # warm-up
         memory = PeakMemory(procs["renderer"].pid)
         meter = CpuMeter(env, procs)
         meter.start()
         started = time.time()
-        ids, accept, submitted = await submit(http, url, jobs)
-        done = await wait_done(http, url, ids)
+        ids, accept, submitted = await submit(http, url, key, jobs)
+        done = await wait_done(http, url, key, ids)
         meter.report(jobs)
         last = max(seconds(job["finished_at"]) for job in done)
         latency = [seconds(j["finished_at"]) - seconds(j["created_at"]) for j in done]
@@ -318,22 +368,36 @@ async def end_to_end(env: dict[str, str], logs: Path, jobs: int) -> dict[str, fl
 
 async def accepts(env: dict[str, str], logs: Path, count: int) -> dict[str, tuple[float, float]]:
     """(jobs/s, accept p99 ms) of the gateway alone, by load generator: the Python client
-    (aiohttp), and wrk when installed (C: it leaves the cores to what it measures)."""
+    (aiohttp), and wrk when installed (C: it leaves the cores to what it measures). With
+    keys on unless `env` has `PRESSROOM_AUTH=disabled`."""
     url = f"http://127.0.0.1:{env['PRESSROOM_PORT']}"
+    keys = "off" if env["PRESSROOM_AUTH"] == "disabled" else "on"
     results = {}
     async with (
         services(["gateway", "projector"], env, logs) as procs,
         aiohttp.ClientSession() as http,
     ):
         await wait_ready(http, url)
-        await submit(http, url, 200)  # warm-up
+        key = await tenant_key(http, url, env)
+        await submit(http, url, key, 200)  # warm-up
+        print(f"gateway alone, keys {keys}: python client")
         meter = CpuMeter(env, procs)
         meter.start()
-        _, latencies, rate = await submit(http, url, count)
+        _, latencies, rate = await submit(http, url, key, count)
         meter.report(count)
         results["python client"] = rate, percentile(latencies, 0.99) * 1000
         if shutil.which("wrk"):
-            results["wrk"] = await wrk(url, logs, CpuMeter(env, procs))
+            print(f"gateway alone, keys {keys}: wrk")
+            results["wrk"] = await wrk(url, key, logs, CpuMeter(env, procs))
+    return results
+
+
+async def gateway_alone(tmp: Path, count: int) -> dict[str, dict[str, tuple[float, float]]]:
+    """(c) with keys on, then with keys off, each on its own NATS and PostgreSQL."""
+    results = {}
+    for keys, variant in (("on", {}), ("off", KEYS_OFF)):
+        async with environment(tmp / f"gw-keys-{keys}") as env:
+            results[keys] = await accepts({**env, **variant}, tmp, count)
     return results
 
 
@@ -345,14 +409,21 @@ def _ms(text: str) -> float:
     raise ValueError(text)
 
 
-async def wrk(url: str, folder: Path, meter: CpuMeter, seconds: int = 5) -> tuple[float, float]:
-    """Submit the invoice job from CLIENTS connections for `seconds` with wrk."""
+async def wrk(
+    url: str, key: str | None, folder: Path, meter: CpuMeter, seconds: int = 5
+) -> tuple[float, float]:
+    """Submit the invoice job from CLIENTS connections for `seconds` with wrk (sending
+    `key`, if any)."""
     body = folder / "job.json"
     body.write_text(json.dumps({"template": TEMPLATE, "data": DATA}))
     script = folder / "post.lua"
+    headers = "".join(
+        f"wrk.headers[{json.dumps(name)}] = {json.dumps(value)}\n"
+        for name, value in {"Content-Type": "application/json", **authorization(key)}.items()
+    )
     script.write_text(
         'wrk.method = "POST"\n'
-        'wrk.headers["Content-Type"] = "application/json"\n'
+        f"{headers}"
         f"local file = io.open({json.dumps(str(body))})\n"
         "wrk.body = file:read('*a')\n"
         "file:close()\n"
@@ -384,8 +455,7 @@ async def main() -> None:
     args = parser.parse_args()
     if args.accepts_only:
         with tempfile.TemporaryDirectory() as tmp:
-            async with environment(Path(tmp) / "gw") as env:
-                gateway = await accepts(env, Path(tmp), args.accepts)
+            gateway = await gateway_alone(Path(tmp), args.accepts)
         print_accepts(gateway)
         return
     chromium = os.environ.get("PRESSROOM_CHROMIUM", "/usr/bin/chromium")
@@ -401,8 +471,7 @@ async def main() -> None:
                 runs.append(await end_to_end(env, Path(tmp), args.jobs))
             runs[-1]["ratio"] = runs[-1]["rate"] / naives[-1]
             runs[-1]["overhead"] = runs[-1]["rate"] / tuneds[-1]
-        async with environment(Path(tmp) / "gw") as env:
-            gateway = await accepts(env, Path(tmp), args.accepts)
+        gateway = await gateway_alone(Path(tmp), args.accepts)
 
     def median(key: str) -> float:
         return statistics.median(run[key] for run in runs)
@@ -431,13 +500,20 @@ async def main() -> None:
     print_accepts(gateway)
 
 
-def print_accepts(results: dict[str, tuple[float, float]]) -> None:
-    for client, (rate, p99) in results.items():
+def print_accepts(results: dict[str, dict[str, tuple[float, float]]]) -> None:
+    """(c) keys on and keys off side by side, and their ratio, by load generator."""
+    print(
+        f"{f'(c) gateway alone, {CLIENTS} clients':<34}{'keys on':<30}{'keys off':<30}"
+        "ratio keys on/off"
+    )
+    for client, (rate, p99) in results["on"].items():
+        rate_off, p99_off = results["off"][client]
         print(
-            f"(c) gateway alone, {CLIENTS} clients ({client}): {rate:6.0f} jobs/s, "
-            f"accept p99 {p99:.1f} ms"
+            f"{f'    {client}:':<34}{rate:6.0f} jobs/s, p99 {p99:5.1f} ms    "
+            f"{rate_off:6.0f} jobs/s, p99 {p99_off:5.1f} ms    "
+            f"jobs/s {rate / rate_off:.2f}, p99 {p99 / p99_off:.2f}"
         )
-    if "wrk" not in results:
+    if "wrk" not in results["on"]:
         print("    (install wrk to measure (c) with a load generator that leaves the CPU alone)")
 
 
