@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
+import functools
 import re
 import shutil
 from collections.abc import Callable, Mapping
@@ -70,6 +71,12 @@ def _schedule(raw: str) -> tuple[float, ...]:
 
 def _str(raw: str) -> str:
     return raw
+
+
+@functools.lru_cache(maxsize=4)
+def _decoded(raw: str) -> bytes:
+    """Base64 decoded once per value (the gateway derives a job id from it per request)."""
+    return base64.b64decode(raw)
 
 
 def _server_key(raw: str) -> str:
@@ -304,7 +311,7 @@ class Settings:
                 "PRESSROOM_SERVER_KEY must be set: 32 random bytes in base64 "
                 "(openssl rand -base64 32); it encrypts secrets at rest"
             )
-        return base64.b64decode(self.server_key)
+        return _decoded(self.server_key)
 
     @property
     def base_url(self) -> str:

@@ -19,6 +19,7 @@ import datetime as dt
 import hashlib
 import hmac
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -74,14 +75,16 @@ class Directory:
 
     def __init__(self) -> None:
         self.keys: dict[bytes, tenancy.ApiKey] = {}
+        self.callers: dict[bytes, Caller] = {}  # made once per key, not per request
         self.tenants: dict[str, tenancy.Tenant] = {}
-        self.used: dict[str, dt.datetime] = {}
+        self.used: dict[str, float] = {}  # key id -> Unix time of its last use
         self._keys_seen: dt.datetime | None = None
         self._tenants_seen: dt.datetime | None = None
 
     def add_keys(self, keys: list[tenancy.ApiKey]) -> None:
         for key in keys:
             self.keys[key.hash] = key
+            self.callers[key.hash] = Caller(key.tenant_id, key.id, frozenset(key.scopes))
             self._keys_seen = max(self._keys_seen or key.updated_at, key.updated_at)
 
     def add_tenants(self, tenants: list[tenancy.Tenant]) -> None:
@@ -98,7 +101,8 @@ class Directory:
         """Write the last-use times collected since the last flush."""
         used, self.used = self.used, {}
         try:
-            await tenancy.record_key_use(pool, used)
+            times = {k: dt.datetime.fromtimestamp(at, dt.UTC) for k, at in used.items()}
+            await tenancy.record_key_use(pool, times)
         except BaseException:
             for key_id, at in used.items():  # keep them for the next flush
                 self.used[key_id] = max(self.used.get(key_id, at), at)
@@ -114,8 +118,8 @@ class Directory:
             raise Unauthorized("unknown API key")
         if key.revoked_at is not None:
             raise Unauthorized("this API key was revoked")
-        self.used[key.id] = dt.datetime.now(dt.UTC)
-        return Caller(key.tenant_id, key.id, frozenset(key.scopes))
+        self.used[key.id] = time.time()
+        return self.callers[digest]
 
 
 DIRECTORY = web.AppKey("directory", Directory)
