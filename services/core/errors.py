@@ -104,10 +104,9 @@ class IdempotencyConflict(DeterministicError):
     http_status = 422
 
 
-class RateLimited(DeterministicError):
-    """The tenant submits faster than its rate limit; retry after `retry_after` seconds."""
+class TooManyRequests(DeterministicError):
+    """The tenant is over one of its limits; it may try again after `retry_after` seconds."""
 
-    kind = "rate_limited"
     http_status = 429
 
     def __init__(self, message: str, *, retry_after: int) -> None:
@@ -118,18 +117,16 @@ class RateLimited(DeterministicError):
         return {"Retry-After": str(self.retry_after)}
 
 
-class QuotaExceeded(DeterministicError):
+class RateLimited(TooManyRequests):
+    """The tenant submits faster than its rate limit."""
+
+    kind = "rate_limited"
+
+
+class QuotaExceeded(TooManyRequests):
     """The tenant has used its monthly quota of successful documents."""
 
     kind = "quota_exceeded"
-    http_status = 429
-
-    def __init__(self, message: str, *, retry_after: int) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
-
-    def headers(self) -> dict[str, str]:
-        return {"Retry-After": str(self.retry_after)}
 
 
 class Conflict(DeterministicError):

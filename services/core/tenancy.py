@@ -131,28 +131,25 @@ async def revoke_key(pool: asyncpg.Pool, key_id: str) -> ApiKey | None:
     return _key(row) if row is not None else None
 
 
+async def _changed(
+    pool: asyncpg.Pool, table: str, columns: str, since: dt.datetime | None
+) -> list[asyncpg.Record]:
+    """Rows of `table` created or changed since `since` (all if None), oldest change first."""
+    where = "" if since is None else "WHERE updated_at > $1"
+    args = () if since is None else (since - CHANGE_OVERLAP,)
+    return list(
+        await pool.fetch(f"SELECT {columns} FROM {table} {where} ORDER BY updated_at", *args)
+    )
+
+
 async def keys_changed(pool: asyncpg.Pool, since: dt.datetime | None) -> list[ApiKey]:
-    """Every key created or revoked since `since` (all keys if None), oldest change first."""
-    if since is None:
-        rows = await pool.fetch(f"SELECT {_KEY_COLUMNS} FROM api_keys ORDER BY updated_at")
-    else:
-        rows = await pool.fetch(
-            f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE updated_at > $1 ORDER BY updated_at",
-            since - CHANGE_OVERLAP,
-        )
-    return [_key(r) for r in rows]
+    """Every key created or revoked since `since` (all keys if None)."""
+    return [_key(r) for r in await _changed(pool, "api_keys", _KEY_COLUMNS, since)]
 
 
 async def tenants_changed(pool: asyncpg.Pool, since: dt.datetime | None) -> list[Tenant]:
     """Every tenant created or changed since `since` (all if None)."""
-    if since is None:
-        rows = await pool.fetch(f"SELECT {_TENANT_COLUMNS} FROM tenants ORDER BY updated_at")
-    else:
-        rows = await pool.fetch(
-            f"SELECT {_TENANT_COLUMNS} FROM tenants WHERE updated_at > $1 ORDER BY updated_at",
-            since - CHANGE_OVERLAP,
-        )
-    return [_tenant(r) for r in rows]
+    return [_tenant(r) for r in await _changed(pool, "tenants", _TENANT_COLUMNS, since)]
 
 
 async def record_key_use(pool: asyncpg.Pool, used: dict[str, dt.datetime]) -> None:
