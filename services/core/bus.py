@@ -44,9 +44,6 @@ from services.core.settings import Settings
 
 log = logging.getLogger(__name__)
 
-DUPLICATE_WINDOW = 3600.0
-"""Seconds a `Nats-Msg-Id` is remembered; covers client retries of the same POST."""
-
 ADVISORY_STREAM = "JOBS_ADVISORIES"
 """Keeps the renderer's MAX_DELIVERIES advisories, which NATS only fires and forgets."""
 
@@ -66,7 +63,7 @@ def stream_config(settings: Settings) -> StreamConfig:
         num_replicas=settings.stream_replicas,
         max_age=settings.stream_max_age,
         discard=DiscardPolicy.OLD,
-        duplicate_window=DUPLICATE_WINDOW,
+        duplicate_window=settings.dedup_window,
         allow_direct=True,  # the renderer's pre-render check reads by direct get
     )
 
@@ -183,7 +180,7 @@ def usage_stream_config(settings: Settings) -> StreamConfig:
         num_replicas=settings.stream_replicas,
         max_age=settings.stream_max_age,
         discard=DiscardPolicy.OLD,
-        duplicate_window=DUPLICATE_WINDOW,
+        duplicate_window=settings.dedup_window,
     )
 
 

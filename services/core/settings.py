@@ -262,6 +262,12 @@ class Settings:
         _int(0, 2**62),
         "successful documents per tenant and month that are not billable",
     )
+    dedup_window: float = _var(
+        "PRESSROOM_DEDUP_WINDOW",
+        3600.0,
+        _float(1, 86400),
+        "how long the log drops a second copy of the same event (Nats-Msg-Id), s",
+    )
     idempotency_ttl: float = _var(
         "PRESSROOM_IDEMPOTENCY_TTL",
         86400.0,

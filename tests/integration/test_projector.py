@@ -145,3 +145,18 @@ async def test_an_event_postgresql_refuses_is_skipped_and_the_rest_projected(
     after = REGISTRY.get_sample_value("pressroom_events_skipped_total", {"type": "submitted"})
     assert (after or 0) - (skipped or 0) == 1
     assert (info.num_pending, info.num_ack_pending) == (0, 0)  # the poison was acked too
+
+
+async def test_a_later_copy_of_a_submission_never_overwrites_the_jobs_input(database_url: str):
+    """A second `submitted` for a job (a re-drive, or one stored after the deduplication
+    window) keeps the first input, webhook and key: a finished job stays as submitted."""
+    other = events.JobSubmitted(
+        job_id="j1", template="<p>other</p>", webhook_url="https://attacker.example/h",
+        webhook_secret="sealed1:other", idempotency_key="k2",
+    )  # fmt: skip
+    row = await project(database_url, [(1, SUBMITTED), (2, DONE), (3, other)])
+    assert row["status"] == "done"
+    assert row["input"]["template"] == SUBMITTED.template
+    assert "webhook_secret" not in row["input"] or row["input"]["webhook_secret"] is None
+    assert (row["webhook_url"], row["idempotency_key"]) == (None, None)
+    assert row["events"] == 3
