@@ -1,6 +1,8 @@
 """`pressroom tenants|keys|usage`: the admin API from the command line.
 
     pressroom tenants create NAME [--rate PER_SECOND --burst N] [--quota N]
+    pressroom tenants update ID_OR_NAME [--rate PER_SECOND --burst N | --default-rate]
+                                        [--quota N | --default-quota]
     pressroom tenants list | show ID_OR_NAME
     pressroom keys create TENANT [--scopes jobs:read,jobs:write,…]
     pressroom keys list TENANT | revoke KEY_ID
@@ -159,6 +161,23 @@ def tenants_create(admin: Admin, args: argparse.Namespace) -> Result:
     return tenant, "\n".join(lines)
 
 
+def tenants_update(admin: Admin, args: argparse.Namespace) -> Result:
+    tenant = find_tenant(admin, args.tenant)
+    body: dict[str, Any] = {}
+    if args.rate is not None:
+        body["rate_limit"] = {"per_second": args.rate, "burst": args.burst}
+    elif args.default_rate:
+        body["rate_limit"] = None
+    if args.quota is not None:
+        body["monthly_quota"] = args.quota
+    elif args.default_quota:
+        body["monthly_quota"] = None
+    if not body:
+        raise CliError("nothing to change: give --rate/--burst, --quota or --default-…", 2)
+    changed = admin.call("PATCH", f"/admin/tenants/{quote(tenant['id'])}", body)
+    return changed, "\n".join([f"Tenant {changed['name']} changed.", *tenant_lines(changed)])
+
+
 def tenants_list(admin: Admin, args: argparse.Namespace) -> Result:
     answer = admin.call("GET", "/admin/tenants")
     rows = [
@@ -250,6 +269,13 @@ def _tenant_parsers(commands: Any) -> None:
     create.add_argument("--rate", type=float, metavar="PER_SECOND", help="job submissions/s")
     create.add_argument("--burst", type=int, metavar="N", help="submissions at once (with --rate)")
     create.add_argument("--quota", type=int, metavar="N", help="successful documents a month")
+    update = _add(tenants, "update", tenants_update, "change a tenant's limits")
+    update.add_argument("tenant", metavar="ID_OR_NAME")
+    update.add_argument("--rate", type=float, metavar="PER_SECOND", help="job submissions/s")
+    update.add_argument("--burst", type=int, metavar="N", help="submissions at once (with --rate)")
+    update.add_argument("--quota", type=int, metavar="N", help="successful documents a month")
+    update.add_argument("--default-rate", action="store_true", help="the installation's rate")
+    update.add_argument("--default-quota", action="store_true", help="the installation's quota")
     _add(tenants, "list", tenants_list, "list every tenant")
     show = _add(tenants, "show", tenants_show, "show one tenant")
     show.add_argument("tenant", metavar="ID_OR_NAME")
@@ -286,7 +312,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     """`argv` starts with the command (`tenants`, `keys` or `usage`)."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.run is tenants_create and (args.rate is None) != (args.burst is None):
+    paired = args.run in (tenants_create, tenants_update)
+    if paired and (args.rate is None) != (args.burst is None):
         args.parser.error("--rate and --burst go together")
     return args
 

@@ -82,6 +82,25 @@ async def create_tenant(
     return _tenant(row) if row is not None else None
 
 
+_LIMIT_COLUMNS = ("rate_per_second", "rate_burst", "monthly_quota")
+
+
+async def update_tenant(
+    pool: asyncpg.Pool, tenant_id: str, limits: dict[str, Any]
+) -> Tenant | None:
+    """Set some of a tenant's limits (`rate_per_second`, `rate_burst`, `monthly_quota`; None
+    means the installation's default); None if there is no such tenant."""
+    names = [name for name in _LIMIT_COLUMNS if name in limits]
+    sets = [f"{name} = ${n}" for n, name in enumerate(names, start=2)]
+    row = await pool.fetchrow(
+        f"UPDATE tenants SET {', '.join([*sets, 'updated_at = clock_timestamp()'])} "
+        f"WHERE id = $1 RETURNING {_TENANT_COLUMNS}",
+        tenant_id,
+        *(limits[name] for name in names),
+    )
+    return _tenant(row) if row is not None else None
+
+
 async def list_tenants(pool: asyncpg.Pool) -> list[Tenant]:
     rows = await pool.fetch(f"SELECT {_TENANT_COLUMNS} FROM tenants ORDER BY created_at, id")
     return [_tenant(r) for r in rows]

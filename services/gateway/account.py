@@ -11,6 +11,7 @@ import datetime as dt
 import re
 from typing import Any
 
+import msgspec
 from aiohttp import web
 
 from services.core import crypto, tenancy
@@ -18,7 +19,8 @@ from services.core.errors import Conflict, NotFound, RequestError
 from services.gateway.auth import caller_of, guarded
 from services.gateway.keys import POOL, SETTINGS
 from services.gateway.postgres import unavailable_without_postgres
-from services.notifier.signing import new_secret
+from services.gateway.requests import parse_struct, read_json_body
+from services.notifier.signing import new_secret, parse_secrets
 
 _MONTH = re.compile(r"^(\d{4})-(\d{2})$")
 MAX_SECRETS = 10
@@ -68,20 +70,49 @@ async def get_usage(request: web.Request) -> web.Response:
     return web.json_response({"month": month.strftime("%Y-%m"), "tenant": tenant, **view})
 
 
-async def add_secret(request: web.Request, tenant_id: str) -> dict[str, Any]:
-    """Make, seal and store a new signing secret for `tenant_id`; `{"id","secret",
-    "created_at"}`, the only time the secret is shown."""
-    secret = new_secret()
+class SecretRequest(msgspec.Struct, forbid_unknown_fields=True):
+    """`POST /webhook-secrets`: a secret of the tenant's own choosing (`whsec_…`), or none
+    for a new random one."""
+
+    secret: str | None = None
+
+
+async def _chosen(request: web.Request) -> str | None:
+    """The secret a request brings, checked; None for an empty body."""
+    if not (await request.read()).strip():
+        return None
+    secret = parse_struct(await read_json_body(request), SecretRequest).secret
+    if secret is None:
+        return None
+    try:
+        keys = parse_secrets(secret)
+    except ValueError as exc:
+        raise RequestError(f"secret is invalid: {exc}", field="secret") from None
+    if len(keys) != 1 or len(keys[0]) < 24:
+        raise RequestError("secret must be one whsec_ secret of 24 bytes or more", field="secret")
+    return secret
+
+
+async def add_secret(
+    request: web.Request, tenant_id: str, chosen: str | None = None
+) -> dict[str, Any]:
+    """Seal and store a signing secret for `tenant_id`: `chosen`, else a new random one.
+    Returns `{"id","secret","created_at"}` for a new one (the only time it is shown) and
+    `{"id","created_at"}` for a chosen one (never echoed)."""
+    secret = chosen or new_secret()
     secret_id = crypto.new_id("whs")
     key = request.app[SETTINGS].server_key_bytes()
     sealed = crypto.seal(key, secret, tenant_id)
     created = await tenancy.add_webhook_secret(request.app[POOL], secret_id, tenant_id, sealed)
-    return {"id": secret_id, "secret": secret, "created_at": created.isoformat()}
+    made = {"id": secret_id, "created_at": created.isoformat()}
+    return made if chosen else {**made, "secret": secret}
 
 
 async def create_secret(request: web.Request) -> web.Response:
-    """`POST /webhook-secrets`: 201 with a new secret; from now on it signs too."""
+    """`POST /webhook-secrets`: 201 with a new secret (or the id of the one given); from
+    now on it signs too."""
     tenant = caller_of(request).tenant
+    chosen = await _chosen(request)
     with unavailable_without_postgres("cannot store the secret"):
         existing = await tenancy.webhook_secrets(request.app[POOL], tenant)
         if len(existing) >= MAX_SECRETS:
@@ -89,7 +120,7 @@ async def create_secret(request: web.Request) -> web.Response:
                 f"a tenant has at most {MAX_SECRETS} secrets; delete an old one first",
                 field="webhook_secrets",
             )
-        created = await add_secret(request, tenant)
+        created = await add_secret(request, tenant, chosen)
     return web.json_response(created, status=201)
 
 

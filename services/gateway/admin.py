@@ -43,6 +43,16 @@ class TenantRequest(msgspec.Struct, forbid_unknown_fields=True):
     monthly_quota: Annotated[int, msgspec.Meta(ge=0, le=2**62)] | None = None
 
 
+class TenantChange(msgspec.Struct, forbid_unknown_fields=True):
+    """`PATCH /admin/tenants/{id}`: the limits to change; `null` returns one to the
+    installation's default, a field left out stays as it is."""
+
+    rate_limit: RateLimitRequest | msgspec.UnsetType | None = msgspec.UNSET
+    monthly_quota: Annotated[int, msgspec.Meta(ge=0, le=2**62)] | msgspec.UnsetType | None = (
+        msgspec.UNSET
+    )
+
+
 class KeyRequest(msgspec.Struct, forbid_unknown_fields=True):
     """`POST /admin/tenants/{id}/keys`: the key's scopes (all of them by default)."""
 
@@ -115,6 +125,31 @@ async def get_tenant(request: web.Request) -> web.Response:
     return web.json_response(tenant_view(await _tenant_or_404(request)))
 
 
+def _limits(change: TenantChange) -> dict[str, Any]:
+    """The columns a change sets (see `tenancy.update_tenant`)."""
+    limits: dict[str, Any] = {}
+    if change.rate_limit is not msgspec.UNSET:
+        rate = change.rate_limit
+        limits["rate_per_second"] = rate.per_second if rate is not None else None
+        limits["rate_burst"] = rate.burst if rate is not None else None
+    if change.monthly_quota is not msgspec.UNSET:
+        limits["monthly_quota"] = change.monthly_quota
+    return limits
+
+
+async def change_tenant(request: web.Request) -> web.Response:
+    """`PATCH /admin/tenants/{id}`: new limits, in force on every gateway within
+    `PRESSROOM_AUTH_REFRESH` seconds (at once on this one)."""
+    tenant = await _tenant_or_404(request)
+    limits = _limits(parse_struct(await read_json_body(request), TenantChange))
+    if limits:
+        with unavailable_without_postgres("cannot change the tenant"):
+            changed = await tenancy.update_tenant(request.app[POOL], tenant.id, limits)
+        tenant = changed or tenant
+        request.app[DIRECTORY].add_tenants([tenant])
+    return web.json_response(tenant_view(tenant))
+
+
 def _scopes(body: KeyRequest) -> list[str]:
     if body.scopes is None:
         return list(SCOPES)
@@ -185,6 +220,7 @@ def add_routes(app: web.Application) -> None:
     router.add_post("/admin/tenants", admin_only(create_tenant))
     router.add_get("/admin/tenants", admin_only(list_tenants))
     router.add_get("/admin/tenants/{tenant_id}", admin_only(get_tenant))
+    router.add_patch("/admin/tenants/{tenant_id}", admin_only(change_tenant))
     router.add_post("/admin/tenants/{tenant_id}/keys", admin_only(create_key))
     router.add_get("/admin/tenants/{tenant_id}/keys", admin_only(list_keys))
     router.add_delete("/admin/keys/{key_id}", admin_only(revoke_key))

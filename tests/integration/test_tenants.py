@@ -10,6 +10,9 @@ an admin key and never shows a key after creating it; keys record their last use
 
 from __future__ import annotations
 
+import asyncio
+import base64
+import json
 import time
 import urllib.parse
 from collections.abc import AsyncIterator
@@ -20,7 +23,7 @@ import aiohttp
 import pytest
 
 from services.core.settings import Settings
-from tests.conftest import ADMIN, Stack, Tenant, admin_call, eventually, free_port
+from tests.conftest import ADMIN, ADMIN_KEY, Stack, Tenant, admin_call, eventually, free_port
 
 HELLO = {"template": "<h1>Hi {{name}}</h1>", "data": {"name": "Ana"}}
 
@@ -153,6 +156,12 @@ async def test_webhook_secrets_are_per_tenant_shown_once_and_rotated(stack: Stac
     assert status == 204
     status, listed, _ = await call(owner.http, "GET", url)
     assert [s["id"] for s in listed["secrets"]] == [made["id"]]
+    # A secret of the tenant's own choosing: stored, never echoed; a bad one is a 400.
+    chosen = "whsec_" + base64.b64encode(b"k" * 32).decode()
+    status, body, _ = await call(owner.http, "POST", url, json={"secret": chosen})
+    assert status == 201 and set(body) == {"id", "created_at"}, body
+    status, body, _ = await call(owner.http, "POST", url, json={"secret": "whsec_c2hvcnQ="})
+    assert (status, body["error"]["field"]) == (400, "secret")
 
 
 async def test_a_revoked_key_is_refused_by_every_gateway_within_5_seconds(stack: Stack):
@@ -257,3 +266,27 @@ async def test_a_job_only_the_log_knows_yet_is_404_for_another_tenant(settings: 
             assert status == 404, body
     finally:
         await stack.close()
+
+
+async def test_the_cli_changes_a_tenants_limits(stack: Stack, capsys: pytest.CaptureFixture[str]):
+    """`pressroom tenants update` against a real gateway, then `show --json` reads it back."""
+    from services import admin_cli
+
+    env = {"PRESSROOM_PORT": str(stack.settings.port), "PRESSROOM_ADMIN_KEY": ADMIN_KEY}
+
+    async def cli(*argv: str) -> tuple[int, str, str]:
+        status = await asyncio.to_thread(admin_cli.run, argv, env)
+        out, err = capsys.readouterr()
+        return status, out, err
+
+    name = stack.tenant.name
+    status, out, _ = await cli("tenants", "update", name, "--rate", "5", "--burst", "9")
+    assert status == 0 and "5/s, burst 9" in out, out
+    status, out, _ = await cli("tenants", "update", name, "--quota", "3")
+    status, out, _ = await cli("tenants", "show", name, "--json")
+    shown = json.loads(out)
+    assert (shown["rate_limit"], shown["monthly_quota"]) == ({"per_second": 5, "burst": 9}, 3)
+    status, out, _ = await cli("tenants", "update", name, "--default-rate", "--default-quota")
+    assert status == 0 and "default" in out
+    status, _, err = await cli("tenants", "update", name)
+    assert status == 2 and "nothing to change" in err

@@ -164,6 +164,18 @@ async def test_over_the_rate_limit_is_429_with_retry_after(stack: Stack):
     # Another tenant has a bucket of its own.
     status, _, _ = await call(stack.client, "POST", f"{stack.url}/jobs", json=HELLO)
     assert status == 202
+    # The admin raises the limit: in force at once, the bucket made anew.
+    raised = {"rate_limit": {"per_second": 50, "burst": 100}}
+    tenant_url = f"{stack.url}/admin/tenants/{slow.id}"
+    changed = await admin_call(slow.http, "PATCH", tenant_url, raised)
+    assert changed["rate_limit"] == {"per_second": 50, "burst": 100}
+    assert changed["monthly_quota"] is None  # left out: unchanged
+    status, _, headers = await call(slow.http, "POST", f"{stack.url}/jobs", json=HELLO)
+    assert (status, headers["RateLimit-Limit"]) == (202, "100")
+    back = await admin_call(slow.http, "PATCH", tenant_url, {"rate_limit": None})
+    assert back["rate_limit"] is None  # the installation's default again
+    status, body, _ = await call(slow.http, "PATCH", tenant_url, json={"burst": 1}, headers=ADMIN)
+    assert (status, body["error"]["field"]) == (400, "burst")
 
 
 async def test_over_the_monthly_quota_is_429_quota_exceeded(stack: Stack):
