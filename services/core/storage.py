@@ -138,8 +138,16 @@ class S3Storage:
             raise StorageError(f"cannot delete {key}: {exc}") from exc
 
     async def url(self, key: str, ttl: int) -> str:
+        name = key.rsplit("/", 1)[-1]
+        params = {
+            "Bucket": self.bucket,
+            "Key": key,
+            # S3 answers the download with these headers (as the gateway does locally).
+            "ResponseContentDisposition": f'attachment; filename="{name}"',
+            "ResponseCacheControl": "private, max-age=60",
+        }
         url: str = await self.client.generate_presigned_url(
-            "get_object", Params={"Bucket": self.bucket, "Key": key}, ExpiresIn=ttl
+            "get_object", Params=params, ExpiresIn=ttl
         )
         return url
 

@@ -236,8 +236,18 @@ async def download(request: web.Request) -> web.FileResponse:
     key = request.match_info["key"]
     path = storage.verify(key, request.query.get("expires", ""), request.query.get("sig", ""))
     kind = "image/png" if key.endswith(".png") else "application/pdf"
-    headers = {"Content-Type": kind, "Cache-Control": "private, max-age=60"}
-    return web.FileResponse(path, headers=headers)
+    return web.FileResponse(path, headers={"Content-Type": kind, **download_headers(key)})
+
+
+def download_headers(key: str) -> dict[str, str]:
+    """A download is a file to save, never a page to render or sniff, nor to share from a
+    cache: `attachment` under the job's name (`<job id>.pdf`)."""
+    name = key.rsplit("/", 1)[-1]
+    return {
+        "Content-Disposition": f'attachment; filename="{name}"',
+        "X-Content-Type-Options": "nosniff",
+        "Cache-Control": "private, max-age=60",
+    }
 
 
 async def healthz(request: web.Request) -> web.Response:

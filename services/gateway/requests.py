@@ -113,12 +113,39 @@ async def read_json_body(request: web.Request) -> bytes:
     return await request.read()
 
 
+MAX_DEPTH = 32
+"""How deeply a request's JSON may nest: far more than any document needs, and far less
+than what makes PostgreSQL's jsonb or a template's recursion give up."""
+
+
+def _too_deep(value: Any, limit: int) -> bool:
+    """Whether `value` nests arrays and objects more than `limit` deep (iterative)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            item = list(item.values())
+        if not isinstance(item, list):
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in item)
+    return False
+
+
 def parse_json(body: bytes) -> dict[str, Any]:
-    """Decode a JSON object, or raise `RequestError` saying what is wrong with it."""
+    """Decode a JSON object, or raise `RequestError` saying what is wrong with it
+    (including nesting deeper than `MAX_DEPTH`, and numbers too large to hold)."""
     try:
         value = msgspec.json.decode(body)
     except msgspec.DecodeError as exc:
         raise RequestError(f"body is not valid JSON: {exc}", field="body") from None
+    except RecursionError:
+        value = None  # deeper than the decoder goes: certainly deeper than MAX_DEPTH
+    # Fewer brackets than the limit cannot nest deeper than it: most bodies skip the walk.
+    brackets = body.count(b"[") + body.count(b"{")
+    if value is None or (brackets > MAX_DEPTH and _too_deep(value, MAX_DEPTH)):
+        raise RequestError(f"body nests deeper than {MAX_DEPTH} levels", field="body")
     if not isinstance(value, dict):
         raise RequestError("body must be a JSON object", field="body")
     if b"\\u0000" in body:

@@ -5,13 +5,13 @@ pauses (CDP `Fetch.requestPaused`, Request stage) is judged by `Egress.decide`:
 
 - `data:`, `blob:` and `about:` are allowed: they need no network.
 - `http`, `https`, `ws` and `wss` are allowed only when every address the host stands for
-  is public per `services.core.netpolicy.is_forbidden` (no private, loopback, link-local
-  169.254.169.254 included, CGNAT, multicast, unspecified or reserved address, no
-  IPv4-mapped IPv6 form of one), and no IPv6 form that embeds a forbidden IPv4 address
-  (IPv4-compatible, NAT64 `64:ff9b::/96`, 6to4). Literal hosts are read the way a browser
-  reads them, so `http://2130706433/`, `http://0x7f.1/` and `http://017700000001/` are
-  127.0.0.1. `localhost` and `*.localhost` are loopback without asking DNS, as in
-  Chromium. Other names are resolved with `loop.getaddrinfo` within `timeout` seconds and
+  is public per the one address policy, `services.core.netpolicy.is_forbidden` (the
+  gateway and the notifier use it too: private, loopback, link-local, CGNAT, multicast,
+  reserved, unspecified, and IPv6 forms that embed such an IPv4 address). Literal hosts
+  are read the way a browser reads them (`netpolicy.literal_address`), so
+  `http://2130706433/`, `http://0x7f.1/` and `http://017700000001/` are 127.0.0.1.
+  `localhost` and `*.localhost` are loopback without asking DNS, as in Chromium. Other
+  names are resolved (`netpolicy.lookup`) within `timeout` seconds and
   the answer is kept `ttl` seconds; a name whose answers mix public and forbidden
   addresses is refused (a DNS rebinding pattern), and so is one that does not resolve.
 - Every other scheme (`file`, `ftp`, `chrome`, `chrome-extension`, `view-source`,
@@ -59,9 +59,7 @@ Residual risks (the filter sits in front of Chromium's network stack, not inside
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import logging
-import re
 import socket
 import time
 import urllib.parse
@@ -69,7 +67,13 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from services.core.netpolicy import is_forbidden
+from services.core.netpolicy import (
+    PRIVATE_HINT,
+    is_forbidden,
+    is_localhost,
+    literal_address,
+    lookup,
+)
 
 log = logging.getLogger(__name__)
 
@@ -98,13 +102,7 @@ REFUSALS_KEPT = 50
 URL_CHARS = 300
 """Characters of a URL kept in a refusal or a log line (a `data:` URL can be megabytes)."""
 
-_LOOPBACK = ("127.0.0.1", "::1")
-_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
-_IPV4_COMPATIBLE = ipaddress.IPv6Network("::/96")
-# A host "ends in a number" (WHATWG URL): a browser then reads it as an IPv4 address.
-_NUMBER = re.compile(r"[0-9]+|0[xX][0-9a-fA-F]*")
 _EAI_AGAIN = getattr(socket, "EAI_AGAIN", -3)
-_PRIVATE_HINT = "set PRESSROOM_ALLOW_PRIVATE_NETWORKS=1 to allow it"
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,59 +126,6 @@ def _deny(reason: str, *, transient: bool = False) -> Verdict:
     return Verdict(allowed=False, reason=reason, transient=transient)
 
 
-async def resolve_with_getaddrinfo(host: str) -> list[str]:
-    """Every address the system resolver gives for `host` (`socket.gaierror` if none)."""
-    loop = asyncio.get_running_loop()
-    infos = await loop.getaddrinfo(host, None, type=socket.SOCK_STREAM)
-    return [str(info[4][0]) for info in infos]
-
-
-def is_refused_address(address: str) -> bool:
-    """Whether the policy refuses `address`: `netpolicy.is_forbidden`, plus the IPv6
-    forms that reach an IPv4 address (IPv4-compatible, NAT64, 6to4) judged by that
-    address, and the deprecated site-local and reserved IPv6 ranges."""
-    if is_forbidden(address):
-        return True
-    ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv4Address):
-        return False
-    embedded = _embedded_ipv4(ip)
-    if embedded is not None:
-        return is_forbidden(str(embedded))
-    return ip.is_site_local or ip.is_reserved
-
-
-def _embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
-    if ip.sixtofour is not None:
-        return ip.sixtofour
-    if ip in _NAT64 or ip in _IPV4_COMPATIBLE:
-        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
-    return None
-
-
-def literal_address(host: str) -> str | None:
-    """The address `host` spells, as a browser reads it, or None when `host` is a name.
-
-    IPv6 hosts come without brackets (as `urlsplit().hostname` gives them); a host ending
-    in a number is IPv4 in any inet_aton form (`2130706433`, `0x7f.1`, `0177.0.0.1`).
-    Raises `ValueError` when `host` looks like an address but is not a valid one.
-    """
-    if ":" in host:
-        return str(ipaddress.IPv6Address(host.split("%", 1)[0]))
-    dotted = host.removesuffix(".")
-    if not _NUMBER.fullmatch(dotted.rsplit(".", 1)[-1]):
-        return None
-    try:
-        return socket.inet_ntoa(socket.inet_aton(dotted))
-    except OSError:
-        raise ValueError(f"{host!r} is not a valid IPv4 address") from None
-
-
-def _is_localhost(host: str) -> bool:
-    name = host.removesuffix(".")
-    return name == "localhost" or name.endswith(".localhost")
-
-
 @dataclass(frozen=True, slots=True)
 class _Answer:
     """One lookup's outcome: the addresses, or why there are none."""
@@ -201,7 +146,7 @@ class Egress:
         self,
         *,
         allow_private: bool,
-        resolve: Resolve = resolve_with_getaddrinfo,
+        resolve: Resolve = lookup,
         timeout: float = DNS_TIMEOUT,
         ttl: float = DNS_TTL,
         clock: Callable[[], float] = time.monotonic,
@@ -233,13 +178,13 @@ class Egress:
     def allows_address(self, address: str) -> bool:
         """Whether a connection to `address` is within the policy (for a check of the
         address Chromium actually connected to, e.g. `Network.Response.remoteIPAddress`)."""
-        return self.allow_private or not is_refused_address(address)
+        return self.allow_private or not is_forbidden(address)
 
     async def aclose(self) -> None:
         """Cancel DNS lookups still under way and forget every cached answer."""
         lookups = list(self._lookups.values())
-        for lookup in lookups:
-            lookup.cancel()
+        for pending in lookups:
+            pending.cancel()
         await asyncio.gather(*lookups, return_exceptions=True)
         self._cache.clear()
 
@@ -252,8 +197,8 @@ class Egress:
             return _allow("private networks are allowed")
         if literal is not None:
             return _judge_addresses(host, (literal,))
-        if _is_localhost(host):
-            return _judge_addresses(host, _LOOPBACK)
+        if is_localhost(host):
+            return _judge_addresses(host, ("127.0.0.1", "::1"))
         answer = await self._lookup(host)
         if answer.error:
             return _deny(f"host {host!r} {answer.error}", transient=answer.transient)
@@ -264,13 +209,13 @@ class Egress:
         cached = self._cache.get(host)
         if cached is not None and cached[0] > self._clock():
             return cached[1]
-        lookup = self._lookups.get(host)
-        if lookup is None:
-            lookup = asyncio.ensure_future(self._resolve_now(host))
-            self._lookups[host] = lookup
-            lookup.add_done_callback(lambda _: self._lookups.pop(host, None))
+        pending = self._lookups.get(host)
+        if pending is None:
+            pending = asyncio.ensure_future(self._resolve_now(host))
+            self._lookups[host] = pending
+            pending.add_done_callback(lambda _: self._lookups.pop(host, None))
         # Shielded: a request given up on (tab closed) must not cancel its neighbours' lookup.
-        return await asyncio.shield(lookup)
+        return await asyncio.shield(pending)
 
     async def _resolve_now(self, host: str) -> _Answer:
         answer = await self._ask(host)
@@ -300,19 +245,19 @@ class Egress:
 def _judge_addresses(host: str, addresses: Sequence[str]) -> Verdict:
     """Allowed when every one of `addresses` is public; names the refused ones otherwise."""
     try:
-        refused = sorted({a for a in addresses if is_refused_address(a)})
+        refused = sorted({a for a in addresses if is_forbidden(a)})
     except ValueError:
         return _deny(f"host {host!r} resolves to something that is not an IP address")
+    # Refusals name the host, never its addresses: the tenant sees them, and the
+    # addresses of internal names are not its business.
     if not refused:
-        return _allow(f"public address ({', '.join(sorted(set(addresses)))})")
+        return _allow("public address")
     if len(refused) < len(set(addresses)):
         return _deny(
-            f"host {host!r} resolves to both public and forbidden addresses "
-            f"({', '.join(refused)}), as DNS rebinding does"
+            f"host {host!r} resolves to both public and forbidden addresses, as DNS rebinding does"
         )
     return _deny(
-        f"host {host!r} resolves to a private, loopback, link-local or reserved address "
-        f"({', '.join(refused)}); {_PRIVATE_HINT}"
+        f"host {host!r} is a private, loopback, link-local or reserved address; {PRIVATE_HINT}"
     )
 
 

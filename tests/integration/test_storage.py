@@ -24,6 +24,8 @@ async def test_s3_upload_recreates_a_missing_bucket(s3_settings: Settings):
         ):
             assert r.status == 200
             assert await r.read() == b"%PDF-1.7 test"
+            assert r.headers["Content-Disposition"] == 'attachment; filename="x.pdf"'
+            assert r.headers["Cache-Control"] == "private, max-age=60"
 
 
 async def test_local_links_expire_and_resist_forgery(settings: Settings):

@@ -88,6 +88,10 @@ async def test_every_route_answers_404_for_another_tenants_job(stack: Stack, rec
     async with aiohttp.ClientSession() as anonymous, anonymous.get(body["url"]) as response:
         assert response.status == 200
         assert (await response.read()).startswith(b"%PDF")
+        # A file to save, never a page to render or sniff, and not for shared caches.
+        assert response.headers["Content-Disposition"] == f'attachment; filename="{job["id"]}.pdf"'
+        assert response.headers["X-Content-Type-Options"] == "nosniff"
+        assert response.headers["Cache-Control"].startswith("private")
 
 
 async def test_a_download_link_cannot_be_bent_to_another_tenants_file(stack: Stack):

@@ -13,14 +13,8 @@ from typing import Any
 
 import pytest
 
-from services.renderer.egress import (
-    Egress,
-    Refusal,
-    RefusedLog,
-    RequestFilter,
-    is_refused_address,
-    literal_address,
-)
+from services.core.netpolicy import is_forbidden, literal_address
+from services.renderer.egress import Egress, Refusal, RefusedLog, RequestFilter
 
 PUBLIC = "93.184.216.34"
 
@@ -128,12 +122,12 @@ def test_a_host_ending_in_a_bad_number_is_not_an_address() -> None:
     "address", ["::127.0.0.1", "64:ff9b::10.0.0.1", "2002:a9fe:a9fe::1", "fec0::1", "::ffff:0:0"]
 )
 def test_ipv6_forms_of_forbidden_ipv4_addresses_are_refused(address: str) -> None:
-    assert is_refused_address(address)
+    assert is_forbidden(address)
 
 
 @pytest.mark.parametrize("address", ["64:ff9b::808:808", "2002:5db8:d822::1", PUBLIC])
 def test_ipv6_forms_of_public_ipv4_addresses_are_allowed(address: str) -> None:
-    assert not is_refused_address(address)
+    assert not is_forbidden(address)
 
 
 async def test_a_name_resolving_only_to_public_addresses_is_allowed() -> None:
@@ -141,13 +135,14 @@ async def test_a_name_resolving_only_to_public_addresses_is_allowed() -> None:
         "https://example.com/a.png"
     )
     assert verdict.allowed
-    assert PUBLIC in verdict.reason
+    assert verdict.reason == "public address"
 
 
-async def test_a_name_resolving_to_a_private_address_is_refused_with_the_address() -> None:
+async def test_a_name_resolving_to_a_private_address_is_refused_naming_only_the_host() -> None:
     verdict = await egress(intranet_example=["10.1.2.3"]).decide("http://intranet.example/")
     assert not verdict.allowed
-    assert "10.1.2.3" in verdict.reason
+    assert "'intranet.example' is a private" in verdict.reason
+    assert "10.1.2.3" not in verdict.reason  # no DNS oracle for the inside
     assert "PRESSROOM_ALLOW_PRIVATE_NETWORKS" in verdict.reason
 
 
@@ -155,7 +150,7 @@ async def test_a_name_mixing_public_and_private_answers_is_refused_as_rebinding(
     verdict = await egress(rebind_example=[PUBLIC, "127.0.0.1"]).decide("http://rebind.example/")
     assert not verdict.allowed
     assert "both public and forbidden" in verdict.reason
-    assert "127.0.0.1" in verdict.reason
+    assert "127.0.0.1" not in verdict.reason
 
 
 async def test_a_name_that_does_not_resolve_is_refused_and_says_so() -> None:
