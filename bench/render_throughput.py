@@ -58,9 +58,9 @@ from websockets.legacy.client import connect as websocket_connect
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from services.core.templating import render_html  # noqa: E402
 from services.dev import embedded_nats, embedded_postgres, free_port  # noqa: E402
 from services.renderer.browser import CHROMIUM_ARGS, _uncompressed_devtools  # noqa: E402
-from services.renderer.render import render_html  # noqa: E402
 
 TEMPLATE = (ROOT / "examples" / "invoice.html.j2").read_text()
 DATA = json.loads((ROOT / "examples" / "invoice.json").read_text())

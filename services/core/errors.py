@@ -29,6 +29,8 @@ A renderer `term()`s a message on a deterministic error (after publishing `faile
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class PressroomError(Exception):
     """Base class; `kind` is the stable, machine-readable name shown to clients."""
@@ -39,6 +41,11 @@ class PressroomError(Exception):
     def headers(self) -> dict[str, str]:
         """HTTP headers the answer to this error carries (`WWW-Authenticate`, …)."""
         return {}
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled whole (message, field and the rest), so an error raised in a template
+        # worker process (`core/jail.py`) reaches the service as it was raised.
+        return (_restore, (type(self), self.message, self.__dict__))
 
     def __init__(self, message: str, *, field: str | None = None) -> None:
         super().__init__(message)
@@ -231,3 +238,10 @@ ERROR_TABLE: dict[type[PressroomError], tuple[str, int]] = {
     )
 }
 """Each error class → (consumer action, HTTP status)."""
+
+
+def _restore(cls: type[PressroomError], message: str, state: dict[str, Any]) -> PressroomError:
+    error = cls.__new__(cls)
+    Exception.__init__(error, message)
+    error.__dict__.update(state)
+    return error

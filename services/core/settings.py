@@ -274,6 +274,24 @@ class Settings:
         _float(60, 30 * 86400),
         "how long an Idempotency-Key keeps returning its first job, s",
     )
+    template_memory: int = _var(
+        "PRESSROOM_TEMPLATE_MEMORY",
+        512 * 2**20,
+        _int(64 * 2**20, 64 * 2**30),
+        "memory limit of a template worker process, bytes",
+    )
+    template_timeout: float = _var(
+        "PRESSROOM_TEMPLATE_TIMEOUT",
+        10.0,
+        _float(0.1, 600),
+        "time limit to render (renderer) or compile (gateway) one template, s",
+    )
+    template_max_output: int = _var(
+        "PRESSROOM_TEMPLATE_MAX_OUTPUT",
+        16 * 2**20,
+        _int(1024, 2**31),
+        "most characters a template may produce",
+    )
     log_level: str = _var(
         "PRESSROOM_LOG_LEVEL", "INFO", _choice("DEBUG", "INFO", "WARNING", "ERROR"), "log level"
     )

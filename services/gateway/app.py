@@ -13,11 +13,12 @@ from aiohttp import web
 
 from services.core import bus, db, metrics, runtime
 from services.core.errors import PayloadTooLarge, PressroomError
+from services.core.jail import Jail, TemplateLimits
 from services.core.settings import Settings
 from services.core.storage import open_storage
 from services.gateway import account, admin, idempotency, jobs, templates
 from services.gateway.auth import AUTH_SETTINGS, CALLER_KEY, DIRECTORY, Directory
-from services.gateway.keys import IDEMPOTENCY, JS, NATS, POOL, SETTINGS, STORAGE
+from services.gateway.keys import IDEMPOTENCY, JAIL, JS, NATS, POOL, SETTINGS, STORAGE
 from services.gateway.limits import LIMITS, Limits
 from services.gateway.postgres import DB_DOWN
 
@@ -80,6 +81,13 @@ async def _db_ctx(app: web.Application) -> AsyncIterator[None]:
         yield
 
 
+async def _jail_ctx(app: web.Application) -> AsyncIterator[None]:
+    """A worker process that compiles stored templates, off the event loop."""
+    async with Jail(1, TemplateLimits.of(app[SETTINGS]), what="compiling the template") as jail:
+        app[JAIL] = jail
+        yield
+
+
 async def _storage_ctx(app: web.Application) -> AsyncIterator[None]:
     async with open_storage(app[SETTINGS]) as storage:
         app[STORAGE] = storage
@@ -135,7 +143,7 @@ def init_app(settings: Settings) -> web.Application:
     app[SETTINGS] = app[AUTH_SETTINGS] = settings
     app[DIRECTORY] = Directory()
     app[LIMITS] = Limits(settings, app[DIRECTORY])
-    app.cleanup_ctx.extend([_nats_ctx, _db_ctx, _auth_ctx, _storage_ctx])
+    app.cleanup_ctx.extend([_nats_ctx, _db_ctx, _auth_ctx, _storage_ctx, _jail_ctx])
     app.on_response_prepare.append(_rate_headers)
     jobs.add_routes(app)
     templates.add_routes(app)

@@ -8,6 +8,7 @@ from nats.aio.client import Client
 from nats.js import JetStreamContext
 from nats.js.kv import KeyValue
 
+from services.core.jail import Jail
 from services.core.settings import Settings
 from services.core.storage import Storage
 
@@ -17,3 +18,4 @@ JS = web.AppKey("js", JetStreamContext)
 POOL = web.AppKey("pool", asyncpg.Pool)
 STORAGE = web.AppKey("storage", Storage)
 IDEMPOTENCY = web.AppKey("idempotency", KeyValue)
+JAIL = web.AppKey("jail", Jail)

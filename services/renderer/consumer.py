@@ -32,10 +32,11 @@ from services.core.errors import (
     TransientError,
     Unavailable,
 )
+from services.core.jail import Jail
 from services.core.settings import Settings
 from services.core.storage import Storage, object_key
+from services.core.templating import render_html
 from services.renderer.browser import BrowserPool, Html, RenderResult, Source, Url
-from services.renderer.render import render_html
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +50,12 @@ def retry_delay(attempt: int, base: float, cap: float) -> float:
     return float(min(cap, base * 2 ** (attempt - 1)))
 
 
-def source_of(job: events.JobSubmitted) -> Source:
+async def rendered(jail: Jail, template: str, data: dict[str, Any]) -> str:
+    """`template` rendered with `data` in the jail (time, memory and output bounded)."""
+    return await jail.call(render_html, template, data, jail.limits.output_chars)
+
+
+async def source_of(job: events.JobSubmitted, jail: Jail) -> Source:
     """What the browser loads for `job`: a URL, raw HTML, or the rendered template.
 
     The gateway sets exactly one source; raises `TemplateError` for a bad template.
@@ -58,10 +64,10 @@ def source_of(job: events.JobSubmitted) -> Source:
         return Url(job.url)
     if job.html is not None:
         return Html(job.html)
-    return Html(render_html(job.template, job.data))
+    return Html(await rendered(jail, job.template, job.data))
 
 
-def options_of(job: events.JobSubmitted) -> events.PageOptions:
+async def options_of(job: events.JobSubmitted, jail: Jail) -> events.PageOptions:
     """The job's options, with header and footer templates rendered with the job's data
     (so an invoice number can stand in every page's header) for template sources."""
     options = job.options
@@ -69,13 +75,13 @@ def options_of(job: events.JobSubmitted) -> events.PageOptions:
         return options
     return msgspec.structs.replace(
         options,
-        header_template=_render_optional(options.header_template, job.data),
-        footer_template=_render_optional(options.footer_template, job.data),
+        header_template=await _render_optional(jail, options.header_template, job.data),
+        footer_template=await _render_optional(jail, options.footer_template, job.data),
     )
 
 
-def _render_optional(template: str | None, data: dict[str, Any]) -> str | None:
-    return None if template is None else render_html(template, data)
+async def _render_optional(jail: Jail, template: str | None, data: dict[str, Any]) -> str | None:
+    return None if template is None else await rendered(jail, template, data)
 
 
 def document_key(job: events.JobSubmitted, result: RenderResult) -> str:
@@ -88,12 +94,18 @@ class Renderer:
     """Turns one `submitted` message into a stored PDF and a terminal event."""
 
     def __init__(
-        self, settings: Settings, js: JetStreamContext, storage: Storage, browser: BrowserPool
+        self,
+        settings: Settings,
+        js: JetStreamContext,
+        storage: Storage,
+        browser: BrowserPool,
+        jail: Jail,
     ) -> None:
         self.settings = settings
         self.js = js
         self.storage = storage
         self.browser = browser
+        self.jail = jail
         self.worker = worker_name()
 
     async def handle(self, msg: Msg) -> None:
@@ -156,7 +168,8 @@ class Renderer:
 
     async def _render(self, job: events.JobSubmitted, attempt: int) -> events.JobDone:
         started = time.perf_counter()
-        result = await self.browser.render(source_of(job), options_of(job))
+        source = await source_of(job, self.jail)
+        result = await self.browser.render(source, await options_of(job, self.jail))
         key = document_key(job, result)
         await self.storage.put(key, result.data, result.content_type)
         elapsed = time.perf_counter() - started

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from services.core import bus, events, metrics, runtime, worker
+from services.core.jail import Jail, TemplateLimits
 from services.core.settings import Settings
 from services.core.storage import open_storage
 from services.renderer import consumer
@@ -27,8 +28,9 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
         bus.open_bus(settings, name="renderer") as (_, js),
         open_storage(settings) as storage,
         browser,
+        Jail(settings.render_concurrency, TemplateLimits.of(settings)) as jail,
     ):
-        renderer = consumer.Renderer(settings, js, storage, browser)
+        renderer = consumer.Renderer(settings, js, storage, browser, jail)
         await worker.work(
             js,
             events.RENDERER,

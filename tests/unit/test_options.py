@@ -10,7 +10,7 @@ import pytest
 
 from services.core import events
 from services.core.errors import RequestError
-from services.core.events import JobSubmitted, PageOptions
+from services.core.events import PageOptions
 from services.core.options import check_options, css_px, inches
 from services.gateway.requests import OptionsRequest
 from services.renderer.browser import (
@@ -19,11 +19,10 @@ from services.renderer.browser import (
     PNG,
     Html,
     RenderResult,
-    Url,
     emulation_for,
     print_params,
 )
-from services.renderer.consumer import document_key, source_of
+from services.renderer.consumer import document_key
 
 
 def options(**fields: Any) -> PageOptions:
@@ -169,15 +168,6 @@ def test_emulation_per_output() -> None:
     assert receipt.viewport.height == 1
 
 
-def test_the_job_source_is_its_url_its_html_or_its_rendered_template() -> None:
-    assert source_of(JobSubmitted(job_id="j", url="https://example.com/")) == Url(
-        "https://example.com/"
-    )
-    assert source_of(JobSubmitted(job_id="j", html="<p>{{x}}</p>")) == Html("<p>{{x}}</p>")
-    templated = JobSubmitted(job_id="j", template="<p>{{x}}</p>", data={"x": "hi"})
-    assert source_of(templated) == Html("<p>hi</p>")
-
-
 def test_documents_are_stored_under_the_tenant_and_job_id_with_their_extension() -> None:
     job = events.JobSubmitted(job_id="abc", tenant="ten_1")
     assert document_key(job, RenderResult(b"%PDF", 1)) == "jobs/ten_1/abc.pdf"
@@ -200,13 +190,13 @@ def test_documents_are_stored_under_the_tenant_and_job_id_with_their_extension()
     ],
 )
 def test_javascript_auto_runs_script_only_where_a_document_can_have_it(html, asked, runs):
-    from services.renderer.browser import Html, javascript_for
+    from services.renderer.browser import javascript_for
 
     assert javascript_for(options(javascript=asked), Html(html)) is runs
 
 
 def test_png_never_runs_with_script_disabled():
-    from services.renderer.browser import Html, javascript_for
+    from services.renderer.browser import javascript_for
 
     assert javascript_for(options(output="png"), Html("<p>static</p>")) is True
     with pytest.raises(RequestError) as raised:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from services.core.errors import TemplateError
-from services.renderer.render import render_html
+from services.core.templating import render_html
 
 
 def test_renders_variables_loops_and_filters() -> None:
