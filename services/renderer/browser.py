@@ -674,10 +674,23 @@ def _settle(future: asyncio.Future[None]) -> None:
         future.set_result(None)
 
 
-def _font_env(fonts_dir: str, profile: str) -> dict[str, str]:
-    """Chromium's environment: with `fonts_dir`, a fontconfig file that adds that folder
-    to the system's fonts (Chromium finds fonts through fontconfig on Linux)."""
-    env = dict(os.environ)
+_CHROMIUM_ENV = ("PATH", "LANG", "LANGUAGE", "TZ", "TMPDIR")
+"""What Chromium is given of the renderer's environment (and `LC_*`): nothing else, so
+the URL-signing key, webhook and S3 secrets and the database URL stay out of reach of a
+page that takes over a Chromium process."""
+
+
+def chromium_env(fonts_dir: str, profile: str) -> dict[str, str]:
+    """Chromium's environment: the locale, `PATH` and `TMPDIR` of the renderer, `HOME` in
+    the profile, and with `fonts_dir` a fontconfig file that adds that folder to the
+    system's fonts (Chromium finds fonts through fontconfig on Linux)."""
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if name in _CHROMIUM_ENV or name.startswith("LC_")
+    }
+    env.setdefault("PATH", os.defpath)
+    env["HOME"] = profile
     if fonts_dir:
         conf = os.path.join(profile, "fonts.conf")
         with open(conf, "w", encoding="utf-8") as file:
@@ -727,7 +740,7 @@ class _Chromium:
         _uncompressed_devtools()
         try:
             browser = await pyppeteer.launch(
-                env=_font_env(fonts_dir, profile),
+                env=chromium_env(fonts_dir, profile),
                 # Always ours: pyppeteer would otherwise download its own Chromium.
                 executablePath=_dying_with_us(executable, profile),
                 args=CHROMIUM_ARGS,

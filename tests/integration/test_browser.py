@@ -18,6 +18,7 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import psutil
 import pytest
 import pytest_asyncio
 from pypdf import PdfReader
@@ -353,3 +354,36 @@ async def test_a_page_that_eats_memory_fails_fast_without_harming_others(
     assert "beside" in text_of(fine.data)
     after = await asyncio.gather(*(pool.pdf(f"<p>after {i}</p>", A4) for i in range(3)))
     assert all(f"after {i}" in text_of(r.data) for i, r in enumerate(after))
+
+
+async def test_chromium_gets_none_of_the_renderers_secrets(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Chromium's processes see the locale and PATH, HOME in their profile, and no
+    `PRESSROOM_*` variable (signing keys, S3 secrets, the database URL)."""
+    monkeypatch.setenv("PRESSROOM_URL_SECRET", "do-not-leak-this")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "do-not-leak-this-either")
+    async with pool_of() as fresh:
+        await fresh.pdf("<p>env</p>", A4)
+        chromiums = chromium_processes()
+        browser = [pid for pid, args in chromiums.items() if not any("--type=" in a for a in args)]
+        assert len(browser) == 1 and len(chromiums) > 1, chromiums
+        env = psutil.Process(browser[0]).environ()
+        assert env["HOME"] == profile_of(browser[0]) and "PATH" in env
+        # Zygote children write their title over the environment block: read it raw.
+        for pid in chromiums:
+            with contextlib.suppress(OSError):  # a helper process that just ended
+                raw = Path(f"/proc/{pid}/environ").read_bytes()
+                assert b"PRESSROOM_" not in raw and b"AWS_" not in raw
+                assert b"do-not-leak" not in raw
+
+
+def chromium_processes() -> dict[int, list[str]]:
+    """The live Chromium processes this test process started: pid -> command line."""
+    found = {}
+    for proc in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            args = proc.cmdline()
+            if proc.status() != psutil.STATUS_ZOMBIE and any("--user-data-dir=" in a for a in args):
+                found[proc.pid] = args
+    return found
