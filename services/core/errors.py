@@ -15,11 +15,13 @@
     │   ├── OutputTooLarge        the rendered document is over the output limit
     │   ├── InvalidEvent          a message on the log cannot be decoded
     │   ├── WaitTimeout           `wait_for`'s selector or expression never came true
-    │   └── SourceError           a `url` source answered 4xx or cannot be a page
+    │   ├── SourceError           a `url` source answered 4xx or cannot be a page
+    │   └── PageKeepsCrashing     the page crashed its tab on two attempts in a row
     └── TransientError            may work on a later attempt: retry with backoff
         ├── Unavailable           NATS or Postgres cannot be reached (HTTP 503)
         ├── StorageError          object storage failed
         ├── BrowserError          Chromium crashed or the page broke
+        │   └── PageCrashed       the page crashed its tab (twice: the job fails)
         ├── RenderTimeout         the render took longer than allowed
         └── SourceUnreachable     a `url` source failed to load or answered 5xx
 
@@ -176,6 +178,13 @@ class SourceError(DeterministicError):
     kind = "source"
 
 
+class PageKeepsCrashing(DeterministicError):
+    """The page crashed its tab on two attempts in a row (out of memory, a renderer fault):
+    a third try would crash again."""
+
+    kind = "page_crashed"
+
+
 class TransientError(PressroomError):
     """A dependency failed; the same work may succeed later."""
 
@@ -199,6 +208,13 @@ class BrowserError(TransientError):
     """Chromium crashed, disconnected or the page failed."""
 
     kind = "browser"
+
+
+class PageCrashed(BrowserError):
+    """The page crashed its tab (out of memory, or a renderer fault). Retried once: a page
+    that crashes its tab on two attempts in a row fails the job (`PageKeepsCrashing`)."""
+
+    kind = "page_crashed"
 
 
 class RenderTimeout(TransientError):

@@ -72,6 +72,7 @@ from services.core import metrics
 from services.core.errors import (
     BrowserError,
     OutputTooLarge,
+    PageCrashed,
     PressroomError,
     RenderTimeout,
     RequestError,
@@ -1067,7 +1068,7 @@ class BrowserPool:
             if exc is not None:
                 raise BrowserError(_describe(exc)) from exc
         elif crashed.done():
-            raise BrowserError("the page crashed (out of memory, or a renderer fault)")
+            raise PageCrashed("the page crashed its tab (out of memory, or a renderer fault)")
         elif chromium.gone.done():
             raise BrowserError(chromium.obituary)
         else:

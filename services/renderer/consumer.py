@@ -27,6 +27,8 @@ from nats.js import JetStreamContext
 from services.core import bus, events, metrics, timeline
 from services.core.errors import (
     DeterministicError,
+    PageCrashed,
+    PageKeepsCrashing,
     PressroomError,
     StorageError,
     TransientError,
@@ -209,9 +211,18 @@ class Renderer:
             except StorageError as exc:
                 log.warning("job %s: cancelled, but its file stays: %s", done.job_id, exc)
 
+    async def _crashed_before(self, job: events.JobSubmitted) -> bool:
+        """Whether the job's previous attempt also ended with its page crashing the tab."""
+        retried = await timeline.last_event(self.js, job.job_id, "retrying")
+        return isinstance(retried, events.JobRetrying) and retried.error.type == PageCrashed.kind
+
     async def _failed(
         self, msg: Msg, job: events.JobSubmitted, attempt: int, exc: PressroomError
     ) -> None:
+        if isinstance(exc, PageCrashed) and attempt > 1 and await self._crashed_before(job):
+            # The page itself is the cause (memory, a renderer fault): a third try would
+            # crash again, so it fails now instead of using up every attempt.
+            exc = PageKeepsCrashing(f"{exc.message}, on two attempts in a row")
         error = events.ErrorInfo(type=exc.kind, message=exc.message)
         deterministic = isinstance(exc, DeterministicError)
         if deterministic or attempt >= self.settings.max_attempts:

@@ -26,6 +26,7 @@ from pypdf import PdfReader
 from services.core.errors import (
     BrowserError,
     OutputTooLarge,
+    PageCrashed,
     RenderTimeout,
     RequestError,
     WaitTimeout,
@@ -342,14 +343,14 @@ async def test_a_page_that_eats_memory_fails_fast_without_harming_others(
     pool: BrowserPool,
 ) -> None:
     """The JS heap cap makes the page's renderer die quickly; the render fails as a
-    (transient) BrowserError at once, not after the timeout; the job beside it and the
+    (transient) PageCrashed at once, not after the timeout; the job beside it and the
     next jobs on the pool render fine."""
     eater = "<script>let a = []; while (true) a.push(new Array(1e6).fill(1.5));</script>"
     started = time.monotonic()
     eaten, fine = await asyncio.gather(
         pool.pdf(eater, A4), pool.pdf("<p>beside</p>", A4), return_exceptions=True
     )
-    assert isinstance(eaten, BrowserError) and "crashed" in str(eaten)
+    assert isinstance(eaten, PageCrashed) and "crashed its tab" in str(eaten)
     assert time.monotonic() - started < 10
     assert "beside" in text_of(fine.data)
     after = await asyncio.gather(*(pool.pdf(f"<p>after {i}</p>", A4) for i in range(3)))

@@ -68,3 +68,26 @@ async def test_render_longer_than_ack_wait_is_not_redelivered(settings: Settings
     assert job["attempts"] == 1
     assert job["render_ms"] >= 3000
     assert events == ["submitted", "started", "done"]
+
+
+async def test_a_page_that_crashes_its_tab_twice_fails_instead_of_using_every_attempt(
+    settings: Settings,
+):
+    """A memory eater crashes its tab; the retry crashes it again; the job then fails as
+    `page_crashed` on attempt 2 of 5 (it used to burn all of them)."""
+    eater = "<script>let a = []; while (true) a.push(new Array(1e6).fill(1.5));</script>"
+    stack = Stack(replace(settings, max_attempts=5))
+    await stack.start()
+    try:
+        job = await stack.finished((await stack.submit({"html": eater}))["id"], timeout=90)
+        events = await job_events(stack, job["id"])
+        beside = await stack.finished((await stack.submit(HELLO))["id"])
+    finally:
+        await stack.close()
+    assert (job["status"], job["attempts"]) == ("failed", 2)
+    assert job["error"]["type"] == "page_crashed"
+    assert job["error"]["message"] == (
+        "the page crashed its tab (out of memory, or a renderer fault), on two attempts in a row"
+    )
+    assert events == ["submitted", "started", "retrying", "started", "failed"]
+    assert beside["status"] == "done"
