@@ -150,6 +150,11 @@ PRINT_RESERVE = 1.0
 MAX_PNG_HEIGHT = 32768
 """Tallest PNG in device pixels: a full-page bitmap of a taller page costs Chromium
 gigabytes (a 40,000 px page took 6.5 s here at scale 1)."""
+MAX_PNG_WIDTH = 16384
+"""Widest PNG in device pixels: a page's content can overflow the viewport sideways, and
+the full-page capture would follow it (a 30,000 px wide page was captured whole)."""
+MAX_PNG_PIXELS = 64 * 2**20
+"""Most device pixels in one PNG: 256 MB of RGBA bitmap before compression."""
 
 
 @dataclass(frozen=True)
@@ -599,15 +604,30 @@ async def _receipt_height(tab: _Tab, options: PageOptions, params: dict[str, Any
     return height
 
 
+def _check_png_size(width: float, height: float) -> None:
+    """`OutputTooLarge` for a capture of `width` by `height` device pixels over the limits,
+    before Chromium paints a single one of them."""
+    if height > MAX_PNG_HEIGHT:
+        raise OutputTooLarge(
+            f"page is {height:.0f} px tall, over the PNG limit of {MAX_PNG_HEIGHT} px"
+        )
+    if width > MAX_PNG_WIDTH:
+        raise OutputTooLarge(
+            f"page is {width:.0f} px wide, over the PNG limit of {MAX_PNG_WIDTH} px"
+        )
+    if width * height > MAX_PNG_PIXELS:
+        raise OutputTooLarge(
+            f"page is {width:.0f} by {height:.0f} px, over the PNG limit of "
+            f"{MAX_PNG_PIXELS // 2**20} megapixels"
+        )
+
+
 async def _screenshot(tab: _Tab, scale: float) -> bytes:
     """A PNG of the whole page, `scale` device pixels per CSS pixel."""
     metrics = await tab.send("Page.getLayoutMetrics")
     size = metrics["cssContentSize"]
     width, height = math.ceil(size["width"]), math.ceil(size["height"])
-    if height * scale > MAX_PNG_HEIGHT:
-        raise OutputTooLarge(
-            f"page is {height * scale:.0f} px tall, over the PNG limit of {MAX_PNG_HEIGHT} px"
-        )
+    _check_png_size(width * scale, height * scale)
     clip = {"x": 0, "y": 0, "width": width, "height": height, "scale": 1}
     # A screenshot waits for the tab to commit a frame. Headless tabs in the background
     # (all but the last one opened) are reported elsewhere to sometimes never commit one;

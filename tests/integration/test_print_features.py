@@ -238,6 +238,23 @@ def png_size(data: bytes) -> tuple[int, int]:
     return width, height
 
 
+@pytest.mark.parametrize(
+    ("style", "words"),
+    [
+        ("width: 30000px; height: 10px", "30000 px wide, over the PNG limit of 16384 px"),
+        ("width: 9000px; height: 9000px", "over the PNG limit of 64 megapixels"),
+    ],
+)
+async def test_a_png_too_large_is_refused_before_it_is_captured(
+    pool: BrowserPool, style: str, words: str
+) -> None:
+    html = f"<style>body {{ margin: 0 }} div {{ {style} }}</style><div>big</div>"
+    started = time.monotonic()
+    with pytest.raises(OutputTooLarge, match=words):
+        await pool.pdf(html, PageOptions(output="png"))
+    assert time.monotonic() - started < 5  # no bitmap was painted first
+
+
 async def test_png_output_is_a_full_page_screenshot(pool: BrowserPool) -> None:
     html = "<style>body { margin: 0 } div { height: 1500px }</style><div>tall</div>"
     options = PageOptions(output="png", width="400px", scale=2)
