@@ -60,7 +60,11 @@ sys.path.insert(0, str(ROOT))
 
 from services.core.templating import render_html  # noqa: E402
 from services.dev import embedded_nats, embedded_postgres, free_port  # noqa: E402
-from services.renderer.browser import CHROMIUM_ARGS, _uncompressed_devtools  # noqa: E402
+from services.renderer.browser import (  # noqa: E402
+    CHROMIUM_ARGS,
+    WITHOUT_DEFAULTS,
+    _uncompressed_devtools,
+)
 
 TEMPLATE = (ROOT / "examples" / "invoice.html.j2").read_text()
 DATA = json.loads((ROOT / "examples" / "invoice.json").read_text())
@@ -78,9 +82,9 @@ NAIVE_ARGS = ["--no-sandbox"]  # pyppeteer's defaults, plus what running as root
 async def ceiling(chromium: str, pages: int, count: int, tuned: bool) -> float:
     """PDFs/s of a bare setContent → pdf loop on `pages` reused tabs of one browser.
 
-    Naive: pyppeteer as it comes. Tuned: with the renderer's Chromium flags and DevTools
-    connection, so (b)/(tuned) is what the pipeline costs and tuned/naive what the
-    renderer's settings save.
+    Naive: pyppeteer as it comes. Tuned: with the renderer's Chromium flags (site isolation
+    and the popup blocker on, as in the renderer) and DevTools connection, so (b)/(tuned)
+    is what the pipeline costs and tuned/naive what the renderer's settings save or cost.
     """
     html = render_html(TEMPLATE, DATA)
     pyppeteer.connection.ws_connect = websocket_connect
@@ -88,6 +92,7 @@ async def ceiling(chromium: str, pages: int, count: int, tuned: bool) -> float:
         _uncompressed_devtools()
     browser = await pyppeteer.launch(
         executablePath=chromium, args=CHROMIUM_ARGS if tuned else NAIVE_ARGS,
+        ignoreDefaultArgs=WITHOUT_DEFAULTS if tuned else False,
         handleSIGINT=False, handleSIGTERM=False, handleSIGHUP=False,
     )  # fmt: skip
     try:

@@ -89,6 +89,11 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+WITHOUT_DEFAULTS = ["--disable-popup-blocking", "--disable-features=site-per-process"]
+"""pyppeteer's default flags Pressroom drops: Chromium's popup blocker stays on (a page's
+`window.open` or form to `_blank` opens no window the request filter never sees), and so
+does site isolation (a cross-site frame gets a renderer process of its own)."""
+
 CHROMIUM_ARGS = [
     "--no-sandbox",  # we run as root; the renderer's container is the sandbox
     "--disable-gpu",
@@ -448,7 +453,19 @@ async def _load(tab: _Tab, source: Source) -> None:
         return
     if was_dirty:
         await tab.page.goto("about:blank", {"waitUntil": "load", "timeout": 0})
-    await tab.page.evaluate(_LOAD_HTML, source.text)
+    # Not pyppeteer's evaluate: it calls with `userGesture: true`, and the document's own
+    # scripts would then run with the user activation that lets them open popups.
+    reply = await tab.send(
+        "Runtime.evaluate",
+        {
+            "expression": f"({_LOAD_HTML})({json.dumps(source.text)})",
+            "awaitPromise": True,
+            "userGesture": False,
+            "returnByValue": True,
+        },
+    )
+    if "exceptionDetails" in reply:
+        raise BrowserError(f"the document could not be written: {reply['exceptionDetails']}")
     tab.dirty = tab.emulation.javascript
 
 
@@ -765,6 +782,7 @@ class _Chromium:
                 # Always ours: pyppeteer would otherwise download its own Chromium.
                 executablePath=_dying_with_us(executable, profile),
                 args=CHROMIUM_ARGS,
+                ignoreDefaultArgs=WITHOUT_DEFAULTS,
                 headless=True,
                 handleSIGINT=False,  # shutdown is ours: drain renders, then close
                 handleSIGTERM=False,

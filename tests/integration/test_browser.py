@@ -364,9 +364,10 @@ async def test_chromium_gets_none_of_the_renderers_secrets(
     `PRESSROOM_*` variable (signing keys, S3 secrets, the database URL)."""
     monkeypatch.setenv("PRESSROOM_URL_SECRET", "do-not-leak-this")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "do-not-leak-this-either")
+    before = set(chromium_processes())  # the module's shared pool, if it runs
     async with pool_of() as fresh:
         await fresh.pdf("<p>env</p>", A4)
-        chromiums = chromium_processes()
+        chromiums = {pid: args for pid, args in chromium_processes().items() if pid not in before}
         browser = [pid for pid, args in chromiums.items() if not any("--type=" in a for a in args)]
         assert len(browser) == 1 and len(chromiums) > 1, chromiums
         env = psutil.Process(browser[0]).environ()
@@ -388,3 +389,22 @@ def chromium_processes() -> dict[int, list[str]]:
             if proc.status() != psutil.STATUS_ZOMBIE and any("--user-data-dir=" in a for a in args):
                 found[proc.pid] = args
     return found
+
+
+@shared_loop
+async def test_popups_are_blocked_and_sites_isolated(pool: BrowserPool) -> None:
+    """A page's `window.open` gets no window (Chromium's popup blocker is on: pyppeteer
+    turns it off by default), and Chromium runs with site isolation."""
+    page = (
+        "<p id=r>not run</p><script>"
+        "r.textContent = 'popup ' + (window.open('http://127.0.0.1:9/x') === null "
+        "? 'blocked' : 'opened');</script>"
+    )
+    assert "popup blocked" in text_of((await pool.pdf(page, A4)).data)
+    browser = [
+        args for args in chromium_processes().values() if not any("--type=" in a for a in args)
+    ]
+    assert browser, "no Chromium found"
+    flags = browser[0]
+    assert "--disable-popup-blocking" not in flags
+    assert "--disable-features=site-per-process" not in flags
