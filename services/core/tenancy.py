@@ -111,11 +111,6 @@ async def get_tenant(pool: asyncpg.Pool, tenant_id: str) -> Tenant | None:
     return _tenant(row) if row is not None else None
 
 
-async def tenant_by_name(pool: asyncpg.Pool, name: str) -> Tenant | None:
-    row = await pool.fetchrow(f"SELECT {_TENANT_COLUMNS} FROM tenants WHERE name = $1", name)
-    return _tenant(row) if row is not None else None
-
-
 async def create_key(
     pool: asyncpg.Pool, key_id: str, tenant_id: str, key_hash: bytes, prefix: str, scopes: list[str]
 ) -> ApiKey:
