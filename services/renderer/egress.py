@@ -173,7 +173,36 @@ class Egress:
             return _deny(f"scheme {scheme or '(none)'}: is not allowed")
         if not parts.hostname:
             return _deny("URL has no host")
-        return await self._judge_host(parts.hostname)
+        verdict, _ = await self.destination(parts.hostname)
+        return verdict
+
+    async def destination(self, host: str) -> tuple[Verdict, tuple[str, ...]]:
+        """Whether a page may reach `host`, and the addresses to connect to when it may.
+
+        The addresses are the very ones judged (the egress proxy connects to them and to
+        nothing else, so a second DNS answer cannot slip past the policy); an empty tuple
+        with an allowed verdict means "resolve it yourself": only with `allow_private`,
+        where any address is allowed. Never raises.
+        """
+        try:
+            literal = literal_address(host)
+        except ValueError as exc:
+            return _deny(str(exc)), ()
+        if literal is not None:
+            addresses: tuple[str, ...] = (literal,)
+        elif self.allow_private:
+            return _allow("private networks are allowed"), ()
+        elif is_localhost(host):
+            addresses = ("127.0.0.1", "::1")
+        else:
+            answer = await self._lookup(host)
+            if answer.error:
+                return _deny(f"host {host!r} {answer.error}", transient=answer.transient), ()
+            addresses = answer.addresses
+        if self.allow_private:
+            return _allow("private networks are allowed"), addresses
+        verdict = _judge_addresses(host, addresses)
+        return verdict, addresses if verdict.allowed else ()
 
     def allows_address(self, address: str) -> bool:
         """Whether a connection to `address` is within the policy (for a check of the
@@ -187,22 +216,6 @@ class Egress:
             pending.cancel()
         await asyncio.gather(*lookups, return_exceptions=True)
         self._cache.clear()
-
-    async def _judge_host(self, host: str) -> Verdict:
-        try:
-            literal = literal_address(host)
-        except ValueError as exc:
-            return _deny(str(exc))
-        if self.allow_private:
-            return _allow("private networks are allowed")
-        if literal is not None:
-            return _judge_addresses(host, (literal,))
-        if is_localhost(host):
-            return _judge_addresses(host, ("127.0.0.1", "::1"))
-        answer = await self._lookup(host)
-        if answer.error:
-            return _deny(f"host {host!r} {answer.error}", transient=answer.transient)
-        return _judge_addresses(host, answer.addresses)
 
     async def _lookup(self, host: str) -> _Answer:
         """The cached answer for `host`, or a new one; concurrent askers share a lookup."""
@@ -261,7 +274,8 @@ def _judge_addresses(host: str, addresses: Sequence[str]) -> Verdict:
     )
 
 
-def _clip(url: str) -> str:
+def clip(url: str) -> str:
+    """`url` cut to `URL_CHARS` characters, for refusals and log lines."""
     return url if len(url) <= URL_CHARS else url[:URL_CHARS] + "…"
 
 
@@ -329,6 +343,9 @@ class RequestFilter:
         self.egress = egress
         self.main_frame_id = main_frame_id
         self.refused = RefusedLog()
+        # Whether a request of the tab went to the network (allowed or not, through the
+        # CDP filter or the egress proxy): its browser context may then hold state.
+        self.touched_network = False
 
     def begin(self) -> RefusedLog:
         """Start a new render on the tab: a fresh `RefusedLog`, returned for the caller."""
@@ -341,12 +358,14 @@ class RequestFilter:
         refusal is recorded in `refused` and logged."""
         request_id = event["requestId"]
         url = str(event["request"]["url"])
+        if not url.startswith(("data:", "blob:", "about:")):
+            self.touched_network = True
         verdict = await self.egress.decide(url)
         if verdict.allowed:
             return "Fetch.continueRequest", {"requestId": request_id}
         navigation = (
             event.get("resourceType") == "Document" and event.get("frameId") == self.main_frame_id
         )
-        self.refused.add(Refusal(_clip(url), verdict.reason, navigation, verdict.transient))
-        log.info("refused a page request to %s: %s", _clip(url), verdict.reason)
+        self.refused.add(Refusal(clip(url), verdict.reason, navigation, verdict.transient))
+        log.info("refused a page request to %s: %s", clip(url), verdict.reason)
         return "Fetch.failRequest", {"requestId": request_id, "errorReason": "BlockedByClient"}
