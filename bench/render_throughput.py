@@ -63,7 +63,7 @@ from services.dev import embedded_nats, embedded_postgres, free_port  # noqa: E4
 from services.renderer.browser import (  # noqa: E402
     CHROMIUM_ARGS,
     WITHOUT_DEFAULTS,
-    _uncompressed_devtools,
+    uncompressed_devtools,
 )
 
 TEMPLATE = (ROOT / "examples" / "invoice.html.j2").read_text()
@@ -89,7 +89,7 @@ async def ceiling(chromium: str, pages: int, count: int, tuned: bool) -> float:
     html = render_html(TEMPLATE, DATA)
     pyppeteer.connection.ws_connect = websocket_connect
     if tuned:
-        _uncompressed_devtools()
+        uncompressed_devtools()
     browser = await pyppeteer.launch(
         executablePath=chromium, args=CHROMIUM_ARGS if tuned else NAIVE_ARGS,
         ignoreDefaultArgs=WITHOUT_DEFAULTS if tuned else False,

@@ -99,7 +99,7 @@ async def test_pdf_contains_the_text_and_one_page(pool: BrowserPool) -> None:
 async def test_devtools_messages_are_not_deflated(pool: BrowserPool) -> None:
     """Compression on a loopback socket costs both processes CPU (docs/benchmarks.md)."""
     await pool.pdf("<p>x</p>", A4)
-    chromium = pool._chromium
+    chromium = pool.chromium
     assert chromium is not None
     assert chromium.browser._connection.connection.extensions == []
 
@@ -226,15 +226,15 @@ async def test_a_failure_the_render_decides_keeps_the_tab() -> None:
     """A wait in vain or a page range past the end is the job's fault, not the tab's: the
     one tab goes back to the queue as it is (no replacement), and the next job renders."""
     async with pool_of(pages=1, timeout=5.0) as pool:
-        assert pool._chromium is not None
-        (tab,) = list(pool._chromium.idle._queue)
+        assert pool.chromium is not None
+        (tab,) = pool.chromium.idle_tabs()
         never = PageOptions(wait_for=WaitFor(selector="#never", timeout=0.3))
         with pytest.raises(WaitTimeout):
             await pool.pdf("<p>x</p>", never)
         with pytest.raises(RequestError, match="exceeds page count"):
             await pool.pdf("<p>x</p>", PageOptions(page_ranges="5"))
         assert "next job" in text_of((await pool.pdf("<p>next job</p>", A4)).data)
-        assert list(pool._chromium.idle._queue) == [tab]
+        assert list(pool.chromium.idle_tabs()) == [tab]
 
 
 # --- crashes, recycling, exit -------------------------------------------------------------

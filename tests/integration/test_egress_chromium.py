@@ -1,9 +1,10 @@
 """The egress policy in front of a real Chromium, wired as the renderer wires it.
 
-Each test launches Chromium with the renderer's flags and gives a tab a `RequestFilter`:
-`Fetch.enable` on the tab's CDP session, plus auto-attach to its out-of-process iframes and
-workers, each of which gets `Fetch.enable` too (`guard` below is that wiring). A local
-aiohttp server on 127.0.0.1 serves pages, images and redirects and records every request.
+Each test launches Chromium with the renderer's flags and gives a tab a `RequestFilter`,
+wired by the renderer's own `guard`: `Fetch.enable` on the tab's CDP session, plus
+auto-attach to its out-of-process iframes and workers, each of which gets `Fetch.enable`
+too. A local aiohttp server on 127.0.0.1 serves pages, images and redirects and records
+every request.
 
 A "public" host is simulated: `public.test` and `other.test` resolve, for the policy, to
 public addresses (a fake resolver), while Chromium maps every `*.test` name to 127.0.0.1
@@ -28,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import os
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
@@ -40,6 +40,7 @@ from aiohttp import web
 from pyppeteer.errors import PageError
 
 from services.renderer.browser import CHROMIUM_ARGS
+from services.renderer.browser.interception import guard
 from services.renderer.egress import Egress, RequestFilter
 from tests.conftest import eventually
 
@@ -151,10 +152,11 @@ class Browser:
             handleSIGHUP=False,
         )
 
-    def spawn(self, work: Coroutine[Any, Any, Any]) -> None:
+    def spawn(self, work: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
         task = asyncio.ensure_future(work)
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
+        return task
 
     async def tab(self, *, allow_private: bool) -> tuple[Any, RequestFilter]:
         """A new tab whose every request passes a `RequestFilter`, and that filter."""
@@ -170,38 +172,6 @@ class Browser:
     async def close(self) -> None:
         await self.chromium.close()
         await asyncio.gather(*self.tasks, return_exceptions=True)
-
-
-async def guard(session: Any, gate: RequestFilter, spawn: Callable[[Any], None]) -> None:
-    """Filter `session`'s requests through `gate`, and those of every target it starts
-    (out-of-process iframes, workers, service workers), which wait until guarded too."""
-    session.on("Fetch.requestPaused", lambda event: spawn(settle(session, gate, event)))
-    session.on("Target.attachedToTarget", lambda event: spawn(adopt(session, gate, event, spawn)))
-    # pyppeteer never forgets nested sessions (it listens for a misspelt event name).
-    session.on("Target.detachedFromTarget", lambda e: session._sessions.pop(e["sessionId"], None))
-    await session.send("Fetch.enable", {"patterns": [{"urlPattern": "*"}]})
-    await session.send(
-        "Target.setAutoAttach",
-        {"autoAttach": True, "waitForDebuggerOnStart": True, "flatten": False},
-    )
-
-
-async def settle(session: Any, gate: RequestFilter, event: dict[str, Any]) -> None:
-    """What the renderer's `_decide` becomes: ask the filter, send its answer."""
-    method, params = await gate.answer(event)
-    with contextlib.suppress(Exception):  # the tab or target may be gone by now
-        await session.send(method, params)
-
-
-async def adopt(
-    parent: Any, gate: RequestFilter, event: dict[str, Any], spawn: Callable[[Any], None]
-) -> None:
-    child = parent._createSession(event["targetInfo"]["type"], event["sessionId"])
-    try:
-        await guard(child, gate, spawn)
-    finally:  # the target is paused until told to run, guarded or not
-        with contextlib.suppress(Exception):
-            await child.send("Runtime.runIfWaitingForDebugger")
 
 
 @pytest.fixture

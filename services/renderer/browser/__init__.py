@@ -1,0 +1,54 @@
+"""The Chromium pool: HTML or a URL in, PDF or PNG bytes out. The only package that knows
+pyppeteer.
+
+- `pool`: `BrowserPool`, which hands renders to tabs and replaces broken tabs and
+  browsers.
+- `process`: launching Chromium (flags, environment, fonts, a launcher that dies with the
+  renderer) and `Chromium`, one browser process with its idle tabs.
+- `tab`: `Tab`, and what one render does on it (load, wait, print, capture).
+- `interception`: `guard`, the egress request filter wired onto a tab's CDP sessions.
+- `params`: pure code turning options into CDP parameters and tab settings.
+- `documents`: what a render takes and gives (`Html`, `Url`, `RenderResult`).
+- `tasks`: awaiting pyppeteer without cancelling it.
+
+pyppeteer 2.0 against Chromium 156 needs care in six places; each is noted in the
+docstring of the module that handles it (`tasks`, `tab`, `interception`, `process`,
+`pool`).
+"""
+
+from services.renderer.browser.documents import PDF, PNG, Html, RenderResult, Source, Url
+from services.renderer.browser.params import (
+    DEFAULT_VIEWPORT,
+    EMPTY_TEMPLATE,
+    count_pages,
+    emulation_for,
+    javascript_for,
+    print_params,
+)
+from services.renderer.browser.pool import BrowserPool
+from services.renderer.browser.process import (
+    CHROMIUM_ARGS,
+    WITHOUT_DEFAULTS,
+    chromium_env,
+    uncompressed_devtools,
+)
+
+__all__ = [
+    "CHROMIUM_ARGS",
+    "DEFAULT_VIEWPORT",
+    "EMPTY_TEMPLATE",
+    "PDF",
+    "PNG",
+    "WITHOUT_DEFAULTS",
+    "BrowserPool",
+    "Html",
+    "RenderResult",
+    "Source",
+    "Url",
+    "chromium_env",
+    "count_pages",
+    "emulation_for",
+    "javascript_for",
+    "print_params",
+    "uncompressed_devtools",
+]

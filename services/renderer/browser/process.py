@@ -1,0 +1,327 @@
+"""Launching Chromium, and `Chromium`: one browser process with its DevTools connection,
+its profile directory and its idle tabs.
+
+Chromium starts with `CHROMIUM_ARGS` and without pyppeteer's `WITHOUT_DEFAULTS`, through
+a launcher that makes it die with the renderer, with none of the renderer's secrets in its
+environment (`chromium_env`), over a DevTools connection that is not deflated
+(`uncompressed_devtools`).
+
+pyppeteer needs care here in two places:
+
+- A tab crash is emitted as pyee's `error` event, which raises inside pyppeteer's receive
+  loop when nobody listens; every tab gets a listener.
+- With our own `userDataDir`, `Browser.close()` neither waits for nor kills the process;
+  `Chromium.close` does both. (`launch` also blocks the event loop for ~0.3 s while it
+  polls the DevTools port with `urlopen`; that happens once per browser.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Coroutine
+from typing import Any
+from xml.sax.saxutils import escape as xml_escape
+
+import pyppeteer
+import pyppeteer.connection
+from websockets.legacy.client import connect as websocket_connect
+
+from services.core.errors import BrowserError
+from services.renderer.browser.interception import guard
+from services.renderer.browser.tab import Tab
+from services.renderer.browser.tasks import describe, finished_within
+from services.renderer.egress import Egress, RequestFilter
+
+log = logging.getLogger(__name__)
+
+WITHOUT_DEFAULTS = ["--disable-popup-blocking", "--disable-features=site-per-process"]
+"""pyppeteer's default flags Pressroom drops: Chromium's popup blocker stays on (a page's
+`window.open` or form to `_blank` opens no window the request filter never sees), and so
+does site isolation (a cross-site frame gets a renderer process of its own)."""
+
+CHROMIUM_ARGS = [
+    "--no-sandbox",  # we run as root; the renderer's container is the sandbox
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    # Without these Chromium keeps trying to reach Google's servers (environment notes).
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-extensions",
+    "--mute-audio",
+    "--hide-scrollbars",
+    "--font-render-hinting=none",
+    # Headless tabs past the first count as hidden and their renderers get background
+    # priority; with every tab printing, that cost ~8% of throughput (docs/benchmarks.md).
+    "--disable-renderer-backgrounding",
+    "--disable-backgrounding-occluded-windows",
+    # A page that eats memory dies at 512 MB of JS heap (its tab crashes and is replaced)
+    # instead of growing to V8's default of several GB beside the other tabs.
+    "--js-flags=--max-old-space-size=512",
+]
+
+CLOSE_GRACE = 5.0
+"""Seconds a tab or the browser gets to close before it is dropped or killed."""
+
+# Exec'd between pyppeteer's fork and Chromium: asks the kernel to SIGKILL Chromium when
+# the renderer process dies, however it dies (pyppeteer offers no preexec hook, and a
+# SIGKILLed renderer would otherwise leave a ~1 GB browser behind).
+_PDEATHSIG_SHIM = """import ctypes, os, signal, sys
+ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+if os.getppid() == 1:
+    sys.exit(1)  # the renderer is already gone
+os.execv(sys.argv[1], sys.argv[1:])
+"""
+
+
+def _dying_with_us(executable: str, folder: str) -> str:
+    """A launcher script for `executable` that dies with this process (Linux only)."""
+    if not sys.platform.startswith("linux"):
+        return executable
+    script = os.path.join(folder, "launch-chromium.sh")
+    with open(script, "w", encoding="utf-8") as file:
+        file.write(
+            f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -c "
+            f'{shlex.quote(_PDEATHSIG_SHIM)} {shlex.quote(executable)} "$@"\n'
+        )
+    os.chmod(script, 0o700)
+    return script
+
+
+def uncompressed_devtools() -> None:
+    """Make pyppeteer's DevTools connections without permessage-deflate.
+
+    Chromium otherwise deflates every message on a loopback socket, a PDF's ~120 KB of
+    base64 included, and Python inflates it again: CPU both sides spend for nothing (on
+    the example invoice, ~5% of the throughput of a CPU-bound renderer). pyppeteer
+    offers no option, so the connect function it calls is replaced; done at launch, so
+    only processes that launch through this module are affected.
+    """
+    pyppeteer.connection.ws_connect = functools.partial(websocket_connect, compression=None)
+
+
+_FONTS_CONF = """<?xml version="1.0"?>
+<!DOCTYPE fontconfig SYSTEM "fonts.dtd">
+<fontconfig>
+  <include ignore_missing="yes">/etc/fonts/fonts.conf</include>
+  <dir>{fonts}</dir>
+  <cachedir>{cache}</cachedir>
+</fontconfig>
+"""
+
+
+def _settle(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+_CHROMIUM_ENV = ("PATH", "LANG", "LANGUAGE", "TZ", "TMPDIR")
+"""What Chromium is given of the renderer's environment (and `LC_*`): nothing else, so
+the URL-signing key, webhook and S3 secrets and the database URL stay out of reach of a
+page that takes over a Chromium process."""
+
+
+def chromium_env(fonts_dir: str, profile: str) -> dict[str, str]:
+    """Chromium's environment: the locale, `PATH` and `TMPDIR` of the renderer, `HOME` in
+    the profile, and with `fonts_dir` a fontconfig file that adds that folder to the
+    system's fonts (Chromium finds fonts through fontconfig on Linux)."""
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if name in _CHROMIUM_ENV or name.startswith("LC_")
+    }
+    env.setdefault("PATH", os.defpath)
+    env["HOME"] = profile
+    if fonts_dir:
+        conf = os.path.join(profile, "fonts.conf")
+        with open(conf, "w", encoding="utf-8") as file:
+            file.write(
+                _FONTS_CONF.format(
+                    fonts=xml_escape(os.path.abspath(fonts_dir)),
+                    cache=xml_escape(os.path.join(profile, "fontcache")),
+                )
+            )
+        env["FONTCONFIG_FILE"] = conf
+    return env
+
+
+class Chromium:
+    """One Chromium process, its profile directory and its queue of idle tabs.
+
+    The queue always accounts for every tab: a render takes one and puts back either the
+    same tab, a replacement or, when the browser is broken, the broken tab, so that a
+    render waiting for a tab is never left waiting on a browser that can no longer return
+    one (it gets the broken tab, fails at once and raises `BrowserError`).
+    """
+
+    def __init__(self, browser: Any, profile: str, egress: Egress) -> None:
+        self.browser = browser
+        self.profile = profile
+        self.egress = egress
+        self.idle: asyncio.Queue[Tab] = asyncio.Queue()
+        self.renders = 0
+        self.in_flight = 0
+        self.retired = False
+        self.closing = False
+        # Done once the DevTools connection dropped: the browser exited or crashed.
+        self.gone: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.foreground = asyncio.Lock()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        browser.on("disconnected", self._on_disconnected)
+
+    @classmethod
+    async def launch(
+        cls, executable: str, pages: int, egress: Egress, fonts_dir: str = ""
+    ) -> Chromium:
+        """Start Chromium with `pages` idle tabs; `BrowserError` if it cannot start.
+
+        With `fonts_dir`, the fonts in that folder are usable from documents by family name.
+        """
+        profile = tempfile.mkdtemp(prefix="pressroom-chromium-")
+        uncompressed_devtools()
+        try:
+            browser = await pyppeteer.launch(
+                env=chromium_env(fonts_dir, profile),
+                # Always ours: pyppeteer would otherwise download its own Chromium.
+                executablePath=_dying_with_us(executable, profile),
+                args=CHROMIUM_ARGS,
+                ignoreDefaultArgs=WITHOUT_DEFAULTS,
+                headless=True,
+                handleSIGINT=False,  # shutdown is ours: drain renders, then close
+                handleSIGTERM=False,
+                handleSIGHUP=False,
+                userDataDir=profile,
+                autoClose=False,
+                dumpio=False,
+            )
+        except Exception as exc:
+            shutil.rmtree(profile, ignore_errors=True)
+            raise BrowserError(f"cannot start Chromium ({executable}): {describe(exc)}") from exc
+        chromium = cls(browser, profile, egress)
+        await chromium._open_tabs(pages)
+        return chromium
+
+    async def _open_tabs(self, pages: int) -> None:
+        try:
+            for _ in range(pages):
+                self.idle.put_nowait(await self.run(self.open_tab(), CLOSE_GRACE))
+        except BaseException:
+            await self.close()
+            raise
+
+    @property
+    def alive(self) -> bool:
+        return not self.gone.done() and self.browser.process.poll() is None
+
+    @property
+    def obituary(self) -> str:
+        code = self.browser.process.poll()
+        return "Chromium disconnected" + (f" (exit code {code})" if code is not None else "")
+
+    @property
+    def pid(self) -> int:
+        return int(self.browser.process.pid)
+
+    def idle_tabs(self) -> tuple[Tab, ...]:
+        """The tabs in the idle queue now, in the order renders will take them."""
+        # asyncio.Queue has no public way to look at its items without taking them.
+        return tuple(self.idle._queue)  # type: ignore[attr-defined]
+
+    def _on_disconnected(self) -> None:
+        if not self.gone.done():
+            self.gone.set_result(None)
+
+    def spawn(self, work: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+        """Run `work` as a task this browser keeps until it ends (awaited on close)."""
+        task = asyncio.ensure_future(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._forget)
+        return task
+
+    def _forget(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.debug("chromium background task failed: %r", task.exception())
+
+    async def run(self, work: Coroutine[Any, Any, Any], seconds: float) -> Any:
+        """Await pyppeteer `work` for at most `seconds`, without cancelling it.
+
+        Raises `BrowserError` on timeout or on any error of the work itself.
+        """
+        task = self.spawn(work)
+        if not await finished_within(task, seconds):
+            raise BrowserError(f"Chromium did not answer within {seconds:g} s")
+        if (exc := task.exception()) is not None:
+            raise BrowserError(describe(exc)) from exc
+        return task.result()
+
+    async def open_tab(self) -> Tab:
+        """A new tab that filters its requests and never blocks on a dialog or crash."""
+        page = await self.browser.newPage()
+        page.on("error", lambda exc: log.warning("Chromium tab crashed: %s", exc))
+        crashed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        page.on("error", lambda exc: _settle(crashed))
+        page.on("dialog", lambda dialog: self.spawn(dialog.dismiss()))
+        session = await page.target.createCDPSession()
+        gate = RequestFilter(self.egress, main_frame_id=page.target._targetId)
+        await guard(session, gate, self.spawn)
+        return Tab(page, session, gate, crashed, self.foreground)
+
+    async def replace_tab(self, tab: Tab) -> None:
+        """Close `tab` (it may be stuck) and queue a new tab in its place.
+
+        On failure the old tab goes back to the queue (see the class docstring) and
+        `BrowserError` is raised: the browser itself is then in doubt.
+        """
+        try:
+            self.spawn(tab.page.close())  # a hung renderer may never confirm; don't wait for it
+            self.idle.put_nowait(await self.run(self.open_tab(), CLOSE_GRACE))
+        except BrowserError:
+            self.idle.put_nowait(tab)
+            raise
+
+    async def close(self) -> None:
+        """Close the browser, kill it if not gone after `CLOSE_GRACE` s, remove its profile."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + CLOSE_GRACE
+        await finished_within(self.spawn(self.browser.close()), CLOSE_GRACE)
+        await _reap(self.browser.process, max(0.0, deadline - loop.time()))
+        await self._end_tasks()
+        shutil.rmtree(self.profile, ignore_errors=True)
+
+    async def _end_tasks(self) -> None:
+        # The connection is disposed by now, which failed every pending protocol call, so
+        # those tasks end within a few loop turns. What is left waits for an event that
+        # will never come (a tab's "closed"), and with the connection gone it can be
+        # cancelled without harm.
+        if not self._tasks:
+            return
+        _, pending = await asyncio.wait(set(self._tasks), timeout=0.1)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+
+
+async def _reap(process: subprocess.Popen[bytes], grace: float) -> None:
+    """Wait up to `grace` seconds for Chromium to exit, then SIGKILL it.
+
+    Its helper processes (zygotes, renderers, GPU, network) exit by themselves once the
+    browser process is gone.
+    """
+    try:
+        await asyncio.to_thread(process.wait, grace)
+    except subprocess.TimeoutExpired:
+        log.warning(
+            "Chromium (pid %d) did not exit within %g s; killing it", process.pid, CLOSE_GRACE
+        )
+        process.kill()
+        await asyncio.to_thread(process.wait)

@@ -1,0 +1,368 @@
+"""A pooled tab, and what one render does on it: emulate, load, wait, print or capture.
+
+`Page.setContent` is a bare `document.write`: it neither waits for `load` nor gives the
+document a new JavaScript realm, so globals and patched prototypes of one job would be
+visible to the next. When the tab's realm may hold an earlier job's state (that job ran
+script), a render first navigates to about:blank (a new realm: ~30 ms, a third of the
+throughput on 2 cores), then writes the HTML and waits for `load` itself. Jobs run with
+script disabled unless they ask for it or contain a way to run it (`javascript` auto), so
+a tab of static invoices never pays for the navigation.
+
+Printing goes straight to CDP `Page.printToPDF` on the tab's own session: `Page.pdf`
+passes neither `generateTaggedPDF` nor anything we did not know about when it was
+written, and one path for every option is easier to reason about (the parameters are
+made in `params`). What a job changes on its tab (JavaScript, emulated media, viewport)
+is recorded on the `Tab` and set again only when the next job wants something else, so a
+job never depends on the one before it cleaning up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import math
+import time
+from typing import Any
+
+from pyppeteer.errors import NetworkError, PageError
+
+from services.core.errors import (
+    BrowserError,
+    OutputTooLarge,
+    RenderTimeout,
+    RequestError,
+    SourceError,
+    SourceUnreachable,
+    WaitTimeout,
+)
+from services.core.events import PageOptions, WaitFor
+from services.core.options import CSS_PX_PER_INCH, MAX_PAPER_INCHES
+from services.renderer.browser.documents import Source, Url
+from services.renderer.browser.params import Emulation, check_png_size, emulation_for, print_params
+from services.renderer.browser.tasks import describe
+from services.renderer.egress import Refusal, RequestFilter
+
+# Write the document into the fresh about:blank realm and resolve once `load` has fired,
+# i.e. after images, stylesheets and fonts are in (what puppeteer's waitUntil 'load' does).
+_LOAD_HTML = """async (html) => {
+  document.open();
+  document.write(html);
+  document.close();
+  if (document.readyState !== "complete") {
+    await new Promise((resolve) => window.addEventListener("load", resolve, { once: true }));
+  }
+}"""
+
+
+# The height a receipt needs: the document's full height at the receipt's width.
+_CONTENT_HEIGHT = (
+    "Math.ceil(Math.max(document.documentElement.scrollHeight,"
+    " document.documentElement.getBoundingClientRect().height))"
+)
+
+POLL_INTERVAL = 0.05
+"""Seconds between two checks of a `wait_for` condition."""
+NETWORK_QUIET = 0.5
+"""`network_idle` means no request in flight for this long (puppeteer's networkidle0)."""
+
+
+class Tab:
+    """A pooled page, our own CDP session on it (request filter, emulated media), what it
+    currently emulates, the requests it has in flight and its main document's status."""
+
+    def __init__(
+        self,
+        page: Any,
+        session: Any,
+        gate: RequestFilter,
+        crashed: asyncio.Future[None],
+        foreground: asyncio.Lock,
+    ) -> None:
+        self.page = page
+        self.foreground = foreground  # shared by the browser's tabs: held to be in front
+        self.crashed = crashed  # done once the tab's renderer died; the tab is then replaced
+        self.session = session
+        self.gate = gate
+        self.document_status = 0
+        self.emulation = Emulation()
+        # Whether the realm may hold state of an earlier job; a new tab's does not.
+        self.dirty = False
+        self.requests: set[Any] = set()
+        self.quiet_since = time.monotonic()
+        page.on("request", self._started)
+        page.on("requestfinished", self._ended)
+        page.on("requestfailed", self._ended)
+        page.on("response", self._answered)
+
+    def _started(self, request: Any) -> None:
+        self.requests.add(request)
+
+    def _answered(self, response: Any) -> None:
+        # The last response of the main frame's document: after redirects, the final one.
+        request = response.request
+        if request.resourceType == "document" and request.frame is self.page.mainFrame:
+            self.document_status = int(response.status)
+
+    def _ended(self, request: Any) -> None:
+        self.requests.discard(request)
+        if not self.requests:
+            self.quiet_since = time.monotonic()
+
+    def forget_requests(self) -> None:
+        """Start counting afresh: what the last job left loading is no longer ours."""
+        self.requests.clear()
+        self.quiet_since = time.monotonic()
+        self.document_status = 0
+
+    async def send(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        """A raw CDP call on the page's own session."""
+        reply: dict[str, Any] = await self.page._client.send(method, params or {})
+        return reply
+
+    async def evaluate(self, expression: str) -> dict[str, Any]:
+        """`Runtime.evaluate` by value; works with JavaScript disabled for the page."""
+        return await self.send(
+            "Runtime.evaluate", {"expression": expression, "returnByValue": True}
+        )
+
+    async def emulate(self, want: Emulation) -> None:
+        """Make the tab emulate `want`, changing only what differs from now."""
+        have = self.emulation
+        if want.javascript != have.javascript:
+            # Runtime.evaluate (our loading, waits and measuring) still works without it.
+            await self.send("Emulation.setScriptExecutionDisabled", {"value": not want.javascript})
+        if want.media != have.media:
+            # On our session, not the page's: with two sessions on a tab, printing follows
+            # the media of the session attached last (seen with Chromium 156).
+            await self.session.send("Emulation.setEmulatedMedia", {"media": want.media})
+        if want.viewport != have.viewport:
+            size = want.viewport
+            await self.send(
+                "Emulation.setDeviceMetricsOverride",
+                {
+                    "width": size.width,
+                    "height": size.height,
+                    "deviceScaleFactor": size.scale,
+                    "mobile": False,
+                },
+            )
+        self.emulation = want
+
+
+async def produce(tab: Tab, source: Source, options: PageOptions, deadline: float) -> bytes:
+    """One document on one tab: emulation, the source, the wait, then the PDF or PNG.
+
+    `deadline` (time.monotonic) is when a `wait_for` must give up, leaving time to print.
+    """
+    tab.forget_requests()
+    if options.output == "png":
+        # A screenshot of a document written into a realm made before this job's
+        # emulation sometimes never gets painted (Chromium 156): give PNGs a fresh one.
+        tab.dirty = True
+    await tab.emulate(emulation_for(options, source))
+    await _load(tab, source)
+    if options.wait_for is not None:
+        await _wait(tab, options.wait_for, deadline)
+    if options.output == "png":
+        return await _screenshot(tab, options.scale)
+    return await _print_pdf(tab, options)
+
+
+async def _load(tab: Tab, source: Source) -> None:
+    """Load the source. A fresh about:blank realm (~30 ms of CPU, a third of a render) is
+    made only when the tab's current realm may hold a previous job's state: after a job
+    that ran script, or a page from a URL."""
+    was_dirty, tab.dirty = tab.dirty, True  # until this load is known to have run no script
+    if isinstance(source, Url):
+        await _navigate(tab, source.address)
+        return
+    if was_dirty:
+        await tab.page.goto("about:blank", {"waitUntil": "load", "timeout": 0})
+    # Not pyppeteer's evaluate: it calls with `userGesture: true`, and the document's own
+    # scripts would then run with the user activation that lets them open popups.
+    reply = await tab.send(
+        "Runtime.evaluate",
+        {
+            "expression": f"({_LOAD_HTML})({json.dumps(source.text)})",
+            "awaitPromise": True,
+            "userGesture": False,
+            "returnByValue": True,
+        },
+    )
+    if "exceptionDetails" in reply:
+        raise BrowserError(f"the document could not be written: {reply['exceptionDetails']}")
+    tab.dirty = tab.emulation.javascript
+
+
+# Navigation failures that would happen again: the request filter refused the URL, or it
+# is no page (a download is aborted), or Chromium never loads such a URL at all.
+_REFUSED = (
+    "net::ERR_BLOCKED_BY_CLIENT",
+    "net::ERR_ABORTED",
+    "net::ERR_INVALID_URL",
+    "net::ERR_UNKNOWN_URL_SCHEME",
+    "net::ERR_BLOCKED_BY_RESPONSE",
+    "net::ERR_UNSAFE_PORT",
+)
+# Client errors that a later attempt may not meet: timeouts and rate limits.
+_RETRYABLE_STATUS = frozenset({408, 425, 429})
+
+
+async def _navigate(tab: Tab, url: str) -> None:
+    """Load `url` up to its `load` event; raise `SourceError` if retrying cannot help
+    (4xx, refused), `SourceUnreachable` if it may (DNS, connection, 5xx)."""
+    try:
+        await tab.page.goto(url, {"waitUntil": "load", "timeout": 0})
+    except PageError as exc:
+        _check_refusal(tab.gate.refused.navigation)
+        # An error status with an empty body ends as net::ERR_HTTP_RESPONSE_CODE_FAILURE:
+        # the status, seen on the response, says more.
+        _check_status(tab.document_status, url)
+        text = describe(exc)
+        if text.startswith(_REFUSED):
+            raise SourceError(f"cannot load url: {text}") from exc
+        raise SourceUnreachable(f"cannot load url: {text}") from exc
+    _check_status(tab.document_status, url)
+
+
+def _check_refusal(refusal: Refusal | None) -> None:
+    """The egress policy refused the job's own URL (or a redirect hop): say why. A DNS
+    hiccup may pass next time; a forbidden address or scheme never will."""
+    if refusal is None:
+        return
+    message = f"url refused: {refusal.url}: {refusal.reason}"
+    raise SourceUnreachable(message) if refusal.transient else SourceError(message)
+
+
+def _check_status(status: int, url: str) -> None:
+    if status >= 500 or status in _RETRYABLE_STATUS:
+        raise SourceUnreachable(f"url answered HTTP {status}: {url}")
+    if status >= 400:
+        raise SourceError(f"url answered HTTP {status}: {url}")
+
+
+async def _wait(tab: Tab, wait: WaitFor, deadline: float) -> None:
+    """Wait for `wait`'s condition, for `wait.timeout` s but never past `deadline`."""
+    end = deadline if wait.timeout is None else min(deadline, time.monotonic() + wait.timeout)
+    if wait.network_idle:
+        await _network_idle(tab, end)
+    else:
+        await _until_true(tab, wait, end)
+
+
+def _probe(wait: WaitFor) -> tuple[str, str, str]:
+    """The JS that is true once the wait is over, the option's name and its value."""
+    if wait.selector is not None:
+        query = f"Boolean(document.querySelector({json.dumps(wait.selector)}))"
+        return query, "selector", wait.selector
+    # Newlines, so that a trailing `// comment` in the expression cannot swallow the `)`.
+    return f"Boolean((\n{wait.expression}\n))", "expression", str(wait.expression)
+
+
+async def _until_true(tab: Tab, wait: WaitFor, end: float) -> None:
+    """Poll a selector or expression until true; `WaitTimeout` at `end`.
+
+    An invalid selector or an expression that does not parse fails at once (`RequestError`
+    naming the option); an expression that throws counts as false until `end`, since late
+    content often means an object that does not exist yet.
+    """
+    expression, name, value = _probe(wait)
+    started, error = time.monotonic(), ""
+    while True:
+        reply = await tab.evaluate(expression)
+        if reply.get("result", {}).get("value") is True:
+            return
+        if (details := reply.get("exceptionDetails")) is not None:
+            error = _exception_text(details)
+            if name == "selector" or error.startswith("SyntaxError"):
+                raise RequestError(
+                    f"options.wait_for.{name} is invalid: {error}", field=f"options.wait_for.{name}"
+                )
+        if time.monotonic() >= end:
+            raise WaitTimeout(_wait_message(name, value, time.monotonic() - started, error))
+        await asyncio.sleep(POLL_INTERVAL)
+
+
+def _exception_text(details: dict[str, Any]) -> str:
+    exception = details.get("exception") or {}
+    return str(exception.get("description") or details.get("text") or "error").split("\n")[0]
+
+
+def _wait_message(name: str, value: str, waited: float, error: str) -> str:
+    what = "matched nothing" if name == "selector" else "was never truthy"
+    text = f"wait_for.{name} {value[:200]!r} {what} within {waited:.1f} s"
+    return f"{text} (last error: {error})" if error else text
+
+
+async def _network_idle(tab: Tab, end: float) -> None:
+    """Return once no request has been in flight for `NETWORK_QUIET` s.
+
+    At `end` raise `RenderTimeout`, a transient error: the requests still open are the
+    network's, and a slow server may well answer on the next attempt.
+    """
+    started = time.monotonic()
+    while tab.requests or time.monotonic() - tab.quiet_since < NETWORK_QUIET:
+        if time.monotonic() >= end:
+            raise RenderTimeout(_busy_message(tab, time.monotonic() - started))
+        await asyncio.sleep(POLL_INTERVAL)
+
+
+def _busy_message(tab: Tab, waited: float) -> str:
+    open_urls = sorted(str(request.url)[:200] for request in tab.requests)
+    example = f", e.g. {open_urls[0]}" if open_urls else ""
+    return (
+        f"wait_for.network_idle: the network was still busy after {waited:.1f} s "
+        f"({len(open_urls)} requests open{example})"
+    )
+
+
+async def _print_pdf(tab: Tab, options: PageOptions) -> bytes:
+    """Print the loaded document with `Page.printToPDF`."""
+    params = print_params(options)
+    if options.receipt_width is not None:
+        params["paperHeight"] = await _receipt_height(tab, options, params)
+    try:
+        reply = await tab.send("Page.printToPDF", params)
+    except NetworkError as exc:
+        # "Page range exceeds page count": the ranges were valid, but not for this document.
+        if "Page range" in str(exc):
+            message = str(exc).rsplit(": ", 1)[-1]
+            raise RequestError(
+                f"options.page_ranges: {message}", field="options.page_ranges"
+            ) from exc
+        raise
+    return base64.b64decode(reply["data"])
+
+
+async def _receipt_height(tab: Tab, options: PageOptions, params: dict[str, Any]) -> float:
+    """Paper height in inches that holds the whole document on one page."""
+    reply = await tab.evaluate(_CONTENT_HEIGHT)
+    content = float(reply["result"]["value"]) * options.scale / CSS_PX_PER_INCH
+    height = float(content + params["marginTop"] + params["marginBottom"])
+    if height > MAX_PAPER_INCHES:
+        raise OutputTooLarge(
+            f"receipt is {height * 25.4:.0f} mm long, over the PDF page limit of 5080 mm"
+        )
+    return height
+
+
+async def _screenshot(tab: Tab, scale: float) -> bytes:
+    """A PNG of the whole page, `scale` device pixels per CSS pixel."""
+    metrics = await tab.send("Page.getLayoutMetrics")
+    size = metrics["cssContentSize"]
+    width, height = math.ceil(size["width"]), math.ceil(size["height"])
+    check_png_size(width * scale, height * scale)
+    clip = {"x": 0, "y": 0, "width": width, "height": height, "scale": 1}
+    # A screenshot waits for the tab to commit a frame. Headless tabs in the background
+    # (all but the last one opened) are reported elsewhere to sometimes never commit one;
+    # here a capture hung once until the render timeout, in ~300 not reproduced. So the
+    # capturing tab is brought to the front first, one tab at a time, so that no other
+    # capture sends it back meanwhile.
+    async with tab.foreground:
+        await tab.send("Page.bringToFront")
+        reply = await tab.send(
+            "Page.captureScreenshot",
+            {"format": "png", "clip": clip, "captureBeyondViewport": True},
+        )
+    return base64.b64decode(reply["data"])
