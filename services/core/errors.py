@@ -82,6 +82,17 @@ class PayloadTooLarge(DeterministicError):
     http_status = 413
 
 
+class RequestTimeout(DeterministicError):
+    """The client took longer than `PRESSROOM_BODY_TIMEOUT` to send its body."""
+
+    kind = "request_timeout"
+    http_status = 408
+
+    def headers(self) -> dict[str, str]:
+        # The rest of a body that never came cannot be told from the next request.
+        return {"Connection": "close"}
+
+
 class NotFound(DeterministicError):
     """The job, file or link does not exist (or has expired)."""
 

@@ -280,6 +280,25 @@ class Settings:
         _int(64 * 2**20, 64 * 2**30),
         "memory limit of a template worker process, bytes",
     )
+    header_timeout: float = _var(
+        "PRESSROOM_HEADER_TIMEOUT",
+        15.0,
+        _float(0.1, 3600),
+        "gateway: seconds a client has to send a request's head, and to keep an idle"
+        " connection open between requests",
+    )
+    body_timeout: float = _var(
+        "PRESSROOM_BODY_TIMEOUT",
+        30.0,
+        _float(0.1, 3600),
+        "gateway: seconds a client has to send a request's body (else 408)",
+    )
+    max_connections: int = _var(
+        "PRESSROOM_MAX_CONNECTIONS",
+        4096,
+        _int(1, 1_000_000),
+        "gateway: open client connections at most; more are closed at once",
+    )
     template_timeout: float = _var(
         "PRESSROOM_TEMPLATE_TIMEOUT",
         10.0,

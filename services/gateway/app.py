@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from aiohttp import web
 
 from services.core import bus, db, metrics, runtime
-from services.core.errors import PayloadTooLarge, PressroomError
+from services.core.errors import PayloadTooLarge, PressroomError, RequestTimeout
 from services.core.jail import Jail, TemplateLimits
 from services.core.settings import Settings
 from services.core.storage import open_storage
@@ -46,10 +46,25 @@ def error_response(
     return web.json_response({"error": error}, status=status, headers=headers)
 
 
+async def _read_body(request: web.Request) -> None:
+    """Read the body now, within `PRESSROOM_BODY_TIMEOUT` (aiohttp keeps it for the
+    handler's own `read()`); `RequestTimeout` for a client that sends it too slowly."""
+    seconds = request.app[SETTINGS].body_timeout
+    try:
+        async with asyncio.timeout(seconds):
+            await request.read()
+    except TimeoutError:
+        raise RequestTimeout(
+            f"the request body did not arrive within {seconds:g} s", field="body"
+        ) from None
+
+
 @web.middleware
 async def errors_as_json(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Every error leaves as JSON naming its cause; no stack trace reaches a client."""
     try:
+        if request.body_exists:
+            await _read_body(request)
         return await handler(request)
     except PressroomError as exc:
         return error_response(exc.http_status, exc.kind, exc.message, exc.field, exc.headers())
