@@ -40,18 +40,17 @@ service workers are targets of their own: the tab must auto-attach to them
 (`Target.setAutoAttach`, `waitForDebuggerOnStart`) and enable `Fetch` on each, with the
 same `RequestFilter` (tests/integration/test_egress.py proves both, with that wiring).
 
-Residual risks (the filter sits in front of Chromium's network stack, not inside it):
+Behind the filter stands the egress proxy (`proxy.py`): the filter sits in front of
+Chromium's network stack, not inside it, so it never sees WebSockets (`Fetch` does not
+pause them), popups and other windows, the targets of other workers, speculative
+prefetch or preconnect, and after its verdict Chromium would resolve the name again (DNS
+rebinding). Every connection Chromium makes goes through the proxy, which asks this same
+policy (and DNS cache) and connects only to the addresses it judged. Left outside both:
 
-- DNS rebinding: Chromium resolves the name again after the verdict, so a name that
-  answers public to us and private to Chromium a moment later gets through. The short
-  cache and the refusal of mixed or missing answers narrow the window; the address
-  Chromium really used (`Network.responseReceived` → `remoteIPAddress`) can be checked
-  with `Egress.allows_address` to discard such a render. Only a proxy that connects to
-  the address it checked closes the gap.
-- WebSockets are never paused by `Fetch` (nor blocked by `Network.setBlockedURLs`), and
-  WebRTC's STUN/TURN traffic is not an HTTP request at all. Chromium's own Local Network
-  Access checks stop WebSockets from insecure public pages (our about:blank documents) to
-  private addresses today, but that is Chromium's policy, not ours.
+- WebRTC's UDP (STUN, TURN, peers) would pass no proxy: the profile's WebRTC policy is
+  `disable_non_proxied_udp` (`browser/process.py`), so WebRTC sends no UDP at all and its
+  TCP goes through the proxy (test_hostile_pages has a UDP canary). A network
+  policy around the renderer (README) is the wall for anything else.
 - Lookups run in the loop's default executor: a page asking for many names that time
   out can keep its threads busy for the other renders of the renderer.
 """
@@ -346,10 +345,13 @@ class RequestFilter:
         # Whether a request of the tab went to the network (allowed or not, through the
         # CDP filter or the egress proxy): its browser context may then hold state.
         self.touched_network = False
+        # "host:port" → why the egress proxy could not connect there (this render's).
+        self.unreachable: dict[str, str] = {}
 
     def begin(self) -> RefusedLog:
         """Start a new render on the tab: a fresh `RefusedLog`, returned for the caller."""
         self.refused = RefusedLog()
+        self.unreachable = {}
         return self.refused
 
     async def answer(self, event: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:

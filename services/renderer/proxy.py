@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import urllib.parse
 from collections.abc import Awaitable, Callable, Sequence
@@ -140,6 +141,12 @@ class Door:
         if self.gate is not None:
             self.gate.refused.add(Refusal(clip(target), reason))
 
+    def unreachable(self, authority: str, reason: str) -> None:
+        """Tell the job why a checked address did not answer (a `url` job's navigation then
+        fails with that reason instead of the proxy's `502`)."""
+        if self.gate is not None:
+            self.gate.unreachable[authority] = reason
+
     def used(self) -> None:
         if self.gate is not None:
             self.gate.touched_network = True
@@ -202,16 +209,32 @@ class EgressProxy:
         if not verdict.allowed:
             door.refuse(target, verdict.reason)
             raise _Refused(403, f"refused by Pressroom's egress policy: {verdict.reason}")
-        return await self._connect(addresses or (host,), port)
+        try:
+            return await self._connect(addresses or (host,), port)
+        except _Refused as failed:
+            door.unreachable(f"{host}:{port}", failed.reason)
+            raise
 
     async def _connect(self, addresses: Sequence[str], port: int) -> Streams:
-        error = ""
+        reason = "no address"
         for address in addresses:
             try:
                 return await asyncio.wait_for(self._dial(address, port), CONNECT_TIMEOUT)
-            except (OSError, TimeoutError) as exc:
-                error = str(exc) or type(exc).__name__
-        raise _Refused(502, f"cannot connect: {error}")
+            except TimeoutError:
+                reason = f"no answer within {CONNECT_TIMEOUT:g} s"
+            except OSError as exc:
+                reason = _why(exc)
+        raise _Refused(502, reason)
+
+
+def _why(exc: OSError) -> str:
+    """A connection failure in words that name no address (the message reaches the
+    tenant; the addresses behind a name are not its business)."""
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection refused"
+    if exc.errno in (errno.ENETUNREACH, errno.EHOSTUNREACH):
+        return "network unreachable"
+    return exc.strerror or type(exc).__name__
 
 
 _PHRASES = {400: b"Bad Request", 403: b"Forbidden", 502: b"Bad Gateway"}

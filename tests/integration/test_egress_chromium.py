@@ -22,7 +22,8 @@ are allowed); the same holds on the template path (about:blank + document.write)
 redirect hop is judged again, so a public URL redirecting to loopback or to the metadata
 address is refused at that hop; a refused navigation of a `url` job fails the navigation
 and is the log's `navigation`; requests of cross-site iframes, dedicated workers and
-service workers are filtered too. WebSockets are not seen by `Fetch` (a known gap, xfail).
+service workers are filtered too. WebSockets are never paused by `Fetch`: the egress proxy
+refuses them (tests/integration/test_hostile_pages.py, on the production pool).
 """
 
 from __future__ import annotations
@@ -320,19 +321,3 @@ async def test_workers_cannot_fetch_loopback_addresses(site: Site, browser: Brow
     assert "/sw.js" in site.hits
     assert "/from-worker" not in site.hits
     assert "/from-service-worker" not in site.hits
-
-
-@pytest.mark.xfail(strict=True, reason="Fetch never pauses WebSockets: a residual risk")
-async def test_websockets_to_loopback_are_refused(site: Site, browser: Browser) -> None:
-    page, _ = await browser.tab(allow_private=False)
-    await open_public_page(site, page, "<p>a page on a public host</p>")
-    outcome = await page.evaluate(
-        """(url) => new Promise((resolve) => {
-          const socket = new WebSocket(url);
-          socket.onopen = () => resolve("open");
-          socket.onerror = () => resolve("error");
-        })""",
-        f"ws://127.0.0.1:{site.port}/ws",
-    )
-    assert outcome == "error"
-    assert "/ws" not in site.hits

@@ -36,6 +36,7 @@ from services.renderer.browser.process import Chromium
 from services.renderer.browser.tab import Tab, produce
 from services.renderer.browser.tasks import describe
 from services.renderer.egress import Egress
+from services.renderer.proxy import Door, EgressProxy
 from services.renderer.render import set_metadata
 
 log = logging.getLogger(__name__)
@@ -81,12 +82,19 @@ class BrowserPool:
         self.fonts_dir = fonts_dir
         # One policy (and DNS cache) for every tab of every browser this pool launches.
         self.egress = Egress(allow_private=allow_private_networks)
+        self.proxy = EgressProxy(self.egress)
+        self._door: Door | None = None  # the default context's, for every browser
         self._chromium: Chromium | None = None
         self._relaunching = asyncio.Lock()
         self._background: set[asyncio.Task[Any]] = set()
 
     async def __aenter__(self) -> Self:
-        self._chromium = await self._launch()
+        self._door = await self.proxy.open_door()
+        try:
+            self._chromium = await self._launch()
+        except BaseException:
+            await self.proxy.aclose()
+            raise
         metrics.BROWSER_LAUNCHES.labels("start").inc()
         return self
 
@@ -96,12 +104,13 @@ class BrowserPool:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        await self.settle()  # tabs being replaced come back first: no relaunch midway
         async with self._relaunching:  # a relaunch under way finishes first
             chromium, self._chromium = self._chromium, None
         if chromium is not None:
             await chromium.close()
-        while self._background:  # recoveries, launches, closes of replaced browsers
-            await asyncio.wait(set(self._background))
+        await self.settle()  # recoveries, launches, closes of replaced browsers
+        await self.proxy.aclose()
         await self.egress.aclose()
 
     @property
@@ -113,6 +122,12 @@ class BrowserPool:
     def pid(self) -> int | None:
         """The current Chromium browser process id (None when closed), for fault tests."""
         return self._chromium.pid if self._chromium is not None else None
+
+    async def settle(self) -> None:
+        """Return once the work the pool does between renders is done (contexts thrown
+        away and replaced, tabs recovered, browsers relaunched or closed)."""
+        while self._background:
+            await asyncio.wait(set(self._background))
 
     @property
     def chromium(self) -> Chromium | None:
@@ -191,13 +206,21 @@ class BrowserPool:
             raise
         except PressroomError as exc:
             if _verdict_of(task, exc):  # the render itself decided; the tab is fine
-                chromium.idle.put_nowait(tab)
+                self._release(chromium, tab)
             else:
                 await asyncio.shield(self._track(self._recover(chromium, tab)))
             raise
-        chromium.idle.put_nowait(tab)
+        self._release(chromium, tab)
         data: bytes = task.result()
         return data, tuple(refusals.facts())
+
+    def _release(self, chromium: Chromium, tab: Tab) -> None:
+        """Give `tab` back after a render it finished: as it is, unless its context may
+        hold the job's state; then a fresh tab in a fresh context takes its place."""
+        if tab.kept_state:
+            self._track(self._recover(chromium, tab))
+        else:
+            chromium.idle.put_nowait(tab)
 
     async def _outcome(
         self, chromium: Chromium, task: asyncio.Task[Any], crashed: asyncio.Future[None]
@@ -265,8 +288,9 @@ class BrowserPool:
     async def _launch(self) -> Chromium:
         """Start a browser. A caller cancelled meanwhile does not stop the launch halfway,
         which would orphan the Chromium process; the browser is closed once up instead."""
+        assert self._door is not None, "the pool's proxy door opens before any browser"
         launch = self._track(
-            Chromium.launch(self.executable, self.pages, self.egress, self.fonts_dir)
+            Chromium.launch(self.executable, self.pages, self.proxy, self._door, self.fonts_dir)
         )
         try:
             return await asyncio.shield(launch)

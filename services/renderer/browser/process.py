@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import logging
 import os
 import shlex
@@ -38,7 +39,8 @@ from services.core.errors import BrowserError
 from services.renderer.browser.interception import guard
 from services.renderer.browser.tab import Tab
 from services.renderer.browser.tasks import describe, finished_within
-from services.renderer.egress import Egress, RequestFilter
+from services.renderer.egress import Refusal, RequestFilter, clip
+from services.renderer.proxy import BYPASS_NOTHING, Door, EgressProxy
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +70,19 @@ CHROMIUM_ARGS = [
     # instead of growing to V8's default of several GB beside the other tabs.
     "--js-flags=--max-old-space-size=512",
 ]
+
+PREFERENCES = {"webrtc": {"ip_handling_policy": "disable_non_proxied_udp"}}
+"""The profile's preferences (every browser context inherits them): WebRTC may use TCP
+through the proxy only, never UDP (STUN, TURN, peer traffic) that the egress proxy would
+not see. (`--force-webrtc-ip-handling-policy` on the command line did not do it.)"""
+
+
+def _write_preferences(profile: str) -> None:
+    folder = os.path.join(profile, "Default")
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "Preferences"), "w", encoding="utf-8") as file:
+        json.dump(PREFERENCES, file)
+
 
 CLOSE_GRACE = 5.0
 """Seconds a tab or the browser gets to close before it is dropped or killed."""
@@ -163,10 +178,13 @@ class Chromium:
     one (it gets the broken tab, fails at once and raises `BrowserError`).
     """
 
-    def __init__(self, browser: Any, profile: str, egress: Egress) -> None:
+    def __init__(self, browser: Any, profile: str, proxy: EgressProxy) -> None:
         self.browser = browser
         self.profile = profile
-        self.egress = egress
+        self.proxy = proxy
+        self.egress = proxy.egress
+        # Every tab by its browser context id, so a window opened inside one is caught.
+        self._tabs: dict[str, Tab] = {}
         self.idle: asyncio.Queue[Tab] = asyncio.Queue()
         self.renders = 0
         self.in_flight = 0
@@ -177,23 +195,31 @@ class Chromium:
         self.foreground = asyncio.Lock()
         self._tasks: set[asyncio.Task[Any]] = set()
         browser.on("disconnected", self._on_disconnected)
+        browser.on("targetcreated", self._on_target)
 
     @classmethod
     async def launch(
-        cls, executable: str, pages: int, egress: Egress, fonts_dir: str = ""
+        cls, executable: str, pages: int, proxy: EgressProxy, door: Door, fonts_dir: str = ""
     ) -> Chromium:
         """Start Chromium with `pages` idle tabs; `BrowserError` if it cannot start.
 
-        With `fonts_dir`, the fonts in that folder are usable from documents by family name.
+        Everything Chromium fetches goes through `proxy`: each tab's context through a
+        door of its own, the rest (the default context) through `door`. With `fonts_dir`,
+        the fonts in that folder are usable from documents by family name.
         """
         profile = tempfile.mkdtemp(prefix="pressroom-chromium-")
+        _write_preferences(profile)
         uncompressed_devtools()
         try:
             browser = await pyppeteer.launch(
                 env=chromium_env(fonts_dir, profile),
                 # Always ours: pyppeteer would otherwise download its own Chromium.
                 executablePath=_dying_with_us(executable, profile),
-                args=CHROMIUM_ARGS,
+                args=[
+                    *CHROMIUM_ARGS,
+                    f"--proxy-server={door.url}",
+                    f"--proxy-bypass-list={BYPASS_NOTHING}",
+                ],
                 ignoreDefaultArgs=WITHOUT_DEFAULTS,
                 headless=True,
                 handleSIGINT=False,  # shutdown is ours: drain renders, then close
@@ -206,7 +232,7 @@ class Chromium:
         except Exception as exc:
             shutil.rmtree(profile, ignore_errors=True)
             raise BrowserError(f"cannot start Chromium ({executable}): {describe(exc)}") from exc
-        chromium = cls(browser, profile, egress)
+        chromium = cls(browser, profile, proxy)
         await chromium._open_tabs(pages)
         return chromium
 
@@ -265,29 +291,75 @@ class Chromium:
         return task.result()
 
     async def open_tab(self) -> Tab:
-        """A new tab that filters its requests and never blocks on a dialog or crash."""
-        page = await self.browser.newPage()
+        """A new tab in a new browser context behind a new door of the egress proxy, that
+        filters its requests and never blocks on a dialog or crash."""
+        door = await self.proxy.open_door()
+        context_id = ""
+        try:
+            reply = await self.browser._connection.send(
+                "Target.createBrowserContext",
+                {"proxyServer": door.url, "proxyBypassList": BYPASS_NOTHING},
+            )
+            context_id = str(reply["browserContextId"])
+            page = await self.browser._createPageInContext(context_id)
+        except BaseException:
+            await door.close()
+            if context_id:
+                self.spawn(self._dispose_context(context_id))
+            raise
         page.on("error", lambda exc: log.warning("Chromium tab crashed: %s", exc))
         crashed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         page.on("error", lambda exc: _settle(crashed))
         page.on("dialog", lambda dialog: self.spawn(dialog.dismiss()))
         session = await page.target.createCDPSession()
         gate = RequestFilter(self.egress, main_frame_id=page.target._targetId)
+        door.gate = gate
         await guard(session, gate, self.spawn)
-        return Tab(page, session, gate, crashed, self.foreground)
+        tab = Tab(page, session, gate, crashed, self.foreground, context_id=context_id, door=door)
+        self._tabs[context_id] = tab
+        return tab
 
     async def replace_tab(self, tab: Tab) -> None:
-        """Close `tab` (it may be stuck) and queue a new tab in its place.
+        """Throw `tab` away with its context (it may be stuck, or hold a job's state) and
+        queue a new tab in its place.
 
         On failure the old tab goes back to the queue (see the class docstring) and
         `BrowserError` is raised: the browser itself is then in doubt.
         """
         try:
-            self.spawn(tab.page.close())  # a hung renderer may never confirm; don't wait for it
+            self.spawn(self.dispose(tab))  # a hung renderer may never confirm; don't wait
             self.idle.put_nowait(await self.run(self.open_tab(), CLOSE_GRACE))
         except BrowserError:
             self.idle.put_nowait(tab)
             raise
+
+    async def dispose(self, tab: Tab) -> None:
+        """Close `tab`'s context with every target in it (windows it opened, workers), and
+        its door with every connection still open through it."""
+        self._tabs.pop(tab.context_id, None)
+        if tab.door is not None:
+            await tab.door.close()
+        if tab.context_id:
+            await self._dispose_context(tab.context_id)
+
+    async def _dispose_context(self, context_id: str) -> None:
+        await self.browser._connection.send(
+            "Target.disposeBrowserContext", {"browserContextId": context_id}
+        )
+
+    def _on_target(self, target: Any) -> None:
+        """A window opened inside a tab's context (the popup blocker let it through): close
+        it, record it as refused, and have the context thrown away after the job."""
+        info = target._targetInfo
+        tab = self._tabs.get(str(info.get("browserContextId", "")))
+        if tab is None or info.get("type") != "page" or info.get("targetId") == tab.target_id:
+            return
+        url = str(info.get("url", ""))
+        tab.gate.touched_network = True
+        tab.gate.refused.add(Refusal(clip(url), "a page may not open other windows"))
+        log.info("closed a window a page opened: %s", clip(url))
+        close = {"targetId": info["targetId"]}
+        self.spawn(self.browser._connection.send("Target.closeTarget", close))
 
     async def close(self) -> None:
         """Close the browser, kill it if not gone after `CLOSE_GRACE` s, remove its profile."""
@@ -296,6 +368,8 @@ class Chromium:
         await finished_within(self.spawn(self.browser.close()), CLOSE_GRACE)
         await _reap(self.browser.process, max(0.0, deadline - loop.time()))
         await self._end_tasks()
+        tabs, self._tabs = list(self._tabs.values()), {}
+        await asyncio.gather(*(tab.door.close() for tab in tabs if tab.door is not None))
         shutil.rmtree(self.profile, ignore_errors=True)
 
     async def _end_tasks(self) -> None:

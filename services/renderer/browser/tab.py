@@ -23,6 +23,7 @@ import base64
 import json
 import math
 import time
+import urllib.parse
 from typing import Any
 
 from pyppeteer.errors import NetworkError, PageError
@@ -42,6 +43,7 @@ from services.renderer.browser.documents import Source, Url
 from services.renderer.browser.params import Emulation, check_png_size, emulation_for, print_params
 from services.renderer.browser.tasks import describe
 from services.renderer.egress import Refusal, RequestFilter
+from services.renderer.proxy import Door
 
 # Write the document into the fresh about:blank realm and resolve once `load` has fired,
 # i.e. after images, stylesheets and fonts are in (what puppeteer's waitUntil 'load' does).
@@ -69,7 +71,12 @@ NETWORK_QUIET = 0.5
 
 class Tab:
     """A pooled page, our own CDP session on it (request filter, emulated media), what it
-    currently emulates, the requests it has in flight and its main document's status."""
+    currently emulates, the requests it has in flight and its main document's status.
+
+    Each tab lives alone in a browser context of its own (`context_id`: cookies, cache,
+    storage, service workers, sockets), whose traffic goes through its own door of the
+    egress proxy (`door`); the context is thrown away with the tab.
+    """
 
     def __init__(
         self,
@@ -78,8 +85,13 @@ class Tab:
         gate: RequestFilter,
         crashed: asyncio.Future[None],
         foreground: asyncio.Lock,
+        *,
+        context_id: str = "",
+        door: Door | None = None,
     ) -> None:
         self.page = page
+        self.context_id = context_id
+        self.door = door
         self.foreground = foreground  # shared by the browser's tabs: held to be in front
         self.crashed = crashed  # done once the tab's renderer died; the tab is then replaced
         self.session = session
@@ -108,6 +120,19 @@ class Tab:
         self.requests.discard(request)
         if not self.requests:
             self.quiet_since = time.monotonic()
+
+    @property
+    def target_id(self) -> str:
+        """The tab's page target (also its main frame's id)."""
+        return str(self.page.target._targetId)
+
+    @property
+    def kept_state(self) -> bool:
+        """Whether the tab's context may hold state a later job could see: a request of
+        it went to the network (cookies, cache, storage and service workers all need a
+        document or response from the network; a document written into about:blank has
+        an opaque origin and can store nothing), or it opened another window."""
+        return self.gate.touched_network
 
     def forget_requests(self) -> None:
         """Start counting afresh: what the last job left loading is no longer ours."""
@@ -218,12 +243,12 @@ async def _navigate(tab: Tab, url: str) -> None:
         _check_refusal(tab.gate.refused.navigation)
         # An error status with an empty body ends as net::ERR_HTTP_RESPONSE_CODE_FAILURE:
         # the status, seen on the response, says more.
-        _check_status(tab.document_status, url)
+        _check_status(tab, url)
         text = describe(exc)
         if text.startswith(_REFUSED):
             raise SourceError(f"cannot load url: {text}") from exc
         raise SourceUnreachable(f"cannot load url: {text}") from exc
-    _check_status(tab.document_status, url)
+    _check_status(tab, url)
 
 
 def _check_refusal(refusal: Refusal | None) -> None:
@@ -235,7 +260,14 @@ def _check_refusal(refusal: Refusal | None) -> None:
     raise SourceUnreachable(message) if refusal.transient else SourceError(message)
 
 
-def _check_status(status: int, url: str) -> None:
+def _check_status(tab: Tab, url: str) -> None:
+    status = tab.document_status
+    if status == 502 and tab.gate.unreachable:
+        # The egress proxy's answer when the server did not take the connection.
+        parts = urllib.parse.urlsplit(url)
+        authority = f"{parts.hostname}:{parts.port or 80}"
+        if (reason := tab.gate.unreachable.get(authority)) is not None:
+            raise SourceUnreachable(f"cannot load url: cannot connect to {authority}: {reason}")
     if status >= 500 or status in _RETRYABLE_STATUS:
         raise SourceUnreachable(f"url answered HTTP {status}: {url}")
     if status >= 400:

@@ -1,0 +1,287 @@
+"""Hostile documents against the production browser pool: every way out of the page that
+the CDP request filter alone never saw, and state left behind for the next job.
+
+A loopback canary (a raw TCP server) counts every connection it accepts, requests or not.
+Each attack runs as a job on a `BrowserPool` as the renderer builds it (egress proxy, a
+browser context per tab, popup blocker, site isolation); afterwards the canary must have
+seen nothing, the job must have ended as documented (a PDF without the resource, the
+refusal among its facts), and the next job on the same pool must render as usual.
+
+State isolation is shown with a site on loopback (private networks allowed, as a
+deployment that renders its own intranet pages would): what one job stores (cookies from
+a response and from script, localStorage, the HTTP cache) is not there for the next.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from aiohttp import web
+from pypdf import PdfReader
+
+from services.core.events import PageOptions, WaitFor
+from services.renderer.browser import BrowserPool, Html, RenderResult, Url
+
+pytestmark = [pytest.mark.chromium, pytest.mark.asyncio(loop_scope="module")]
+
+CHROMIUM = os.environ.get("PRESSROOM_CHROMIUM") or "/usr/bin/chromium"
+SCRIPTED = PageOptions(javascript=True)
+SETTLE = "<script>setTimeout(() => { window.settled = true }, 800)</script>"
+SETTLED = PageOptions(javascript=True, wait_for=WaitFor(expression="window.settled === true"))
+
+
+class Canary:
+    """A raw TCP server on loopback that counts the connections it accepts."""
+
+    def __init__(self) -> None:
+        self.accepted = 0
+        self.port = 0
+        self.server: asyncio.Server | None = None
+
+    async def start(self) -> None:
+        async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            self.accepted += 1
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nsecret")
+            writer.close()
+
+        self.server = await asyncio.start_server(accept, "127.0.0.1", 0)
+        self.port = self.server.sockets[0].getsockname()[1]
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def canary() -> AsyncIterator[Canary]:
+    canary = Canary()
+    await canary.start()
+    yield canary
+    assert canary.server is not None
+    canary.server.close()
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def shared() -> AsyncIterator[BrowserPool]:
+    async with BrowserPool(CHROMIUM, pages=2, timeout=15.0, max_output_bytes=50_000_000) as pool:
+        yield pool
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def pool(shared: BrowserPool) -> AsyncIterator[BrowserPool]:
+    yield shared
+    await shared.settle()  # contexts thrown away after the test's jobs are replaced
+
+
+def text_of(result: RenderResult) -> str:
+    return "\n".join(page.extract_text() for page in PdfReader(io.BytesIO(result.data)).pages)
+
+
+async def next_job_is_fine(pool: BrowserPool) -> None:
+    results = await asyncio.gather(*(pool.pdf(f"<p>next {i}</p>", PageOptions()) for i in range(3)))
+    assert [text_of(r).strip() for r in results] == ["next 0", "next 1", "next 2"]
+
+
+# Each attack: a document that tries to reach the canary (at {loopback}, a URL prefix such
+# as http://127.0.0.1:PORT) by a route the CDP filter never sees, then says it is done.
+ATTACKS = {
+    "popup": "<script>window.open('{loopback}/popup')</script>",
+    "form_to_blank": (
+        "<form id=f method=post target=_blank action='{loopback}/form'>"
+        "<input name=a value=b></form><script>f.submit()</script>"
+    ),
+    "websocket": (
+        "<p id=r>waiting</p><script>const s = new WebSocket('{ws}/ws');"
+        "s.onopen = () => r.textContent = 'open'; s.onerror = () => r.textContent = 'error';"
+        "</script>"
+    ),
+    "preconnect": (
+        "<link rel=preconnect href='{loopback}'><link rel=dns-prefetch href='{loopback}'>"
+    ),
+    "speculation_prefetch": (
+        '<script type=speculationrules>{{"prefetch": [{{"source": "list", '
+        '"urls": ["{loopback}/prefetch"]}}]}}</script>'
+    ),
+    "shared_worker": (
+        "<script>try {{ new SharedWorker(URL.createObjectURL(new Blob("
+        "[\"fetch('{loopback}/shared')\"], {{type: 'text/javascript'}}))) }} catch (e) {{}}"
+        "</script>"
+    ),
+    "fetch_spellings": (
+        "<script>for (const u of ['{loopback}/a', 'http://localhost:{port}/b', "
+        "'http://[::ffff:127.0.0.1]:{port}/c', 'http://0x7f.1:{port}/d', "
+        "'http://2130706433:{port}/e']) fetch(u).catch(() => 0)</script>"
+    ),
+    "beacon_and_eventsource": (
+        "<script>navigator.sendBeacon('{loopback}/beacon', 'x');"
+        "new EventSource('{loopback}/events');</script>"
+    ),
+    "image": "<img src='{loopback}/img.png'>",
+}
+
+
+@pytest.mark.parametrize("attack", sorted(ATTACKS))
+async def test_the_canary_sees_nothing(pool: BrowserPool, canary: Canary, attack: str) -> None:
+    loopback = f"http://127.0.0.1:{canary.port}"
+    html = ATTACKS[attack].format(
+        loopback=loopback, ws=f"ws://127.0.0.1:{canary.port}", port=canary.port
+    )
+    # A moment for what the page starts after `load` (a popup, a socket, a beacon).
+    page = f"<p>attack {attack}</p>{html}{SETTLE}"
+    before = canary.accepted
+    result = await pool.render(Html(page), SETTLED)
+    assert f"attack {attack}" in text_of(result)
+    assert canary.accepted == before, f"{attack} reached the loopback canary"
+    await next_job_is_fine(pool)
+    assert canary.accepted == before
+
+
+async def test_webrtc_sends_no_udp(pool: BrowserPool) -> None:
+    """STUN and TURN to a loopback UDP canary: not a datagram arrives."""
+    datagrams: list[bytes] = []
+
+    class Counter(asyncio.DatagramProtocol):
+        def datagram_received(self, data: bytes, addr: tuple[str | Any, int]) -> None:
+            datagrams.append(data)
+
+    loop = asyncio.get_running_loop()
+    transport, _ = await loop.create_datagram_endpoint(Counter, local_addr=("127.0.0.1", 0))
+    port = transport.get_extra_info("sockname")[1]
+    try:
+        servers = (
+            f"[{{urls: 'stun:127.0.0.1:{port}'}}, "
+            f"{{urls: 'turn:127.0.0.1:{port}', username: 'u', credential: 'p'}}]"
+        )
+        html = (
+            "<p>webrtc</p><script>const pc = new RTCPeerConnection({iceServers: "
+            + servers
+            + "}); pc.createDataChannel('x');"
+            "pc.createOffer().then((offer) => pc.setLocalDescription(offer));</script>"
+        )
+        result = await pool.render(Html(html + SETTLE), SETTLED)
+        assert "webrtc" in text_of(result)
+        assert datagrams == []
+    finally:
+        transport.close()
+
+
+async def test_a_refused_websocket_is_on_the_job(pool: BrowserPool, canary: Canary) -> None:
+    html = ATTACKS["websocket"].format(ws=f"ws://127.0.0.1:{canary.port}")
+    result = await pool.render(Html(html + SETTLE), SETTLED)
+    assert "error" in text_of(result)
+    assert any(f"127.0.0.1:{canary.port}" in refusal["url"] for refusal in result.refused)
+
+
+async def test_a_popup_leaves_no_window_behind(pool: BrowserPool, canary: Canary) -> None:
+    html = ATTACKS["popup"].format(loopback=f"http://127.0.0.1:{canary.port}")
+    await pool.render(Html(html), SCRIPTED)
+    await pool.settle()
+    assert pool.chromium is not None
+    urls = [target.url for target in pool.chromium.browser.targets() if target.type == "page"]
+    assert not any(str(canary.port) in url for url in urls), urls
+
+
+async def test_a_url_job_to_loopback_fails_without_a_connection(
+    pool: BrowserPool, canary: Canary
+) -> None:
+    before = canary.accepted
+    with pytest.raises(Exception, match="url refused"):
+        await pool.render(Url(f"http://127.0.0.1:{canary.port}/"), PageOptions())
+    assert canary.accepted == before
+    await next_job_is_fine(pool)
+
+
+# --- state left behind ---------------------------------------------------------------------
+
+
+class StatefulSite:
+    """Pages that store state (`/store`) and show what they find (`/show`), on loopback."""
+
+    def __init__(self) -> None:
+        self.cookies_seen: list[str] = []
+        self.port = 0
+
+    async def handle(self, request: web.Request) -> web.Response:
+        self.cookies_seen.append(request.headers.get("Cookie", ""))
+        show = (
+            "<p id=r></p><script>r.textContent = 'cookie=' + (document.cookie || 'none') +"
+            " ' storage=' + (localStorage.getItem('k') || 'none')</script>"
+        )
+        if request.path == "/store":
+            response = web.Response(
+                text="<script>document.cookie = 'script=1'; localStorage.setItem('k', 'v')"
+                f"</script>{show}",
+                content_type="text/html",
+            )
+            response.set_cookie("server", "1")
+            return response
+        if request.path == "/cached.css":
+            return web.Response(
+                text="p { color: red }",
+                content_type="text/css",
+                headers={"Cache-Control": "max-age=3600"},
+            )
+        return web.Response(text=show, content_type="text/html")
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def stateful() -> AsyncIterator[StatefulSite]:
+    site = StatefulSite()
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", site.handle)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    tcp = web.TCPSite(runner, "127.0.0.1", 0)
+    await tcp.start()
+    site.port = runner.addresses[0][1]
+    yield site
+    await runner.cleanup()
+
+
+async def test_cookies_and_storage_of_one_job_are_gone_for_the_next(
+    stateful: StatefulSite,
+) -> None:
+    async with BrowserPool(
+        CHROMIUM, pages=1, timeout=15.0, max_output_bytes=50_000_000, allow_private_networks=True
+    ) as pool:
+        base = f"http://127.0.0.1:{stateful.port}"
+        stored = await pool.render(Url(f"{base}/store"), SCRIPTED)
+        # The control: within the job, what it stored is there.
+        assert "cookie=server=1; script=1 storage=v" in text_of(stored)
+        shown = await pool.render(Url(f"{base}/show"), SCRIPTED)
+        assert "cookie=none storage=none" in text_of(shown)
+        assert stateful.cookies_seen[-1] == ""  # nor sent to the server by the next job
+
+
+async def test_the_http_cache_of_one_job_is_gone_for_the_next(stateful: StatefulSite) -> None:
+    async with BrowserPool(
+        CHROMIUM, pages=1, timeout=15.0, max_output_bytes=50_000_000, allow_private_networks=True
+    ) as pool:
+        css = f"<link rel=stylesheet href='http://127.0.0.1:{stateful.port}/cached.css'><p>x</p>"
+        for _ in range(2):
+            await pool.render(Html(css), PageOptions())
+            await pool.settle()
+        # Fetched once per job: the second job did not find the first one's copy.
+        assert len(stateful.cookies_seen) == 2
+
+
+async def test_script_in_a_template_can_store_nothing_for_the_next_job() -> None:
+    """A template's document has an opaque origin (written into about:blank): script can
+    neither set a cookie nor use localStorage, so no state survives without the network
+    (and a tab that went to the network gets a new context anyway)."""
+    async with BrowserPool(CHROMIUM, pages=1, timeout=15.0, max_output_bytes=50_000_000) as pool:
+        store = (
+            "<p id=r></p><script>window.leak = 'x'; const said = [];"
+            "try { document.cookie = 'a=1'; said.push('cookie set') }"
+            " catch (e) { said.push('cookie ' + e.name) }"
+            "try { localStorage.setItem('k', 'v'); said.push('storage set') }"
+            " catch (e) { said.push('storage ' + e.name) }"
+            "r.textContent = said.join(', ')</script>"
+        )
+        first = await pool.render(Html(store), SCRIPTED)
+        assert text_of(first).strip() == "cookie SecurityError, storage SecurityError"
+        show = "<p id=r></p><script>r.textContent = 'leak=' + (window.leak || 'none')</script>"
+        second = await pool.render(Html(show), SCRIPTED)
+        assert text_of(second).strip() == "leak=none"
