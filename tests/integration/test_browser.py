@@ -33,6 +33,7 @@ from services.core.errors import (
 )
 from services.core.events import Margin, PageOptions, WaitFor
 from services.renderer.browser import BrowserPool, count_pages
+from services.renderer.browser import tab as tab_module
 from tests.conftest import eventually
 
 # Tests that use the shared `pool` run in its event loop; the others get their own.
@@ -193,8 +194,21 @@ async def test_disallowed_schemes_are_aborted_and_http_continues(
 
 async def test_output_over_the_limit_raises_output_too_large() -> None:
     async with pool_of(pages=1, max_output_bytes=1000) as small:
-        with pytest.raises(OutputTooLarge, match=r"PDF is \d+ bytes, over the limit of 1000"):
+        with pytest.raises(OutputTooLarge, match=r"PDF is over the limit of 1000 bytes"):
             await small.pdf("<h1>Hi Ana</h1>", A4)
+        # The stream was closed and the tab kept: the next job renders at once.
+        small.max_output_bytes = 50_000_000
+        assert "Hi Ana" in text_of((await small.pdf("<h1>Hi Ana</h1>", A4)).data)
+
+
+async def test_a_pdf_streamed_in_many_chunks_is_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tab_module, "STREAM_CHUNK", 1024)
+    async with pool_of(pages=1) as pool:
+        html = "".join(f"<p style='page-break-after: always'>page {i}</p>" for i in range(5))
+        result = await pool.pdf(html, A4)
+        assert len(result.data) > 5 * 1024
+        assert result.pages == 5 == len(PdfReader(io.BytesIO(result.data)).pages)
+        assert "page 4" in text_of(result.data)
 
 
 async def test_endless_script_times_out_and_the_tab_is_replaced() -> None:

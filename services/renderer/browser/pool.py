@@ -197,7 +197,7 @@ class BrowserPool:
         refusals = tab.gate.begin()  # this render's refusals, apart from the previous job's
         chromium.renders += 1
         deadline = time.monotonic() + self.timeout - min(PRINT_RESERVE, self.timeout / 4)
-        task = chromium.spawn(produce(tab, source, options, deadline))
+        task = chromium.spawn(produce(tab, source, options, deadline, self.max_output_bytes))
         try:
             await self._outcome(chromium, task, tab.crashed)
         except asyncio.CancelledError:

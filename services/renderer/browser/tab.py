@@ -63,6 +63,9 @@ _CONTENT_HEIGHT = (
     " document.documentElement.getBoundingClientRect().height))"
 )
 
+STREAM_CHUNK = 4 * 2**20
+"""Bytes asked for per `IO.read` of a PDF: an invoice comes in one read."""
+
 POLL_INTERVAL = 0.05
 """Seconds between two checks of a `wait_for` condition."""
 NETWORK_QUIET = 0.5
@@ -175,10 +178,13 @@ class Tab:
         self.emulation = want
 
 
-async def produce(tab: Tab, source: Source, options: PageOptions, deadline: float) -> bytes:
+async def produce(
+    tab: Tab, source: Source, options: PageOptions, deadline: float, limit: int
+) -> bytes:
     """One document on one tab: emulation, the source, the wait, then the PDF or PNG.
 
-    `deadline` (time.monotonic) is when a `wait_for` must give up, leaving time to print.
+    `deadline` (time.monotonic) is when a `wait_for` must give up, leaving time to print;
+    a PDF over `limit` bytes is `OutputTooLarge` before more than that is read.
     """
     tab.forget_requests()
     if options.output == "png":
@@ -191,7 +197,7 @@ async def produce(tab: Tab, source: Source, options: PageOptions, deadline: floa
         await _wait(tab, options.wait_for, deadline)
     if options.output == "png":
         return await _screenshot(tab, options.scale)
-    return await _print_pdf(tab, options)
+    return await _print_pdf(tab, options, limit)
 
 
 async def _load(tab: Tab, source: Source) -> None:
@@ -349,9 +355,11 @@ def _busy_message(tab: Tab, waited: float) -> str:
     )
 
 
-async def _print_pdf(tab: Tab, options: PageOptions) -> bytes:
-    """Print the loaded document with `Page.printToPDF`."""
-    params = print_params(options)
+async def _print_pdf(tab: Tab, options: PageOptions, limit: int) -> bytes:
+    """Print the loaded document with `Page.printToPDF`, streamed out of Chromium
+    (`ReturnAsStream`) so that a document over `limit` bytes is refused while it is read,
+    not after the whole of it was held in memory, twice (base64 and bytes)."""
+    params = {**print_params(options), "transferMode": "ReturnAsStream"}
     if options.receipt_width is not None:
         params["paperHeight"] = await _receipt_height(tab, options, params)
     try:
@@ -364,7 +372,26 @@ async def _print_pdf(tab: Tab, options: PageOptions) -> bytes:
                 f"options.page_ranges: {message}", field="options.page_ranges"
             ) from exc
         raise
-    return base64.b64decode(reply["data"])
+    return await _read_stream(tab, str(reply["stream"]), limit)
+
+
+async def _read_stream(tab: Tab, handle: str, limit: int) -> bytes:
+    """The bytes of a CDP `IO` stream, at most `limit` of them; the stream is closed."""
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        while True:
+            reply = await tab.send("IO.read", {"handle": handle, "size": STREAM_CHUNK})
+            data = reply.get("data", "")
+            chunk = base64.b64decode(data) if reply.get("base64Encoded") else data.encode()
+            size += len(chunk)
+            if size > limit:
+                raise OutputTooLarge(f"PDF is over the limit of {limit} bytes")
+            chunks.append(chunk)
+            if reply.get("eof"):
+                return b"".join(chunks)
+    finally:
+        await tab.send("IO.close", {"handle": handle})
 
 
 async def _receipt_height(tab: Tab, options: PageOptions, params: dict[str, Any]) -> float:
