@@ -77,6 +77,9 @@ def percentile(values: list[float], q: float) -> float:
 
 
 NAIVE_ARGS = ["--no-sandbox"]  # pyppeteer's defaults, plus what running as root needs
+TUNED_ARGS = [*CHROMIUM_ARGS, "--no-sandbox"]
+"""The renderer's flags, plus `--no-sandbox`: this loop runs Chromium as root, without the
+renderer's change to an unprivileged user that lets Chromium sandbox itself."""
 
 
 async def ceiling(chromium: str, pages: int, count: int, tuned: bool) -> float:
@@ -91,7 +94,7 @@ async def ceiling(chromium: str, pages: int, count: int, tuned: bool) -> float:
     if tuned:
         uncompressed_devtools()
     browser = await pyppeteer.launch(
-        executablePath=chromium, args=CHROMIUM_ARGS if tuned else NAIVE_ARGS,
+        executablePath=chromium, args=TUNED_ARGS if tuned else NAIVE_ARGS,
         ignoreDefaultArgs=WITHOUT_DEFAULTS if tuned else False,
         handleSIGINT=False, handleSIGTERM=False, handleSIGHUP=False,
     )  # fmt: skip

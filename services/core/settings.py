@@ -140,6 +140,12 @@ class Settings:
     fonts_dir: str = _var(
         "PRESSROOM_FONTS_DIR", "", doc="folder of extra fonts usable from templates by family"
     )
+    chromium_uid: int = _var(
+        "PRESSROOM_CHROMIUM_UID",
+        64123,
+        _int(1, 2**32 - 2),
+        "user and group id Chromium runs as when the renderer runs as root",
+    )
     render_concurrency: int = _var(
         "PRESSROOM_RENDER_CONCURRENCY", 2, _int(1, 64), "pages rendering at once per renderer"
     )

@@ -21,6 +21,7 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
         max_pages=settings.max_pages,
         allow_private_networks=settings.allow_private_networks,
         fonts_dir=settings.fonts_dir,
+        chromium_uid=settings.chromium_uid,
         recycle_after=settings.browser_recycle,
     )
     async with (

@@ -12,7 +12,9 @@ import contextlib
 import io
 import logging
 import os
+import shutil
 import signal
+import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator
@@ -32,8 +34,10 @@ from services.core.errors import (
     WaitTimeout,
 )
 from services.core.events import Margin, PageOptions, WaitFor
-from services.renderer.browser import BrowserPool, count_pages
+from services.core.settings import Settings
+from services.renderer.browser import BrowserPool, count_pages, privileges
 from services.renderer.browser import tab as tab_module
+from services.renderer.browser.privileges import confine
 from tests.conftest import eventually
 
 # Tests that use the shared `pool` run in its event loop; the others get their own.
@@ -429,3 +433,134 @@ async def test_popups_are_blocked_and_sites_isolated(pool: BrowserPool) -> None:
     flags = browser[0]
     assert "--disable-popup-blocking" not in flags
     assert "--disable-features=site-per-process" not in flags
+
+
+# --- who Chromium runs as, and its sandbox ------------------------------------------------
+
+CHROMIUM_UID = Settings.chromium_uid
+as_root = pytest.mark.skipif(
+    os.geteuid() != 0, reason="Chromium changes user only when the renderer is root"
+)
+
+
+def browser_and_helpers(pool: BrowserPool) -> dict[psutil.Process, list[str]]:
+    """The pool's Chromium browser process, then every live process it started, each with
+    its command line."""
+    assert pool.pid is not None
+    browser = psutil.Process(pool.pid)
+    found = {}
+    for proc in [browser, *browser.children(recursive=True)]:
+        with contextlib.suppress(psutil.Error):  # a helper that ended (or is a zombie)
+            found[proc] = proc.cmdline()
+    return found
+
+
+def status_of(proc: psutil.Process) -> dict[str, str]:
+    lines = Path(f"/proc/{proc.pid}/status").read_text().splitlines()
+    return {name: value.strip() for name, _, value in (line.partition(":") for line in lines)}
+
+
+@as_root
+@shared_loop
+async def test_as_root_every_chromium_process_runs_as_an_unprivileged_user(
+    pool: BrowserPool,
+) -> None:
+    """With the renderer as root, the pool renders and every Chromium process runs as
+    `PRESSROOM_CHROMIUM_UID` (real, effective and saved user and group, no supplementary
+    groups): none is root, so a page that takes one over cannot read a root-only file.
+    Chromium's user owns its profile, not the launcher root ran."""
+    assert "unprivileged" in text_of((await pool.pdf("<p>unprivileged</p>", A4)).data)
+    processes = list(browser_and_helpers(pool))
+    assert len(processes) > 1
+    for proc in processes:
+        with contextlib.suppress(OSError):  # a helper that just ended
+            status = status_of(proc)
+            assert status["Uid"].split() == [str(CHROMIUM_UID)] * 4, (proc, status["Uid"])
+            assert status["Gid"].split() == [str(CHROMIUM_UID)] * 4, (proc, status["Gid"])
+            assert status["Groups"] == "", (proc, status["Groups"])
+    profile = Path(profile_of(processes[0].pid))
+    assert profile.stat().st_uid == CHROMIUM_UID
+    assert (profile.parent / "launch-chromium.sh").stat().st_uid == 0
+    assert profile.parent.stat().st_uid == 0
+
+
+@shared_loop
+async def test_chromium_sandboxes_its_renderers_where_user_namespaces_work(
+    pool: BrowserPool,
+) -> None:
+    """Where Chromium's user may create user namespaces (as the renderer finds at start),
+    Chromium runs without `--no-sandbox`, and each of its renderer processes (which run
+    pages) is under seccomp-bpf in a user namespace other than the browser's."""
+    if not confine(CHROMIUM_UID).sandboxed:
+        pytest.skip(f"no sandbox here: {confine(CHROMIUM_UID).why_unsandboxed}")
+    await pool.pdf("<p>sandboxed</p>", A4)
+    (browser, flags), *helpers = browser_and_helpers(pool).items()
+    assert "--no-sandbox" not in flags
+    renderers = [proc for proc, args in helpers if "--type=renderer" in args]
+    assert renderers, [args[:2] for _, args in helpers]
+    browser_userns = os.readlink(f"/proc/{browser.pid}/ns/user")
+    for proc in renderers:
+        assert status_of(proc)["Seccomp"] == "2", proc  # 2: a seccomp-bpf filter
+        assert os.readlink(f"/proc/{proc.pid}/ns/user") != browser_userns, proc
+
+
+async def test_without_user_namespaces_chromium_runs_unsandboxed_and_says_why(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Where user namespaces are refused, Chromium still starts and renders, with
+    `--no-sandbox`, as the same unprivileged user, and one warning says why."""
+    monkeypatch.setattr(privileges, "namespaces_refusal", lambda uid: "refused by the test")
+    privileges.confine.cache_clear()
+    try:
+        with caplog.at_level(logging.WARNING, logger=privileges.__name__):
+            async with pool_of(pages=1, recycle_after=1) as fresh:
+                for word in ("unsandboxed", "relaunched"):  # the second is on a new browser
+                    assert word in text_of((await fresh.pdf(f"<p>{word}</p>", A4)).data)
+                browser = psutil.Process(fresh.pid)
+                assert "--no-sandbox" in browser.cmdline()
+                assert browser.uids().effective == (
+                    CHROMIUM_UID if os.geteuid() == 0 else os.geteuid()
+                )
+    finally:
+        privileges.confine.cache_clear()
+    warnings = [
+        r.getMessage() for r in caplog.records if "without its own sandbox" in r.getMessage()
+    ]
+    assert len(warnings) == 1 and "refused by the test" in warnings[0], warnings
+
+
+KEEP_A_POOL = """import asyncio, sys
+from services.renderer.browser import BrowserPool
+
+async def main():
+    async with BrowserPool(sys.argv[1], pages=1, timeout=15, max_output_bytes=10**8) as pool:
+        print(pool.pid, flush=True)
+        await asyncio.sleep(120)
+
+asyncio.run(main())
+"""
+
+
+async def test_chromium_dies_with_a_sigkilled_renderer() -> None:
+    """A renderer killed with SIGKILL (no cleanup runs) takes its Chromium with it: the
+    parent-death signal survives Chromium's change of user."""
+    renderer = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", KEEP_A_POOL, CHROMIUM,
+        cwd=Path(__file__).parents[2], stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        assert renderer.stdout is not None
+        browser = int(await asyncio.wait_for(renderer.stdout.readline(), 30))
+        profile = profile_of(browser)
+        renderer.kill()
+        await renderer.wait()
+
+        def all_gone() -> bool:
+            return not processes_using(profile)
+
+        await eventually(all_gone, 10, "all_gone")
+    finally:
+        if renderer.returncode is None:
+            renderer.kill()
+            await renderer.wait()
+    shutil.rmtree(Path(profile).parent)  # left behind, as after any SIGKILL

@@ -142,6 +142,7 @@ class Browser:
             executablePath=CHROMIUM,
             args=[
                 *CHROMIUM_ARGS,
+                "--no-sandbox",  # as root: this test does not change user as the renderer does
                 "--host-resolver-rules=MAP *.test 127.0.0.1",
                 # Service workers need a secure context; this makes the simulated public
                 # host one (in production such a page would be served over https).

@@ -8,6 +8,8 @@ embedded in the PDF when the folder is configured, and falls back when it is not
 from __future__ import annotations
 
 import io
+import os
+import tempfile
 from pathlib import Path
 
 import pypdf
@@ -46,9 +48,13 @@ async def render(chromium: str, fonts_dir: str) -> set[str]:
         return font_names((await pool.pdf(HTML, PageOptions())).data)
 
 
-async def test_fonts_dir_makes_a_family_usable(tmp_path: Path, chromium: str):
-    make_font(tmp_path / "fonts")
-    with_folder = await render(chromium, str(tmp_path / "fonts"))
+async def test_fonts_dir_makes_a_family_usable(chromium: str):
+    # Not in tmp_path, which only root may enter: a root renderer runs Chromium as
+    # another user, who must be able to read the folder (PRESSROOM_CHROMIUM_UID).
+    with tempfile.TemporaryDirectory(prefix="pressroom-test-fonts-") as tmp:
+        os.chmod(tmp, 0o755)
+        make_font(Path(tmp) / "fonts")
+        with_folder = await render(chromium, str(Path(tmp) / "fonts"))
     without = await render(chromium, "")
     assert any("PressroomTestSans" in name for name in with_folder), with_folder
     assert not any("PressroomTestSans" in name for name in without), without

@@ -41,6 +41,7 @@ def test_values_are_parsed():
         ("PRESSROOM_WEBHOOK_SCHEDULE", "5,-1"),
         ("PRESSROOM_RENDER_CONCURRENCY", "0"),
         ("PRESSROOM_BROWSER_RECYCLE", "0"),
+        ("PRESSROOM_CHROMIUM_UID", "0"),  # Chromium must not run as root
     ],
 )
 def test_bad_value_names_the_variable(name, value):

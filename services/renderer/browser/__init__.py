@@ -5,6 +5,7 @@ pyppeteer.
   browsers.
 - `process`: launching Chromium (flags, environment, fonts, a launcher that dies with the
   renderer) and `Chromium`, one browser process with its idle tabs.
+- `privileges`: who Chromium runs as, and whether its own sandbox is on.
 - `tab`: `Tab`, and what one render does on it (load, wait, print, capture).
 - `interception`: `guard`, the egress request filter wired onto a tab's CDP sessions.
 - `params`: pure code turning options into CDP parameters and tab settings.

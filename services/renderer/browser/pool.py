@@ -30,6 +30,7 @@ from services.core.errors import (
     RenderTimeout,
 )
 from services.core.events import PageOptions
+from services.core.settings import Settings
 from services.renderer.browser.documents import PDF, PNG, Html, RenderResult, Source
 from services.renderer.browser.params import count_pages
 from services.renderer.browser.process import Chromium
@@ -58,7 +59,8 @@ class BrowserPool:
     `timeout` bounds the work on a tab (navigation, load, waiting, printing), not the wait
     for a free tab: a render queued behind others is not stuck. `max_output_bytes` caps
     the document, `max_pages` a PDF's page count. After `recycle_after` renders the
-    browser is replaced, so a slow leak in Chromium cannot grow forever.
+    browser is replaced, so a slow leak in Chromium cannot grow forever. When this process
+    is root, Chromium runs as `chromium_uid` (user and group).
     """
 
     def __init__(
@@ -72,6 +74,7 @@ class BrowserPool:
         max_pages: int = 500,
         allow_private_networks: bool = False,
         fonts_dir: str = "",
+        chromium_uid: int = Settings.chromium_uid,
     ) -> None:
         self.executable = executable
         self.pages = pages
@@ -80,6 +83,7 @@ class BrowserPool:
         self.recycle_after = recycle_after
         self.max_pages = max_pages
         self.fonts_dir = fonts_dir
+        self.chromium_uid = chromium_uid
         # One policy (and DNS cache) for every tab of every browser this pool launches.
         self.egress = Egress(allow_private=allow_private_networks)
         self.proxy = EgressProxy(self.egress)
@@ -290,7 +294,14 @@ class BrowserPool:
         which would orphan the Chromium process; the browser is closed once up instead."""
         assert self._door is not None, "the pool's proxy door opens before any browser"
         launch = self._track(
-            Chromium.launch(self.executable, self.pages, self.proxy, self._door, self.fonts_dir)
+            Chromium.launch(
+                self.executable,
+                self.pages,
+                self.proxy,
+                self._door,
+                self.fonts_dir,
+                chromium_uid=self.chromium_uid,
+            )
         )
         try:
             return await asyncio.shield(launch)

@@ -2,9 +2,10 @@
 its profile directory and its idle tabs.
 
 Chromium starts with `CHROMIUM_ARGS` and without pyppeteer's `WITHOUT_DEFAULTS`, through
-a launcher that makes it die with the renderer, with none of the renderer's secrets in its
-environment (`chromium_env`), over a DevTools connection that is not deflated
-(`uncompressed_devtools`).
+a launcher that makes it die with the renderer and, when the renderer is root, run as an
+unprivileged user (`privileges`), with its own sandbox where user namespaces allow it, with
+none of the renderer's secrets in its environment (`chromium_env`), over a DevTools
+connection that is not deflated (`uncompressed_devtools`).
 
 pyppeteer needs care here in two places:
 
@@ -13,6 +14,16 @@ pyppeteer needs care here in two places:
 - With our own `userDataDir`, `Browser.close()` neither waits for nor kills the process;
   `Chromium.close` does both. (`launch` also blocks the event loop for ~0.3 s while it
   polls the DevTools port with `urlopen`; that happens once per browser.)
+
+And the change of user in two:
+
+- The kernel clears a process's parent-death signal when it changes user, so the launcher
+  asks for it only after the change.
+- Chromium's user must own nothing that root runs or writes: a browser taken over by a
+  page could replace the next browser's launcher or plant a symlink where root writes.
+  So each browser gets a folder of its own in which the launcher and `fonts.conf` stay
+  the renderer's and only the `profile` folder is Chromium's. Root still kills Chromium
+  and removes the folder.
 """
 
 from __future__ import annotations
@@ -37,6 +48,7 @@ from websockets.legacy.client import connect as websocket_connect
 
 from services.core.errors import BrowserError
 from services.renderer.browser.interception import guard
+from services.renderer.browser.privileges import DROP_TO_UID, confine, readable_by
 from services.renderer.browser.tab import Tab
 from services.renderer.browser.tasks import describe, finished_within
 from services.renderer.egress import Refusal, RequestFilter, clip
@@ -50,7 +62,8 @@ WITHOUT_DEFAULTS = ["--disable-popup-blocking", "--disable-features=site-per-pro
 does site isolation (a cross-site frame gets a renderer process of its own)."""
 
 CHROMIUM_ARGS = [
-    "--no-sandbox",  # we run as root; the renderer's container is the sandbox
+    # No `--no-sandbox`: Chromium's own sandbox stays on wherever it can work; where it
+    # cannot, `Confinement.args` adds the flag at launch (see `privileges`).
     "--disable-gpu",
     "--disable-dev-shm-usage",
     # Without these Chromium keeps trying to reach Google's servers (environment notes).
@@ -77,39 +90,61 @@ through the proxy only, never UDP (STUN, TURN, peer traffic) that the egress pro
 not see. (`--force-webrtc-ip-handling-policy` on the command line did not do it.)"""
 
 
-def _write_preferences(profile: str) -> None:
+def _write_preferences(profile: str, uid: int | None) -> None:
+    """`PREFERENCES` in the profile's `Default` folder, owned by `uid` (when given), whose
+    Chromium writes its own preferences there."""
     folder = os.path.join(profile, "Default")
     os.makedirs(folder, exist_ok=True)
-    with open(os.path.join(folder, "Preferences"), "w", encoding="utf-8") as file:
+    path = os.path.join(folder, "Preferences")
+    with open(path, "w", encoding="utf-8") as file:
         json.dump(PREFERENCES, file)
+    if uid is not None:
+        os.chown(folder, uid, uid)
+        os.chown(path, uid, uid)
 
 
 CLOSE_GRACE = 5.0
 """Seconds a tab or the browser gets to close before it is dropped or killed."""
 
-# Exec'd between pyppeteer's fork and Chromium: asks the kernel to SIGKILL Chromium when
-# the renderer process dies, however it dies (pyppeteer offers no preexec hook, and a
-# SIGKILLed renderer would otherwise leave a ~1 GB browser behind).
-_PDEATHSIG_SHIM = """import ctypes, os, signal, sys
-ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+# Exec'd between pyppeteer's fork and Chromium (pyppeteer offers no preexec hook): changes
+# user when asked, then asks the kernel to SIGKILL Chromium when the renderer process dies,
+# however it dies (a SIGKILLed renderer would otherwise leave a ~1 GB browser behind). The
+# parent-death signal comes after the change of user, which would clear it.
+_PDEATHSIG_SHIM = (
+    DROP_TO_UID
+    + """ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 if os.getppid() == 1:
     sys.exit(1)  # the renderer is already gone
-os.execv(sys.argv[1], sys.argv[1:])
+os.execv(sys.argv[2], sys.argv[2:])
 """
+)
 
 
-def _dying_with_us(executable: str, folder: str) -> str:
-    """A launcher script for `executable` that dies with this process (Linux only)."""
+def _dying_with_us(executable: str, folder: str, uid: int | None) -> str:
+    """A launcher script for `executable` that runs it as `uid` (None: as this process)
+    and dies with this process (Linux only)."""
     if not sys.platform.startswith("linux"):
         return executable
     script = os.path.join(folder, "launch-chromium.sh")
     with open(script, "w", encoding="utf-8") as file:
         file.write(
-            f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -c "
-            f'{shlex.quote(_PDEATHSIG_SHIM)} {shlex.quote(executable)} "$@"\n'
+            f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -c {shlex.quote(_PDEATHSIG_SHIM)} "
+            f'{-1 if uid is None else uid} {shlex.quote(executable)} "$@"\n'
         )
     os.chmod(script, 0o700)
     return script
+
+
+def _make_folder(uid: int | None) -> tuple[str, str]:
+    """A new folder for one browser, and the `profile` folder in it, owned by `uid` (when
+    given) and by nobody else: the rest of the folder stays the renderer's."""
+    folder = tempfile.mkdtemp(prefix="pressroom-chromium-")
+    profile = os.path.join(folder, "profile")
+    os.mkdir(profile, 0o700)
+    if uid is not None:
+        os.chmod(folder, 0o711)  # Chromium's user may go through it, not list or change it
+        os.chown(profile, uid, uid)
+    return folder, profile
 
 
 def uncompressed_devtools() -> None:
@@ -134,6 +169,19 @@ _FONTS_CONF = """<?xml version="1.0"?>
 """
 
 
+def _check_fonts_dir(fonts_dir: str, uid: int | None) -> None:
+    """Warn when Chromium's user cannot read `fonts_dir`: its fonts would silently be
+    missing from documents."""
+    if fonts_dir and uid is not None and not readable_by(fonts_dir, uid):
+        log.warning(
+            "PRESSROOM_FONTS_DIR=%s cannot be read by uid %d, the user Chromium runs as: "
+            "documents will not find its fonts; make the folder readable by that user, "
+            "and the folders above it searchable",
+            fonts_dir,
+            uid,
+        )
+
+
 def _settle(future: asyncio.Future[None]) -> None:
     if not future.done():
         future.set_result(None)
@@ -145,10 +193,10 @@ the URL-signing key, webhook and S3 secrets and the database URL stay out of rea
 page that takes over a Chromium process."""
 
 
-def chromium_env(fonts_dir: str, profile: str) -> dict[str, str]:
+def chromium_env(fonts_dir: str, profile: str, conf_dir: str) -> dict[str, str]:
     """Chromium's environment: the locale, `PATH` and `TMPDIR` of the renderer, `HOME` in
-    the profile, and with `fonts_dir` a fontconfig file that adds that folder to the
-    system's fonts (Chromium finds fonts through fontconfig on Linux)."""
+    the profile, and with `fonts_dir` a fontconfig file (written in `conf_dir`) that adds
+    that folder to the system's fonts (Chromium finds fonts through fontconfig on Linux)."""
     env = {
         name: value
         for name, value in os.environ.items()
@@ -157,7 +205,7 @@ def chromium_env(fonts_dir: str, profile: str) -> dict[str, str]:
     env.setdefault("PATH", os.defpath)
     env["HOME"] = profile
     if fonts_dir:
-        conf = os.path.join(profile, "fonts.conf")
+        conf = os.path.join(conf_dir, "fonts.conf")
         with open(conf, "w", encoding="utf-8") as file:
             file.write(
                 _FONTS_CONF.format(
@@ -165,12 +213,13 @@ def chromium_env(fonts_dir: str, profile: str) -> dict[str, str]:
                     cache=xml_escape(os.path.join(profile, "fontcache")),
                 )
             )
+        os.chmod(conf, 0o644)  # whatever the umask: Chromium may run as another user
         env["FONTCONFIG_FILE"] = conf
     return env
 
 
 class Chromium:
-    """One Chromium process, its profile directory and its queue of idle tabs.
+    """One Chromium process, its folder (profile included) and its queue of idle tabs.
 
     The queue always accounts for every tab: a render takes one and puts back either the
     same tab, a replacement or, when the browser is broken, the broken tab, so that a
@@ -178,9 +227,9 @@ class Chromium:
     one (it gets the broken tab, fails at once and raises `BrowserError`).
     """
 
-    def __init__(self, browser: Any, profile: str, proxy: EgressProxy) -> None:
+    def __init__(self, browser: Any, folder: str, proxy: EgressProxy) -> None:
         self.browser = browser
-        self.profile = profile
+        self.folder = folder
         self.proxy = proxy
         self.egress = proxy.egress
         # Every tab by its browser context id, so a window opened inside one is caught.
@@ -199,24 +248,35 @@ class Chromium:
 
     @classmethod
     async def launch(
-        cls, executable: str, pages: int, proxy: EgressProxy, door: Door, fonts_dir: str = ""
+        cls,
+        executable: str,
+        pages: int,
+        proxy: EgressProxy,
+        door: Door,
+        fonts_dir: str = "",
+        *,
+        chromium_uid: int,
     ) -> Chromium:
         """Start Chromium with `pages` idle tabs; `BrowserError` if it cannot start.
 
         Everything Chromium fetches goes through `proxy`: each tab's context through a
         door of its own, the rest (the default context) through `door`. With `fonts_dir`,
-        the fonts in that folder are usable from documents by family name.
+        the fonts in that folder are usable from documents by family name. When this
+        process is root, Chromium runs as `chromium_uid` (user and group).
         """
-        profile = tempfile.mkdtemp(prefix="pressroom-chromium-")
-        _write_preferences(profile)
+        confinement = await asyncio.to_thread(confine, chromium_uid)  # a child process, once
+        _check_fonts_dir(fonts_dir, confinement.uid)
+        folder, profile = _make_folder(confinement.uid)
+        _write_preferences(profile, confinement.uid)
         uncompressed_devtools()
         try:
             browser = await pyppeteer.launch(
-                env=chromium_env(fonts_dir, profile),
+                env=chromium_env(fonts_dir, profile, folder),
                 # Always ours: pyppeteer would otherwise download its own Chromium.
-                executablePath=_dying_with_us(executable, profile),
+                executablePath=_dying_with_us(executable, folder, confinement.uid),
                 args=[
                     *CHROMIUM_ARGS,
+                    *confinement.args,
                     f"--proxy-server={door.url}",
                     f"--proxy-bypass-list={BYPASS_NOTHING}",
                 ],
@@ -230,9 +290,9 @@ class Chromium:
                 dumpio=False,
             )
         except Exception as exc:
-            shutil.rmtree(profile, ignore_errors=True)
+            shutil.rmtree(folder, ignore_errors=True)
             raise BrowserError(f"cannot start Chromium ({executable}): {describe(exc)}") from exc
-        chromium = cls(browser, profile, proxy)
+        chromium = cls(browser, folder, proxy)
         await chromium._open_tabs(pages)
         return chromium
 
@@ -362,7 +422,7 @@ class Chromium:
         self.spawn(self.browser._connection.send("Target.closeTarget", close))
 
     async def close(self) -> None:
-        """Close the browser, kill it if not gone after `CLOSE_GRACE` s, remove its profile."""
+        """Close the browser, kill it if not gone after `CLOSE_GRACE` s, remove its folder."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + CLOSE_GRACE
         await finished_within(self.spawn(self.browser.close()), CLOSE_GRACE)
@@ -370,7 +430,7 @@ class Chromium:
         await self._end_tasks()
         tabs, self._tabs = list(self._tabs.values()), {}
         await asyncio.gather(*(tab.door.close() for tab in tabs if tab.door is not None))
-        shutil.rmtree(self.profile, ignore_errors=True)
+        shutil.rmtree(self.folder, ignore_errors=True)
 
     async def _end_tasks(self) -> None:
         # The connection is disposed by now, which failed every pending protocol call, so
