@@ -6,6 +6,8 @@ In one run, on this machine, side by side:
     (setContent → pdf, pyppeteer's defaults) on one Chromium with `--pages` tabs;
 (a') the same loop with the renderer's Chromium flags and DevTools connection: what
     those save, apart from what the pipeline costs;
+(a'') that loop with a new browser context and tab for every PDF (a quarter of the
+    PDFs), shown as a ratio to (a'): what isolating every single job would cost;
 (b) Pressroom end to end: `--jobs` of the same invoice submitted through the gateway by
     16 concurrent clients until all are `done`, every service on this machine (embedded
     NATS and PostgreSQL, local storage), renderer at the same page concurrency;
@@ -82,12 +84,15 @@ TUNED_ARGS = [*CHROMIUM_ARGS, "--no-sandbox"]
 renderer's change to an unprivileged user that lets Chromium sandbox itself."""
 
 
-async def ceiling(chromium: str, pages: int, count: int, tuned: bool) -> float:
+async def ceiling(chromium: str, pages: int, count: int, tuned: bool, fresh: bool = False) -> float:
     """PDFs/s of a bare setContent → pdf loop on `pages` reused tabs of one browser.
 
     Naive: pyppeteer as it comes. Tuned: with the renderer's Chromium flags (site isolation
     and the popup blocker on, as in the renderer) and DevTools connection, so (b)/(tuned)
     is what the pipeline costs and tuned/naive what the renderer's settings save or cost.
+    Fresh (tuned too): every PDF in a new browser context and tab, closed after it: what
+    isolating every job would cost (Pressroom pays it only after a job that went to the
+    network).
     """
     html = render_html(TEMPLATE, DATA)
     pyppeteer.connection.ws_connect = websocket_connect
@@ -103,8 +108,13 @@ async def ceiling(chromium: str, pages: int, count: int, tuned: bool) -> float:
 
         async def loop(tab: Any, todo: Any) -> None:
             for _ in todo:
+                if fresh:
+                    context = await browser.createIncognitoBrowserContext()
+                    tab = await context.newPage()
                 await tab.setContent(html)
                 await tab.pdf({"format": "A4", "printBackground": True})
+                if fresh:
+                    await context.close()
 
         warm_up = iter(range(2 * pages))
         await asyncio.gather(*(loop(tab, warm_up) for tab in tabs))
@@ -118,8 +128,9 @@ async def ceiling(chromium: str, pages: int, count: int, tuned: bool) -> float:
         after = tree_cpu_seconds(chromium_pid, True), cpu_seconds(os.getpid())
         now = psutil.cpu_times()
         busy = sum(now) - now.idle - (sum(machine) - machine.idle)
+        kind = "fresh" if fresh else "tuned" if tuned else "naive"
         print(
-            f"    ({'tuned' if tuned else 'naive'} loop) CPU per PDF, µs: chromium "
+            f"    ({kind} loop) CPU per PDF, µs: chromium "
             f"{(after[0] - before[0]) / count * 1e6:,.0f}, pyppeteer loop "
             f"{(after[1] - before[1]) / count * 1e6:,.0f}; machine CPU busy: "
             f"{busy / (elapsed * (psutil.cpu_count() or 1)):.0%}"
@@ -468,13 +479,15 @@ async def main() -> None:
         return
     chromium = os.environ.get("PRESSROOM_CHROMIUM", "/usr/bin/chromium")
     os.environ["PRESSROOM_RENDER_CONCURRENCY"] = str(args.pages)
-    naives, tuneds, runs = [], [], []
+    naives, tuneds, freshes, runs = [], [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         for round_ in range(args.rounds):
             # The parts alternate, so a slow spell of the shared machine hits all of them.
             print(f"round {round_ + 1} of {args.rounds}")
             naives.append(await ceiling(chromium, args.pages, args.jobs, tuned=False))
             tuneds.append(await ceiling(chromium, args.pages, args.jobs, tuned=True))
+            fresh = await ceiling(chromium, args.pages, args.jobs // 4, tuned=True, fresh=True)
+            freshes.append(fresh / tuneds[-1])
             async with environment(Path(tmp) / f"e2e{round_}") as env:
                 runs.append(await end_to_end(env, Path(tmp), args.jobs))
             runs[-1]["ratio"] = runs[-1]["rate"] / naives[-1]
@@ -494,6 +507,8 @@ async def main() -> None:
     line("(a) naive pyppeteer loop (the ceiling)", statistics.median(naives), "PDFs/s", naives)
     line("(a') the same loop, Pressroom's Chromium set-up", statistics.median(tuneds), "PDFs/s",
          tuneds)  # fmt: skip
+    line("    (a'') a fresh browser context per PDF / (a')", statistics.median(freshes), "",
+         freshes, 2)  # fmt: skip
     line("(b) Pressroom end to end", median("rate"), "PDFs/s", [r["rate"] for r in runs])
     line("    ratio (b)/(a)", median("ratio"), "", [r["ratio"] for r in runs], 2)
     line("    ratio (b)/(a'): what the pipeline costs", median("overhead"), "",

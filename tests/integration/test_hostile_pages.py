@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import io
+import itertools
 import os
-from collections.abc import AsyncIterator
+import socket
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import pytest
@@ -27,6 +29,7 @@ from pypdf import PdfReader
 
 from services.core.events import PageOptions, WaitFor
 from services.renderer.browser import BrowserPool, Html, RenderResult, Url
+from services.renderer.egress import Egress
 
 pytestmark = [pytest.mark.chromium, pytest.mark.asyncio(loop_scope="module")]
 
@@ -191,6 +194,35 @@ async def test_a_url_job_to_loopback_fails_without_a_connection(
         await pool.render(Url(f"http://127.0.0.1:{canary.port}/"), PageOptions())
     assert canary.accepted == before
     await next_job_is_fine(pool)
+
+
+async def test_a_name_that_rebinds_to_loopback_never_reaches_it(canary: Canary) -> None:
+    """Chromium resolves nothing itself (every request goes to the proxy by name), and the
+    proxy connects only to addresses it judged: a name whose answers alternate between a
+    public address and loopback (a rebinding attacker's DNS) never reaches loopback,
+    however often the page asks."""
+    answers = itertools.cycle([["93.184.216.34"], ["127.0.0.1"]])
+
+    async def rebinding(host: str) -> Sequence[str]:
+        if host != "rebind.test":
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return next(answers)
+
+    # No caching: every look-up gets the next answer, as the attacker wants.
+    egress = Egress(allow_private=False, resolve=rebinding, ttl=0)
+    async with BrowserPool(
+        CHROMIUM, pages=1, timeout=15.0, max_output_bytes=50_000_000, egress=egress
+    ) as pool:
+        fetches = "".join(
+            f"fetch('http://rebind.test:{canary.port}/{i}').catch(() => 0);" for i in range(8)
+        )
+        image = f"<img src='http://rebind.test:{canary.port}/img'>"
+        html = f"<p>rebinding</p>{image}<script>{fetches}</script>"
+        before = canary.accepted
+        result = await pool.render(Html(html + SETTLE), SETTLED)
+        assert "rebinding" in text_of(result)
+        assert canary.accepted == before
+        assert any("rebind.test" in refusal["url"] for refusal in result.refused)
 
 
 # --- state left behind ---------------------------------------------------------------------

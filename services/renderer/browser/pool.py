@@ -73,6 +73,7 @@ class BrowserPool:
         recycle_after: int = 1000,
         max_pages: int = 500,
         allow_private_networks: bool = False,
+        egress: Egress | None = None,
         fonts_dir: str = "",
         chromium_uid: int = Settings.chromium_uid,
     ) -> None:
@@ -84,8 +85,10 @@ class BrowserPool:
         self.max_pages = max_pages
         self.fonts_dir = fonts_dir
         self.chromium_uid = chromium_uid
-        # One policy (and DNS cache) for every tab of every browser this pool launches.
-        self.egress = Egress(allow_private=allow_private_networks)
+        # One policy (and DNS cache) for every tab of every browser this pool launches;
+        # `egress` replaces the one built from `allow_private_networks` (tests give their
+        # own resolver).
+        self.egress = egress or Egress(allow_private=allow_private_networks)
         self.proxy = EgressProxy(self.egress)
         self._door: Door | None = None  # the default context's, for every browser
         self._chromium: Chromium | None = None
