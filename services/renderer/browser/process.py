@@ -297,9 +297,12 @@ class Chromium:
         return chromium
 
     async def _open_tabs(self, pages: int) -> None:
+        # At once: each tab waits mostly on Chromium starting a renderer for its context.
+        opened = [self.spawn(self.run(self.open_tab(), CLOSE_GRACE)) for _ in range(pages)]
         try:
-            for _ in range(pages):
-                self.idle.put_nowait(await self.run(self.open_tab(), CLOSE_GRACE))
+            await asyncio.gather(*opened)
+            for task in opened:
+                self.idle.put_nowait(task.result())
         except BaseException:
             await self.close()
             raise
