@@ -258,10 +258,12 @@ async def advisory_unlock(conn: asyncpg.Connection, key: int) -> None:
 
 
 async def stale_jobs(
-    conn: asyncpg.Connection, older_than: float, limit: int
+    conn: asyncpg.Connection, older_than: float, limit: int, *, up_to_seq: int | None = None
 ) -> list[dict[str, Any]]:
     """Unfinished jobs (`queued`, `running`) not updated for `older_than` seconds, oldest
-    first; the predicate matches the partial index `jobs_unfinished`."""
+    first; with `up_to_seq`, only those whose last event is at or below that stream
+    sequence (the others may still be waiting in the log). The predicate matches the
+    partial index `jobs_unfinished`."""
     rows = await conn.fetch(
         """
         SELECT id, tenant_id, status, attempts, input, webhook_url, idempotency_key, created_at,
@@ -269,11 +271,13 @@ async def stale_jobs(
         FROM jobs
         WHERE status IN ('queued', 'running')
           AND updated_at < now() - make_interval(secs => $1::double precision)
+          AND ($3::bigint IS NULL OR last_seq <= $3::bigint)
         ORDER BY updated_at
         LIMIT $2
         """,
         older_than,
         limit,
+        up_to_seq,
     )
     return [dict(r) for r in rows]
 

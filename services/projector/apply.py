@@ -40,15 +40,22 @@ _OTHER = f"""{_RECORD}, row AS (
 ) {_NEW}"""
 
 # A job's input, webhook and key are written once: a later copy of its submission (a
-# re-drive, a client repeating an Idempotency-Key) never replaces them.
+# re-drive, a client repeating an Idempotency-Key) never replaces them. Every copy moves
+# `last_seq` up to its own sequence (the staleness clock `updated_at` stays): the
+# reconciler compares it with the renderers' ack floor to tell a job still waiting in the
+# log from one the log no longer drives.
 _SUBMITTED = f"""{_RECORD}, row AS (
     INSERT INTO jobs AS j (id, tenant_id, status, created_at, updated_at, input, webhook_url,
-                           idempotency_key)
-    SELECT $2, $6::text, 'queued', $4, $4, $7::jsonb, $8::text, $9::text FROM new
-    ON CONFLICT (id) DO UPDATE SET input = EXCLUDED.input, webhook_url = EXCLUDED.webhook_url,
-        idempotency_key = EXCLUDED.idempotency_key, created_at = EXCLUDED.created_at,
-        tenant_id = EXCLUDED.tenant_id
-    WHERE j.input IS NULL
+                           idempotency_key, last_seq)
+    SELECT $2, $6::text, 'queued', $4, $4, $7::jsonb, $8::text, $9::text, $1 FROM new
+    ON CONFLICT (id) DO UPDATE SET
+        last_seq = GREATEST(j.last_seq, EXCLUDED.last_seq),
+        input = COALESCE(j.input, EXCLUDED.input),
+        webhook_url = CASE WHEN j.input IS NULL THEN EXCLUDED.webhook_url ELSE j.webhook_url END,
+        idempotency_key = CASE WHEN j.input IS NULL THEN EXCLUDED.idempotency_key
+                               ELSE j.idempotency_key END,
+        created_at = CASE WHEN j.input IS NULL THEN EXCLUDED.created_at ELSE j.created_at END,
+        tenant_id = CASE WHEN j.input IS NULL THEN EXCLUDED.tenant_id ELSE j.tenant_id END
 ) {_NEW}"""
 
 # `started` ($7 = 'running') and `retrying` ($7 = 'queued'): a non-terminal status only

@@ -1,8 +1,14 @@
 """Catch the system's own lie: jobs the projection shows unfinished that nothing drives.
 
 A job should move while it is `queued` or `running`. One that has had no news for
-`stale_after` seconds was lost somewhere (its message aged out or was lost by the log, a
-renderer hung, an advisory never came): the reconciler re-publishes its `submitted` event,
+`stale_after` seconds and that the log no longer drives was lost somewhere (its message
+aged out or was lost by the log, a renderer hung, an advisory never came). "No longer
+drives" matters: in a backlog (a month-end run, renderers down for a while) a job may wait
+in the log far longer than `stale_after`, and that is not a stall. So while the renderers'
+consumer has messages pending or unacknowledged, a job whose last event is past the
+consumer's ack floor (its `submitted` message may be among them) is left alone; only jobs
+at or below the floor, or any job once the consumer has nothing outstanding, are stale.
+For a stale job the reconciler re-publishes its `submitted` event,
 rebuilt from the row's recorded input, under a new dedup id `<job>.redrive.<n>`; after
 `max_redrives` it publishes `failed` ("stalled") instead. Re-driving a job that is in fact
 still being rendered is harmless: object keys derive from the job id and terminal events
@@ -17,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
@@ -41,18 +48,41 @@ async def run(
 
     NATS or Postgres trouble only skips a sweep: stale jobs stay stale and are found again.
     """
+    floor: Floor | None = None  # the log's reading of the previous turn
     while not stop.is_set():
         try:
-            await sweep(js, pool, settings)
+            reading = await log_floor(js)
+            if floor is not None:
+                await sweep(js, pool, settings, floor)
+            floor = reading
         except RETRYABLE as exc:
             log.warning("reconciler: sweep skipped: %s", exc)
         await runtime.pause(stop, settings.reconcile_interval)
 
 
+@dataclass(frozen=True)
+class Floor:
+    """Where the renderers stood in the log: `seq` is their ack floor while they had work
+    outstanding, None when they had none (then the log drives no job at all)."""
+
+    seq: int | None
+
+
+async def log_floor(js: JetStreamContext) -> Floor:
+    """The renderers' consumer now. A sweep uses the reading of one interval earlier: a job
+    acknowledged since may not have had its last events projected yet."""
+    info = await js.consumer_info(events.STREAM, events.RENDERER)
+    outstanding = (info.num_pending or 0) + (info.num_ack_pending or 0)
+    if outstanding == 0:
+        return Floor(None)
+    return Floor(int(info.ack_floor.stream_seq or 0) if info.ack_floor else 0)
+
+
 async def sweep(
-    js: JetStreamContext, pool: asyncpg.Pool, settings: Settings
+    js: JetStreamContext, pool: asyncpg.Pool, settings: Settings, floor: Floor
 ) -> dict[str, str] | None:
     """One pass over the stale jobs: {job id: "redrive" or "fail"} for each one acted on.
+    A job past `floor` (read one interval earlier) may still wait in the log: not stale.
 
     None when this projector did not sweep: another one holds the lock, or the projection
     is more than a batch behind the log.
@@ -64,7 +94,7 @@ async def sweep(
         if not await db.try_advisory_lock(conn, db.RECONCILER_LOCK_ID):
             return None
         try:
-            rows = await db.stale_jobs(conn, settings.stale_after, SWEEP_LIMIT)
+            rows = await db.stale_jobs(conn, settings.stale_after, SWEEP_LIMIT, up_to_seq=floor.seq)
             return {row["id"]: await reconcile(js, conn, settings, row) for row in rows}
         finally:
             await db.advisory_unlock(conn, db.RECONCILER_LOCK_ID)

@@ -9,6 +9,7 @@ finishes it `done`; with no renderer, after `max_redrives` re-drives it fails as
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator
@@ -23,8 +24,9 @@ from prometheus_client import REGISTRY
 from services.core import bus, db, events
 from services.core.settings import Settings
 from services.projector import reconciler
-from tests.conftest import Stack
+from tests.conftest import Stack, eventually
 
+IDLE = reconciler.Floor(None)  # the renderers had nothing outstanding
 HELLO = {"template": "<h1>Hi {{name}}</h1>", "data": {"name": "Ana"}, "options": {}}
 
 
@@ -99,9 +101,23 @@ async def test_lost_job_is_redriven_and_rendered(settings: Settings, js):
         await stack.close()
 
 
+async def black_hole(js: JetStreamContext, stop: asyncio.Event) -> None:
+    """A "renderer" that takes every message and acknowledges it without doing anything:
+    the log then no longer drives those jobs."""
+    sub = await js.pull_subscribe_bind(events.RENDERER, stream=events.STREAM)
+    while not stop.is_set():
+        try:
+            for msg in await sub.fetch(10, timeout=0.2):
+                await msg.ack()
+        except TimeoutError:
+            continue
+
+
 async def test_job_still_stalled_after_max_redrives_fails_as_stalled(fast_settings, js):
-    stack = Stack(fast_settings)  # no renderer: nothing ever takes the re-driven messages
+    stack = Stack(fast_settings)  # no renderer, and re-driven messages are swallowed
     await stack.start("gateway", "projector")
+    stop = asyncio.Event()
+    swallowing = asyncio.create_task(black_hole(js, stop))
     try:
         before = actions("fail")
         job_id = await insert_lost_job(fast_settings.database_url, stack.tenant.id)
@@ -117,6 +133,30 @@ async def test_job_still_stalled_after_max_redrives_fails_as_stalled(fast_settin
         assert row["submitted_events"] == 2
         assert actions("fail") == before + 1
     finally:
+        stop.set()
+        await swallowing
+        await stack.close()
+
+
+async def test_a_job_waiting_for_a_renderer_that_is_down_is_not_stalled(fast_settings, js):
+    """Renderers down (none running): a lost job is re-driven once; its re-drive then
+    waits in the log for a renderer, which is no stall: it is neither re-driven again nor
+    failed, however long it waits."""
+    stack = Stack(fast_settings)
+    await stack.start("gateway", "projector")
+    try:
+        before = actions("redrive"), actions("fail")
+        job_id = await insert_lost_job(fast_settings.database_url, stack.tenant.id)
+
+        async def redriven() -> bool:
+            return (await job_row(fast_settings.database_url, job_id))["redrives"] == 1
+
+        await eventually(redriven, 10)
+        await asyncio.sleep(4 * fast_settings.stale_after)  # what must not happen: nothing
+        assert (await stack.job(job_id))["status"] == "queued"
+        assert (await job_row(fast_settings.database_url, job_id))["redrives"] == 1
+        assert (actions("redrive"), actions("fail")) == (before[0] + 1, before[1])
+    finally:
         await stack.close()
 
 
@@ -129,9 +169,33 @@ async def test_sweep_waits_for_the_projector_holding_the_lock(fast_settings, js)
         other = await asyncpg.connect(fast_settings.database_url)
         try:
             assert await db.try_advisory_lock(other, db.RECONCILER_LOCK_ID)
-            assert await reconciler.sweep(own_js, pool, fast_settings) is None
+            assert await reconciler.sweep(own_js, pool, fast_settings, IDLE) is None
             await db.advisory_unlock(other, db.RECONCILER_LOCK_ID)
         finally:
             await other.close()
-        assert await reconciler.sweep(own_js, pool, fast_settings) == {job_id: "redrive"}
+        assert await reconciler.sweep(own_js, pool, fast_settings, IDLE) == {job_id: "redrive"}
     assert await last_submission_id(js, job_id) == f"{job_id}.redrive.1"
+
+
+async def test_a_backlog_many_times_stale_after_is_not_a_stall(fast_settings, database_url):
+    """One renderer on one tab, 40 jobs queued at once: the last ones wait in the log many
+    times `stale_after` (1 s). Waiting is not stalling: every job ends `done`, none is
+    re-driven or failed as `stalled`."""
+    settings = replace(fast_settings, render_concurrency=1, render_prefetch=0)
+    stack = Stack(settings)
+    await stack.start()
+    redrives, fails = actions("redrive"), actions("fail")
+    try:
+        ids = [(await stack.submit(HELLO))["id"] for _ in range(40)]
+        jobs = [await stack.finished(job_id, timeout=180) for job_id in ids]
+    finally:
+        await stack.close()
+    assert [job["status"] for job in jobs] == ["done"] * 40, [
+        job.get("error") for job in jobs if job["status"] != "done"
+    ]
+    assert actions("redrive") == redrives and actions("fail") == fails
+    conn = await asyncpg.connect(database_url)
+    try:
+        assert await conn.fetchval("SELECT max(redrives) FROM jobs") == 0
+    finally:
+        await conn.close()
