@@ -247,8 +247,32 @@ def usage_subject(tenant: str) -> str:
     return f"usage.{tenant}.document"
 
 
+_NUL = b"\\u0000"
+
+
 def encode(event: AnyEvent) -> bytes:
-    return _encoder.encode(event)
+    """The event as the log stores it. PostgreSQL's `text` and `jsonb` cannot hold NUL, so
+    an event whose strings do (a page's error message, say) is stored `storable`: what
+    the log carries, the projection can always hold."""
+    data = _encoder.encode(event)
+    if _NUL in data:  # rare: a NUL, or the text "\\u0000" escaped in a string
+        data = _encoder.encode(storable(event))
+    return data
+
+
+def storable(event: AnyEvent) -> AnyEvent:
+    """`event` with every NUL in its strings (keys included) replaced by U+FFFD."""
+    return msgspec.convert(_without_nul(msgspec.to_builtins(event)), type(event))
+
+
+def _without_nul(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd")
+    if isinstance(value, list):
+        return [_without_nul(item) for item in value]
+    if isinstance(value, dict):
+        return {_without_nul(key): _without_nul(item) for key, item in value.items()}
+    return value
 
 
 def decode(payload: bytes) -> AnyEvent:

@@ -142,11 +142,31 @@ def parse_json(body: bytes) -> dict[str, Any]:
         raise RequestError(f"body nests deeper than {MAX_DEPTH} levels", field="body")
     if not isinstance(value, dict):
         raise RequestError("body must be a JSON object", field="body")
-    if b"\\u0000" in body:
+    if b"\\u0000" in body and (path := _nul_at(value)) is not None:
         # PostgreSQL's text and jsonb cannot hold NUL: refuse it here rather than let an
-        # accepted job jam the projection.
-        raise RequestError("body must not contain NUL characters (\\u0000)", field="body")
+        # accepted job jam the projection. (Only a real NUL: the text "\\u0000" escaped
+        # in a script is fine.)
+        raise RequestError(f"{path} must not contain NUL characters (\\u0000)", field=path)
     return value
+
+
+def _nul_at(value: Any, path: str = "") -> str | None:
+    """Where the first string (or key) holding a NUL is, as a field path; None if none."""
+    if isinstance(value, str):
+        return (path or "body") if "\x00" in value else None
+    items: list[tuple[str, Any]] = []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            name = f"{path}.{key}" if path else str(key)
+            if "\x00" in str(key):
+                return name
+            items.append((name, item))
+    elif isinstance(value, list):
+        items = [(f"{path}[{index}]", item) for index, item in enumerate(value)]
+    for name, item in items:
+        if (found := _nul_at(item, name)) is not None:
+            return found
+    return None
 
 
 def _convert(raw: dict[str, Any], kind: type[_T]) -> _T:

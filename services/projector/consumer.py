@@ -52,8 +52,9 @@ class Projection:
     free_tier: int
 
 
-async def apply_batch(target: Projection, msgs: list[Msg]) -> None:
-    """Apply `msgs` in stream order, all or nothing.
+async def apply_batch(target: Projection, msgs: list[Msg], *, clean: bool = False) -> None:
+    """Apply `msgs` in stream order, all or nothing; with `clean`, each event as
+    `events.storable` makes it (for events logged before the log carried no NUL).
 
     Billable documents are published to the USAGE stream before the transaction commits:
     a crash in between repeats the batch, whose republication carries the same
@@ -65,6 +66,8 @@ async def apply_batch(target: Projection, msgs: list[Msg]) -> None:
             event = _decode(msg)
             if event is None:
                 continue
+            if clean:
+                event = events.storable(event)
             applied = await apply(conn, msg.metadata.sequence.stream, event)
             if applied.new:
                 metrics.EVENTS_PROJECTED.labels(events.event_name(event)).inc()
@@ -114,7 +117,13 @@ async def _apply_or_skip(target: Projection, msgs: list[Msg]) -> None:
         pass
     for msg in msgs:
         try:
-            await apply_batch(target, [msg])
+            try:
+                await apply_batch(target, [msg])
+            except _REFUSED:
+                # A NUL in a string, the one refusal known (the log carries none since
+                # events.encode makes events storable; older events may): store it with
+                # U+FFFD instead rather than leave the job without its event.
+                await apply_batch(target, [msg], clean=True)
         except _REFUSED as exc:
             kind = msg.subject.rsplit(".", 1)[-1]
             log.error(

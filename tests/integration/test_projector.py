@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import asyncpg
+import msgspec
 from prometheus_client import REGISTRY
 
 from services.core import bus, db, events
@@ -115,17 +116,21 @@ async def test_webhook_attempts_are_recorded_once(database_url: str):
     assert [(r["attempt"], r["outcome"], r["status_code"]) for r in rows] == [(1, "failed", 500)]
 
 
-async def test_an_event_postgresql_refuses_is_skipped_and_the_rest_projected(
+async def test_an_event_logged_with_a_nul_is_stored_with_a_replacement_character(
     nats_server: NatsServer, database_url: str
 ):
-    """A submission the gateway would refuse (NUL: jsonb cannot hold it), published straight
-    to the log, used to stall the projection for good; now it is skipped and counted."""
+    """An event whose strings hold NUL (jsonb cannot), as an older version could log one
+    (the log carries none now: `events.encode` makes every event storable), used to be
+    skipped, leaving its job unfinished; now it is stored with U+FFFD in place of the NUL,
+    and the events after it too."""
     settings = Settings(nats_url=nats_server.url, database_url=database_url)
     skipped = REGISTRY.get_sample_value("pressroom_events_skipped_total", {"type": "submitted"})
     stop = asyncio.Event()
     async with bus.open_bus(settings, name="test") as (_, js), db.open_pool(settings) as pool:
         poison = events.JobSubmitted(job_id="bad", template="t", data={"x": "a\x00b"})
-        await bus.publish(js, poison)
+        raw = msgspec.json.encode(poison)  # as logged before events.encode sanitised
+        assert b"\\u0000" in raw
+        await js.publish(events.subject_of(poison), raw, stream=events.STREAM)
         for job_id in ("ok1", "ok2"):
             await bus.publish(js, events.JobSubmitted(job_id=job_id, template="t"))
         target = consumer.Projection(js, pool, settings.free_tier)
@@ -140,11 +145,26 @@ async def test_an_event_postgresql_refuses_is_skipped_and_the_rest_projected(
             stop.set()
             await projector
         statuses = {r["id"]: r["status"] for r in await pool.fetch("SELECT id, status FROM jobs")}
+        bad = await pool.fetchval("SELECT input FROM jobs WHERE id = 'bad'")
         info = await js.consumer_info(events.STREAM, events.PROJECTOR)
-    assert statuses == {"ok1": "queued", "ok2": "queued"}
+    assert statuses == {"bad": "queued", "ok1": "queued", "ok2": "queued"}
+    assert bad["data"] == {"x": "a\ufffdb"}
     after = REGISTRY.get_sample_value("pressroom_events_skipped_total", {"type": "submitted"})
-    assert (after or 0) - (skipped or 0) == 1
-    assert (info.num_pending, info.num_ack_pending) == (0, 0)  # the poison was acked too
+    assert (after or 0) == (skipped or 0)
+    assert (info.num_pending, info.num_ack_pending) == (0, 0)
+
+
+async def test_the_log_never_carries_a_nul(nats_server: NatsServer) -> None:
+    """What is published is storable: a page error with a NUL reaches the log with U+FFFD."""
+    settings = Settings(nats_url=nats_server.url)
+    async with bus.open_bus(settings, name="test") as (_, js):
+        error = events.ErrorInfo(type="wait_timeout", message="last error: Error: a\x00b")
+        await bus.publish(js, events.JobFailed(job_id="j", attempt=1, error=error))
+        msg = await js.get_last_msg(events.STREAM, events.subject("j", "failed"))
+    assert b"\\u0000" not in msg.data
+    failed = events.decode(msg.data)
+    assert isinstance(failed, events.JobFailed)
+    assert failed.error.message == "last error: Error: a\ufffdb"
 
 
 async def test_a_later_copy_of_a_submission_never_overwrites_the_jobs_input(database_url: str):

@@ -112,3 +112,31 @@ async def test_url_source_is_loaded_by_the_browser(stack: Stack, page_server: Pa
     assert job["status"] == "done", job
     assert "/page" in page_server.hits
     assert "Served page 42" in await pdf_text(stack, job["url"])
+
+
+async def test_the_text_of_an_escaped_nul_in_a_script_is_no_nul(stack: Stack):
+    """Only a real NUL in a decoded string is refused: a script that spells `\\u0000`
+    (the JSON body then holds `\\\\u0000`) is a document like any other."""
+    html = '<p id=r>x</p><script>r.textContent = "escaped " + "\\u0000".length</script>'
+    accepted = await stack.submit({"html": html, "options": {"javascript": True}})
+    job = await stack.finished(accepted["id"])
+    assert job["status"] == "done", job
+    assert "escaped 1" in await pdf_text(stack, job["url"])
+
+
+async def test_a_page_error_holding_a_nul_still_ends_the_job(stack: Stack):
+    """A page error with a NUL in it (PostgreSQL cannot store NUL) used to make a `failed`
+    event the projector skipped: the job stayed `running` for good. It ends `failed`, the
+    NUL shown as U+FFFD."""
+    body = {
+        "html": "<p>x</p>",
+        "options": {
+            "wait_for": {
+                "expression": "(() => { throw new Error('a' + String.fromCharCode(0) + 'b') })()",
+                "timeout": 0.3,
+            }
+        },
+    }
+    job = await stack.finished((await stack.submit(body))["id"])
+    assert job["status"] == "failed", job
+    assert "Error: a\ufffdb" in job["error"]["message"]
