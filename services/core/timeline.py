@@ -6,10 +6,9 @@ import contextlib
 
 import msgspec
 from nats.js import JetStreamContext
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 
-from services.core import bus, events
+from services.core import events
 
 _TERMINAL_TAGS = ("cancelled", "done", "failed")
 
@@ -17,27 +16,21 @@ _TERMINAL_TAGS = ("cancelled", "done", "failed")
 async def job_events(js: JetStreamContext, job_id: str) -> list[tuple[int, events.AnyEvent]]:
     """Every event of `job_id` still in the stream, as (stream sequence, event), in order.
 
-    Uses a short-lived ephemeral consumer filtered on the job's subjects; the server's
-    subject index keeps this cheap however long the stream is.
+    One message get per event ("the next message at or after this sequence on the job's
+    subjects"), so reading a timeline leaves no state on the server: a dashboard polling
+    timelines cannot pile up consumers, as an ephemeral consumer per call would.
     """
-    config = ConsumerConfig(
-        ack_policy=AckPolicy.NONE,
-        deliver_policy=DeliverPolicy.ALL,
-        inactive_threshold=10.0,
-        mem_storage=True,
-    )
-    sub = await js.pull_subscribe(events.subject(job_id, ">"), stream=events.STREAM, config=config)
     found: list[tuple[int, events.AnyEvent]] = []
-    try:
-        while True:
-            msgs = await bus.fetch(sub, 256, timeout=0.5)
-            for msg in msgs:
-                with contextlib.suppress(msgspec.DecodeError, msgspec.ValidationError):
-                    found.append((msg.metadata.sequence.stream, events.decode(msg.data)))
-            if not msgs or msgs[-1].metadata.num_pending == 0:
-                return found
-    finally:
-        await bus.close_subscription(sub)
+    seq = 1
+    subjects = events.subject(job_id, ">")
+    while True:
+        try:
+            raw = await js.get_msg(events.STREAM, seq=seq, subject=subjects, next=True)
+        except NotFoundError:
+            return found
+        seq = int(raw.seq or seq) + 1
+        with contextlib.suppress(msgspec.DecodeError, msgspec.ValidationError):
+            found.append((seq - 1, events.decode(raw.data or b"")))
 
 
 async def last_event(

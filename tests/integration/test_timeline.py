@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from nats.aio.msg import Msg
 
 from services.core import bus, events, timeline
 from services.core.settings import Settings
@@ -34,3 +35,38 @@ async def test_a_stream_made_before_direct_get_gets_it_at_start(nats_server: Nat
         assert (await js.stream_info(events.STREAM)).config.allow_direct is False
     async with bus.open_bus(settings, name="test") as (_, js):
         assert (await js.stream_info(events.STREAM)).config.allow_direct is True
+
+
+async def test_a_timeline_is_read_in_order_and_leaves_no_consumer_behind(
+    nats_server: NatsServer,
+):
+    """Every event of the job, in order, none of another job's (even one whose id starts
+    the same); reading it a hundred times creates no consumer on the server."""
+    settings = Settings(nats_url=nats_server.url)
+    async with bus.open_bus(settings, name="test") as (nc, js):
+        created: list[str] = []  # every consumer-creating API request on the server
+
+        async def seen(msg: Msg) -> None:
+            created.append(msg.subject)
+
+        watch = await nc.subscribe("$JS.API.CONSUMER.>", cb=seen)
+        await bus.publish(js, events.JobSubmitted(job_id="j1", template="<p>x</p>"))
+        await bus.publish(js, events.JobSubmitted(job_id="j10", template="<p>y</p>"))
+        await bus.publish(js, events.JobStarted(job_id="j1", attempt=1, worker="w"))
+        await bus.publish(js, events.JobCancelled(job_id="j1", reason="not needed"))
+        consumers = (await js.stream_info(events.STREAM)).state.consumer_count
+        for _ in range(100):
+            found = await timeline.job_events(js, "j1")
+        after = (await js.stream_info(events.STREAM)).state.consumer_count
+        missing = await timeline.job_events(js, "nope")
+        await nc.flush()
+        await watch.unsubscribe()
+    assert [events.event_name(event) for _, event in found] == [
+        "submitted",
+        "started",
+        "cancelled",
+    ]
+    assert [seq for seq, _ in found] == sorted(seq for seq, _ in found)
+    assert {event.job_id for _, event in found} == {"j1"}
+    assert after == consumers and created == []
+    assert missing == []
