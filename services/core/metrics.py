@@ -24,6 +24,10 @@ RENDER_ATTEMPTS = Counter(
     "pressroom_render_attempts_total", "Render attempts by outcome", ["outcome"]
 )
 RENDERS_IN_FLIGHT = Gauge("pressroom_renders_in_flight", "Renders running now")
+HEARTBEAT_FAILURES = Counter(
+    "pressroom_heartbeat_failures_total",
+    "Progress notes (in_progress) of a running render that NATS did not take; retried",
+)
 BROWSER_LAUNCHES = Counter(
     "pressroom_browser_launches_total",
     "Chromium launches by reason: start, recycle (after PRESSROOM_BROWSER_RECYCLE renders), crash",

@@ -92,6 +92,29 @@ def document_key(job: events.JobSubmitted, result: RenderResult) -> str:
     return object_key(job.tenant, job.job_id, result.extension)
 
 
+HEARTBEAT_RETRY = 1.0
+"""Seconds before a progress note NATS did not take is sent again (at most the interval)."""
+
+
+async def keep_alive(msg: Msg, interval: float) -> None:
+    """Tell JetStream every `interval` seconds that the render of `msg` is alive, so a
+    long render is not redelivered under its feet. A note that fails (NATS reconnecting,
+    a slow server) is logged, counted and sent again soon; the loop only ends when
+    cancelled, with the render."""
+    delay = interval
+    while True:
+        await asyncio.sleep(delay)
+        try:
+            await msg.in_progress()
+            delay = interval
+        except Exception as exc:  # any failure: try again, never stop
+            metrics.HEARTBEAT_FAILURES.inc()
+            delay = min(HEARTBEAT_RETRY, interval)
+            log.warning(
+                "progress note for %s failed (%s); retrying in %g s", msg.subject, exc, delay
+            )
+
+
 class Renderer:
     """Turns one `submitted` message into a stored PDF and a terminal event."""
 
@@ -118,7 +141,7 @@ class Renderer:
         if not isinstance(event, events.JobSubmitted):
             await msg.term()
             return
-        heartbeat = asyncio.create_task(self._heartbeat(msg))
+        heartbeat = asyncio.create_task(keep_alive(msg, self.settings.ack_wait / 3))
         metrics.RENDERS_IN_FLIGHT.inc()
         try:
             await self._attempt(msg, event)
@@ -135,12 +158,6 @@ class Renderer:
             heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await heartbeat
-
-    async def _heartbeat(self, msg: Msg) -> None:
-        """Tell JetStream the render is alive, so a long render is not redelivered."""
-        while True:
-            await asyncio.sleep(self.settings.ack_wait / 3)
-            await msg.in_progress()
 
     async def _attempt(self, msg: Msg, job: events.JobSubmitted) -> None:
         attempt = msg.metadata.num_delivered
