@@ -43,12 +43,36 @@ def load_settings() -> Settings:
         raise SystemExit(2) from None
 
 
+STOP_MARGIN = 2.0
+"""Seconds past `PRESSROOM_SHUTDOWN_GRACE` a stopping service gets to close its
+connections; then it exits at once, whatever it is still waiting for."""
+
+
 async def _run(service_main: ServiceMain, settings: Settings) -> None:
+    """Run the service; on SIGINT/SIGTERM set its `stop` and, should it still run
+    `shutdown_grace + STOP_MARGIN` seconds later (NATS or PostgreSQL unreachable, a close
+    that waits for a reconnect that never comes), end the process with status 1."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+    deadline = settings.shutdown_grace + STOP_MARGIN
+
+    def stopping() -> None:
+        if not stop.is_set():
+            stop.set()
+            loop.call_later(deadline, _overdue, deadline)
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, stopping)
     await service_main(settings, stop)
+
+
+def _overdue(seconds: float) -> None:
+    logging.getLogger("pressroom").error(
+        "still stopping %g s after the signal (NATS or PostgreSQL unreachable?); exiting now",
+        seconds,
+    )
+    logging.shutdown()
+    os._exit(1)
 
 
 def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
