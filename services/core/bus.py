@@ -38,7 +38,7 @@ from nats.js.api import (
 )
 from nats.js.errors import APIError, NoStreamResponseError
 
-from services.core import events
+from services.core import events, timeline
 from services.core.errors import Unavailable
 from services.core.settings import Settings
 
@@ -216,6 +216,30 @@ _NOT_ACKNOWLEDGED = (
     ConnectionClosedError,
     OutboundBufferLimitError,
 )
+
+
+async def publish_terminal(js: JetStreamContext, event: events.Terminal) -> bool:
+    """Publish a job's terminal event unless the job has already ended; True if `event`
+    is now stored.
+
+    All terminal events of a job share one dedup id, which drops a racing second one for
+    the duplicate window (`PRESSROOM_DEDUP_WINDOW`); the log itself is asked first, so a
+    job that ended longer ago than that never gets a second, contradicting end (a late
+    re-drive, a stale advisory). `Unavailable` when NATS does not answer.
+    """
+    try:
+        ended = await timeline.terminal_event(js, event.job_id)
+    except (NatsError, TimeoutError) as exc:
+        raise Unavailable(f"NATS did not answer: {type(exc).__name__}") from exc
+    if ended is not None:
+        log.info(
+            "job %s already ended %s; not publishing %s",
+            event.job_id,
+            events.event_name(ended),
+            events.event_name(event),
+        )
+        return False
+    return await publish(js, event)
 
 
 async def publish(

@@ -61,3 +61,19 @@ async def terminal_event(
         if event is not None:
             return event
     return None
+
+
+async def first_terminal_seq(js: JetStreamContext, job_id: str) -> int | None:
+    """The stream sequence of the job's first terminal event, None if it has none: the
+    one that counts, whatever a later copy says (see `bus.publish_terminal`)."""
+    firsts = []
+    for tag in _TERMINAL_TAGS:
+        try:
+            raw = await js.get_msg(
+                events.STREAM, seq=1, subject=events.subject(job_id, tag), next=True
+            )
+        except NotFoundError:
+            continue
+        if raw.seq is not None:
+            firsts.append(int(raw.seq))
+    return min(firsts, default=None)

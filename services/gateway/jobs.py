@@ -290,7 +290,7 @@ async def cancel_job(request: web.Request) -> web.Response:
         submitted = await timeline.last_event(js, job_id, "submitted")
         webhook = submitted.webhook_url if isinstance(submitted, events.JobSubmitted) else None
         cancelled = events.JobCancelled(job_id=job_id, tenant=row["tenant_id"], webhook_url=webhook)
-        await bus.publish(js, cancelled)
+        await bus.publish_terminal(js, cancelled)
         terminal = await timeline.terminal_event(js, job_id)
         status = events.event_name(terminal) if terminal is not None else "cancelled"
         return web.json_response({"id": job_id, "status": status, "url": None})

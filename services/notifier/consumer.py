@@ -59,11 +59,30 @@ class Notifier:
             if terminal is None or terminal.webhook_url is None:
                 await msg.ack()
                 return
+            if terminal is event and await self._superseded(msg, terminal):
+                await msg.ack()
+                return
             await self._attempt(msg, terminal, terminal.webhook_url)
         except (Unavailable, StorageError, NatsError, TimeoutError) as exc:
             log.warning("job %s: webhook postponed: %r", event.job_id, exc)
             with contextlib.suppress(NatsError, TimeoutError):
                 await msg.nak(delay=5)
+
+    async def _superseded(self, msg: Msg, event: events.Terminal) -> bool:
+        """Whether the job ended before this terminal event (a copy stored after the
+        duplicate window): then its webhook is never sent, so a client never hears two
+        different ends of one job."""
+        first = await timeline.first_terminal_seq(self.js, event.job_id)
+        if first is None or first >= msg.metadata.sequence.stream:
+            return False
+        log.warning(
+            "job %s: ignoring a later terminal event (%s at %d; it ended at %d)",
+            event.job_id,
+            events.event_name(event),
+            msg.metadata.sequence.stream,
+            first,
+        )
+        return True
 
     async def _terminal_of(self, event: events.AnyEvent) -> events.Terminal | None:
         """The terminal event to notify about: the event itself, or for a redelivery

@@ -101,7 +101,7 @@ async def finalize(js: JetStreamContext, pool: asyncpg.Pool, payload: bytes) -> 
         return "skipped"
     if await db.job_status(pool, job.job_id) in TERMINAL_STATUSES:
         return "terminal"
-    if await bus.publish(js, worker_lost(job, advisory.deliveries)):
+    if await bus.publish_terminal(js, worker_lost(job, advisory.deliveries)):
         metrics.JOBS_FINISHED.labels("failed").inc()
     log.warning("job %s: %d deliveries, no answer: failed", job.job_id, advisory.deliveries)
     return "failed"

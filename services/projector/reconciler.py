@@ -116,7 +116,7 @@ async def reconcile(
         action = "redrive"
     else:
         # Touched so that it is not found again before the projector applies the failure.
-        await bus.publish(js, stalled(row, has_input=job is not None))
+        await bus.publish_terminal(js, stalled(row, has_input=job is not None))
         await db.touch_job(conn, job_id)
         action = "fail"
     metrics.RECONCILER_ACTIONS.labels(action).inc()
