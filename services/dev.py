@@ -26,8 +26,10 @@ import shlex
 import shutil
 import signal
 import socket
+import subprocess
 import sys
 import time
+import warnings
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -132,10 +134,12 @@ async def embedded_nats(data: Path) -> AsyncIterator[str]:
         old.unlink()
     config = run / "nats.conf"
     config.write_text(NATS_CONFIG.format(store=data / "nats"))
-    proc = await asyncio.create_subprocess_exec(
-        nats_binary(), "-c", str(config), "--ports_file_dir", str(run),
-        preexec_fn=_die_with_parent, start_new_session=True,
-    )  # fmt: skip
+    with (run / "nats.log").open("ab") as log_file:  # its banner and [INF] lines go here
+        proc = await asyncio.create_subprocess_exec(
+            nats_binary(), "-c", str(config), "--ports_file_dir", str(run),
+            preexec_fn=_die_with_parent, start_new_session=True,
+            stdout=log_file, stderr=subprocess.STDOUT,
+        )  # fmt: skip
     ports = run / f"nats-server_{proc.pid}.ports"
     try:
         await poll(ports.exists, 30, "NATS")
@@ -147,8 +151,11 @@ async def embedded_nats(data: Path) -> AsyncIterator[str]:
 
 @contextlib.asynccontextmanager
 async def embedded_postgres(data: Path) -> AsyncIterator[str]:
-    import pgserver  # embedded extra; imported here so the services do not need it
+    with warnings.catch_warnings():  # platformdirs warns about XDG_RUNTIME_DIR on import
+        warnings.simplefilter("ignore")
+        import pgserver  # embedded extra; imported here so the services do not need it
 
+    _quiet_logger("pgserver", data / "run" / "postgres.log")
     clear_stale_postgres(data / "pg")
     get_server = pgserver.get_server  # type: ignore[attr-defined]
     server = await asyncio.to_thread(get_server, data / "pg", cleanup_mode=None)
@@ -160,6 +167,19 @@ async def embedded_postgres(data: Path) -> AsyncIterator[str]:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGINT)  # fast shutdown
             await poll(lambda: not _alive(pid), 30, "PostgreSQL shutdown")
+
+
+def _quiet_logger(name: str, path: Path) -> None:
+    """Send logger `name` (a helper's chatter: every command it runs, with its output) to
+    `path` instead of the terminal; its warnings and errors still show there too."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    logger = logging.getLogger(name)
+    logger.propagate = False
+    if not any(isinstance(h, logging.FileHandler) for h in logger.handlers):
+        logger.addHandler(logging.FileHandler(path))
+        terminal = logging.StreamHandler()
+        terminal.setLevel(logging.WARNING)
+        logger.addHandler(terminal)
 
 
 def _alive(pid: int) -> bool:
@@ -373,7 +393,9 @@ async def announce(settings: Settings, data: Path) -> None:
     signing = data / "webhook-secret"
     if not settings.auth_enabled or not signing.exists():
         signing = data / "secrets.json"
-    lines.append(f"Data: {data}; webhook secret in {signing}\n")
+    lines.append(
+        f"Data: {data}; webhook secret in {signing}; NATS and PostgreSQL logs in {data / 'run'}\n"
+    )
     print("\n".join(lines), flush=True)
 
 

@@ -23,7 +23,8 @@ names its tab's own door), and the proxy
 A `Door` is one listening port on 127.0.0.1, one per tab slot, so a refusal can be told
 which job it belongs to, and a connection through it marks the tab's context as having
 touched the network (its state is then thrown away after the job). The browser-wide
-`--proxy-server` gets a door of its own that belongs to no job (refusals are only logged).
+`--proxy-server` gets a door of its own that belongs to no job and refuses everything: no
+page lives in the default context, only Chromium's own calls home arrive there.
 
 The proxy itself listens on loopback, which a page cannot reach directly (the policy
 refuses loopback) and which it can only reach through its own door.
@@ -94,8 +95,9 @@ class Door:
     """One listening port of the proxy. What passes it is reported to `gate`, the request
     filter of the tab whose browser context uses this door (None: nobody's, log only)."""
 
-    def __init__(self, proxy: EgressProxy) -> None:
+    def __init__(self, proxy: EgressProxy, *, closed: bool = False) -> None:
         self._proxy = proxy
+        self.closed = closed  # refuses every request: the door of no job
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self.gate: RequestFilter | None = None
@@ -136,10 +138,13 @@ class Door:
         task.add_done_callback(self._connections.discard)
 
     def refuse(self, target: str, reason: str) -> None:
-        """Record a refusal on the job's request filter (or only log it)."""
+        """Record a refusal on the job's request filter (or, for a door of no job, only
+        log it, at DEBUG: that is Chromium's own background traffic)."""
+        if self.gate is None:
+            log.debug("egress proxy refused %s: %s", clip(target), reason)
+            return
         log.info("egress proxy refused %s: %s", clip(target), reason)
-        if self.gate is not None:
-            self.gate.refused.add(Refusal(clip(target), reason))
+        self.gate.refused.add(Refusal(clip(target), reason))
 
     def unreachable(self, authority: str, reason: str) -> None:
         """Tell the job why a checked address did not answer (a `url` job's navigation then
@@ -160,8 +165,9 @@ class EgressProxy:
         self._dial = dial
         self._doors: list[Door] = []
 
-    async def open_door(self) -> Door:
-        door = Door(self)
+    async def open_door(self, *, closed: bool = False) -> Door:
+        """A new door; `closed` for one that refuses everything (the default context's)."""
+        door = Door(self, closed=closed)
         await door.open()
         self._doors.append(door)
         return door
@@ -204,7 +210,12 @@ class EgressProxy:
                     stream.close()
 
     async def _open(self, door: Door, target: str, host: str, port: int) -> Streams:
-        """Judge `host` and connect to an address the policy checked; `_Refused` if not."""
+        """Judge `host` and connect to an address the policy checked; `_Refused` if not.
+        A door of no job (`closed`) lets nothing through: no page is behind it, only
+        Chromium's own calls home."""
+        if door.closed:
+            door.refuse(target, "no page may use this door")
+            raise _Refused(403, "refused by Pressroom's egress policy: not a page's request")
         verdict, addresses = await self.egress.destination(host)
         if not verdict.allowed:
             door.refuse(target, verdict.reason)

@@ -172,6 +172,11 @@ def check_keys_and_printed_curl_line(dev: Dev) -> None:
 
     printed = [line for line in dev.output().splitlines() if line.startswith("curl ")]
     assert len(printed) == 1, dev.output()[-3000:]
+    # A clean start: the helpers' chatter goes to their log files, not the terminal.
+    for noise in ("[INF]", "pgserver", "initdb", "RuntimeDirWarning", "egress proxy refused"):
+        assert noise not in dev.output(), noise
+    assert (dev.data / "run" / "nats.log").read_text().count("Server is ready") >= 1
+    assert "initdb" in (dev.data / "run" / "postgres.log").read_text()
     assert f"$(cat {dev.data.resolve() / 'api-key'})" in printed[0]
     # Run exactly as printed; a curlrc (read from CURL_HOME) only adds the status code.
     curl_home = dev.data.parent / "curl-home"

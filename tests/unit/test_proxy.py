@@ -68,6 +68,7 @@ class Site:
 
 @dataclass
 class World:
+    proxy: EgressProxy
     door: Door
     gate: RequestFilter
     site: Site
@@ -102,7 +103,7 @@ async def world() -> AsyncIterator[World]:
     gate = RequestFilter(egress, main_frame_id="main")
     door.gate = gate
     try:
-        yield World(door, gate, site, canary, dialled, answers)
+        yield World(proxy, door, gate, site, canary, dialled, answers)
     finally:
         await proxy.aclose()
         for server in (site.server, canary.server):
@@ -246,5 +247,17 @@ async def test_a_door_without_a_job_refuses_all_the_same(world: World) -> None:
     world.door.gate = None
     answer, _, writer = await ask(world.door, b"CONNECT 169.254.169.254:80 HTTP/1.1\r\n\r\n")
     writer.close()
+    assert answer.startswith(b"HTTP/1.1 403")
+    assert world.dialled == []
+
+
+async def test_the_door_of_no_job_refuses_even_public_hosts(world: World) -> None:
+    """The default context's door: only Chromium's own calls home arrive there."""
+    closed = await world.proxy.open_door(closed=True)
+    try:
+        answer, _, writer = await ask(closed, b"CONNECT public.test:443 HTTP/1.1\r\n\r\n")
+        writer.close()
+    finally:
+        await closed.close()
     assert answer.startswith(b"HTTP/1.1 403")
     assert world.dialled == []

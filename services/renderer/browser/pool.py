@@ -96,7 +96,7 @@ class BrowserPool:
         self._background: set[asyncio.Task[Any]] = set()
 
     async def __aenter__(self) -> Self:
-        self._door = await self.proxy.open_door()
+        self._door = await self.proxy.open_door(closed=True)
         try:
             self._chromium = await self._launch()
         except BaseException:
