@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 
 import aiohttp
@@ -9,7 +10,7 @@ import pytest
 
 from services.core.errors import NotFound
 from services.core.settings import Settings
-from services.core.storage import S3Storage, open_storage
+from services.core.storage import S3Storage, open_storage, sign
 
 
 async def test_s3_upload_recreates_a_missing_bucket(s3_settings: Settings):
@@ -39,7 +40,13 @@ async def test_local_links_expire_and_resist_forgery(settings: Settings):
         for key, expires, sig in (
             ("jobs/z.pdf", query["expires"], query["sig"]),  # another file
             ("jobs/y.pdf", str(int(query["expires"]) + 1), query["sig"]),  # longer life
-            ("jobs/y.pdf", "1", query["sig"]),  # expired
+            ("jobs/y.pdf", "1", query["sig"]),  # an old expiry, another expiry's signature
         ):
             with pytest.raises(NotFound, match="invalid or expired"):
                 storage.verify(key, expires, sig)
+        # Expired, and signed as such: only the expiry check refuses it.
+        past = int(time.time()) - 1
+        with pytest.raises(NotFound, match="invalid or expired"):
+            storage.verify("jobs/y.pdf", str(past), sign(storage.secret, "jobs/y.pdf", past))
+        future = int(time.time()) + 60
+        assert storage.verify("jobs/y.pdf", str(future), sign(storage.secret, "jobs/y.pdf", future))
