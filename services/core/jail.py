@@ -34,6 +34,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from services.core.errors import TemplateError
+from services.core.orphans import die_with_parent
 from services.core.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -41,7 +42,8 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 _CONTEXT = multiprocessing.get_context("forkserver")
-_CONTEXT.set_forkserver_preload(["services.core.templating"])
+# `forkserver_preload` first: the forkserver dies with the service that started it.
+_CONTEXT.set_forkserver_preload(["services.core.forkserver_preload", "services.core.templating"])
 
 
 @dataclass(frozen=True)
@@ -61,8 +63,9 @@ class TemplateLimits:
 
 
 def _start_worker(memory_bytes: int) -> None:
-    """In each worker: the memory limit, and no reaction to the terminal's Ctrl-C (the
-    service stops its workers itself)."""
+    """In each worker: death with the forkserver (and so with the service), the memory
+    limit, and no reaction to the terminal's Ctrl-C (the service stops its workers)."""
+    die_with_parent()
     resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 

@@ -286,15 +286,18 @@ class Cluster:
 
         await poll(waiting, timeout, f"{renderers} renderer(s) pulling", interval=0.05)
 
-    def kill(self, service: Service) -> int:
+    def kill(self, service: Service, *, reap: bool = True) -> int:
         """SIGKILL the service process alone, as the OOM killer would.
 
         Returns how many of its processes (Chromium) were still alive right after it died;
-        those are killed next, as the end of a container would.
+        with `reap` those are killed next, as the end of a container would (without it,
+        `close()` kills whatever is left at the end of the test).
         """
         service.expected_exit = True
         service.proc.send_signal(signal.SIGKILL)
         service.proc.wait(10)
+        if not reap:
+            return len(session_members(service.pid))
         return kill_session(service.pid)
 
     async def terminate(self, service: Service, timeout: float) -> tuple[int | None, float]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 
-from tests.faults.harness import Cluster, assert_no_job_left_behind, poll
+from tests.faults.harness import Cluster, assert_no_job_left_behind, poll, session_members
 
 JOBS = 200
 
@@ -44,7 +44,13 @@ async def test_killed_renderer_jobs_are_redelivered_and_done_once(cluster: Clust
     done_at_kill = await cluster.count_events("done")
     in_flight = await poll(victim.renders_in_flight, 10, "the victim rendering", interval=0.01)
     killed_at = time.monotonic()
-    outlived = cluster.kill(victim)
+    outlived = cluster.kill(victim, reap=False)
+
+    async def all_gone() -> bool:  # by themselves: parent-death signals, no reaper
+        return not session_members(victim.pid)
+
+    # Chromium, and the template jail's forkserver, workers and resource tracker.
+    await poll(all_gone, 10, "the killed renderer's processes gone by themselves")
     cluster.start("renderer")
 
     await assert_no_job_left_behind(cluster, "kill_renderer", timeout=120)
