@@ -30,6 +30,7 @@ from pypdf import PdfReader
 from services.core.events import PageOptions, WaitFor
 from services.renderer.browser import BrowserPool, Html, RenderResult, Url
 from services.renderer.egress import Egress
+from tests.conftest import eventually, serving
 
 pytestmark = [pytest.mark.chromium, pytest.mark.asyncio(loop_scope="module")]
 
@@ -186,6 +187,34 @@ async def test_a_popup_leaves_no_window_behind(pool: BrowserPool, canary: Canary
     assert not any(str(canary.port) in url for url in urls), urls
 
 
+async def test_a_window_that_gets_past_the_popup_blocker_is_closed(pool: BrowserPool) -> None:
+    """The popup blocker stops the windows above before they exist; this one is made the
+    way a window that got past it would appear (a new page target in a tab's context):
+    it is closed, recorded as refused, and the tab's context is marked for replacement."""
+    assert pool.chromium is not None
+    browser = pool.chromium.browser
+    tab = pool.chromium.idle_tabs()[0]
+
+    def windows_in_context() -> list[Any]:
+        return [
+            target
+            for target in browser.targets()
+            if target.type == "page"
+            and target._targetInfo.get("browserContextId") == tab.context_id
+        ]
+
+    await browser._connection.send(
+        "Target.createTarget", {"url": "about:blank", "browserContextId": tab.context_id}
+    )
+
+    def refused() -> bool:
+        return any("other windows" in r["reason"] for r in tab.gate.refused.facts())
+
+    await eventually(refused, 10, "the extra window refused")
+    await eventually(lambda: len(windows_in_context()) == 1, 10, "the extra window closed")
+    assert tab.kept_state
+
+
 async def test_a_url_job_to_loopback_fails_without_a_connection(
     pool: BrowserPool, canary: Canary
 ) -> None:
@@ -233,7 +262,7 @@ class StatefulSite:
 
     def __init__(self) -> None:
         self.cookies_seen: list[str] = []
-        self.port = 0
+        self.base = ""  # its URL, once served
 
     async def handle(self, request: web.Request) -> web.Response:
         self.cookies_seen.append(request.headers.get("Cookie", ""))
@@ -263,13 +292,9 @@ async def stateful() -> AsyncIterator[StatefulSite]:
     site = StatefulSite()
     app = web.Application()
     app.router.add_get("/{tail:.*}", site.handle)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    tcp = web.TCPSite(runner, "127.0.0.1", 0)
-    await tcp.start()
-    site.port = runner.addresses[0][1]
-    yield site
-    await runner.cleanup()
+    async with serving(app) as base:
+        site.base = base
+        yield site
 
 
 async def test_cookies_and_storage_of_one_job_are_gone_for_the_next(
@@ -278,7 +303,7 @@ async def test_cookies_and_storage_of_one_job_are_gone_for_the_next(
     async with BrowserPool(
         CHROMIUM, pages=1, timeout=15.0, max_output_bytes=50_000_000, allow_private_networks=True
     ) as pool:
-        base = f"http://127.0.0.1:{stateful.port}"
+        base = stateful.base
         stored = await pool.render(Url(f"{base}/store"), SCRIPTED)
         # The control: within the job, what it stored is there.
         assert "cookie=server=1; script=1 storage=v" in text_of(stored)
@@ -291,7 +316,7 @@ async def test_the_http_cache_of_one_job_is_gone_for_the_next(stateful: Stateful
     async with BrowserPool(
         CHROMIUM, pages=1, timeout=15.0, max_output_bytes=50_000_000, allow_private_networks=True
     ) as pool:
-        css = f"<link rel=stylesheet href='http://127.0.0.1:{stateful.port}/cached.css'><p>x</p>"
+        css = f"<link rel=stylesheet href='{stateful.base}/cached.css'><p>x</p>"
         for _ in range(2):
             await pool.render(Html(css), PageOptions())
             await pool.settle()

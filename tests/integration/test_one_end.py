@@ -35,16 +35,22 @@ async def terminal_subjects(settings: Settings, job_id: str) -> list[str]:
     return [events.event_name(e) for _, e in found if isinstance(e, events.TERMINAL)]
 
 
+def late_failure(stack: Stack, job_id: str, webhook_url: str | None = None) -> events.JobFailed:
+    """A contradicting end for a job that is done: a verdict arriving far too late."""
+    return events.JobFailed(
+        job_id=job_id,
+        tenant=stack.tenant.id,
+        attempt=1,
+        error=events.ErrorInfo(type="stalled", message="a late verdict"),
+        webhook_url=webhook_url,
+    )
+
+
 async def test_a_job_that_ended_long_ago_gets_no_second_end(stack: Stack) -> None:
     job = await stack.finished((await stack.submit(HELLO))["id"])
     assert job["status"] == "done"
     await asyncio.sleep(WINDOW * 1.5)  # past the duplicate window
-    late = events.JobFailed(
-        job_id=job["id"],
-        tenant=stack.tenant.id,
-        attempt=1,
-        error=events.ErrorInfo(type="stalled", message="a late verdict"),
-    )
+    late = late_failure(stack, job["id"])
     async with bus.open_bus(stack.settings, name="test") as (_, js):
         assert await bus.publish_terminal(js, late) is False
     assert await terminal_subjects(stack.settings, job["id"]) == ["done"]
@@ -58,13 +64,7 @@ async def test_a_second_end_in_the_log_sends_no_second_webhook(
     assert job["status"] == "done"
     await eventually(lambda: len(receiver.requests) == 1, 15, "the done webhook")
     await asyncio.sleep(WINDOW * 1.5)  # past the duplicate window
-    late = events.JobFailed(
-        job_id=job["id"],
-        tenant=stack.tenant.id,
-        attempt=1,
-        error=events.ErrorInfo(type="stalled", message="a late verdict"),
-        webhook_url=receiver.url,
-    )
+    late = late_failure(stack, job["id"], webhook_url=receiver.url)
     async with bus.open_bus(stack.settings, name="test") as (_, js):
         # As an older version could: stored, since the window has passed.
         assert await bus.publish(js, late) is True
