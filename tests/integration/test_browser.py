@@ -127,14 +127,37 @@ async def test_a4_portrait_by_default_and_landscape_when_asked(pool: BrowserPool
     assert landscape.width > landscape.height
 
 
+def positions(pdf: bytes) -> dict[str, tuple[float, float]]:
+    """Where each text run of the first page starts, in PDF points from the bottom left:
+    the text matrix's origin carried through the current transformation matrix."""
+    found: dict[str, tuple[float, float]] = {}
+
+    def visit(text: str, cm: list[float], tm: list[float], *_: object) -> None:
+        if text.strip():
+            x, y = tm[4], tm[5]
+            found[text.strip()] = (cm[0] * x + cm[2] * y + cm[4], cm[1] * x + cm[3] * y + cm[5])
+
+    PdfReader(io.BytesIO(pdf)).pages[0].extract_text(visitor_text=visit)
+    return found
+
+
 @shared_loop
 async def test_format_margin_and_scale_are_applied(pool: BrowserPool) -> None:
+    """A 1 in left and top margin moves the text 72 pt in; scale 0.5 halves a 400 px
+    indent (300 pt at scale 1) to 150 pt."""
+    html = (
+        "<style>body { margin: 0; font: 40px/40px monospace } p { margin: 0 }</style>"
+        "<p>L</p><p style='padding-left: 400px'>R</p>"
+    )
     options = PageOptions(format="Letter", margin=Margin(top="1in", left="1in"), scale=0.5)
-    result = await pool.pdf("<p>letter</p>", options)
+    result = await pool.pdf(html, options)
     box = PdfReader(io.BytesIO(result.pdf)).pages[0].mediabox
     assert box.width == pytest.approx(612, abs=2)  # US Letter is 612 x 792 pt
     assert box.height == pytest.approx(792, abs=2)
-    assert "letter" in text_of(result.pdf)
+    at = positions(result.pdf)
+    assert at["L"][0] == pytest.approx(72, abs=1)
+    assert 792 - 72 - 20 < at["L"][1] < 792 - 72  # the first baseline, just under 1 in
+    assert at["R"][0] - at["L"][0] == pytest.approx(400 * 0.75 * 0.5, abs=1)
 
 
 @shared_loop
