@@ -243,6 +243,8 @@ def png_size(data: bytes) -> tuple[int, int]:
     [
         ("width: 30000px; height: 10px", "30000 px wide, over the PNG limit of 16384 px"),
         ("width: 9000px; height: 9000px", "over the PNG limit of 64 megapixels"),
+        # 800 by 40,000 px is 31 megapixels: only the height is over a limit.
+        ("width: 10px; height: 40000px", "page is 40000 px tall, over the PNG limit of 32768 px"),
     ],
 )
 async def test_a_png_too_large_is_refused_before_it_is_captured(
@@ -250,9 +252,23 @@ async def test_a_png_too_large_is_refused_before_it_is_captured(
 ) -> None:
     html = f"<style>body {{ margin: 0 }} div {{ {style} }}</style><div>big</div>"
     started = time.monotonic()
-    with pytest.raises(OutputTooLarge, match=words):
+    with pytest.raises(OutputTooLarge, match=words) as caught:
         await pool.pdf(html, PageOptions(output="png"))
     assert time.monotonic() - started < 5  # no bitmap was painted first
+    assert caught.value.kind == "output_too_large"  # the job's error.type
+
+
+async def test_a_receipt_too_long_is_refused_before_it_is_printed(pool: BrowserPool) -> None:
+    """20,000 CSS px of content at scale 1 is 5292 mm of paper, over Chromium's 200 in."""
+    html = "<style>body { margin: 0 } div { height: 20000px }</style><div>long receipt</div>"
+    started = time.monotonic()
+    with pytest.raises(OutputTooLarge) as caught:
+        await pool.pdf(html, PageOptions(receipt_width=80))
+    assert time.monotonic() - started < 5
+    assert (caught.value.kind, caught.value.message) == (
+        "output_too_large",
+        "receipt is 5292 mm long, over the PDF page limit of 5080 mm",
+    )
 
 
 async def test_png_output_is_a_full_page_screenshot(pool: BrowserPool) -> None:
