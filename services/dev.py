@@ -40,7 +40,7 @@ import psutil
 from services.core import runtime
 from services.core.errors import Unavailable
 from services.core.settings import Settings, SettingsError
-from services.notifier.signing import new_secret
+from services.core.signing import new_secret
 
 log = logging.getLogger("dev")
 

@@ -16,11 +16,11 @@ from aiohttp import web
 
 from services.core import crypto, tenancy
 from services.core.errors import Conflict, NotFound, RequestError
+from services.core.signing import new_secret, parse_secrets
 from services.gateway.auth import caller_of, guarded
 from services.gateway.keys import POOL, SETTINGS
 from services.gateway.postgres import unavailable_without_postgres
 from services.gateway.requests import parse_struct, read_json_body
-from services.notifier.signing import new_secret, parse_secrets
 
 _MONTH = re.compile(r"^(\d{4})-(\d{2})$")
 MAX_SECRETS = 10

@@ -16,7 +16,7 @@ from services.core import crypto
 from services.core.errors import RequestError
 from services.core.events import Margin, Metadata, PageOptions, WaitFor
 from services.core.options import check_options
-from services.notifier.signing import parse_secrets
+from services.core.signing import parse_secrets
 
 _PATH = re.compile(r"at `\$\.?([^`]*)`")
 _NAMED = re.compile(r"(?:required|unknown) field `([^`]*)`")

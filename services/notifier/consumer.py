@@ -20,11 +20,11 @@ from nats.aio.msg import Msg
 from nats.errors import Error as NatsError
 from nats.js import JetStreamContext
 
-from services.core import bus, events, metrics, runtime, timeline
+from services.core import bus, events, metrics, runtime, signing, timeline
 from services.core.errors import StorageError, Unavailable
 from services.core.settings import Settings
 from services.core.storage import Storage
-from services.notifier import delivery, signing
+from services.notifier import delivery
 from services.notifier.keyring import Keyring
 
 log = logging.getLogger(__name__)

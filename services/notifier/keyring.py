@@ -15,11 +15,10 @@ import time
 
 import asyncpg
 
-from services.core import crypto, events, tenancy
+from services.core import crypto, events, signing, tenancy
 from services.core.db import DB_DOWN
 from services.core.errors import Unavailable
 from services.core.settings import Settings
-from services.notifier import signing
 
 log = logging.getLogger(__name__)
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from services.core import bus, db, events, metrics, runtime, worker
+from services.core import bus, db, events, metrics, runtime, signing, worker
 from services.core.settings import Settings, SettingsError
 from services.core.storage import open_storage
-from services.notifier import delivery, signing
+from services.notifier import delivery
 from services.notifier.consumer import Notifier, track_backlog
 from services.notifier.keyring import Keyring
 

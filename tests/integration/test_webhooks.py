@@ -152,7 +152,7 @@ async def test_per_job_secret_signs_instead_of_the_tenants_and_is_never_stored_p
 ):
     from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-    from services.notifier.signing import new_secret
+    from services.core.signing import new_secret
 
     own = new_secret()
     job = await stack.submit({**HELLO, "webhook_url": receiver.url, "webhook_secret": own})

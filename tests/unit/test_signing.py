@@ -7,7 +7,7 @@ import json
 import pytest
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-from services.notifier import signing
+from services.core import signing
 
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
