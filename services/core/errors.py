@@ -26,7 +26,8 @@
         └── SourceUnreachable     a `url` source failed to load or answered 5xx
 
 A renderer `term()`s a message on a deterministic error (after publishing `failed`) and
-`nak(delay)`s it on a transient one. `ERROR_TABLE` lists the HTTP status of each.
+`nak(delay)`s it on a transient one. Each class carries the HTTP status the gateway
+answers with (`http_status`) and the stable name clients see (`kind`).
 """
 
 from __future__ import annotations
@@ -53,12 +54,6 @@ class PressroomError(Exception):
         super().__init__(message)
         self.message = message
         self.field = field
-
-    def to_dict(self) -> dict[str, str]:
-        body = {"type": self.kind, "message": self.message}
-        if self.field is not None:
-            body["field"] = self.field
-        return body
 
 
 class DeterministicError(PressroomError):
@@ -238,33 +233,6 @@ class SourceUnreachable(TransientError):
     """A `url` source could not be loaded (DNS, connection) or answered 5xx, 408 or 429."""
 
     kind = "source_unreachable"
-
-
-ERROR_TABLE: dict[type[PressroomError], tuple[str, int]] = {
-    cls: ("term" if issubclass(cls, DeterministicError) else "nak", cls.http_status)
-    for cls in (
-        RequestError,
-        PayloadTooLarge,
-        NotFound,
-        Unauthorized,
-        Forbidden,
-        IdempotencyConflict,
-        RateLimited,
-        QuotaExceeded,
-        Conflict,
-        TemplateError,
-        OutputTooLarge,
-        InvalidEvent,
-        WaitTimeout,
-        SourceError,
-        Unavailable,
-        StorageError,
-        BrowserError,
-        RenderTimeout,
-        SourceUnreachable,
-    )
-}
-"""Each error class → (consumer action, HTTP status)."""
 
 
 def _restore(cls: type[PressroomError], message: str, state: dict[str, Any]) -> PressroomError:

@@ -70,11 +70,6 @@ class JobRequest(msgspec.Struct, forbid_unknown_fields=True):
     webhook_secret: str | None = None
     options: OptionsRequest = msgspec.field(default_factory=OptionsRequest)
 
-    @property
-    def source(self) -> str:
-        """The name of the one source field the request gives (after `parse_job`)."""
-        return next(name for name in SOURCES if getattr(self, name) is not None)
-
 
 class TemplateRequest(msgspec.Struct, forbid_unknown_fields=True):
     """`POST /templates`: a named Jinja2 template, with an optional page header and footer."""

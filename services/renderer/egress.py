@@ -203,11 +203,6 @@ class Egress:
         verdict = _judge_addresses(host, addresses)
         return verdict, addresses if verdict.allowed else ()
 
-    def allows_address(self, address: str) -> bool:
-        """Whether a connection to `address` is within the policy (for a check of the
-        address Chromium actually connected to, e.g. `Network.Response.remoteIPAddress`)."""
-        return self.allow_private or not is_forbidden(address)
-
     async def aclose(self) -> None:
         """Cancel DNS lookups still under way and forget every cached answer."""
         lookups = list(self._lookups.values())

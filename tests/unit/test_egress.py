@@ -221,10 +221,13 @@ async def test_private_networks_skip_dns_but_not_the_scheme_check() -> None:
     assert calls == []
 
 
-def test_allows_address_applies_the_policy_to_a_connected_address() -> None:
-    assert Egress(allow_private=False).allows_address(PUBLIC)
-    assert not Egress(allow_private=False).allows_address("169.254.169.254")
-    assert Egress(allow_private=True).allows_address("169.254.169.254")
+async def test_an_address_is_judged_by_the_policy_and_is_the_one_to_connect_to() -> None:
+    verdict, addresses = await Egress(allow_private=False).destination(PUBLIC)
+    assert verdict.allowed and addresses == (PUBLIC,)
+    verdict, addresses = await Egress(allow_private=False).destination("169.254.169.254")
+    assert not verdict.allowed and addresses == ()
+    verdict, addresses = await Egress(allow_private=True).destination("169.254.169.254")
+    assert verdict.allowed and addresses == ("169.254.169.254",)
 
 
 def test_refused_log_keeps_the_first_refusals_and_counts_the_rest() -> None:
