@@ -38,7 +38,7 @@ async def work(
     try:
         while not stop.is_set():
             if len(inflight) >= limit:
-                await asyncio.wait(inflight, return_when=asyncio.FIRST_COMPLETED)
+                await _slot_or_stop(inflight, stop)
                 continue
             for msg in await bus.fetch(sub, limit - len(inflight)):
                 task = asyncio.create_task(handler(msg))
@@ -47,6 +47,17 @@ async def work(
     finally:
         await bus.close_subscription(sub)
         await _drain(inflight, grace)
+
+
+async def _slot_or_stop(inflight: set[asyncio.Task[None]], stop: asyncio.Event) -> None:
+    """Return once a handler has finished or `stop` is set: with every slot held by work
+    that cannot finish (a page that never loads), waiting for a free slot alone would
+    never reach the drain, and the messages in hand would never be handed back."""
+    stopped = asyncio.create_task(stop.wait())
+    try:
+        await asyncio.wait({*inflight, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopped.cancel()
 
 
 async def _drain(inflight: set[asyncio.Task[None]], grace: float) -> None:
