@@ -21,6 +21,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.errors import (
     ConnectionClosedError,
+    MaxPayloadError,
     NoServersError,
     OutboundBufferLimitError,
 )
@@ -39,7 +40,7 @@ from nats.js.api import (
 from nats.js.errors import APIError, NoStreamResponseError
 
 from services.core import events, timeline
-from services.core.errors import Unavailable
+from services.core.errors import EventTooLarge, LogFull, PressroomError, Unavailable
 from services.core.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -62,7 +63,11 @@ def stream_config(settings: Settings) -> StreamConfig:
         storage=StorageType.FILE,
         num_replicas=settings.stream_replicas,
         max_age=settings.stream_max_age,
-        discard=DiscardPolicy.OLD,
+        max_bytes=settings.stream_max_bytes,
+        max_msg_size=settings.stream_max_msg_size,
+        # A full log refuses new messages rather than dropping the oldest: those are
+        # accepted jobs. The gateway stops taking jobs before it is full (`LogRoom`).
+        discard=DiscardPolicy.NEW,
         duplicate_window=settings.dedup_window,
         allow_direct=True,  # the renderer's pre-render check reads by direct get
     )
@@ -265,7 +270,29 @@ async def publish(
         )
     except _NOT_ACKNOWLEDGED as exc:
         raise Unavailable(f"NATS did not acknowledge the event: {type(exc).__name__}") from exc
+    except (APIError, MaxPayloadError) as exc:
+        raise _refusal(exc, event) from exc
     return not ack.duplicate
+
+
+MAX_BYTES_EXCEEDED = 10077
+"""JetStream's error code when a stream with `DiscardPolicy.NEW` is full."""
+MESSAGE_TOO_LARGE = 10054
+"""JetStream's error code for a message over the stream's `max_msg_size`."""
+
+
+def _refusal(exc: APIError | MaxPayloadError, event: events.AnyEvent) -> PressroomError:
+    """The project's error for a publish JetStream (or the client) refused."""
+    if isinstance(exc, MaxPayloadError) or exc.err_code == MESSAGE_TOO_LARGE:
+        size = len(events.encode(event))
+        return EventTooLarge(
+            f"the job is {size} bytes as an event, over the log's limit for one message "
+            "(PRESSROOM_STREAM_MAX_MSG_SIZE, at most NATS max_payload)",
+            field="body",
+        )
+    if exc.err_code == MAX_BYTES_EXCEEDED:
+        return LogFull("the job log is full (PRESSROOM_STREAM_MAX_BYTES); retry later")
+    return Unavailable(f"NATS refused the event: {exc.description or type(exc).__name__}")
 
 
 async def publish_usage(js: JetStreamContext, used: events.DocumentUsed) -> None:

@@ -4,6 +4,7 @@
     ├── DeterministicError        the same input fails the same way: fail the job now
     │   ├── RequestError          a client request is malformed (HTTP 400)
     │   ├── PayloadTooLarge       a request body is over the limit (HTTP 413)
+    │   │   └── EventTooLarge     a job is too large for one message on the log (HTTP 413)
     │   ├── NotFound              no such job or file, or another tenant's (HTTP 404)
     │   ├── Unauthorized          no API key, or an unknown or revoked one (HTTP 401)
     │   ├── Forbidden             the key lacks the scope the route needs (HTTP 403)
@@ -19,6 +20,7 @@
     │   └── PageKeepsCrashing     the page crashed its tab on two attempts in a row
     └── TransientError            may work on a later attempt: retry with backoff
         ├── Unavailable           NATS or Postgres cannot be reached (HTTP 503)
+        │   └── LogFull           the JOBS log has no room for new jobs (HTTP 503)
         ├── StorageError          object storage failed
         ├── BrowserError          Chromium crashed or the page broke
         │   └── PageCrashed       the page crashed its tab (twice: the job fails)
@@ -75,6 +77,10 @@ class PayloadTooLarge(DeterministicError):
 
     kind = "too_large"
     http_status = 413
+
+
+class EventTooLarge(PayloadTooLarge):
+    """An event (a job with its input) is over `PRESSROOM_STREAM_MAX_MSG_SIZE`."""
 
 
 class RequestTimeout(DeterministicError):
@@ -202,6 +208,19 @@ class Unavailable(TransientError):
     """NATS or PostgreSQL cannot be reached right now."""
 
     kind = "unavailable"
+
+
+class LogFull(Unavailable):
+    """The JOBS log is near `PRESSROOM_STREAM_MAX_BYTES`: new jobs wait until it drains.
+
+    Its last part is kept for the events of jobs already accepted, which are never
+    dropped to make room (the stream discards new messages, not old ones).
+    """
+
+    kind = "log_full"
+
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": "30"}
 
 
 class StorageError(TransientError):

@@ -118,6 +118,18 @@ class Settings:
     stream_max_age: float = _var(
         "PRESSROOM_STREAM_MAX_AGE", 7 * 86400.0, _float(60, 10 * 365 * 86400), "log retention, s"
     )
+    stream_max_bytes: int = _var(
+        "PRESSROOM_STREAM_MAX_BYTES",
+        4 * 2**30,
+        _int(64 * 1024, 2**50),
+        "size of the JOBS log, bytes; new jobs get 503 when it is nearly full",
+    )
+    stream_max_msg_size: int = _var(
+        "PRESSROOM_STREAM_MAX_MSG_SIZE",
+        2**20,
+        _int(4096, 64 * 2**20),
+        "largest event on the log (a job with its input), bytes; at most NATS max_payload",
+    )
     database_url: str = _var(
         "PRESSROOM_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/pressroom", doc="Postgres"
     )

@@ -16,9 +16,9 @@ from services.core.errors import PayloadTooLarge, PressroomError, RequestTimeout
 from services.core.jail import Jail, TemplateLimits
 from services.core.settings import Settings
 from services.core.storage import open_storage
-from services.gateway import account, admin, idempotency, jobs, templates
+from services.gateway import account, admin, idempotency, jobs, logroom, templates
 from services.gateway.auth import AUTH_SETTINGS, CALLER_KEY, DIRECTORY, Directory
-from services.gateway.keys import IDEMPOTENCY, JAIL, JS, NATS, POOL, SETTINGS, STORAGE
+from services.gateway.keys import IDEMPOTENCY, JAIL, JS, LOG_ROOM, NATS, POOL, SETTINGS, STORAGE
 from services.gateway.limits import LIMITS, Limits
 from services.gateway.postgres import DB_DOWN
 
@@ -87,7 +87,8 @@ async def _nats_ctx(app: web.Application) -> AsyncIterator[None]:
     async with bus.open_bus(app[SETTINGS], name="gateway") as (nc, js):
         app[NATS], app[JS] = nc, js
         app[IDEMPOTENCY] = await idempotency.open_bucket(js, app[SETTINGS])
-        yield
+        async with logroom.watching(app[LOG_ROOM], js):
+            yield
 
 
 async def _db_ctx(app: web.Application) -> AsyncIterator[None]:
@@ -157,6 +158,7 @@ def init_app(settings: Settings) -> web.Application:
     settings.server_key_bytes()  # fail at start, naming the variable, if it is not set
     app[SETTINGS] = app[AUTH_SETTINGS] = settings
     app[DIRECTORY] = Directory()
+    app[LOG_ROOM] = logroom.LogRoom()
     app[LIMITS] = Limits(settings, app[DIRECTORY])
     app.cleanup_ctx.extend([_nats_ctx, _db_ctx, _auth_ctx, _storage_ctx, _jail_ctx])
     app.on_response_prepare.append(_rate_headers)

@@ -12,11 +12,11 @@ from aiohttp import web
 from nats.errors import Error as NatsError
 
 from services.core import bus, crypto, db, events, metrics, netpolicy, timeline
-from services.core.errors import Conflict, NotFound, Unavailable
+from services.core.errors import Conflict, NotFound, PressroomError, Unavailable
 from services.core.storage import LocalStorage
 from services.gateway import idempotency, templates
 from services.gateway.auth import caller_of, guarded
-from services.gateway.keys import IDEMPOTENCY, JS, NATS, POOL, SETTINGS, STORAGE
+from services.gateway.keys import IDEMPOTENCY, JS, LOG_ROOM, NATS, POOL, SETTINGS, STORAGE
 from services.gateway.limits import LIMITS
 from services.gateway.postgres import DB_DOWN
 from services.gateway.requests import (
@@ -105,6 +105,7 @@ async def submit_job(request: web.Request) -> web.Response:
     settings = request.app[SETTINGS]
     tenant = caller_of(request).tenant
     _require_nats(request)
+    request.app[LOG_ROOM].admit()
     request.app[LIMITS].admit(tenant)
     job = parse_job(await read_json_body(request))
     await _check_addresses(job, settings.allow_private_networks)
@@ -115,11 +116,12 @@ async def submit_job(request: web.Request) -> web.Response:
     event = await _submitted_event(request, job, tenant, job_id, key)
     try:
         fresh = await bus.publish(request.app[JS], event)
-    except Unavailable:
+    except PressroomError:  # not in the log: the key is free for the same request again
         if key is not None:
             await idempotency.release(request.app[IDEMPOTENCY], tenant, key)
         raise
     if fresh:
+        request.app[LOG_ROOM].took(event)
         metrics.JOBS_SUBMITTED.inc()
     return _accepted(job_id)
 

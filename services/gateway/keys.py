@@ -11,6 +11,7 @@ from nats.js.kv import KeyValue
 from services.core.jail import Jail
 from services.core.settings import Settings
 from services.core.storage import Storage
+from services.gateway.logroom import LogRoom
 
 SETTINGS = web.AppKey("settings", Settings)
 NATS = web.AppKey("nats", Client)
@@ -19,3 +20,4 @@ POOL = web.AppKey("pool", asyncpg.Pool)
 STORAGE = web.AppKey("storage", Storage)
 IDEMPOTENCY = web.AppKey("idempotency", KeyValue)
 JAIL = web.AppKey("jail", Jail)
+LOG_ROOM = web.AppKey("log_room", LogRoom)

@@ -1,0 +1,94 @@
+"""The log has bounds: a full log refuses new jobs and never drops accepted ones."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import nats
+import pytest
+
+from services.core import bus, events
+from services.core.errors import EventTooLarge, LogFull
+from services.core.settings import Settings
+from tests.conftest import Stack
+
+PADDED = {"template": "<h1>Hi {{name}}</h1><p>" + "x" * 2000 + "</p>", "data": {"name": "Ana"}}
+
+
+async def post_job(stack: Stack, body: dict, **headers: str) -> tuple[int, dict, dict]:
+    async with stack.client.post(f"{stack.url}/jobs", json=body, headers=headers) as response:
+        return response.status, await response.json(), dict(response.headers)
+
+
+async def fill(stack: Stack, most: int) -> tuple[list[str], tuple[int, dict, dict]]:
+    """Submit padded jobs until one is refused; the accepted ids and the refusal."""
+    accepted = []
+    for _ in range(most):
+        answer = await post_job(stack, PADDED)
+        if answer[0] != 202:
+            return accepted, answer
+        accepted.append(answer[1]["id"])
+    pytest.fail(f"{most} jobs accepted by a log of {stack.settings.stream_max_bytes} bytes")
+
+
+async def stream_first_seq(settings: Settings) -> int:
+    nc = await nats.connect(settings.nats_url)
+    try:
+        return int((await nc.jetstream().stream_info(events.STREAM)).state.first_seq)
+    finally:
+        await nc.close()
+
+
+async def test_a_full_log_answers_503_and_every_accepted_job_still_finishes(settings: Settings):
+    settings = replace(settings, stream_max_bytes=96 * 1024)
+    stack = Stack(settings)
+    await stack.start("gateway", "projector")
+    try:
+        accepted, (status, body, headers) = await fill(stack, 60)
+        await stack.start("renderer")
+        jobs = [await stack.finished(job_id) for job_id in accepted]
+        first_seq = await stream_first_seq(settings)
+    finally:
+        await stack.close()
+    assert status == 503
+    assert body["error"]["type"] == "log_full"
+    assert "PRESSROOM_STREAM_MAX_BYTES" in body["error"]["message"]
+    assert headers["Retry-After"] == "30"
+    assert len(accepted) >= 3
+    assert [job["status"] for job in jobs] == ["done"] * len(accepted)
+    assert first_seq == 1, "the log dropped messages to make room"
+
+
+async def test_a_job_too_large_for_one_message_is_413_and_its_key_stays_free(
+    settings: Settings,
+):
+    stack = Stack(replace(settings, stream_max_msg_size=8192))
+    await stack.start("gateway")
+    try:
+        big = {"template": "<p>" + "x" * 9000 + "</p>"}
+        status, body, _ = await post_job(stack, big, **{"Idempotency-Key": "k1"})
+        again = await post_job(stack, PADDED, **{"Idempotency-Key": "k1"})
+    finally:
+        await stack.close()
+    assert status == 413
+    assert body["error"]["type"] == "too_large"
+    assert "PRESSROOM_STREAM_MAX_MSG_SIZE" in body["error"]["message"]
+    assert again[0] == 202, again[1]
+
+
+async def test_the_stream_itself_refuses_what_does_not_fit_and_keeps_the_rest(
+    settings: Settings,
+):
+    """The backstop behind the gateway's check: any publisher gets `LogFull`."""
+    settings = replace(settings, stream_max_bytes=64 * 1024, stream_max_msg_size=4096)
+    async with bus.open_bus(settings, name="test") as (_, js):
+        stored = 0
+        with pytest.raises(LogFull, match="PRESSROOM_STREAM_MAX_BYTES"):
+            for n in range(1000):
+                await bus.publish(js, events.JobStarted(job_id=f"j{n}", worker="w", attempt=1))
+                stored += 1
+        with pytest.raises(EventTooLarge, match="PRESSROOM_STREAM_MAX_MSG_SIZE"):
+            await bus.publish(js, events.JobSubmitted(job_id="big", template="x" * 5000))
+        info = await js.stream_info(events.STREAM)
+    assert 50 < stored < 1000
+    assert (info.state.first_seq, info.state.messages) == (1, stored)
