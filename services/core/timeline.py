@@ -9,8 +9,10 @@ from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
 
 from services.core import events
+from services.core.status import JobStatus
 
-_TERMINAL_TAGS = ("cancelled", "done", "failed")
+# A terminal event's tag is the status it gives its job.
+_TERMINAL_TAGS = (JobStatus.CANCELLED, JobStatus.DONE, JobStatus.FAILED)
 
 
 async def job_events(js: JetStreamContext, job_id: str) -> list[tuple[int, events.AnyEvent]]:

@@ -13,6 +13,7 @@ from nats.errors import Error as NatsError
 
 from services.core import bus, crypto, db, events, metrics, netpolicy, timeline
 from services.core.errors import Conflict, NotFound, PressroomError, Unavailable
+from services.core.status import JobStatus
 from services.core.storage import LocalStorage
 from services.gateway import idempotency, templates
 from services.gateway.auth import caller_of, guarded
@@ -81,7 +82,7 @@ async def _submitted_event(
 
 def _accepted(job_id: str) -> web.Response:
     location = f"/jobs/{job_id}"
-    body = {"id": job_id, "status": "queued", "url": location}
+    body = {"id": job_id, "status": JobStatus.QUEUED, "url": location}
     return web.json_response(body, status=202, headers={"Location": location})
 
 
@@ -153,7 +154,7 @@ async def _view(request: web.Request, row: dict[str, Any]) -> dict[str, Any]:
     if row["error_message"] is not None:
         error = {"type": row["error_type"], "message": row["error_message"]}
     url = None
-    if row["status"] == "done" and row["object_key"]:
+    if row["status"] == JobStatus.DONE and row["object_key"]:
         url = await request.app[STORAGE].url(row["object_key"], request.app[SETTINGS].url_ttl)
     return {
         "id": row["id"],
@@ -185,7 +186,7 @@ async def get_job(request: web.Request) -> web.Response:
     if row is not None:
         return web.json_response(await _view(request, row))
     if await _in_log(request, job_id, caller_of(request).tenant):
-        return web.json_response({"id": job_id, "status": "queued", "attempts": 0})
+        return web.json_response({"id": job_id, "status": JobStatus.QUEUED, "attempts": 0})
     raise NotFound(f"no job {job_id!r}")
 
 
@@ -195,7 +196,7 @@ async def redeliver_webhook(request: web.Request) -> web.Response:
     job_id = _job_id(request)
     _require_nats(request)
     row = await _job_or_404(request, job_id)
-    if row["status"] not in {"done", "failed", "cancelled"}:
+    if not JobStatus(row["status"]).terminal:
         raise Conflict(f"job {job_id} has not finished; its webhook is sent when it does")
     if not row.get("webhook_url"):
         raise Conflict(f"job {job_id} has no webhook_url")
@@ -274,7 +275,7 @@ async def _job_or_404(request: web.Request, job_id: str) -> dict[str, Any]:
         return row
     tenant = caller_of(request).tenant
     if await _in_log(request, job_id, tenant):
-        return {"id": job_id, "tenant_id": tenant, "status": "queued", "object_key": None}
+        return {"id": job_id, "tenant_id": tenant, "status": JobStatus.QUEUED, "object_key": None}
     raise NotFound(f"no job {job_id!r}")
 
 
@@ -288,15 +289,15 @@ async def cancel_job(request: web.Request) -> web.Response:
     _require_nats(request)
     row = await _job_or_404(request, job_id)
     js = request.app[JS]
-    if row["status"] in {"queued", "running"}:
+    if not JobStatus(row["status"]).terminal:
         submitted = await timeline.last_event(js, job_id, "submitted")
         webhook = submitted.webhook_url if isinstance(submitted, events.JobSubmitted) else None
         cancelled = events.JobCancelled(job_id=job_id, tenant=row["tenant_id"], webhook_url=webhook)
         await bus.publish_terminal(js, cancelled)
         terminal = await timeline.terminal_event(js, job_id)
-        status = events.event_name(terminal) if terminal is not None else "cancelled"
+        status = events.event_name(terminal) if terminal is not None else JobStatus.CANCELLED
         return web.json_response({"id": job_id, "status": status, "url": None})
-    if row["status"] == "done" and row["object_key"]:
+    if row["status"] == JobStatus.DONE and row["object_key"]:
         await request.app[STORAGE].delete(row["object_key"])
         deleted = events.JobDeleted(
             job_id=job_id, tenant=row["tenant_id"], object_key=row["object_key"]

@@ -16,8 +16,7 @@ import asyncpg
 import msgspec
 
 from services.core import events
-
-TERMINAL_STATUSES = ("done", "failed", "cancelled")
+from services.core.status import TERMINAL, JobStatus
 
 # Every event is one statement, so one round trip: record it (keyed by stream sequence),
 # then, only if it was new, upsert its job row. A job row is created by whichever of its
@@ -31,7 +30,9 @@ WITH new AS (
     ON CONFLICT (stream_seq) DO NOTHING RETURNING stream_seq
 )"""
 _NEW = "SELECT count(*) > 0 AS new FROM new"
-_NOT_TERMINAL = "WHERE j.status NOT IN ('done', 'failed', 'cancelled')"
+# Statuses are ours, never input: spelled into the SQL text from the one list.
+_TERMINAL = ", ".join(f"'{status}'" for status in sorted(TERMINAL))
+_NOT_TERMINAL = f"WHERE j.status NOT IN ({_TERMINAL})"
 
 _OTHER = f"""{_RECORD}, row AS (
     INSERT INTO jobs (id, tenant_id, status, created_at, updated_at)
@@ -222,8 +223,8 @@ _STATEMENTS: dict[type, tuple[str, Callable[[Any], tuple[Any, ...]]]] = {
     events.JobSubmitted: (
         _SUBMITTED, lambda e: (job_input_of(e), e.webhook_url, e.idempotency_key)
     ),
-    events.JobStarted: (_PROGRESS, lambda e: ("running", e.attempt, _ts(e.at))),
-    events.JobRetrying: (_PROGRESS, lambda e: ("queued", e.attempt, None)),
+    events.JobStarted: (_PROGRESS, lambda e: (JobStatus.RUNNING, e.attempt, _ts(e.at))),
+    events.JobRetrying: (_PROGRESS, lambda e: (JobStatus.QUEUED, e.attempt, None)),
     events.JobDone: (
         _DONE, lambda e: (e.attempt, e.object_key, e.bytes, e.pages, e.render_ms)
     ),

@@ -28,7 +28,7 @@ from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
 
 from services.core import bus, db, events, metrics
-from services.projector.apply import TERMINAL_STATUSES
+from services.core.status import TERMINAL, JobStatus
 from services.projector.consumer import RETRYABLE
 
 log = logging.getLogger(__name__)
@@ -99,10 +99,10 @@ async def finalize(js: JetStreamContext, pool: asyncpg.Pool, payload: bytes) -> 
     job = await _submitted(js, advisory.stream_seq)
     if job is None:
         return "skipped"
-    if await db.job_status(pool, job.job_id) in TERMINAL_STATUSES:
+    if await db.job_status(pool, job.job_id) in TERMINAL:
         return "terminal"
     if await bus.publish_terminal(js, worker_lost(job, advisory.deliveries)):
-        metrics.JOBS_FINISHED.labels("failed").inc()
+        metrics.JOBS_FINISHED.labels(JobStatus.FAILED).inc()
     log.warning("job %s: %d deliveries, no answer: failed", job.job_id, advisory.deliveries)
     return "failed"
 

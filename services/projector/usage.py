@@ -9,6 +9,7 @@ free tier and are never billed.
 from __future__ import annotations
 
 from services.core import events
+from services.core.status import JobStatus
 from services.projector.apply import Counted
 
 
@@ -19,7 +20,7 @@ def idempotency_key(job_id: str) -> str:
 
 def billable(counted: Counted, free_tier: int) -> list[events.DocumentUsed]:
     """The usage event of a counted job, if it is a billable document (else none)."""
-    if counted.outcome != "done" or counted.succeeded <= free_tier:
+    if counted.outcome != JobStatus.DONE or counted.succeeded <= free_tier:
         return []
     used = events.DocumentUsed(
         idempotency_key=idempotency_key(counted.job_id),

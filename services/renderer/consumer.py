@@ -213,7 +213,7 @@ class Renderer:
         elif isinstance(event, events.JobDone):
             await self._discard_if_cancelled(event)
         metrics.RENDER_ATTEMPTS.labels(status).inc()
-        if status == "done":
+        if isinstance(event, events.JobDone):
             # Not ack_sync: a lost ack only means a redelivery, which finds `done` above.
             await msg.ack()
         else:
