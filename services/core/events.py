@@ -7,7 +7,7 @@ the stream name live here too, so no other module spells them.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, ClassVar
 
 import msgspec
 
@@ -113,6 +113,12 @@ class Event(msgspec.Struct, tag_field="type", kw_only=True, omit_defaults=True):
     at: float = msgspec.field(default_factory=now)
     v: int = 1
 
+    def public_view(self) -> dict[str, Any]:
+        """The event as a job's timeline holds it: the projector's `job_events` row and
+        the gateway's `GET /jobs/{id}/events`."""
+        view: dict[str, Any] = msgspec.to_builtins(self)
+        return view
+
 
 class JobSubmitted(Event, tag="submitted"):
     """A client's job, accepted by the gateway; everything needed to render it.
@@ -134,6 +140,20 @@ class JobSubmitted(Event, tag="submitted"):
     # key (`core/crypto.seal`), never in plain text on the log.
     webhook_secret: str | None = None
     idempotency_key: str | None = None
+
+    INPUTS: ClassVar[tuple[str, ...]] = ("template", "html", "data")
+    """What the document is made from: large, and kept once, on the job's row."""
+    SECRETS: ClassVar[tuple[str, ...]] = ("webhook_secret",)
+    """Never shown, not even sealed."""
+
+    def public_view(self) -> dict[str, Any]:
+        """The submission without its `INPUTS` and `SECRETS`: a timeline says what
+        happened, and a stored template stays identified by `template_id` and
+        `template_version`."""
+        view = super().public_view()
+        for name in (*self.INPUTS, *self.SECRETS):
+            view.pop(name, None)
+        return view
 
 
 class JobStarted(Event, tag="started"):

@@ -7,7 +7,6 @@ import logging
 import uuid
 from typing import Any
 
-import msgspec
 from aiohttp import web
 from nats.errors import Error as NatsError
 
@@ -307,11 +306,8 @@ async def cancel_job(request: web.Request) -> web.Response:
 
 
 def _timeline_entry(seq: int, event: events.AnyEvent) -> dict[str, Any]:
-    entry: dict[str, Any] = {"seq": seq, **msgspec.to_builtins(event)}
-    # Inputs can be large; the timeline is about what happened. A stored template stays
-    # identified by its template_id and template_version.
-    for name in ("template", "html", "data", "webhook_secret", "tenant"):  # never a secret
-        entry.pop(name, None)
+    entry: dict[str, Any] = {"seq": seq, **event.public_view()}
+    entry.pop("tenant", None)  # the caller's own
     entry["at"] = dt.datetime.fromtimestamp(event.at, tz=dt.UTC).isoformat()
     return entry
 

@@ -194,13 +194,7 @@ class Applied:
 
 async def apply(conn: asyncpg.Connection, seq: int, event: events.AnyEvent) -> Applied:
     """Apply one event inside the caller's transaction."""
-    body = msgspec.to_builtins(event)
-    if isinstance(event, events.JobSubmitted):
-        # The input is kept once, on the job row; the timeline only needs what happened.
-        body.pop("template", None)
-        body.pop("html", None)
-        body.pop("data", None)
-        body.pop("webhook_secret", None)
+    body = event.public_view()  # a submission's input is kept once, on the job row
     record = (seq, event.job_id, events.event_name(event), _ts(event.at), body, event.tenant)
     statement, params = _STATEMENTS.get(type(event), (_OTHER, _no_params))
     row = await conn.fetchrow(statement, *record, *params(event))

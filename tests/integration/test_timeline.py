@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
+import asyncpg
 import pytest
 from nats.aio.msg import Msg
 
 from services.core import bus, events, timeline
 from services.core.settings import Settings
-from tests.conftest import NatsServer
+from tests.conftest import NatsServer, Stack, eventually
 
 
 @pytest.mark.parametrize("direct", [False, True])
@@ -70,3 +72,47 @@ async def test_a_timeline_is_read_in_order_and_leaves_no_consumer_behind(
     assert {event.job_id for _, event in found} == {"j1"}
     assert after == consumers and created == []
     assert missing == []
+
+
+async def test_a_timeline_shows_what_happened_never_the_input_or_the_webhook_secret(
+    settings: Settings,
+):
+    """`GET /jobs/{id}/events` and the projection's `job_events` leave out a submission's
+    template, HTML, data and webhook secret; the job row keeps the input, once."""
+    stack = Stack(settings)
+    await stack.start("gateway", "projector")
+    try:
+        job_id = (await stack.submit(SECRET_JOB))["id"]
+        async with stack.client.get(f"{stack.url}/jobs/{job_id}/events") as response:
+            shown = (await response.json())["events"][0]
+        recorded, job_input = await eventually(lambda: recorded_submission(settings, job_id))
+    finally:
+        await stack.close()
+    hidden = {"template", "html", "data", "webhook_secret"}
+    assert shown["type"] == "submitted" and shown["webhook_url"] == SECRET_JOB["webhook_url"]
+    assert not hidden & shown.keys(), shown
+    assert recorded["type"] == "submitted" and not hidden & recorded.keys(), recorded
+    assert (job_input["template"], job_input["data"]) == (SECRET_JOB["template"], {"n": 1})
+
+
+SECRET_JOB = {
+    "template": "<p>{{ n }}</p>",
+    "data": {"n": 1},
+    "webhook_url": "http://127.0.0.1:9/hook",
+    "webhook_secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+}
+
+
+async def recorded_submission(settings: Settings, job_id: str) -> tuple[dict, dict] | None:
+    """The projected `submitted` event's body and the job row's input, once projected."""
+    conn = await asyncpg.connect(settings.database_url)
+    try:
+        body = await conn.fetchval(
+            "SELECT body FROM job_events WHERE job_id = $1 AND type = 'submitted'", job_id
+        )
+        job_input = await conn.fetchval("SELECT input FROM jobs WHERE id = $1", job_id)
+    finally:
+        await conn.close()
+    if body is None or job_input is None:
+        return None
+    return json.loads(body), json.loads(job_input)
