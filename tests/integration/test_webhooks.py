@@ -8,9 +8,8 @@ so it cannot reach a forbidden address; every attempt is in GET /jobs/{id}/webho
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import asyncpg
@@ -33,55 +32,85 @@ async def attempts(stack: Stack, job_id: str, count: int) -> list[dict[str, Any]
     return result
 
 
-@pytest.fixture
-async def odd_receiver() -> AsyncIterator[tuple[str, list[str]]]:
-    """/hang never answers in time, /moved redirects to a metadata address, /gone is 410."""
-    seen: list[str] = []
+@dataclass
+class OddReceiver:
+    """/hang never answers in time, /moved redirects to a metadata address, /gone is 410,
+    /fast answers at once. `seen` lists the routes asked; `hanging` counts the requests to
+    /hang still open (one ends when the notifier gives up on it and disconnects); `fast`
+    holds, per request to /fast, (requests to /hang open then, requests to /hang so far)."""
 
-    async def hang(request: web.Request) -> web.Response:
-        seen.append("hang")
-        await asyncio.sleep(30)
+    url: str = ""
+    seen: list[str] = field(default_factory=list)
+    hanging: int = 0
+    fast: list[tuple[int, int]] = field(default_factory=list)
+    hang_began: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def hang(self, request: web.Request) -> web.Response:
+        self.seen.append("hang")
+        self.hanging += 1
+        self.hang_began.set()
+        try:
+            await asyncio.sleep(30)  # cancelled when the notifier disconnects
+        finally:
+            self.hanging -= 1
         return web.Response()
 
-    async def moved(request: web.Request) -> web.Response:
-        seen.append("moved")
+    async def moved(self, request: web.Request) -> web.Response:
+        self.seen.append("moved")
         raise web.HTTPFound("http://169.254.169.254/latest/meta-data")
 
-    async def gone(request: web.Request) -> web.Response:
-        seen.append("gone")
+    async def gone(self, request: web.Request) -> web.Response:
+        self.seen.append("gone")
         return web.Response(status=410)
 
+    async def fast_one(self, request: web.Request) -> web.Response:
+        # Delivered concurrently, this may come just before the hanging request: note
+        # the state once that one has begun, so that only order-independent facts count.
+        await self.hang_began.wait()
+        self.seen.append("fast")
+        self.fast.append((self.hanging, self.seen.count("hang")))
+        return web.Response()
+
+
+@pytest.fixture
+async def odd_receiver() -> AsyncIterator[OddReceiver]:
+    odd = OddReceiver()
     app = web.Application()
-    app.router.add_post("/hang", hang)
-    app.router.add_post("/moved", moved)
-    app.router.add_post("/gone", gone)
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.1)
+    app.router.add_post("/hang", odd.hang)
+    app.router.add_post("/moved", odd.moved)
+    app.router.add_post("/gone", odd.gone)
+    app.router.add_post("/fast", odd.fast_one)
+    # handler_cancellation: a handler ends when its client goes, so `hanging` is exact.
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.1, handler_cancellation=True)
     await runner.setup()
     port = free_port()
     await web.TCPSite(runner, "127.0.0.1", port).start()
-    yield f"http://127.0.0.1:{port}", seen
+    odd.url = f"http://127.0.0.1:{port}"
+    yield odd
     await runner.cleanup()
+
+
+def hook_settings(settings: Settings) -> Settings:
+    return replace(settings, webhook_timeout=1.0, webhook_schedule=(0.0, 0.2, 0.2))
 
 
 @pytest.fixture
 async def hook_stack(settings: Settings) -> AsyncIterator[Stack]:
-    stack = Stack(replace(settings, webhook_timeout=1.0, webhook_schedule=(0.0, 0.2, 0.2)))
+    stack = Stack(hook_settings(settings))
     await stack.start()
     yield stack
     await stack.close()
 
 
-async def test_410_gone_stops_retrying(hook_stack: Stack, odd_receiver):
-    base, seen = odd_receiver
-    job = await hook_stack.submit({**HELLO, "webhook_url": f"{base}/gone"})
+async def test_410_gone_stops_retrying(hook_stack: Stack, odd_receiver: OddReceiver):
+    job = await hook_stack.submit({**HELLO, "webhook_url": f"{odd_receiver.url}/gone"})
     log = await attempts(hook_stack, job["id"], 1)
     assert [(a["status_code"], a["outcome"]) for a in log] == [(410, "gave_up")]
-    assert seen == ["gone"]
+    assert odd_receiver.seen == ["gone"]
 
 
-async def test_redirect_is_not_followed(hook_stack: Stack, odd_receiver):
-    base, _ = odd_receiver
-    job = await hook_stack.submit({**HELLO, "webhook_url": f"{base}/moved"})
+async def test_redirect_is_not_followed(hook_stack: Stack, odd_receiver: OddReceiver):
+    job = await hook_stack.submit({**HELLO, "webhook_url": f"{odd_receiver.url}/moved"})
     log = await attempts(hook_stack, job["id"], 3)
     assert [a["status_code"] for a in log] == [302, 302, 302]
     assert [a["outcome"] for a in log] == ["retrying", "retrying", "gave_up"]
@@ -89,23 +118,26 @@ async def test_redirect_is_not_followed(hook_stack: Stack, odd_receiver):
 
 
 async def test_hanging_receiver_times_out_without_blocking_others(
-    hook_stack: Stack, odd_receiver, receiver: Receiver
+    settings: Settings, odd_receiver: OddReceiver
 ):
-    base, _ = odd_receiver
-    slow = await hook_stack.submit({**HELLO, "webhook_url": f"{base}/hang"})
-    await hook_stack.finished(slow["id"])
-    started = time.monotonic()
-    fast = await hook_stack.submit({**HELLO, "webhook_url": receiver.url})
-    await hook_stack.finished(fast["id"])
-    await eventually(lambda: _received(receiver), 10)
-    assert time.monotonic() - started < 8  # not queued behind the hanging one's retries
-    log = await attempts(hook_stack, slow["id"], 3)
+    stack = Stack(hook_settings(settings))
+    await stack.start("gateway", "projector", "renderer")
+    try:
+        slow = await stack.submit({**HELLO, "webhook_url": f"{odd_receiver.url}/hang"})
+        await stack.finished(slow["id"])
+        fast = await stack.submit({**HELLO, "webhook_url": f"{odd_receiver.url}/fast"})
+        await stack.finished(fast["id"])
+        # Both webhooks are due when the notifier starts, the hanging one first in the log.
+        await stack.start("notifier")
+        await eventually(lambda: odd_receiver.fast, 10, "the fast webhook")
+        log = await attempts(stack, slow["id"], 3)
+    finally:
+        await stack.close()
+    # The fast one came while the first request to /hang was still open: not after it
+    # timed out, nor in a gap between its retries.
+    assert odd_receiver.fast == [(1, 1)]
     assert all(a["status_code"] is None and "within 1s" in a["error"] for a in log)
-    assert log[-1]["outcome"] == "gave_up"
-
-
-async def _received(receiver: Receiver) -> bool:
-    return bool(receiver.requests)
+    assert [a["outcome"] for a in log] == ["retrying", "retrying", "gave_up"]
 
 
 async def test_address_policy_is_enforced_again_at_delivery(settings: Settings, receiver):
