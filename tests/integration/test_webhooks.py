@@ -102,8 +102,17 @@ async def hook_stack(settings: Settings) -> AsyncIterator[Stack]:
     await stack.close()
 
 
-async def test_410_gone_stops_retrying(hook_stack: Stack, odd_receiver: OddReceiver):
+async def test_410_gone_stops_retrying(
+    hook_stack: Stack, odd_receiver: OddReceiver, receiver: Receiver
+):
     job = await hook_stack.submit({**HELLO, "webhook_url": f"{odd_receiver.url}/gone"})
+    await attempts(hook_stack, job["id"], 1)
+    # A witness whose first attempt fails is retried on the same schedule, and it starts
+    # later: once its retry is logged, the slot of a retry of the 410 has passed.
+    receiver.statuses = [503]
+    witness = await hook_stack.submit({**HELLO, "webhook_url": receiver.url})
+    retried = await attempts(hook_stack, witness["id"], 2)
+    assert [a["outcome"] for a in retried] == ["retrying", "delivered"]
     log = await attempts(hook_stack, job["id"], 1)
     assert [(a["status_code"], a["outcome"]) for a in log] == [(410, "gave_up")]
     assert odd_receiver.seen == ["gone"]
