@@ -10,13 +10,22 @@ started again on the same store dir and port:
 - the client resubmits each refused job with the same Idempotency-Key and gets 202; how
   many of those refused submissions had reached the log after all is printed;
 - every job that got 202 ends `done` exactly once, with one object.
+
+And, with four clients submitting as fast as they are answered while two renderers work,
+nats-server SIGKILLed (a crash: no flush, no goodbye) and started again at once on the
+same store dir and port, as a supervisor would:
+- every job that got 202 before, during or after the crash ends `done` exactly once, with
+  one object, and the projection holds every message of the log: a single node with the
+  default (lazy) fsync loses nothing it acknowledged to a crash of its process.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import signal
 import time
+from collections.abc import Awaitable, Callable
 
 from tests.conftest import NatsServer
 from tests.faults.harness import Cluster, Reply, assert_no_job_left_behind, poll, small_job
@@ -27,10 +36,11 @@ PACE = 0.5  # seconds between one client's submissions: ~6 jobs/s, what two tabs
 
 
 class Client:
-    """Submits a job every PACE seconds until stopped; remembers each key's body and reply."""
+    """Submits a job every `pace` seconds until stopped; remembers each key's body and reply."""
 
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self, cluster: Cluster, pace: float = PACE) -> None:
         self.cluster = cluster
+        self.pace = pace
         self.numbers = itertools.count()
         self.replies: list[tuple[str, Reply]] = []
         self.bodies: dict[str, dict[str, object]] = {}
@@ -42,7 +52,7 @@ class Client:
             key = f"nats-restart-{n}"
             self.bodies[key] = small_job(n)
             self.replies.append((key, await self.cluster.post_job(self.bodies[key], key=key)))
-            await asyncio.sleep(PACE)
+            await asyncio.sleep(self.pace)
 
     def count(self, status: int, since: float = 0.0) -> int:
         return sum(1 for _, r in self.replies if r.status == status and r.started >= since)
@@ -71,12 +81,7 @@ async def test_nats_outage_answers_503_and_loses_no_accepted_job(
     errors = [r for r in results if isinstance(r, BaseException)]
     assert not errors, f"the client's requests failed: {errors}"
     resubmitted_at = time.time()
-    resubmitted: list[str] = []
-    for key, reply in client.replies:
-        if reply.status != 202:
-            again = await cluster.post_job(client.bodies[key], key=key)
-            assert again.status == 202, f"resubmitting {key}: {again}"
-            resubmitted.append(again.body["id"])
+    resubmitted = await _resubmit_refused(client)
 
     outcome = await assert_no_job_left_behind(cluster, "nats_restart", timeout=90)
     answers = [reply for _, reply in client.replies]
@@ -96,6 +101,52 @@ async def test_nats_outage_answers_503_and_loses_no_accepted_job(
         f"{back - restarted:.1f}s after the restart; {len(outcome.statuses)} jobs checked; "
         f"503 messages: {sorted({str(r.body) for r in answers if r.status == 503})}"
     )
+
+
+async def _resubmit_refused(client: Client) -> list[str]:
+    """Each refused submission again, with its Idempotency-Key; the ids (each must be 202)."""
+    ids: list[str] = []
+    for key, reply in client.replies:
+        if reply.status != 202:
+            again = await client.cluster.post_job(client.bodies[key], key=key)
+            assert again.status == 202, f"resubmitting {key}: {again}"
+            ids.append(again.body["id"])
+    return ids
+
+
+async def test_nats_sigkilled_mid_load_loses_no_accepted_job(
+    cluster: Cluster, nats_server: NatsServer
+) -> None:
+    await cluster.up(renderers=2)
+    client = Client(cluster, pace=0.0)
+    tasks = [asyncio.create_task(client.run()) for _ in range(4)]
+    try:
+        await poll(lambda: _at_least(client.count(202), 60), 30, "60 jobs accepted")
+        await poll(_some_done(cluster), 30, "renders done before the crash")
+        await asyncio.to_thread(nats_server.stop, signal.SIGKILL)
+        accepted_before = client.count(202)
+        await asyncio.to_thread(nats_server.start)
+        restarted = time.monotonic()
+        await poll(lambda: _at_least(client.count(202, restarted), 40), 40, "202s after restart")
+    finally:
+        client.stop.set()
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+    errors = [r for r in results if isinstance(r, BaseException)]
+    assert not errors, f"the client's requests failed: {errors}"
+    resubmitted = await _resubmit_refused(client)
+    outcome = await assert_no_job_left_behind(cluster, "nats_sigkill", timeout=90)
+    print(
+        f"[faults] nats_sigkill: {accepted_before} jobs accepted before the SIGKILL, "
+        f"{client.count(503)} answers 503 (resubmitted: {len(resubmitted)}); "
+        f"{len(outcome.statuses)} jobs checked"
+    )
+
+
+def _some_done(cluster: Cluster) -> Callable[[], Awaitable[bool]]:
+    async def check() -> bool:
+        return await cluster.count_events("done") >= 10
+
+    return check
 
 
 async def _submitted_before(cluster: Cluster, ids: list[str], when: float) -> list[str]:
