@@ -188,6 +188,38 @@ async def test_redeliver_sends_the_same_webhook_again(stack: Stack, receiver: Re
         assert r.status == 404
 
 
+async def test_redeliver_of_an_unfinished_job_is_409_and_accepted_once_it_is_done(
+    settings: Settings, receiver: Receiver
+):
+    stack = Stack(settings)
+    await stack.start("gateway", "projector", "notifier")  # no renderer: the job waits
+    try:
+        job = await stack.submit({**HELLO, "webhook_url": receiver.url})
+        url = f"{stack.url}/jobs/{job['id']}/webhooks/redeliver"
+        await eventually(lambda: _projected(stack, job["id"]), 30, "the job's row")
+        async with stack.client.post(url) as response:
+            assert response.status == 409
+            assert response.content_type == "application/json"
+            error = (await response.json())["error"]
+        assert error["type"] == "conflict"
+        assert "has not finished" in error["message"]
+        await stack.start("renderer")
+        await stack.finished(job["id"])
+        await attempts(stack, job["id"], 1)
+        async with stack.client.post(url) as response:
+            assert response.status == 202
+        log = await attempts(stack, job["id"], 2)
+    finally:
+        await stack.close()
+    assert [a["outcome"] for a in log] == ["delivered", "delivered"]
+    assert len(receiver.requests) == 2
+
+
+async def _projected(stack: Stack, job_id: str) -> bool:
+    """Whether the job has its row (with its webhook_url), not only its place in the log."""
+    return (await stack.job(job_id)).get("webhook_url") is not None
+
+
 async def test_per_job_secret_signs_instead_of_the_tenants_and_is_never_stored_plain(
     stack: Stack, receiver: Receiver
 ):
