@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator
 from dataclasses import replace
 
+import pytest
+from aiohttp import web
+
 from services.core.settings import Settings
-from tests.conftest import Stack, free_port
+from tests.conftest import Stack, free_port, serving
 from tests.integration.test_pipeline import HELLO, job_events
+
+# A page that, once loaded, asks for /hang: an answer the server holds back until the test
+# ends, so the page's network never goes idle.
+BUSY_PAGE = "<p>busy</p><script>fetch('/hang')</script>"
 
 
 async def test_unreachable_storage_retries_then_fails_with_root_cause(settings: Settings):
@@ -91,3 +100,48 @@ async def test_a_page_that_crashes_its_tab_twice_fails_instead_of_using_every_at
     )
     assert events == ["submitted", "started", "retrying", "started", "failed"]
     assert beside["status"] == "done"
+
+
+@pytest.fixture
+async def busy_site() -> AsyncIterator[str]:
+    """A loopback site whose /busy page keeps one request open for as long as the test."""
+    over = asyncio.Event()
+
+    async def busy(request: web.Request) -> web.Response:
+        return web.Response(text=BUSY_PAGE, content_type="text/html")
+
+    async def hang(request: web.Request) -> web.Response:
+        await over.wait()
+        return web.Response(text="late")
+
+    app = web.Application()
+    app.router.add_get("/busy", busy)
+    app.router.add_get("/hang", hang)
+    async with serving(app) as base:
+        yield base
+        over.set()
+
+
+async def test_a_network_that_never_goes_idle_is_retried_then_fails_with_the_cause(
+    settings: Settings, busy_site: str
+):
+    """`network_idle` not reached in time is transient (the open requests are the
+    network's): every attempt is used, and the job fails naming the request still open."""
+    stack = Stack(replace(settings, max_attempts=2))
+    await stack.start()
+    try:
+        body = {
+            "url": f"{busy_site}/busy",
+            "options": {"wait_for": {"network_idle": True, "timeout": 0.5}},
+        }
+        job = await stack.finished((await stack.submit(body))["id"])
+        events = await job_events(stack, job["id"])
+    finally:
+        await stack.close()
+    assert (job["status"], job["attempts"]) == ("failed", 2)
+    assert job["error"]["type"] == "timeout"
+    assert job["error"]["message"] == (
+        "gave up after 2 attempts: wait_for.network_idle: the network was still busy after "
+        f"0.5 s (1 requests open, e.g. {busy_site}/hang)"
+    )
+    assert events == ["submitted", "started", "retrying", "started", "failed"]
