@@ -1,9 +1,10 @@
-"""Replicas 3 on a three-node NATS cluster on loopback: killing a node loses nothing.
+"""Replicas 3 on a three-node NATS cluster on loopback: killing the leader loses nothing.
 
-Verifies: with the JOBS stream at replicas 3, SIGKILLing one of three nats-servers while
-jobs are being submitted and rendered loses no job that got 202 — every one ends `done`,
-with exactly one terminal event — and submissions during the leader election either get
-202 or a JSON 503, never a false 202.
+Verifies: with the JOBS stream at replicas 3, SIGKILLing the nats-server that leads the
+stream (the node every write goes through) while jobs are being submitted and rendered
+makes another node the leader and loses no job that got 202 — every one ends `done`, with
+exactly one terminal event — and submissions during the leader election either get 202 or
+a JSON 503, never a false 202.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import asyncio
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -20,6 +21,7 @@ import asyncpg
 import nats
 import pytest
 
+from services.core import events
 from services.core.settings import Settings
 from tests.conftest import BIN, Stack, eventually, free_port
 
@@ -37,6 +39,7 @@ cluster {{
 
 @dataclass
 class Node:
+    name: str
     config: Path
     port: int
     proc: subprocess.Popen[bytes] | None = None
@@ -70,7 +73,7 @@ def cluster(tmp_path: Path) -> Iterator[list[Node]]:
                 routes=", ".join(f"nats-route://127.0.0.1:{r}" for r in routes),
             )
         )
-        nodes.append(Node(config, ports[i]))
+        nodes.append(Node(f"n{i}", config, ports[i]))
     for node in nodes:
         node.start()
     yield nodes
@@ -94,17 +97,39 @@ async def jetstream_ready(url: str) -> bool:
         await nc.close()
 
 
-async def submit_all(stack: Stack, count: int, kill_at: int, node: Node) -> tuple[list, int]:
-    """Submit until `count` jobs are accepted, killing `node` after `kill_at`; like a real
+async def stream_leader(urls: str) -> str | None:
+    """The server name of the JOBS stream's leader (None during an election)."""
+    nc = await nats.connect(urls.split(","), connect_timeout=1, max_reconnect_attempts=0)
+    try:
+        info = await nc.jetstream(timeout=2).stream_info(events.STREAM)
+    finally:
+        await nc.close()
+    return info.cluster.leader if info.cluster is not None else None
+
+
+async def kill_leader(cluster: list[Node], urls: str) -> Node:
+    """SIGKILL the node that leads the JOBS stream; returns it."""
+    leader = await stream_leader(urls)
+    victim = next(node for node in cluster if node.name == leader)
+    victim.kill()
+    victim.proc = None
+    return victim
+
+
+async def submit_all(
+    stack: Stack, count: int, kill_at: int, kill: Callable[[], Awaitable[Node]]
+) -> tuple[list, int]:
+    """Submit until `count` jobs are accepted, calling `kill` after `kill_at`; like a real
     client, a 503 is retried after a short pause (bounded by the deadline)."""
     accepted: list[str] = []
     refused = 0
     deadline = time.monotonic() + 60
+    killed = False
     while len(accepted) < count:
         assert time.monotonic() < deadline, f"only {len(accepted)} accepted"
-        if len(accepted) == kill_at and node.proc is not None:
-            node.kill()
-            node.proc = None
+        if len(accepted) == kill_at and not killed:
+            await kill()
+            killed = True
         body = {"template": "<p>{{n}}</p>", "data": {"n": len(accepted)}}
         async with stack.client.post(f"{stack.url}/jobs", json=body) as response:
             if response.status == 202:
@@ -117,7 +142,7 @@ async def submit_all(stack: Stack, count: int, kill_at: int, node: Node) -> tupl
     return accepted, refused
 
 
-async def test_killing_one_of_three_nodes_loses_no_accepted_job(
+async def test_killing_the_stream_leader_loses_no_accepted_job(
     cluster: list[Node], settings: Settings
 ):
     urls = ",".join(f"nats://127.0.0.1:{node.port}" for node in cluster)
@@ -125,8 +150,14 @@ async def test_killing_one_of_three_nodes_loses_no_accepted_job(
     stack = Stack(replace(settings, nats_url=urls, stream_replicas=3))
     await stack.start()
     try:
-        victim = cluster[0]
-        accepted, refused = await submit_all(stack, 120, kill_at=40, node=victim)
+        victims: list[Node] = []
+
+        async def kill() -> Node:
+            victims.append(await kill_leader(cluster, urls))
+            return victims[-1]
+
+        accepted, refused = await submit_all(stack, 120, kill_at=40, kill=kill)
+        new_leader = await stream_leader(urls)
         statuses = [(await stack.finished(job_id, timeout=120))["status"] for job_id in accepted]
         conn = await asyncpg.connect(settings.database_url)
         terminal = await conn.fetchval(
@@ -135,6 +166,10 @@ async def test_killing_one_of_three_nodes_loses_no_accepted_job(
         await conn.close()
     finally:
         await stack.close()
-    print(f"cluster: {len(accepted)} accepted, {refused} refused with 503, all done")
+    print(
+        f"cluster: killed the stream leader {victims[0].name}, now led by {new_leader}; "
+        f"{len(accepted)} accepted, {refused} refused with 503, all done"
+    )
+    assert new_leader not in (None, victims[0].name), f"the stream is led by {new_leader}"
     assert statuses == ["done"] * len(accepted)
     assert terminal == len(accepted)
