@@ -28,7 +28,7 @@ from services.core.errors import (
 )
 from services.core.events import Margin, Metadata, PageOptions, WaitFor
 from services.renderer.browser import PNG, BrowserPool, Html, RenderResult, Url
-from tests.conftest import free_port
+from tests.conftest import free_port, serving
 from tests.integration.test_browser import CHROMIUM, text_of
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -162,9 +162,39 @@ async def test_footer_shows_page_number_and_total_and_header_alone_is_clean(
 
 
 async def test_wait_for_selector_prints_late_content(pool: BrowserPool) -> None:
-    html = LATE.replace("out.textContent = 'late content'", "out.innerHTML = '<b>late content</b>'")
-    assert "late content" not in text_of((await pool.pdf(html, PageOptions())).data)
-    waited = await pool.pdf(html, PageOptions(wait_for=WaitFor(selector="#out b", timeout=5)))
+    """The late content is the answer to a request the page makes, held until the test
+    lets it go: a print that does not wait cannot have it, however slow the print."""
+    asked: asyncio.Queue[None] = asyncio.Queue()
+    release = asyncio.Event()
+
+    async def late(request: web.Request) -> web.Response:
+        asked.put_nowait(None)
+        await release.wait()
+        return web.Response(text="late content")
+
+    async def page(request: web.Request) -> web.Response:
+        script = "fetch('/late').then(r => r.text()).then(t => { out.innerHTML = `<b>${t}</b>` })"
+        html = f"<p id=out></p><script>{script}</script>"
+        return web.Response(text=html, content_type="text/html")
+
+    app = web.Application()
+    app.router.add_get("/page", page)
+    app.router.add_get("/late", late)
+    async with serving(app) as base:
+        try:
+            plain = await pool.render(Url(f"{base}/page"), PageOptions())
+            await asyncio.wait_for(asked.get(), 10)  # it did ask: the control means something
+            wait = PageOptions(wait_for=WaitFor(selector="#out b", timeout=10))
+            waiting = asyncio.create_task(pool.render(Url(f"{base}/page"), wait))
+            await asyncio.wait_for(asked.get(), 10)
+            # Still waiting a second later: no fixed delay stands in for the selector.
+            done, _ = await asyncio.wait({waiting}, timeout=1.0)
+            assert not done
+            release.set()
+            waited = await waiting
+        finally:
+            release.set()
+    assert "late content" not in text_of(plain.data)
     assert "late content" in text_of(waited.data)
 
 
