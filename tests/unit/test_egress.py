@@ -160,12 +160,33 @@ async def test_a_name_that_does_not_resolve_is_refused_and_says_so() -> None:
     assert verdict.reason.startswith("host 'nowhere.example' does not resolve")
 
 
-async def test_the_real_resolver_refuses_localhost_names_and_unknown_names() -> None:
-    real = Egress(allow_private=False)
-    assert not (await real.decide("http://localhost./")).allowed
-    unknown = await real.decide("http://pressroom-egress-test.invalid/")
-    assert not unknown.allowed
-    assert "does not resolve" in unknown.reason
+async def test_localhost_names_are_loopback_without_asking_the_resolver() -> None:
+    """As in Chromium, `localhost` and `*.localhost` are loopback whatever DNS says: a
+    resolver that calls every name public is never asked about them."""
+    calls: list[str] = []
+
+    async def all_public(host: str) -> Sequence[str]:
+        calls.append(host)
+        return [PUBLIC]
+
+    policy = Egress(allow_private=False, resolve=all_public)
+    for url in ("http://localhost/", "http://localhost./", "http://LOCALHOST:8080/",
+                "http://app.localhost/"):  # fmt: skip
+        verdict = await policy.decide(url)
+        assert not verdict.allowed, url
+        assert "is a private, loopback" in verdict.reason
+    assert calls == []
+    assert (await policy.decide("http://example.com/")).allowed  # other names are asked
+    assert calls == ["example.com"]
+
+
+async def test_the_default_resolver_refuses_a_name_dns_cannot_carry() -> None:
+    """The default resolver's failure is a refusal; an empty label fails in Python's
+    IDNA encoding, before any DNS query, so this holds on any machine."""
+    verdict = await Egress(allow_private=False).decide("http://a..example/")
+    assert not verdict.allowed
+    assert not verdict.transient
+    assert verdict.reason.startswith("host 'a..example' does not resolve")
 
 
 async def test_a_slow_resolver_is_a_transient_refusal_and_is_not_cached() -> None:
