@@ -128,23 +128,21 @@ class Notifier:
             self.session, url, body, headers, self.settings.webhook_timeout,
             allow_private=self.settings.allow_private_networks,
         )  # fmt: skip
-        schedule = self.settings.webhook_schedule
-        retry = not outcome.ok and not outcome.gone and attempt < len(schedule)
-        verdict = "delivered" if outcome.ok else "retrying" if retry else "gave_up"
+        verdict = delivery.verdict(outcome, attempt, self.settings.webhook_schedule)
         await bus.publish(
             self.js,
             events.WebhookAttempted(
                 job_id=event.job_id, tenant=event.tenant, webhook_id=wid, attempt=attempt,
-                url=url, outcome=verdict, status_code=outcome.status_code, error=outcome.error,
+                url=url, outcome=verdict.name, status_code=outcome.status_code, error=outcome.error,
                 latency_ms=outcome.latency_ms,
             ),
         )  # fmt: skip
-        metrics.WEBHOOK_DELIVERIES.labels(verdict).inc()
+        metrics.WEBHOOK_DELIVERIES.labels(verdict.name).inc()
         metrics.WEBHOOK_SECONDS.observe(outcome.latency_ms / 1000)
-        if retry:
-            await msg.nak(delay=schedule[attempt])
+        if isinstance(verdict, delivery.Retrying):
+            await msg.nak(delay=verdict.delay)
         else:
-            metrics.WEBHOOK_ATTEMPTS.labels(verdict).observe(attempt)
+            metrics.WEBHOOK_ATTEMPTS.labels(verdict.name).observe(attempt)
             await msg.ack()
 
 

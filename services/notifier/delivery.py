@@ -1,9 +1,12 @@
-"""One webhook HTTP request, under the address policy, with a timeout and no redirects."""
+"""One webhook HTTP request, under the address policy, with a timeout and no redirects;
+and what its outcome means for the webhook (`verdict`, a pure function)."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 import aiohttp
 
@@ -29,6 +32,41 @@ class Outcome:
     def gone(self) -> bool:
         """410 Gone: the receiver asks never to be sent this again."""
         return self.status_code == 410
+
+
+@dataclass(frozen=True)
+class Delivered:
+    """The receiver took the webhook (2xx)."""
+
+    name: ClassVar[str] = "delivered"
+
+
+@dataclass(frozen=True)
+class Retrying:
+    """Not taken yet: the next attempt comes after `delay` seconds."""
+
+    delay: float
+    name: ClassVar[str] = "retrying"
+
+
+@dataclass(frozen=True)
+class GaveUp:
+    """Never sent again: the schedule is used up, or the receiver answered 410 Gone."""
+
+    name: ClassVar[str] = "gave_up"
+
+
+Verdict = Delivered | Retrying | GaveUp
+
+
+def verdict(outcome: Outcome, attempt: int, schedule: Sequence[float]) -> Verdict:
+    """What attempt number `attempt` (1 for the first) with `outcome` means. `schedule[n]`
+    is the delay before attempt n + 1, so there are `len(schedule)` attempts in all."""
+    if outcome.ok:
+        return Delivered()
+    if outcome.gone or attempt >= len(schedule):
+        return GaveUp()
+    return Retrying(schedule[attempt])
 
 
 def open_session(*, allow_private: bool) -> aiohttp.ClientSession:

@@ -26,7 +26,6 @@ from nats.js import JetStreamContext
 
 from services.core import bus, events, metrics, timeline
 from services.core.errors import (
-    DeterministicError,
     PageCrashed,
     PageKeepsCrashing,
     PressroomError,
@@ -39,17 +38,13 @@ from services.core.settings import Settings
 from services.core.storage import Storage, object_key
 from services.core.templating import render_html
 from services.renderer.browser import BrowserPool, Html, RenderResult, Source, Url
+from services.renderer.decisions import Ack, Fail, Retry, Step, next_step
 
 log = logging.getLogger(__name__)
 
 
 def worker_name() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
-
-
-def retry_delay(attempt: int, base: float, cap: float) -> float:
-    """Exponential backoff: base, 2·base, 4·base, … never more than `cap` seconds."""
-    return float(min(cap, base * 2 ** (attempt - 1)))
 
 
 async def rendered(jail: Jail, template: str, data: dict[str, Any]) -> str:
@@ -174,16 +169,44 @@ class Renderer:
                 job_id=job.job_id, tenant=job.tenant, attempt=attempt, worker=self.worker
             ),
         )
+        done, error = await self._render_or_error(job, attempt)
+        await self._settle(msg, job, attempt, done, next_step(error, attempt, self.settings))
+
+    async def _render_or_error(
+        self, job: events.JobSubmitted, attempt: int
+    ) -> tuple[events.JobDone | None, PressroomError | None]:
+        """The attempt's stored document, or the error that prevented it."""
         try:
-            done = await self._render(job, attempt)
+            return await self._render(job, attempt), None
         except PressroomError as exc:
-            await self._failed(msg, job, attempt, exc)
-            return
+            return None, await self._escalated(job, attempt, exc)
         except Exception as exc:  # a bug must not kill the worker; retry like a transient error
             log.exception("job %s: unexpected error", job.job_id)
-            await self._failed(msg, job, attempt, TransientError(f"internal error: {exc!r}"))
-            return
-        await self._finish(msg, done)
+            return None, TransientError(f"internal error: {exc!r}")
+
+    async def _settle(
+        self,
+        msg: Msg,
+        job: events.JobSubmitted,
+        attempt: int,
+        done: events.JobDone | None,
+        step: Step,
+    ) -> None:
+        """Carry out `step` (see `decisions.py`): publish what happened, then ack, nak or
+        term the message."""
+        if isinstance(step, Retry):
+            await self._retry(msg, job, attempt, step)
+        elif isinstance(step, Fail):
+            failed = events.JobFailed(
+                job_id=job.job_id,
+                tenant=job.tenant,
+                attempt=attempt,
+                error=step.error,
+                webhook_url=job.webhook_url,
+            )
+            await self._finish(msg, failed, step)
+        elif done is not None:  # next_step acks only an attempt without error
+            await self._finish(msg, done, step)
 
     async def _render(self, job: events.JobSubmitted, attempt: int) -> events.JobDone:
         started = time.perf_counter()
@@ -205,15 +228,18 @@ class Renderer:
             webhook_url=job.webhook_url,
         )
 
-    async def _finish(self, msg: Msg, event: events.JobDone | events.JobFailed) -> None:
-        """Publish the terminal event, then ack: never the other way round."""
+    async def _finish(
+        self, msg: Msg, event: events.JobDone | events.JobFailed, step: Ack | Fail
+    ) -> None:
+        """Publish the terminal event, then ack it (`Ack`) or term it (`Fail`): never the
+        other way round."""
         status = events.event_name(event)
         if await bus.publish(self.js, event):
             metrics.JOBS_FINISHED.labels(status).inc()
         elif isinstance(event, events.JobDone):
             await self._discard_if_cancelled(event)
         metrics.RENDER_ATTEMPTS.labels(status).inc()
-        if isinstance(event, events.JobDone):
+        if isinstance(step, Ack):
             # Not ack_sync: a lost ack only means a redelivery, which finds `done` above.
             await msg.ack()
         else:
@@ -233,31 +259,21 @@ class Renderer:
         retried = await timeline.last_event(self.js, job.job_id, "retrying")
         return isinstance(retried, events.JobRetrying) and retried.error.type == PageCrashed.kind
 
-    async def _failed(
-        self, msg: Msg, job: events.JobSubmitted, attempt: int, exc: PressroomError
-    ) -> None:
+    async def _escalated(
+        self, job: events.JobSubmitted, attempt: int, exc: PressroomError
+    ) -> PressroomError:
+        """`exc`, or `PageKeepsCrashing` if the page crashed its tab on this attempt and
+        on the one before: the page itself is the cause (memory, a renderer fault), and a
+        third try would crash again, so it fails now instead of using up every attempt."""
         if isinstance(exc, PageCrashed) and attempt > 1 and await self._crashed_before(job):
-            # The page itself is the cause (memory, a renderer fault): a third try would
-            # crash again, so it fails now instead of using up every attempt.
-            exc = PageKeepsCrashing(f"{exc.message}, on two attempts in a row")
-        error = events.ErrorInfo(type=exc.kind, message=exc.message)
-        deterministic = isinstance(exc, DeterministicError)
-        if deterministic or attempt >= self.settings.max_attempts:
-            if not deterministic:
-                error = events.ErrorInfo(
-                    type=exc.kind, message=f"gave up after {attempt} attempts: {exc.message}"
-                )
-            failed = events.JobFailed(
-                job_id=job.job_id,
-                tenant=job.tenant,
-                attempt=attempt,
-                error=error,
-                webhook_url=job.webhook_url,
-            )
-            await self._finish(msg, failed)
-            return
-        delay = retry_delay(attempt, self.settings.retry_base, self.settings.retry_cap)
-        log.info("job %s attempt %d failed (%s); retry in %.1fs", job.job_id, attempt, error, delay)
+            return PageKeepsCrashing(f"{exc.message}, on two attempts in a row")
+        return exc
+
+    async def _retry(self, msg: Msg, job: events.JobSubmitted, attempt: int, step: Retry) -> None:
+        log.info(
+            "job %s attempt %d failed (%s); retry in %.1fs",
+            job.job_id, attempt, step.error, step.delay,
+        )  # fmt: skip
         await bus.publish(
             self.js,
             events.JobRetrying(
@@ -265,9 +281,9 @@ class Renderer:
                 tenant=job.tenant,
                 attempt=attempt,
                 worker=self.worker,
-                error=error,
-                delay=delay,
+                error=step.error,
+                delay=step.delay,
             ),
         )
         metrics.RENDER_ATTEMPTS.labels("retrying").inc()
-        await msg.nak(delay=delay)
+        await msg.nak(delay=step.delay)

@@ -94,7 +94,7 @@ def test_requests_still_refuse_option_fields_nobody_knows():
 
 
 def test_retry_delay_is_exponential_and_capped():
-    from services.renderer.consumer import retry_delay
+    from services.renderer.decisions import retry_delay
 
     assert [retry_delay(n, 2, 60) for n in range(1, 8)] == [2, 4, 8, 16, 32, 60, 60]
 
