@@ -278,6 +278,17 @@ async def _job_or_404(request: web.Request, job_id: str) -> dict[str, Any]:
     raise NotFound(f"no job {job_id!r}")
 
 
+async def _cancel(request: web.Request, job_id: str, tenant: str) -> events.AnyEvent | None:
+    """Publish `cancelled` for an unfinished job; the job's terminal event after that:
+    this `cancelled`, or the end that reached the log first."""
+    js = request.app[JS]
+    submitted = await timeline.last_event(js, job_id, "submitted")
+    webhook = submitted.webhook_url if isinstance(submitted, events.JobSubmitted) else None
+    cancelled = events.JobCancelled(job_id=job_id, tenant=tenant, webhook_url=webhook)
+    await bus.publish_terminal(js, cancelled)
+    return await timeline.terminal_event(js, job_id)
+
+
 async def cancel_job(request: web.Request) -> web.Response:
     """`DELETE /jobs/{id}`: cancel an unfinished job, or delete a finished job's file.
 
@@ -289,13 +300,14 @@ async def cancel_job(request: web.Request) -> web.Response:
     row = await _job_or_404(request, job_id)
     js = request.app[JS]
     if not JobStatus(row["status"]).terminal:
-        submitted = await timeline.last_event(js, job_id, "submitted")
-        webhook = submitted.webhook_url if isinstance(submitted, events.JobSubmitted) else None
-        cancelled = events.JobCancelled(job_id=job_id, tenant=row["tenant_id"], webhook_url=webhook)
-        await bus.publish_terminal(js, cancelled)
-        terminal = await timeline.terminal_event(js, job_id)
-        status = events.event_name(terminal) if terminal is not None else JobStatus.CANCELLED
-        return web.json_response({"id": job_id, "status": status, "url": None})
+        terminal = await _cancel(request, job_id, row["tenant_id"])
+        if not isinstance(terminal, events.JobDone):
+            status = events.event_name(terminal) if terminal is not None else JobStatus.CANCELLED
+            return web.json_response({"id": job_id, "status": status, "url": None})
+        # The render ended first and the projection has not caught up: the job is
+        # finished, so its file goes as any finished job's does. Otherwise what a DELETE
+        # does would depend on the projector's lag, and its `"url": null` would be untrue.
+        row = {**row, "status": JobStatus.DONE, "object_key": terminal.object_key}
     if row["status"] == JobStatus.DONE and row["object_key"]:
         await request.app[STORAGE].delete(row["object_key"])
         deleted = events.JobDeleted(
