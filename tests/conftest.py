@@ -13,6 +13,7 @@ import importlib
 import inspect
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -40,9 +41,43 @@ GENEROUS = {"per_second": 10_000, "burst": 100_000}
 
 
 def free_port() -> int:
+    """A port nothing listened on a moment ago; another process may take it before the
+    caller binds it. Only for a server that cannot bind port 0 and tell which port it
+    got, or for a port where nothing must listen; otherwise see `reported_port`."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def reported_port(
+    proc: subprocess.Popen[bytes], read: Callable[[], int | None], timeout: float, what: str
+) -> int:
+    """The port a server started on port 0 reports (`read` returns None until it has);
+    fails at once, naming `what`, if the server exits first."""
+    end = time.monotonic() + timeout
+    while (port := read()) is None:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with status {proc.returncode}")
+        if time.monotonic() > end:
+            raise TimeoutError(f"{what} did not report its port within {timeout}s")
+        time.sleep(0.02)
+    return port
+
+
+def nats_port(ports_dir: Path, pid: int) -> int | None:
+    """The client port nats-server `pid` wrote to its `--ports_file_dir` file (None until
+    the file is there and whole)."""
+    try:
+        urls = json.loads((ports_dir / f"nats-server_{pid}.ports").read_text())
+    except (FileNotFoundError, ValueError):
+        return None
+    return int(urls["nats"][0].rsplit(":", 1)[1])
+
+
+def logged_port(log: Path, pattern: str) -> int | None:
+    """The port in the first match of `pattern` (one group) in `log`; None until logged."""
+    found = re.search(pattern, log.read_text(errors="replace")) if log.exists() else None
+    return int(found.group(1)) if found else None
 
 
 def wait_until(check: Callable[[], bool], timeout: float, what: str) -> None:
@@ -86,12 +121,17 @@ class NatsServer:
         return f"nats://127.0.0.1:{self.port}"
 
     def start(self) -> None:
-        self.port = self.port or free_port()
+        """Start on a port the server picks (`-p -1`) and reports; a restart reuses that
+        port, since the services reconnect to the URL they were given."""
+        self.root.mkdir(parents=True, exist_ok=True)
         self.proc = subprocess.Popen(
             [str(BIN / "nats-server"), "-js", "-sd", str(self.root), "-a", "127.0.0.1",
-             "-p", str(self.port)],
+             "-p", str(self.port or -1), "--ports_file_dir", str(self.root)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
+        if not self.port:
+            pid = self.proc.pid
+            self.port = reported_port(self.proc, lambda: nats_port(self.root, pid), 15, "nats")
         wait_until(self._listening, 15, "nats-server")
 
     def _listening(self) -> bool:
@@ -138,12 +178,15 @@ def database_url(postgres: Postgres) -> str:
 
 
 @pytest.fixture(scope="session")
-def s3_endpoint() -> Iterator[str]:
-    port = free_port()
-    proc = subprocess.Popen(
-        [str(BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    log = tmp_path_factory.mktemp("moto") / "moto.log"
+    with log.open("wb") as out:  # moto binds port 0 and logs "Running on http://…:<port>"
+        proc = subprocess.Popen(
+            [str(BIN / "moto_server"), "-H", "127.0.0.1", "-p", "0"],
+            stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    pattern = r"Running on http://127\.0\.0\.1:(\d+)"
+    port = reported_port(proc, lambda: logged_port(log, pattern), 30, "moto_server")
     endpoint = f"http://127.0.0.1:{port}"
 
     def up() -> bool:
@@ -166,6 +209,8 @@ def chromium() -> str:
 @pytest.fixture
 def settings(tmp_path: Path, nats_server: NatsServer, database_url: str, chromium: str) -> Settings:
     """Settings for one test's stack: local storage, private networks allowed (loopback)."""
+    # free_port: the gateway's port is part of its settings (`base_url`, the links it
+    # hands out) before it starts, so it cannot bind port 0 and report the one it got.
     port = free_port()
     return Settings(
         port=port,
@@ -364,10 +409,9 @@ async def serving(app: web.Application) -> AsyncIterator[str]:
     """Serve `app` on a free loopback port for the test; yields its base URL."""
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.1)
     await runner.setup()
-    port = free_port()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield f"http://127.0.0.1:{runner.addresses[0][1]}"
     finally:
         with contextlib.suppress(Exception):
             await runner.cleanup()

@@ -219,6 +219,8 @@ class Cluster:
 
     def start(self, name: str) -> Service:
         """Start one service process (it does not wait for it to be ready)."""
+        # free_port: a service serves /metrics on the port it is given (0 turns it off)
+        # and does not report the port it bound, and the test must know it to read it.
         port = free_port()
         log = self.logs / f"{name}-{next(self._numbers)}.log"
         env = {**self.env, "PRESSROOM_METRICS_PORT": str(port)}

@@ -32,7 +32,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from tests.conftest import free_port
+from tests.conftest import logged_port, reported_port
 from tests.faults.harness import Cluster, assert_no_job_left_behind, poll
 
 BIN = Path(sys.executable).parent
@@ -41,11 +41,11 @@ JOBS = 60
 
 
 class Moto:
-    """moto_server on a fixed port, recording every request so a restart can replay them."""
+    """moto_server, recording every request so a restart can replay them; the first start
+    binds a port of its choosing, restarts bind that same port (the services keep its URL)."""
 
     def __init__(self, root: Path) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.port = 0
         self.recording = root / "moto-recording.jsonl"
         self.log = root / "moto.log"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -61,6 +61,13 @@ class Moto:
                 [str(BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(self.port)],
                 env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
             )  # fmt: skip
+        if not self.port:  # the log holds only this first start's lines yet
+            pattern = r"Running on http://127\.0\.0\.1:(\d+)"
+            self.port = reported_port(self.proc, lambda: logged_port(self.log, pattern), 30, "moto")
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

@@ -23,11 +23,12 @@ import pytest
 
 from services.core import events
 from services.core.settings import Settings
-from tests.conftest import BIN, Stack, eventually, free_port
+from tests.conftest import BIN, Stack, eventually, free_port, nats_port, reported_port
 
 CONFIG = """
 server_name: n{index}
-listen: 127.0.0.1:{port}
+listen: 127.0.0.1:-1
+ports_file_dir: "{ports}"
 jetstream {{ store_dir: "{store}" }}
 cluster {{
   name: pressroom-test
@@ -41,7 +42,7 @@ cluster {{
 class Node:
     name: str
     config: Path
-    port: int
+    port: int = 0  # the client port it picked and reported
     proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
@@ -51,6 +52,11 @@ class Node:
             stderr=subprocess.DEVNULL,
         )
 
+    def wait_port(self) -> None:
+        assert self.proc is not None
+        pid, ports = self.proc.pid, self.config.parent
+        self.port = reported_port(self.proc, lambda: nats_port(ports, pid), 15, self.name)
+
     def kill(self) -> None:
         assert self.proc is not None
         self.proc.send_signal(signal.SIGKILL)
@@ -59,7 +65,8 @@ class Node:
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[list[Node]]:
-    ports = [free_port() for _ in range(3)]
+    # free_port for the routes: each node must be given its peers' route ports before
+    # any of them starts. Client ports are picked by the servers and reported.
     routes = [free_port() for _ in range(3)]
     nodes = []
     for i in range(3):
@@ -67,19 +74,23 @@ def cluster(tmp_path: Path) -> Iterator[list[Node]]:
         config.write_text(
             CONFIG.format(
                 index=i,
-                port=ports[i],
+                ports=tmp_path,
                 store=tmp_path / f"n{i}",
                 route=routes[i],
                 routes=", ".join(f"nats-route://127.0.0.1:{r}" for r in routes),
             )
         )
-        nodes.append(Node(f"n{i}", config, ports[i]))
-    for node in nodes:
-        node.start()
-    yield nodes
-    for node in nodes:
-        if node.proc is not None and node.proc.poll() is None:
-            node.kill()
+        nodes.append(Node(f"n{i}", config))
+    try:
+        for node in nodes:
+            node.start()
+        for node in nodes:
+            node.wait_port()
+        yield nodes
+    finally:
+        for node in nodes:
+            if node.proc is not None and node.proc.poll() is None:
+                node.kill()
 
 
 async def jetstream_ready(url: str) -> bool:
