@@ -83,9 +83,8 @@ async def odd_receiver() -> AsyncIterator[OddReceiver]:
     # handler_cancellation: a handler ends when its client goes, so `hanging` is exact.
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.1, handler_cancellation=True)
     await runner.setup()
-    port = free_port()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
-    odd.url = f"http://127.0.0.1:{port}"
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    odd.url = f"http://127.0.0.1:{runner.addresses[0][1]}"
     yield odd
     await runner.cleanup()
 
