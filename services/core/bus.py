@@ -19,14 +19,8 @@ import msgspec
 import nats
 from nats.aio.client import Client
 from nats.aio.msg import Msg
-from nats.errors import (
-    ConnectionClosedError,
-    MaxPayloadError,
-    NoServersError,
-    OutboundBufferLimitError,
-)
 from nats.errors import Error as NatsError
-from nats.errors import TimeoutError as NatsTimeout
+from nats.errors import MaxPayloadError
 from nats.js import JetStreamContext
 from nats.js.api import (
     AckPolicy,
@@ -37,13 +31,44 @@ from nats.js.api import (
     StorageType,
     StreamConfig,
 )
-from nats.js.errors import APIError, NoStreamResponseError
+from nats.js.errors import APIError, KeyWrongLastSequenceError, NotFoundError
 
 from services.core import events, timeline
-from services.core.errors import EventTooLarge, LogFull, PressroomError, Unavailable
+from services.core.boundary import ErrorMap, describe
+from services.core.errors import (
+    Conflict,
+    EventTooLarge,
+    LogFull,
+    NotFound,
+    PressroomError,
+    Unavailable,
+)
 from services.core.settings import Settings
 
 log = logging.getLogger(__name__)
+
+NATS_DOWN = (NatsError, OSError)
+"""What nats-py raises when NATS is away, reconnecting, electing a leader, slow to answer
+or answers with an error (`TimeoutError` is an `OSError`; nats-py's timeouts are both)."""
+
+
+def map_bus_errors(context: str = "NATS") -> ErrorMap:
+    """`with`, `async with` or a decorator: nats-py's errors inside become the project's,
+    "{context}: {type}: {text}". JetStream's "no such message, consumer or bucket" is
+    `NotFound` and a key-value write that lost to another one is `Conflict` (answers, not
+    trouble); everything else in `NATS_DOWN` is `Unavailable`."""
+
+    def translate(exc: Exception) -> PressroomError | None:
+        if isinstance(exc, NotFoundError):
+            return NotFound(f"{context}: {describe(exc)}")
+        if isinstance(exc, KeyWrongLastSequenceError):
+            return Conflict(f"{context}: {describe(exc)}")
+        if isinstance(exc, NATS_DOWN):
+            return Unavailable(f"{context}: {describe(exc)}")
+        return None
+
+    return ErrorMap(translate)
+
 
 ADVISORY_STREAM = "JOBS_ADVISORIES"
 """Keeps the renderer's MAX_DELIVERIES advisories, which NATS only fires and forgets."""
@@ -160,7 +185,7 @@ async def _on_reconnect() -> None:
 
 async def connect(settings: Settings, *, name: str) -> Client:
     """Connect, retrying forever in the background once connected (pods should not give up)."""
-    try:
+    with map_bus_errors(f"cannot reach NATS at {settings.nats_url}"):
         return await nats.connect(
             [url.strip() for url in settings.nats_url.split(",")],
             name=f"pressroom-{name}",
@@ -171,8 +196,6 @@ async def connect(settings: Settings, *, name: str) -> Client:
             disconnected_cb=_on_disconnect,
             reconnected_cb=_on_reconnect,
         )
-    except (NoServersError, OSError, NatsTimeout) as exc:
-        raise Unavailable(f"cannot reach NATS at {settings.nats_url}: {exc}") from exc
 
 
 def usage_stream_config(settings: Settings) -> StreamConfig:
@@ -189,6 +212,7 @@ def usage_stream_config(settings: Settings) -> StreamConfig:
     )
 
 
+@map_bus_errors()
 async def ensure_stream(js: JetStreamContext, settings: Settings) -> None:
     """Create or update the JOBS stream, its three durables, the advisory stream and its
     `finalizer` durable, and the USAGE stream."""
@@ -215,14 +239,6 @@ async def open_bus(
             await nc.drain()
 
 
-_NOT_ACKNOWLEDGED = (
-    NatsTimeout,
-    NoStreamResponseError,
-    ConnectionClosedError,
-    OutboundBufferLimitError,
-)
-
-
 async def publish_terminal(js: JetStreamContext, event: events.Terminal) -> bool:
     """Publish a job's terminal event unless the job has already ended; True if `event`
     is now stored.
@@ -232,10 +248,7 @@ async def publish_terminal(js: JetStreamContext, event: events.Terminal) -> bool
     job that ended longer ago than that never gets a second, contradicting end (a late
     re-drive, a stale advisory). `Unavailable` when NATS does not answer.
     """
-    try:
-        ended = await timeline.terminal_event(js, event.job_id)
-    except (NatsError, TimeoutError) as exc:
-        raise Unavailable(f"NATS did not answer: {type(exc).__name__}") from exc
+    ended = await timeline.terminal_event(js, event.job_id)
     if ended is not None:
         log.info(
             "job %s already ended %s; not publishing %s",
@@ -247,6 +260,7 @@ async def publish_terminal(js: JetStreamContext, event: events.Terminal) -> bool
     return await publish(js, event)
 
 
+@map_bus_errors("NATS did not acknowledge the event")
 async def publish(
     js: JetStreamContext,
     event: events.AnyEvent,
@@ -268,8 +282,6 @@ async def publish(
             stream=events.STREAM,
             headers={"Nats-Msg-Id": msg_id or events.msg_id(event)},
         )
-    except _NOT_ACKNOWLEDGED as exc:
-        raise Unavailable(f"NATS did not acknowledge the event: {type(exc).__name__}") from exc
     except (APIError, MaxPayloadError) as exc:
         raise _refusal(exc, event) from exc
     return not ack.duplicate
@@ -295,25 +307,25 @@ def _refusal(exc: APIError | MaxPayloadError, event: events.AnyEvent) -> Pressro
     return Unavailable(f"NATS refused the event: {exc.description or type(exc).__name__}")
 
 
+@map_bus_errors("NATS did not acknowledge the usage")
 async def publish_usage(js: JetStreamContext, used: events.DocumentUsed) -> None:
     """Record one billable document on the USAGE stream (deduplicated by its key)."""
-    try:
-        await js.publish(
-            events.usage_subject(used.tenant),
-            msgspec.json.encode(used),
-            timeout=5.0,
-            stream=events.USAGE_STREAM,
-            headers={"Nats-Msg-Id": used.idempotency_key},
-        )
-    except _NOT_ACKNOWLEDGED as exc:
-        raise Unavailable(f"NATS did not acknowledge the usage: {type(exc).__name__}") from exc
+    await js.publish(
+        events.usage_subject(used.tenant),
+        msgspec.json.encode(used),
+        timeout=5.0,
+        stream=events.USAGE_STREAM,
+        headers={"Nats-Msg-Id": used.idempotency_key},
+    )
 
 
+@map_bus_errors()
 async def subscribe(js: JetStreamContext, durable: str) -> JetStreamContext.PullSubscription:
     """Bind to one of the durables made by `ensure_stream`."""
     return await js.pull_subscribe_bind(durable, stream=events.STREAM)
 
 
+@map_bus_errors()
 async def subscribe_advisories(js: JetStreamContext) -> JetStreamContext.PullSubscription:
     """Bind to the `finalizer` durable on the advisory stream."""
     return await js.pull_subscribe_bind(FINALIZER, stream=ADVISORY_STREAM)
@@ -328,9 +340,9 @@ async def fetch(
     """
     try:
         msgs: list[Msg] = await sub.fetch(batch, timeout=timeout)
-    except (TimeoutError, NatsTimeout):
+    except TimeoutError:  # nats-py's timeouts are `TimeoutError`s too
         return []
-    except (ConnectionClosedError, NatsError) as exc:
+    except NATS_DOWN as exc:
         log.warning("fetch failed: %s", exc)
         await asyncio.sleep(timeout)  # reconnecting: do not spin
         return []

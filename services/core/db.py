@@ -17,7 +17,8 @@ from typing import Any
 import asyncpg
 import msgspec
 
-from services.core.errors import Unavailable
+from services.core.boundary import ErrorMap, describe
+from services.core.errors import PressroomError, Refused, Unavailable
 from services.core.settings import Settings
 
 MIGRATIONS: list[str] = [
@@ -169,10 +170,35 @@ DB_DOWN = (
 """What asyncpg raises when the server is down, restarting, dropped the connection or is
 too slow to answer."""
 
+REFUSED = (
+    asyncpg.DataError,  # SQLSTATE class 22, and arguments asyncpg cannot encode
+    asyncpg.IntegrityConstraintViolationError,  # 23
+    asyncpg.ProgramLimitExceededError,  # 54
+)
+"""What PostgreSQL answers when it refuses the data itself (`Refused`): the same statement
+fails the same way until something changes on the server's side."""
+
+
+def map_db_errors(context: str = "PostgreSQL") -> ErrorMap:
+    """`with`, `async with` or a decorator: asyncpg's errors inside become `Refused` (the
+    data) or `Unavailable` (everything else in `DB_DOWN`), "{context}: {type}: {text}".
+    Every function here that talks to PostgreSQL is wrapped in it."""
+
+    def translate(exc: Exception) -> PressroomError | None:
+        if isinstance(exc, REFUSED):
+            return Refused(f"{context}: {describe(exc)}")
+        if isinstance(exc, DB_DOWN):
+            return Unavailable(f"{context}: {describe(exc)}")
+        return None
+
+    return ErrorMap(translate)
+
+
 _LOCK_ID = 0x7072657373  # "press": serialises migrations across pods
 RECONCILER_LOCK_ID = 0x7265636F6E  # "recon": one projector sweeps for stalled jobs at a time
 
 
+@map_db_errors()
 async def migrate(conn: asyncpg.Connection) -> None:
     """Apply every migration not yet applied, in order, each in its own transaction."""
     await conn.execute("SELECT pg_advisory_lock($1)", _LOCK_ID)
@@ -211,7 +237,7 @@ def _encode_json(value: Any) -> str:
 @contextlib.asynccontextmanager
 async def open_pool(settings: Settings, *, size: int = 4) -> AsyncIterator[asyncpg.Pool]:
     """A migrated pool; closed on exit. Raises `Unavailable` if Postgres cannot be reached."""
-    try:
+    async with map_db_errors("cannot reach PostgreSQL"):
         pool = await asyncpg.create_pool(
             settings.database_url,
             min_size=1,
@@ -220,21 +246,44 @@ async def open_pool(settings: Settings, *, size: int = 4) -> AsyncIterator[async
             reset=_keep_session,
             command_timeout=10,
         )
-    except (OSError, asyncpg.PostgresError) as exc:
-        raise Unavailable(f"cannot reach PostgreSQL: {exc}") from exc
     try:
-        async with pool.acquire() as conn:
+        async with map_db_errors(), pool.acquire() as conn:
             await migrate(conn)
         yield pool
     finally:
         await pool.close()
 
 
+@contextlib.asynccontextmanager
+async def transaction(pool: asyncpg.Pool) -> AsyncIterator[asyncpg.Connection]:
+    """A connection of `pool` in a transaction, committed when the block ends without an
+    error; PostgreSQL's errors inside it (and in taking the connection) come out mapped
+    (`map_db_errors`)."""
+    async with map_db_errors(), pool.acquire() as conn, conn.transaction():
+        yield conn
+
+
+@contextlib.asynccontextmanager
+async def connection(pool: asyncpg.Pool) -> AsyncIterator[asyncpg.Connection]:
+    """A connection of `pool` for several statements (a session-level advisory lock);
+    PostgreSQL's errors inside the block come out mapped (`map_db_errors`)."""
+    async with map_db_errors(), pool.acquire() as conn:
+        yield conn
+
+
+@map_db_errors()
+async def ping(pool: asyncpg.Pool, timeout: float) -> None:
+    """Return once PostgreSQL answers a query; `Unavailable` if not within `timeout` s."""
+    await pool.fetchval("SELECT 1", timeout=timeout)
+
+
+@map_db_errors()
 async def get_job(pool: asyncpg.Pool, job_id: str) -> dict[str, Any] | None:
     row = await pool.fetchrow("SELECT * FROM jobs WHERE id = $1", job_id)
     return dict(row) if row is not None else None
 
 
+@map_db_errors()
 async def webhook_deliveries(pool: asyncpg.Pool, job_id: str) -> list[dict[str, Any]]:
     rows = await pool.fetch(
         "SELECT * FROM webhook_deliveries WHERE job_id = $1 ORDER BY stream_seq", job_id
@@ -242,21 +291,25 @@ async def webhook_deliveries(pool: asyncpg.Pool, job_id: str) -> list[dict[str, 
     return [dict(r) for r in rows]
 
 
+@map_db_errors()
 async def job_status(pool: asyncpg.Pool, job_id: str) -> str | None:
     """The projected status of a job, None if the projection has no row for it."""
     status: str | None = await pool.fetchval("SELECT status FROM jobs WHERE id = $1", job_id)
     return status
 
 
+@map_db_errors()
 async def try_advisory_lock(conn: asyncpg.Connection, key: int) -> bool:
     """Take a session-level advisory lock if nobody holds it; never waits."""
     return bool(await conn.fetchval("SELECT pg_try_advisory_lock($1)", key))
 
 
+@map_db_errors()
 async def advisory_unlock(conn: asyncpg.Connection, key: int) -> None:
     await conn.execute("SELECT pg_advisory_unlock($1)", key)
 
 
+@map_db_errors()
 async def stale_jobs(
     conn: asyncpg.Connection, older_than: float, limit: int, *, up_to_seq: int | None = None
 ) -> list[dict[str, Any]]:
@@ -282,6 +335,7 @@ async def stale_jobs(
     return [dict(r) for r in rows]
 
 
+@map_db_errors()
 async def mark_redriven(conn: asyncpg.Connection, job_id: str, redrives: int) -> None:
     """Record the `redrives`-th re-drive and restart the job's staleness clock."""
     await conn.execute(
@@ -292,6 +346,7 @@ async def mark_redriven(conn: asyncpg.Connection, job_id: str, redrives: int) ->
     )
 
 
+@map_db_errors()
 async def touch_job(conn: asyncpg.Connection, job_id: str) -> None:
     """Restart a job's staleness clock (its terminal event is on the way to the projector)."""
     await conn.execute("UPDATE jobs SET updated_at = now() WHERE id = $1", job_id)
@@ -307,6 +362,7 @@ FROM usage_documents GROUP BY tenant_id, month
 """
 
 
+@map_db_errors()
 async def truncate_projection(pool: asyncpg.Pool) -> None:
     """Empty every table the projector derives from the log (schema_migrations stays).
 
@@ -319,6 +375,7 @@ async def truncate_projection(pool: asyncpg.Pool) -> None:
         await conn.execute(_RECOUNT_USAGE)
 
 
+@map_db_errors()
 async def projection_counts(pool: asyncpg.Pool) -> tuple[int, dict[str, int]]:
     """(events recorded, jobs by status) of the projection."""
     events = int(await pool.fetchval("SELECT count(*) FROM job_events"))
@@ -351,6 +408,7 @@ VALUES ($1, $2, $3, $4, $5, $6)
 """
 
 
+@map_db_errors()
 async def create_template_version(
     pool: asyncpg.Pool,
     tenant: str,
@@ -373,6 +431,7 @@ async def create_template_version(
     return {"version": version, "created_at": created_at}
 
 
+@map_db_errors()
 async def list_templates(
     pool: asyncpg.Pool, tenant: str, limit: int, offset: int
 ) -> list[dict[str, Any]]:
@@ -388,6 +447,7 @@ async def list_templates(
     return [dict(r) for r in rows]
 
 
+@map_db_errors()
 async def get_template_version(
     pool: asyncpg.Pool, tenant: str, template_id: str, version: int | None
 ) -> dict[str, Any] | None:
@@ -408,6 +468,7 @@ async def get_template_version(
     return dict(row) if row is not None else None
 
 
+@map_db_errors()
 async def template_versions(
     pool: asyncpg.Pool, tenant: str, template_id: str
 ) -> list[dict[str, Any]]:

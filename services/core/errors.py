@@ -20,7 +20,8 @@
     │   └── PageKeepsCrashing     the page crashed its tab on two attempts in a row
     └── TransientError            may work on a later attempt: retry with backoff
         ├── Unavailable           NATS or Postgres cannot be reached (HTTP 503)
-        │   └── LogFull           the JOBS log has no room for new jobs (HTTP 503)
+        │   ├── LogFull           the JOBS log has no room for new jobs (HTTP 503)
+        │   └── Refused           PostgreSQL refused the data (the projector skips it)
         ├── StorageError          object storage failed
         ├── BrowserError          Chromium crashed or the page broke
         │   └── PageCrashed       the page crashed its tab (twice: the job fails)
@@ -221,6 +222,18 @@ class LogFull(Unavailable):
 
     def headers(self) -> dict[str, str]:
         return {"Retry-After": "30"}
+
+
+class Refused(Unavailable):
+    """PostgreSQL refused a statement's data (an invalid value, a broken constraint, a
+    value over a limit), not the connection.
+
+    An `Unavailable` to every caller (a 503, a retry later: a fix on the server's side may
+    let it through) but the projector, which skips the event rather than stall the whole
+    projection on it.
+    """
+
+    kind = "refused"
 
 
 class StorageError(TransientError):

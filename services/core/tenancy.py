@@ -14,6 +14,8 @@ from typing import Any
 
 import asyncpg
 
+from services.core.db import map_db_errors
+
 CHANGE_OVERLAP = dt.timedelta(seconds=5)
 """A refresh asks again for rows changed this long before the newest change it saw: a
 write that committed late, behind a newer one, is still picked up."""
@@ -61,6 +63,7 @@ _KEY_COLUMNS = (
 )
 
 
+@map_db_errors()
 async def create_tenant(
     pool: asyncpg.Pool,
     tenant_id: str,
@@ -85,6 +88,7 @@ async def create_tenant(
 _LIMIT_COLUMNS = ("rate_per_second", "rate_burst", "monthly_quota")
 
 
+@map_db_errors()
 async def update_tenant(
     pool: asyncpg.Pool, tenant_id: str, limits: dict[str, Any]
 ) -> Tenant | None:
@@ -101,16 +105,19 @@ async def update_tenant(
     return _tenant(row) if row is not None else None
 
 
+@map_db_errors()
 async def list_tenants(pool: asyncpg.Pool) -> list[Tenant]:
     rows = await pool.fetch(f"SELECT {_TENANT_COLUMNS} FROM tenants ORDER BY created_at, id")
     return [_tenant(r) for r in rows]
 
 
+@map_db_errors()
 async def get_tenant(pool: asyncpg.Pool, tenant_id: str) -> Tenant | None:
     row = await pool.fetchrow(f"SELECT {_TENANT_COLUMNS} FROM tenants WHERE id = $1", tenant_id)
     return _tenant(row) if row is not None else None
 
 
+@map_db_errors()
 async def create_key(
     pool: asyncpg.Pool, key_id: str, tenant_id: str, key_hash: bytes, prefix: str, scopes: list[str]
 ) -> ApiKey:
@@ -126,6 +133,7 @@ async def create_key(
     return _key(row)
 
 
+@map_db_errors()
 async def list_keys(pool: asyncpg.Pool, tenant_id: str) -> list[ApiKey]:
     rows = await pool.fetch(
         f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE tenant_id = $1 ORDER BY created_at, id",
@@ -134,6 +142,7 @@ async def list_keys(pool: asyncpg.Pool, tenant_id: str) -> list[ApiKey]:
     return [_key(r) for r in rows]
 
 
+@map_db_errors()
 async def revoke_key(pool: asyncpg.Pool, key_id: str) -> ApiKey | None:
     """Revoke a key (a second revocation keeps the first time); None if there is no such
     key."""
@@ -156,16 +165,19 @@ async def _changed(
     )
 
 
+@map_db_errors()
 async def keys_changed(pool: asyncpg.Pool, since: dt.datetime | None) -> list[ApiKey]:
     """Every key created or revoked since `since` (all keys if None)."""
     return [_key(r) for r in await _changed(pool, "api_keys", _KEY_COLUMNS, since)]
 
 
+@map_db_errors()
 async def tenants_changed(pool: asyncpg.Pool, since: dt.datetime | None) -> list[Tenant]:
     """Every tenant created or changed since `since` (all if None)."""
     return [_tenant(r) for r in await _changed(pool, "tenants", _TENANT_COLUMNS, since)]
 
 
+@map_db_errors()
 async def record_key_use(pool: asyncpg.Pool, used: dict[str, dt.datetime]) -> None:
     """Move each key's `last_used_at` forward (not `updated_at`: using a key is not a
     change the gateways need to reload)."""
@@ -179,6 +191,7 @@ async def record_key_use(pool: asyncpg.Pool, used: dict[str, dt.datetime]) -> No
     )
 
 
+@map_db_errors()
 async def add_webhook_secret(
     pool: asyncpg.Pool, secret_id: str, tenant_id: str, sealed: str
 ) -> Any:
@@ -192,6 +205,7 @@ async def add_webhook_secret(
     )
 
 
+@map_db_errors()
 async def webhook_secrets(pool: asyncpg.Pool, tenant_id: str) -> list[dict[str, Any]]:
     """A tenant's signing secrets (`id`, sealed `secret`, `created_at`), oldest first."""
     rows = await pool.fetch(
@@ -202,6 +216,7 @@ async def webhook_secrets(pool: asyncpg.Pool, tenant_id: str) -> list[dict[str, 
     return [dict(r) for r in rows]
 
 
+@map_db_errors()
 async def delete_webhook_secret(pool: asyncpg.Pool, tenant_id: str, secret_id: str) -> bool:
     """Delete one of a tenant's secrets; False if the tenant has no such secret."""
     status = await pool.execute(
@@ -210,6 +225,7 @@ async def delete_webhook_secret(pool: asyncpg.Pool, tenant_id: str, secret_id: s
     return bool(status != "DELETE 0")
 
 
+@map_db_errors()
 async def usage(pool: asyncpg.Pool, month: dt.date, tenant_id: str | None) -> list[dict[str, Any]]:
     """Usage of one month: one row per tenant (only `tenant_id`'s if given), with the
     tenant's name where it has one."""
@@ -227,6 +243,7 @@ async def usage(pool: asyncpg.Pool, month: dt.date, tenant_id: str | None) -> li
     return [dict(r) for r in rows]
 
 
+@map_db_errors()
 async def succeeded_this_month(
     pool: asyncpg.Pool, month: dt.date, tenant_ids: list[str]
 ) -> dict[str, int]:

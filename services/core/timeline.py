@@ -6,9 +6,10 @@ import contextlib
 
 import msgspec
 from nats.js import JetStreamContext
-from nats.js.errors import NotFoundError
 
-from services.core import events
+# `bus` imports this module too: only its functions are used here, at call time.
+from services.core import bus, events
+from services.core.errors import NotFound
 from services.core.status import JobStatus
 
 # A terminal event's tag is the status it gives its job.
@@ -27,8 +28,9 @@ async def job_events(js: JetStreamContext, job_id: str) -> list[tuple[int, event
     subjects = events.subject(job_id, ">")
     while True:
         try:
-            raw = await js.get_msg(events.STREAM, seq=seq, subject=subjects, next=True)
-        except NotFoundError:
+            with bus.map_bus_errors():
+                raw = await js.get_msg(events.STREAM, seq=seq, subject=subjects, next=True)
+        except NotFound:
             return found
         seq = int(raw.seq or seq) + 1
         with contextlib.suppress(msgspec.DecodeError, msgspec.ValidationError):
@@ -45,8 +47,9 @@ async def last_event(
     can lag the leader's, so only callers that tolerate a slightly old answer use it.
     """
     try:
-        raw = await js.get_last_msg(events.STREAM, events.subject(job_id, tag), direct=direct)
-    except NotFoundError:
+        with bus.map_bus_errors():
+            raw = await js.get_last_msg(events.STREAM, events.subject(job_id, tag), direct=direct)
+    except NotFound:
         return None
     try:
         return events.decode(raw.data or b"")
@@ -71,10 +74,11 @@ async def first_terminal_seq(js: JetStreamContext, job_id: str) -> int | None:
     firsts = []
     for tag in _TERMINAL_TAGS:
         try:
-            raw = await js.get_msg(
-                events.STREAM, seq=1, subject=events.subject(job_id, tag), next=True
-            )
-        except NotFoundError:
+            with bus.map_bus_errors():
+                raw = await js.get_msg(
+                    events.STREAM, seq=1, subject=events.subject(job_id, tag), next=True
+                )
+        except NotFound:
             continue
         if raw.seq is not None:
             firsts.append(int(raw.seq))

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from aiohttp import web
 
 from services.core import bus, db, metrics, runtime
-from services.core.errors import PayloadTooLarge, PressroomError, RequestTimeout
+from services.core.errors import PayloadTooLarge, PressroomError, RequestTimeout, Unavailable
 from services.core.jail import Jail, TemplateLimits
 from services.core.settings import Settings
 from services.core.storage import open_storage
@@ -20,7 +20,6 @@ from services.gateway import account, admin, idempotency, jobs, logroom, templat
 from services.gateway.auth import AUTH_SETTINGS, CALLER_KEY, DIRECTORY, Directory
 from services.gateway.keys import IDEMPOTENCY, JAIL, JS, LOG_ROOM, NATS, POOL, SETTINGS, STORAGE
 from services.gateway.limits import LIMITS, Limits
-from services.gateway.postgres import DB_DOWN
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +121,7 @@ async def _refresh_forever(app: web.Application, stop: asyncio.Event) -> None:
             await limits.refresh(app[POOL])
             if rounds % USE_FLUSH_EVERY == 0 or stop.is_set():
                 await directory.flush_use(app[POOL])
-        except DB_DOWN as exc:
+        except Unavailable as exc:
             log.warning("keys and tenants not refreshed (the last copy serves): %s", exc)
         except Exception:  # a bug must not end the refreshes: revocations would stop
             log.exception("keys and tenants not refreshed (the last copy serves)")

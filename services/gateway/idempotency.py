@@ -14,13 +14,18 @@ import contextlib
 import hashlib
 
 import msgspec
-from nats.errors import Error as NatsError
 from nats.js import JetStreamContext
 from nats.js.api import KeyValueConfig, StorageType
-from nats.js.errors import BucketNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
-from services.core.errors import IdempotencyConflict, Unavailable
+from services.core import bus
+from services.core.errors import (
+    Conflict,
+    IdempotencyConflict,
+    NotFound,
+    PressroomError,
+    Unavailable,
+)
 from services.core.settings import Settings
 
 BUCKET = "IDEMPOTENCY"
@@ -39,8 +44,9 @@ _decoder = msgspec.json.Decoder(Claim)
 async def open_bucket(js: JetStreamContext, settings: Settings) -> KeyValue:
     """The bucket, created on first use with the TTL from settings."""
     try:
-        return await js.key_value(BUCKET)
-    except BucketNotFoundError:
+        with bus.map_bus_errors():
+            return await js.key_value(BUCKET)
+    except NotFound:
         config = KeyValueConfig(
             bucket=BUCKET,
             history=1,
@@ -48,7 +54,8 @@ async def open_bucket(js: JetStreamContext, settings: Settings) -> KeyValue:
             storage=StorageType.FILE,
             replicas=settings.stream_replicas,
         )
-        return await js.create_key_value(config)
+        with bus.map_bus_errors():
+            return await js.create_key_value(config)
 
 
 def _entry(tenant: str, key: str) -> str:
@@ -65,15 +72,15 @@ async def claim(kv: KeyValue, tenant: str, key: str, job_id: str, fingerprint: s
     entry = _entry(tenant, key)
     value = msgspec.json.encode(Claim(job_id, fingerprint))
     try:
-        await kv.create(entry, value)
+        with bus.map_bus_errors("cannot check the Idempotency-Key: NATS"):
+            await kv.create(entry, value)
         return True
-    except KeyWrongLastSequenceError:
+    except Conflict:  # the key is taken: by this same request, or by another?
         pass
-    except (TimeoutError, NatsError) as exc:
-        raise Unavailable(f"cannot check the Idempotency-Key: NATS: {exc}") from exc
     try:
-        first = _decoder.decode((await kv.get(entry)).value or b"")
-    except (TimeoutError, NatsError, msgspec.DecodeError) as exc:
+        with bus.map_bus_errors("cannot check the Idempotency-Key: NATS"):
+            first = _decoder.decode((await kv.get(entry)).value or b"")
+    except (NotFound, msgspec.DecodeError) as exc:  # expired in between, or not a claim
         raise Unavailable(f"cannot check the Idempotency-Key: NATS: {exc}") from exc
     if first.fingerprint != fingerprint or first.job_id != job_id:
         raise IdempotencyConflict(
@@ -85,5 +92,5 @@ async def claim(kv: KeyValue, tenant: str, key: str, job_id: str, fingerprint: s
 
 async def release(kv: KeyValue, tenant: str, key: str) -> None:
     """Forget a claim whose job could not be submitted (best effort)."""
-    with contextlib.suppress(TimeoutError, NatsError):
+    with contextlib.suppress(PressroomError), bus.map_bus_errors():
         await kv.delete(_entry(tenant, key))

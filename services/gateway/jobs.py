@@ -8,7 +8,6 @@ import uuid
 from typing import Any
 
 from aiohttp import web
-from nats.errors import Error as NatsError
 
 from services.core import bus, crypto, db, events, metrics, netpolicy, timeline
 from services.core.errors import Conflict, NotFound, PressroomError, Unavailable
@@ -18,7 +17,7 @@ from services.gateway import idempotency, templates
 from services.gateway.auth import caller_of, guarded
 from services.gateway.keys import IDEMPOTENCY, JS, LOG_ROOM, NATS, POOL, SETTINGS, STORAGE
 from services.gateway.limits import LIMITS
-from services.gateway.postgres import DB_DOWN
+from services.gateway.postgres import unavailable_without_postgres
 from services.gateway.requests import (
     JOB_ID,
     JobRequest,
@@ -131,8 +130,8 @@ async def _load_row(request: web.Request, job_id: str) -> dict[str, Any] | None:
     not exist for the caller)."""
     try:
         row = await db.get_job(request.app[POOL], job_id)
-    except DB_DOWN as exc:
-        raise Unavailable(f"job status is unavailable: PostgreSQL: {exc}") from exc
+    except Unavailable as exc:
+        raise Unavailable(f"job status is unavailable: {exc.message}") from exc
     if row is None or row["tenant_id"] != caller_of(request).tenant:
         return None
     return row
@@ -143,8 +142,8 @@ async def _in_log(request: web.Request, job_id: str, tenant: str) -> bool:
     behind it)."""
     try:
         submitted = await timeline.last_event(request.app[JS], job_id, "submitted")
-    except (TimeoutError, NatsError) as exc:
-        raise Unavailable(f"job status is unavailable: NATS: {exc}") from exc
+    except Unavailable as exc:
+        raise Unavailable(f"job status is unavailable: {exc.message}") from exc
     return submitted is not None and submitted.tenant == tenant
 
 
@@ -210,10 +209,8 @@ async def get_webhooks(request: web.Request) -> web.Response:
     """`GET /jobs/{id}/webhooks`: every recorded webhook delivery attempt."""
     job_id = _job_id(request)
     await _job_or_404(request, job_id)
-    try:
+    with unavailable_without_postgres("webhook log is unavailable"):
         rows = await db.webhook_deliveries(request.app[POOL], job_id)
-    except DB_DOWN as exc:
-        raise Unavailable(f"webhook log is unavailable: PostgreSQL: {exc}") from exc
     attempts = [
         {
             "webhook_id": r["webhook_id"],
@@ -260,8 +257,8 @@ async def readyz(request: web.Request) -> web.Response:
     """Ready when NATS is connected and Postgres answers."""
     checks = {"nats": request.app[NATS].is_connected, "postgres": True}
     try:
-        await request.app[POOL].fetchval("SELECT 1", timeout=2)
-    except DB_DOWN:
+        await db.ping(request.app[POOL], timeout=2)
+    except Unavailable:
         checks["postgres"] = False
     status = 200 if all(checks.values()) else 503
     return web.json_response({"ready": status == 200, "checks": checks}, status=status)
@@ -329,8 +326,8 @@ async def get_events(request: web.Request) -> web.Response:
     job_id = _job_id(request)
     try:
         found = await timeline.job_events(request.app[JS], job_id)
-    except (TimeoutError, NatsError) as exc:
-        raise Unavailable(f"job history is unavailable: NATS: {exc}") from exc
+    except Unavailable as exc:
+        raise Unavailable(f"job history is unavailable: {exc.message}") from exc
     if not found or found[0][1].tenant != caller_of(request).tenant:
         raise NotFound(f"no job {job_id!r}")
     return web.json_response(

@@ -18,11 +18,10 @@ import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from nats.errors import Error as NatsError
 from nats.js import JetStreamContext
 
-from services.core import events, runtime
-from services.core.errors import LogFull
+from services.core import bus, events, runtime
+from services.core.errors import LogFull, NotFound, Unavailable
 
 log = logging.getLogger(__name__)
 
@@ -64,9 +63,10 @@ class LogRoom:
         """Read the stream's size and the renderers' backlog; the last reading stays
         while NATS is away."""
         try:
-            stream = await js.stream_info(events.STREAM)
-            renderer = await js.consumer_info(events.STREAM, events.RENDERER)
-        except (NatsError, TimeoutError) as exc:
+            with bus.map_bus_errors():
+                stream = await js.stream_info(events.STREAM)
+                renderer = await js.consumer_info(events.STREAM, events.RENDERER)
+        except (Unavailable, NotFound) as exc:
             log.debug("log size not read: %r", exc)
             return
         was_full = self.full()

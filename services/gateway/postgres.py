@@ -5,16 +5,16 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from services.core.db import DB_DOWN
 from services.core.errors import Unavailable
 
-__all__ = ["DB_DOWN", "unavailable_without_postgres"]
+__all__ = ["unavailable_without_postgres"]
 
 
 @contextlib.contextmanager
 def unavailable_without_postgres(what: str) -> Iterator[None]:
-    """Turn a failed PostgreSQL call inside the block into `Unavailable` ("{what}: …")."""
+    """Name what is unavailable in the `Unavailable` of a PostgreSQL call inside the block
+    ("{what}: PostgreSQL: …"); `core/db` and `core/tenancy` raise it."""
     try:
         yield
-    except DB_DOWN as exc:
-        raise Unavailable(f"{what}: PostgreSQL: {exc}") from exc
+    except Unavailable as exc:
+        raise Unavailable(f"{what}: {exc.message}") from exc

@@ -17,11 +17,10 @@ from typing import Any
 
 import aiohttp
 from nats.aio.msg import Msg
-from nats.errors import Error as NatsError
 from nats.js import JetStreamContext
 
 from services.core import bus, events, metrics, runtime, signing, timeline
-from services.core.errors import StorageError, Unavailable
+from services.core.errors import NotFound, StorageError, Unavailable
 from services.core.settings import Settings
 from services.core.storage import Storage
 from services.notifier import delivery
@@ -55,18 +54,22 @@ class Notifier:
         if event is None:
             return
         try:
-            terminal = await self._terminal_of(event)
-            if terminal is None or terminal.webhook_url is None:
-                await msg.ack()
-                return
-            if terminal is event and await self._superseded(msg, terminal):
-                await msg.ack()
-                return
-            await self._attempt(msg, terminal, terminal.webhook_url)
-        except (Unavailable, StorageError, NatsError, TimeoutError) as exc:
+            with bus.map_bus_errors():  # acks and naks, besides what `bus` itself does
+                await self._notify(msg, event)
+        except (Unavailable, StorageError) as exc:
             log.warning("job %s: webhook postponed: %r", event.job_id, exc)
-            with contextlib.suppress(NatsError, TimeoutError):
+            with contextlib.suppress(Unavailable), bus.map_bus_errors():
                 await msg.nak(delay=5)
+
+    async def _notify(self, msg: Msg, event: events.AnyEvent) -> None:
+        terminal = await self._terminal_of(event)
+        if terminal is None or terminal.webhook_url is None:
+            await msg.ack()
+            return
+        if terminal is event and await self._superseded(msg, terminal):
+            await msg.ack()
+            return
+        await self._attempt(msg, terminal, terminal.webhook_url)
 
     async def _superseded(self, msg: Msg, event: events.Terminal) -> bool:
         """Whether the job ended before this terminal event (a copy stored after the
@@ -149,7 +152,7 @@ class Notifier:
 async def track_backlog(js: JetStreamContext, stop: asyncio.Event, every: float = 15.0) -> None:
     """Keep `pressroom_webhook_backlog` current from the notifier consumer's state."""
     while not stop.is_set():
-        with contextlib.suppress(NatsError, TimeoutError):
+        with contextlib.suppress(Unavailable, NotFound), bus.map_bus_errors():
             info = await js.consumer_info(events.STREAM, events.NOTIFIER)
             metrics.WEBHOOK_BACKLOG.set((info.num_pending or 0) + (info.num_ack_pending or 0))
         await runtime.pause(stop, every)

@@ -16,7 +16,6 @@ import time
 import asyncpg
 
 from services.core import crypto, events, signing, tenancy
-from services.core.db import DB_DOWN
 from services.core.errors import Unavailable
 from services.core.settings import Settings
 
@@ -55,10 +54,10 @@ class Keyring:
             return cached[1]
         try:
             rows = await tenancy.webhook_secrets(self.pool, tenant)
-        except DB_DOWN as exc:
+        except Unavailable as exc:
             if cached is not None:
                 return cached[1]
-            raise Unavailable(f"cannot read the tenant's webhook secrets: {exc}") from exc
+            raise Unavailable(f"cannot read the tenant's webhook secrets: {exc.message}") from exc
         opened = [self._open(r["secret"], tenant) for r in rows]
         keys = [k for k in opened if k is not None] or self.default
         self.cache[tenant] = (time.monotonic(), keys)

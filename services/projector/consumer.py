@@ -9,11 +9,10 @@ from dataclasses import dataclass
 import asyncpg
 import msgspec
 from nats.aio.msg import Msg
-from nats.errors import Error as NatsError
 from nats.js import JetStreamContext
 
 from services.core import bus, db, events, metrics, runtime
-from services.core.errors import Unavailable
+from services.core.errors import Refused, Unavailable
 from services.projector import usage
 from services.projector.apply import apply
 
@@ -24,15 +23,6 @@ LINGER = 0.05
 """Seconds a partial batch waits for more events: one transaction then carries several
 events (a job's `started` and `done` often arrive within it), which costs the projector
 and PostgreSQL far less CPU per event than one transaction each, for a lag of 50 ms."""
-_DB_DOWN = db.DB_DOWN
-_REFUSED = (
-    asyncpg.DataError,  # SQLSTATE class 22, and arguments asyncpg cannot encode
-    asyncpg.IntegrityConstraintViolationError,  # 23
-    asyncpg.ProgramLimitExceededError,  # 54
-)
-"""PostgreSQL refuses the event itself: retrying it can only stall the projection."""
-RETRYABLE = (*_DB_DOWN, Unavailable, NatsError)
-"""NATS or Postgres trouble: the finalizer and reconciler retry later on these."""
 
 
 def _decode(msg: Msg) -> events.AnyEvent | None:
@@ -61,7 +51,7 @@ async def apply_batch(target: Projection, msgs: list[Msg], *, clean: bool = Fals
     idempotency keys.
     """
     billable: list[events.DocumentUsed] = []
-    async with target.pool.acquire() as conn, conn.transaction():
+    async with db.transaction(target.pool) as conn:
         for msg in msgs:
             event = _decode(msg)
             if event is None:
@@ -113,18 +103,18 @@ async def _apply_or_skip(target: Projection, msgs: list[Msg]) -> None:
     try:
         await apply_batch(target, msgs)
         return
-    except _REFUSED:
+    except Refused:  # PostgreSQL refuses an event itself: retrying cannot help
         pass
     for msg in msgs:
         try:
             try:
                 await apply_batch(target, [msg])
-            except _REFUSED:
+            except Refused:
                 # A NUL in a string, the one refusal known (the log carries none since
                 # events.encode makes events storable; older events may): store it with
                 # U+FFFD instead rather than leave the job without its event.
                 await apply_batch(target, [msg], clean=True)
-        except _REFUSED as exc:
+        except Refused as exc:
             kind = msg.subject.rsplit(".", 1)[-1]
             log.error(
                 "skipping event %d (%s): PostgreSQL refuses it: %s",
@@ -138,7 +128,7 @@ async def _apply_until_stored(target: Projection, msgs: list[Msg], stop: asyncio
     while True:
         try:
             await _apply_or_skip(target, msgs)
-        except (*_DB_DOWN, Unavailable) as exc:
+        except Unavailable as exc:
             log.warning("PostgreSQL or NATS unavailable, holding %d events: %s", len(msgs), exc)
             for msg in msgs:
                 await msg.in_progress()

@@ -25,11 +25,10 @@ import asyncpg
 import msgspec
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
-from nats.js.errors import NotFoundError
 
 from services.core import bus, db, events, metrics
+from services.core.errors import NotFound, Unavailable
 from services.core.status import TERMINAL, JobStatus
-from services.projector.consumer import RETRYABLE
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +76,7 @@ async def handle(js: JetStreamContext, pool: asyncpg.Pool, msg: Msg) -> None:
     it with a delay so it comes back (never raises for those)."""
     try:
         outcome = await finalize(js, pool, msg.data)
-    except RETRYABLE as exc:
+    except Unavailable as exc:
         log.warning("advisory %s: will retry: %s", msg.metadata.sequence.stream, exc)
         await msg.nak(delay=RETRY_DELAY)
         return
@@ -111,8 +110,9 @@ async def _submitted(js: JetStreamContext, seq: int) -> events.JobSubmitted | No
     """The `submitted` event stored at `seq` in the job stream, None if it is not there
     (aged out: then the reconciler, which reads Postgres, is the one to act)."""
     try:
-        raw = await js.get_msg(events.STREAM, seq)
-    except NotFoundError:
+        with bus.map_bus_errors():
+            raw = await js.get_msg(events.STREAM, seq)
+    except NotFound:
         log.warning("advisory for stream seq %d: the message is no longer in the log", seq)
         return None
     try:

@@ -18,11 +18,10 @@ import logging
 from dataclasses import dataclass, field
 
 import asyncpg
-from nats.errors import Error as NatsError
 from nats.js import JetStreamContext
-from nats.js.errors import NotFoundError
 
 from services.core import bus, db, events, runtime
+from services.core.errors import NotFound, Unavailable
 from services.core.settings import Settings
 from services.projector import consumer
 
@@ -68,7 +67,7 @@ async def rebuild(settings: Settings, stop: asyncio.Event) -> Summary:
 
 async def _restart(js: JetStreamContext, pool: asyncpg.Pool, settings: Settings) -> None:
     """Delete the durable, empty the tables, recreate the durable at the first message."""
-    with contextlib.suppress(NotFoundError):
+    with contextlib.suppress(NotFound), bus.map_bus_errors():
         await js.delete_consumer(events.STREAM, events.PROJECTOR)
     await db.truncate_projection(pool)
     # `ensure_stream` recreates the missing durable (DeliverPolicy.ALL) with its usual config.
@@ -89,8 +88,9 @@ async def _watch(js: JetStreamContext, stop: asyncio.Event, caught_up: asyncio.E
 
 async def _drained(js: JetStreamContext) -> bool:
     try:
-        info = await js.consumer_info(events.STREAM, events.PROJECTOR)
-    except (TimeoutError, NatsError) as exc:  # reconnecting: look again at the next poll
+        with bus.map_bus_errors():
+            info = await js.consumer_info(events.STREAM, events.PROJECTOR)
+    except (Unavailable, NotFound) as exc:  # reconnecting: look again at the next poll
         log.warning("cannot read the projector's backlog: %s", exc)
         return False
     return bool(info.num_pending == 0 and info.num_ack_pending == 0)

@@ -31,9 +31,9 @@ import msgspec
 from nats.js import JetStreamContext
 
 from services.core import bus, db, events, metrics, runtime
+from services.core.errors import NotFound, Unavailable
 from services.core.settings import Settings
 from services.projector.consumer import BATCH as PROJECTOR_BATCH
-from services.projector.consumer import RETRYABLE
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ async def run(
             if floor is not None:
                 await sweep(js, pool, settings, floor)
             floor = reading
-        except RETRYABLE as exc:
+        except (Unavailable, NotFound) as exc:  # NotFound: no renderers' durable (yet)
             log.warning("reconciler: sweep skipped: %s", exc)
         await runtime.pause(stop, settings.reconcile_interval)
 
@@ -71,7 +71,8 @@ class Floor:
 async def log_floor(js: JetStreamContext) -> Floor:
     """The renderers' consumer now. A sweep uses the reading of one interval earlier: a job
     acknowledged since may not have had its last events projected yet."""
-    info = await js.consumer_info(events.STREAM, events.RENDERER)
+    with bus.map_bus_errors():
+        info = await js.consumer_info(events.STREAM, events.RENDERER)
     outstanding = (info.num_pending or 0) + (info.num_ack_pending or 0)
     if outstanding == 0:
         return Floor(None)
@@ -90,7 +91,7 @@ async def sweep(
     if await _projection_lags(js):
         log.info("reconciler: the projection is catching up with the log; sweep skipped")
         return None
-    async with pool.acquire() as conn:
+    async with db.connection(pool) as conn:
         if not await db.try_advisory_lock(conn, db.RECONCILER_LOCK_ID):
             return None
         try:
@@ -172,5 +173,6 @@ def stalled(row: dict[str, Any], *, has_input: bool) -> events.JobFailed:
 
 async def _projection_lags(js: JetStreamContext) -> bool:
     """Whether the projector has more than a batch of the log still to apply."""
-    info = await js.consumer_info(events.STREAM, events.PROJECTOR)
+    with bus.map_bus_errors():
+        info = await js.consumer_info(events.STREAM, events.PROJECTOR)
     return (info.num_pending or 0) > PROJECTOR_BATCH

@@ -21,7 +21,6 @@ from typing import Any
 
 import msgspec
 from nats.aio.msg import Msg
-from nats.errors import Error as NatsError
 from nats.js import JetStreamContext
 
 from services.core import bus, events, metrics, timeline
@@ -139,13 +138,14 @@ class Renderer:
         heartbeat = asyncio.create_task(keep_alive(msg, self.settings.ack_wait / 3))
         metrics.RENDERS_IN_FLIGHT.inc()
         try:
-            await self._attempt(msg, event)
+            with bus.map_bus_errors():  # acks, naks and terms, besides what `bus` does
+                await self._attempt(msg, event)
         except asyncio.CancelledError:
             # Shutting down mid-render: hand the job back now rather than after ack wait.
             with contextlib.suppress(Exception):
                 await msg.nak()
             raise
-        except (Unavailable, NatsError, TimeoutError) as exc:
+        except Unavailable as exc:
             # NATS is away (or electing): what was not acked is redelivered later.
             log.warning("job %s: cannot report (%r); left for redelivery", event.job_id, exc)
         finally:
