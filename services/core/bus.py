@@ -99,7 +99,9 @@ def stream_config(settings: Settings) -> StreamConfig:
 
 
 def consumer_configs(settings: Settings) -> list[ConsumerConfig]:
-    """The three durables. No `backoff` list: retries are `nak(delay)` (see shared notes)."""
+    """The three durables. No `backoff` list: retries are `nak(delay)`. With `backoff` the
+    server replaces `ack_wait` by `backoff[0]`, which would also cut a long render's
+    heartbeat deadline."""
     common: dict[str, Any] = {
         "ack_policy": AckPolicy.EXPLICIT,
         "deliver_policy": DeliverPolicy.ALL,

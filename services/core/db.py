@@ -218,7 +218,8 @@ async def migrate(conn: asyncpg.Connection) -> None:
 
 
 async def _init_connection(conn: asyncpg.Connection) -> None:
-    # msgspec encodes several times faster than json.dumps; the projector writes a lot.
+    # msgspec's encoder is cheaper than json.dumps (docs/benchmarks.md); the projector
+    # writes a lot of jsonb.
     await conn.set_type_codec(
         "jsonb", encoder=_encode_json, decoder=msgspec.json.decode, schema="pg_catalog"
     )

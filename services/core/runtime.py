@@ -76,7 +76,8 @@ def _overdue(seconds: float) -> None:
 
 
 def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
-    """uvloop where installed: its C transports cut the gateway's CPU per request by ~20%."""
+    """uvloop where installed: its C transports cut the gateway's CPU per request
+    (docs/benchmarks.md)."""
     try:
         import uvloop
     except ImportError:
@@ -89,9 +90,9 @@ def tune_gc() -> None:
 
     The services allocate many short-lived objects per request or event and keep few: the
     default runs a young collection every few requests and promotes survivors that later
-    cost full collections, which showed as the gateway's accept-latency tail (p99 15-16 ms
-    -> 8-8.5 ms at ~4,300 jobs/s, docs/benchmarks.md). Objects that exist at start (modules,
-    settings) are frozen out of every collection.
+    cost full collections, which showed as the gateway's accept-latency tail
+    (docs/benchmarks.md). Objects that exist at start (modules, settings) are frozen out
+    of every collection.
     """
     gc.freeze()
     gc.set_threshold(50_000, 50, 100)

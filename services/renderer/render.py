@@ -30,10 +30,9 @@ def set_metadata(pdf: bytes, metadata: Metadata) -> bytes:
     are, and a new version of the Info dictionary, a one-entry cross-reference section and
     a trailer pointing back (`/Prev`) to Chromium's are appended. Fields left out keep
     Chromium's values, as do Creator, Producer and the dates. pypdf only parses the
-    cross-reference table, the trailer and the old Info here: 2.5 ms for the tagged
-    two-page invoice (0.7 ms untagged), where rewriting it with pypdf's `PdfWriter`, even
-    in its incremental mode, took 50 to 100 ms. Assumes a classic xref table, which is
-    what Chromium (Skia) writes.
+    cross-reference table, the trailer and the old Info here, far cheaper than rewriting
+    the file with pypdf's `PdfWriter`, even in its incremental mode (docs/benchmarks.md).
+    Assumes a classic xref table, which is what Chromium (Skia) writes.
     """
     fields = _info_fields(metadata)
     if not fields:

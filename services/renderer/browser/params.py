@@ -110,8 +110,7 @@ class Emulation:
 # with scripts disabled, so a miss only means a script that does not run, never one that
 # runs: and then the tab's realm stays clean for the next job without a navigation.
 # HTML names are ASCII case-insensitive: the lowered text is searched, plain substrings
-# first (str.find is C; one alternation regex took 0.36 ms on the example invoice, this
-# takes 0.16 ms).
+# first (str.find is C, cheaper than one alternation regex: docs/benchmarks.md).
 _SCRIPT_MARKERS = ("<script", "<iframe", "<frame", "<object", "<embed", "srcdoc", "javascript:")
 _EVENT_HANDLER = re.compile(r"\bon[a-z]+\s*=")
 

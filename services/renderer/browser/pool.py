@@ -1,10 +1,9 @@
 """`BrowserPool`: HTML or a URL in, PDF or PNG bytes out, on a pool of Chromium tabs.
 
 One Chromium process keeps `pages` tabs open and reuses them, since a new tab per PDF
-costs ~100 ms and cuts throughput by about two thirds (see the environment notes). A tab
-that times out is replaced; a browser that crashed, disconnected or rendered
-`recycle_after` documents is replaced by a fresh one while renders still running on the
-old one finish there.
+would cost much of the throughput (docs/benchmarks.md). A tab that times out is
+replaced; a browser that crashed, disconnected or rendered `recycle_after` documents is
+replaced by a fresh one while renders still running on the old one finish there.
 
 A navigation under way when the browser dies is never settled by pyppeteer, so a render
 also stops waiting when the connection drops (`Chromium.gone`) instead of running into
@@ -174,7 +173,7 @@ class BrowserPool:
         if pages > self.max_pages:
             raise OutputTooLarge(f"PDF has {pages} pages, over the limit of {self.max_pages}")
         if options.metadata is not None:
-            # pypdf is CPU work (~5 ms an invoice): off the loop, so heartbeats keep going.
+            # pypdf is CPU work: off the loop, so heartbeats keep going.
             pdf = await asyncio.to_thread(set_metadata, pdf, options.metadata)
         return RenderResult(pdf, pages, PDF)
 

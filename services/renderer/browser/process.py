@@ -66,7 +66,7 @@ CHROMIUM_ARGS = [
     # cannot, `Confinement.args` adds the flag at launch (see `privileges`).
     "--disable-gpu",
     "--disable-dev-shm-usage",
-    # Without these Chromium keeps trying to reach Google's servers (environment notes).
+    # Without these Chromium keeps trying to reach Google's servers.
     "--disable-background-networking",
     "--disable-component-update",
     "--disable-sync",
@@ -76,7 +76,7 @@ CHROMIUM_ARGS = [
     "--hide-scrollbars",
     "--font-render-hinting=none",
     # Headless tabs past the first count as hidden and their renderers get background
-    # priority; with every tab printing, that cost ~8% of throughput (docs/benchmarks.md).
+    # priority; with every tab printing, that cost throughput (docs/benchmarks.md).
     "--disable-renderer-backgrounding",
     "--disable-backgrounding-occluded-windows",
     # A page that eats memory dies at 512 MB of JS heap (its tab crashes and is replaced)
@@ -150,11 +150,11 @@ def _make_folder(uid: int | None) -> tuple[str, str]:
 def uncompressed_devtools() -> None:
     """Make pyppeteer's DevTools connections without permessage-deflate.
 
-    Chromium otherwise deflates every message on a loopback socket, a PDF's ~120 KB of
-    base64 included, and Python inflates it again: CPU both sides spend for nothing (on
-    the example invoice, ~5% of the throughput of a CPU-bound renderer). pyppeteer
-    offers no option, so the connect function it calls is replaced; done at launch, so
-    only processes that launch through this module are affected.
+    Chromium otherwise deflates every message on a loopback socket, a PDF's base64
+    included, and Python inflates it again: CPU both sides spend for nothing, a share of
+    a CPU-bound renderer's throughput (docs/benchmarks.md). pyppeteer offers no option,
+    so the connect function it calls is replaced; done at launch, so only processes that
+    launch through this module are affected.
     """
     pyppeteer.connection.ws_connect = functools.partial(websocket_connect, compression=None)
 

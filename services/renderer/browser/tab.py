@@ -3,10 +3,10 @@
 `Page.setContent` is a bare `document.write`: it neither waits for `load` nor gives the
 document a new JavaScript realm, so globals and patched prototypes of one job would be
 visible to the next. When the tab's realm may hold an earlier job's state (that job ran
-script), a render first navigates to about:blank (a new realm: ~30 ms, a third of the
-throughput on 2 cores), then writes the HTML and waits for `load` itself. Jobs run with
-script disabled unless they ask for it or contain a way to run it (`javascript` auto), so
-a tab of static invoices never pays for the navigation.
+script), a render first navigates to about:blank (a new realm, a large share of a
+render's CPU: docs/benchmarks.md), then writes the HTML and waits for `load` itself.
+Jobs run with script disabled unless they ask for it or contain a way to run it
+(`javascript` auto), so a tab of static invoices never pays for the navigation.
 
 Printing goes straight to CDP `Page.printToPDF` on the tab's own session: `Page.pdf`
 passes neither `generateTaggedPDF` nor anything we did not know about when it was
@@ -201,7 +201,7 @@ async def produce(
 
 
 async def _load(tab: Tab, source: Source) -> None:
-    """Load the source. A fresh about:blank realm (~30 ms of CPU, a third of a render) is
+    """Load the source. A fresh about:blank realm (costly: see the module docstring) is
     made only when the tab's current realm may hold a previous job's state: after a job
     that ran script, or a page from a URL."""
     was_dirty, tab.dirty = tab.dirty, True  # until this load is known to have run no script
