@@ -35,7 +35,7 @@ from services.core.errors import (
 )
 from services.core.events import Margin, PageOptions, WaitFor
 from services.core.settings import Settings
-from services.renderer.browser import BrowserPool, count_pages, privileges
+from services.renderer.browser import BrowserPool, Html, count_pages, privileges
 from services.renderer.browser import tab as tab_module
 from services.renderer.browser.privileges import confine
 from tests.conftest import eventually
@@ -102,16 +102,16 @@ def processes_using(profile: str) -> list[int]:
 
 @shared_loop
 async def test_pdf_contains_the_text_and_one_page(pool: BrowserPool) -> None:
-    result = await pool.pdf("<h1>Hi Ana</h1>", A4)
-    assert result.pdf.startswith(b"%PDF-")
-    assert "Hi Ana" in text_of(result.pdf)
+    result = await pool.render(Html("<h1>Hi Ana</h1>"), A4)
+    assert result.data.startswith(b"%PDF-")
+    assert "Hi Ana" in text_of(result.data)
     assert result.pages == 1
 
 
 @shared_loop
 async def test_devtools_messages_are_not_deflated(pool: BrowserPool) -> None:
     """Compression on a loopback socket costs both processes CPU (docs/benchmarks.md)."""
-    await pool.pdf("<p>x</p>", A4)
+    await pool.render(Html("<p>x</p>"), A4)
     chromium = pool.chromium
     assert chromium is not None
     assert chromium.browser._connection.connection.extensions == []
@@ -119,8 +119,10 @@ async def test_devtools_messages_are_not_deflated(pool: BrowserPool) -> None:
 
 @shared_loop
 async def test_a4_portrait_by_default_and_landscape_when_asked(pool: BrowserPool) -> None:
-    portrait = PdfReader(io.BytesIO((await pool.pdf("<p>x</p>", A4)).pdf)).pages[0].mediabox
-    landscape_pdf = (await pool.pdf("<p>x</p>", PageOptions(landscape=True))).pdf
+    portrait = (
+        PdfReader(io.BytesIO((await pool.render(Html("<p>x</p>"), A4)).data)).pages[0].mediabox
+    )
+    landscape_pdf = (await pool.render(Html("<p>x</p>"), PageOptions(landscape=True))).data
     landscape = PdfReader(io.BytesIO(landscape_pdf)).pages[0].mediabox
     assert portrait.width == pytest.approx(595, abs=2)  # A4 is 595 x 842 pt
     assert portrait.height == pytest.approx(842, abs=2)
@@ -150,11 +152,11 @@ async def test_format_margin_and_scale_are_applied(pool: BrowserPool) -> None:
         "<p>L</p><p style='padding-left: 400px'>R</p>"
     )
     options = PageOptions(format="Letter", margin=Margin(top="1in", left="1in"), scale=0.5)
-    result = await pool.pdf(html, options)
-    box = PdfReader(io.BytesIO(result.pdf)).pages[0].mediabox
+    result = await pool.render(Html(html), options)
+    box = PdfReader(io.BytesIO(result.data)).pages[0].mediabox
     assert box.width == pytest.approx(612, abs=2)  # US Letter is 612 x 792 pt
     assert box.height == pytest.approx(792, abs=2)
-    at = positions(result.pdf)
+    at = positions(result.data)
     assert at["L"][0] == pytest.approx(72, abs=1)
     assert 792 - 72 - 20 < at["L"][1] < 792 - 72  # the first baseline, just under 1 in
     assert at["R"][0] - at["L"][0] == pytest.approx(400 * 0.75 * 0.5, abs=1)
@@ -163,16 +165,16 @@ async def test_format_margin_and_scale_are_applied(pool: BrowserPool) -> None:
 @shared_loop
 async def test_long_document_page_count_matches_pypdf(pool: BrowserPool) -> None:
     html = "".join(f"<p>paragraph {i}</p>" for i in range(400))
-    result = await pool.pdf(html, A4)
+    result = await pool.render(Html(html), A4)
     assert result.pages > 1
-    assert result.pages == len(PdfReader(io.BytesIO(result.pdf)).pages)
-    assert count_pages(result.pdf) == result.pages
+    assert result.pages == len(PdfReader(io.BytesIO(result.data)).pages)
+    assert count_pages(result.data) == result.pages
 
 
 @shared_loop
 async def test_concurrent_renders_share_the_tabs(pool: BrowserPool) -> None:
-    results = await asyncio.gather(*(pool.pdf(f"<p>doc {i}</p>", A4) for i in range(6)))
-    assert [f"doc {i}" in text_of(r.pdf) for i, r in enumerate(results)] == [True] * 6
+    results = await asyncio.gather(*(pool.render(Html(f"<p>doc {i}</p>"), A4) for i in range(6)))
+    assert [f"doc {i}" in text_of(r.data) for i, r in enumerate(results)] == [True] * 6
 
 
 @shared_loop
@@ -180,17 +182,19 @@ async def test_each_render_starts_in_a_fresh_javascript_realm(pool: BrowserPool)
     """A reused tab must not let one job's globals be read by the next job."""
     for _ in range(2):  # make sure both tabs have run the first document
         await asyncio.gather(
-            *(pool.pdf("<script>window.secret = 'A'</script>", A4) for _ in range(2))
+            *(pool.render(Html("<script>window.secret = 'A'</script>"), A4) for _ in range(2))
         )
     probe = "<p id=out></p><script>out.textContent = 'secret is ' + typeof window.secret</script>"
-    results = await asyncio.gather(*(pool.pdf(probe, A4) for _ in range(2)))
-    assert all("secret is undefined" in text_of(r.pdf) for r in results)
+    results = await asyncio.gather(*(pool.render(Html(probe), A4) for _ in range(2)))
+    assert all("secret is undefined" in text_of(r.data) for r in results)
 
 
 @shared_loop
 async def test_a_javascript_dialog_does_not_block_the_render(pool: BrowserPool) -> None:
-    result = await pool.pdf("<script>alert('hi'); confirm('sure?')</script><p>after</p>", A4)
-    assert "after" in text_of(result.pdf)
+    result = await pool.render(
+        Html("<script>alert('hi'); confirm('sure?')</script><p>after</p>"), A4
+    )
+    assert "after" in text_of(result.data)
 
 
 # --- what a page may fetch ----------------------------------------------------------------
@@ -207,8 +211,8 @@ async def test_disallowed_schemes_are_aborted_and_http_continues(
         '<iframe src="file:///etc/passwd"></iframe><p>still rendered</p>'
     )
     with caplog.at_level(logging.INFO, logger="services.renderer.egress"):
-        result = await pool.pdf(html, A4)
-    text = text_of(result.pdf)
+        result = await pool.render(Html(html), A4)
+    text = text_of(result.data)
     assert "still rendered" in text
     assert "root:" not in text
     assert "refused a page request to ftp://127.0.0.1:1/x.png" in caplog.text
@@ -222,17 +226,17 @@ async def test_disallowed_schemes_are_aborted_and_http_continues(
 async def test_output_over_the_limit_raises_output_too_large() -> None:
     async with pool_of(pages=1, max_output_bytes=1000) as small:
         with pytest.raises(OutputTooLarge, match=r"PDF is over the limit of 1000 bytes"):
-            await small.pdf("<h1>Hi Ana</h1>", A4)
+            await small.render(Html("<h1>Hi Ana</h1>"), A4)
         # The stream was closed and the tab kept: the next job renders at once.
         small.max_output_bytes = 50_000_000
-        assert "Hi Ana" in text_of((await small.pdf("<h1>Hi Ana</h1>", A4)).data)
+        assert "Hi Ana" in text_of((await small.render(Html("<h1>Hi Ana</h1>"), A4)).data)
 
 
 async def test_a_pdf_streamed_in_many_chunks_is_whole(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tab_module, "STREAM_CHUNK", 1024)
     async with pool_of(pages=1) as pool:
         html = "".join(f"<p style='page-break-after: always'>page {i}</p>" for i in range(5))
-        result = await pool.pdf(html, A4)
+        result = await pool.render(Html(html), A4)
         assert len(result.data) > 5 * 1024
         assert result.pages == 5 == len(PdfReader(io.BytesIO(result.data)).pages)
         assert "page 4" in text_of(result.data)
@@ -242,18 +246,18 @@ async def test_endless_script_times_out_and_the_tab_is_replaced() -> None:
     async with pool_of(pages=1, timeout=1.0) as quick:
         started = time.monotonic()
         with pytest.raises(RenderTimeout, match="render took longer than 1 s"):
-            await quick.pdf(ENDLESS, A4)
+            await quick.render(Html(ENDLESS), A4)
         assert time.monotonic() - started < 8
         # One tab only: this render proves the stuck tab was replaced.
-        assert "next job" in text_of((await quick.pdf("<p>next job</p>", A4)).pdf)
+        assert "next job" in text_of((await quick.render(Html("<p>next job</p>"), A4)).data)
 
         # A caller cancelled mid-render (shutdown) must not cost the pool its tab either.
-        stuck = asyncio.ensure_future(quick.pdf(ENDLESS, A4))
+        stuck = asyncio.ensure_future(quick.render(Html(ENDLESS), A4))
         await asyncio.sleep(0)  # one loop turn: the render takes the only tab
         stuck.cancel()
         with pytest.raises(asyncio.CancelledError):
             await stuck
-        assert "after cancel" in text_of((await quick.pdf("<p>after cancel</p>", A4)).pdf)
+        assert "after cancel" in text_of((await quick.render(Html("<p>after cancel</p>"), A4)).data)
         assert quick.alive
 
 
@@ -265,10 +269,12 @@ async def test_screenshots_on_every_tab_also_after_a_tab_was_replaced() -> None:
     png = PageOptions(output="png", width="400px", scale=2)
     async with pool_of(pages=2, timeout=3.0) as pool:
         for _ in range(2):
-            shots = await asyncio.gather(*(pool.pdf(f"{tall}<p>{i}</p>", png) for i in range(4)))
+            shots = await asyncio.gather(
+                *(pool.render(Html(f"{tall}<p>{i}</p>"), png) for i in range(4))
+            )
             assert [shot.data[:8] for shot in shots] == [b"\x89PNG\r\n\x1a\n"] * 4
             with pytest.raises(RenderTimeout):
-                await pool.pdf(ENDLESS, A4)
+                await pool.render(Html(ENDLESS), A4)
 
 
 async def test_a_failure_the_render_decides_keeps_the_tab() -> None:
@@ -279,10 +285,10 @@ async def test_a_failure_the_render_decides_keeps_the_tab() -> None:
         (tab,) = pool.chromium.idle_tabs()
         never = PageOptions(wait_for=WaitFor(selector="#never", timeout=0.3))
         with pytest.raises(WaitTimeout):
-            await pool.pdf("<p>x</p>", never)
+            await pool.render(Html("<p>x</p>"), never)
         with pytest.raises(RequestError, match="exceeds page count"):
-            await pool.pdf("<p>x</p>", PageOptions(page_ranges="5"))
-        assert "next job" in text_of((await pool.pdf("<p>next job</p>", A4)).data)
+            await pool.render(Html("<p>x</p>"), PageOptions(page_ranges="5"))
+        assert "next job" in text_of((await pool.render(Html("<p>next job</p>"), A4)).data)
         assert list(pool.chromium.idle_tabs()) == [tab]
 
 
@@ -291,14 +297,14 @@ async def test_a_failure_the_render_decides_keeps_the_tab() -> None:
 
 async def test_killed_chromium_is_relaunched() -> None:
     async with pool_of(pages=2) as pool:
-        await pool.pdf("<p>before</p>", A4)
+        await pool.render(Html("<p>before</p>"), A4)
         old = pool.pid
         assert old is not None
         os.kill(old, signal.SIGKILL)
         with contextlib.suppress(BrowserError):  # it may meet the dead browser or a new one
-            await pool.pdf("<p>during</p>", A4)
-        result = await pool.pdf("<p>after</p>", A4)
-        assert "after" in text_of(result.pdf)
+            await pool.render(Html("<p>during</p>"), A4)
+        result = await pool.render(Html("<p>after</p>"), A4)
+        assert "after" in text_of(result.data)
         assert pool.alive
         assert pool.pid != old
 
@@ -309,7 +315,7 @@ async def test_renders_in_flight_on_a_killed_chromium_fail_at_once_with_browser_
         slow = (
             "<p>slow</p><script>const end = Date.now() + 3000; while (Date.now() < end) {}</script>"
         )
-        renders = [asyncio.ensure_future(pool.pdf(slow, A4)) for _ in range(3)]
+        renders = [asyncio.ensure_future(pool.render(Html(slow), A4)) for _ in range(3)]
         await asyncio.sleep(0)  # one loop turn: two renders take the tabs, one waits
         pid = pool.pid
         assert pid is not None
@@ -319,7 +325,7 @@ async def test_renders_in_flight_on_a_killed_chromium_fail_at_once_with_browser_
         assert time.monotonic() - started < 10
         assert all(isinstance(o, BrowserError) for o in outcomes[:2]), outcomes
         assert isinstance(outcomes[2], BrowserError) or outcomes[2].pages == 1, outcomes
-        assert "recovered" in text_of((await pool.pdf("<p>recovered</p>", A4)).pdf)
+        assert "recovered" in text_of((await pool.render(Html("<p>recovered</p>"), A4)).data)
 
 
 async def test_browser_is_recycled_after_n_renders() -> None:
@@ -328,7 +334,7 @@ async def test_browser_is_recycled_after_n_renders() -> None:
         assert first is not None
         profile = profile_of(first)
         for i in range(3):
-            await pool.pdf(f"<p>{i}</p>", A4)
+            await pool.render(Html(f"<p>{i}</p>"), A4)
         assert pool.pid != first
 
         def old_browser_gone() -> bool:
@@ -339,7 +345,7 @@ async def test_browser_is_recycled_after_n_renders() -> None:
 
 async def test_exit_leaves_no_chromium_process_or_profile_behind() -> None:
     async with pool_of(pages=2) as pool:
-        await pool.pdf("<p>x</p>", A4)
+        await pool.render(Html("<p>x</p>"), A4)
         pid = pool.pid
         assert pid is not None
         profile = profile_of(pid)
@@ -383,7 +389,7 @@ async def test_startup_cancelled_midway_leaves_no_chromium_behind() -> None:
 
 async def test_pdf_outside_the_context_manager_is_an_error() -> None:
     with pytest.raises(RuntimeError, match="not open"):
-        await pool_of().pdf("<p>x</p>", A4)
+        await pool_of().render(Html("<p>x</p>"), A4)
 
 
 @shared_loop
@@ -396,12 +402,12 @@ async def test_a_page_that_eats_memory_fails_fast_without_harming_others(
     eater = "<script>let a = []; while (true) a.push(new Array(1e6).fill(1.5));</script>"
     started = time.monotonic()
     eaten, fine = await asyncio.gather(
-        pool.pdf(eater, A4), pool.pdf("<p>beside</p>", A4), return_exceptions=True
+        pool.render(Html(eater), A4), pool.render(Html("<p>beside</p>"), A4), return_exceptions=True
     )
     assert isinstance(eaten, PageCrashed) and "crashed its tab" in str(eaten)
     assert time.monotonic() - started < 10
     assert "beside" in text_of(fine.data)
-    after = await asyncio.gather(*(pool.pdf(f"<p>after {i}</p>", A4) for i in range(3)))
+    after = await asyncio.gather(*(pool.render(Html(f"<p>after {i}</p>"), A4) for i in range(3)))
     assert all(f"after {i}" in text_of(r.data) for i, r in enumerate(after))
 
 
@@ -414,7 +420,7 @@ async def test_chromium_gets_none_of_the_renderers_secrets(
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "do-not-leak-this-either")
     before = set(chromium_processes())  # the module's shared pool, if it runs
     async with pool_of() as fresh:
-        await fresh.pdf("<p>env</p>", A4)
+        await fresh.render(Html("<p>env</p>"), A4)
         chromiums = {pid: args for pid, args in chromium_processes().items() if pid not in before}
         browser = [pid for pid, args in chromiums.items() if not any("--type=" in a for a in args)]
         assert len(browser) == 1 and len(chromiums) > 1, chromiums
@@ -448,7 +454,7 @@ async def test_popups_are_blocked_and_sites_isolated(pool: BrowserPool) -> None:
         "r.textContent = 'popup ' + (window.open('http://127.0.0.1:9/x') === null "
         "? 'blocked' : 'opened');</script>"
     )
-    assert "popup blocked" in text_of((await pool.pdf(page, A4)).data)
+    assert "popup blocked" in text_of((await pool.render(Html(page), A4)).data)
     browser = [
         args for args in chromium_processes().values() if not any("--type=" in a for a in args)
     ]
@@ -492,7 +498,7 @@ async def test_as_root_every_chromium_process_runs_as_an_unprivileged_user(
     `PRESSROOM_CHROMIUM_UID` (real, effective and saved user and group, no supplementary
     groups): none is root, so a page that takes one over cannot read a root-only file.
     Chromium's user owns its profile, not the launcher root ran."""
-    assert "unprivileged" in text_of((await pool.pdf("<p>unprivileged</p>", A4)).data)
+    assert "unprivileged" in text_of((await pool.render(Html("<p>unprivileged</p>"), A4)).data)
     processes = list(browser_and_helpers(pool))
     assert len(processes) > 1
     for proc in processes:
@@ -516,7 +522,7 @@ async def test_chromium_sandboxes_its_renderers_where_user_namespaces_work(
     pages) is under seccomp-bpf in a user namespace other than the browser's."""
     if not confine(CHROMIUM_UID).sandboxed:
         pytest.skip(f"no sandbox here: {confine(CHROMIUM_UID).why_unsandboxed}")
-    await pool.pdf("<p>sandboxed</p>", A4)
+    await pool.render(Html("<p>sandboxed</p>"), A4)
     (browser, flags), *helpers = browser_and_helpers(pool).items()
     assert "--no-sandbox" not in flags
     renderers = [proc for proc, args in helpers if "--type=renderer" in args]
@@ -538,7 +544,7 @@ async def test_without_user_namespaces_chromium_runs_unsandboxed_and_says_why(
         with caplog.at_level(logging.WARNING, logger=privileges.__name__):
             async with pool_of(pages=1, recycle_after=1) as fresh:
                 for word in ("unsandboxed", "relaunched"):  # the second is on a new browser
-                    assert word in text_of((await fresh.pdf(f"<p>{word}</p>", A4)).data)
+                    assert word in text_of((await fresh.render(Html(f"<p>{word}</p>"), A4)).data)
                 browser = psutil.Process(fresh.pid)
                 assert "--no-sandbox" in browser.cmdline()
                 assert browser.uids().effective == (

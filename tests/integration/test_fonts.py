@@ -16,7 +16,7 @@ import pypdf
 from fontTools.ttLib import TTFont
 
 from services.core.events import PageOptions
-from services.renderer.browser import BrowserPool
+from services.renderer.browser import BrowserPool, Html
 
 DEJAVU = Path("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf")
 HTML = "<p style=\"font-family: 'Pressroom Test Sans'\">Hello fonts</p>"
@@ -45,7 +45,7 @@ async def render(chromium: str, fonts_dir: str) -> set[str]:
     async with BrowserPool(
         chromium, pages=1, timeout=20, max_output_bytes=10**8, fonts_dir=fonts_dir
     ) as pool:
-        return font_names((await pool.pdf(HTML, PageOptions())).data)
+        return font_names((await pool.render(Html(HTML), PageOptions())).data)
 
 
 async def test_fonts_dir_makes_a_family_usable(chromium: str):

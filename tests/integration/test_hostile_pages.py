@@ -84,7 +84,9 @@ def text_of(result: RenderResult) -> str:
 
 
 async def next_job_is_fine(pool: BrowserPool) -> None:
-    results = await asyncio.gather(*(pool.pdf(f"<p>next {i}</p>", PageOptions()) for i in range(3)))
+    results = await asyncio.gather(
+        *(pool.render(Html(f"<p>next {i}</p>"), PageOptions()) for i in range(3))
+    )
     assert [text_of(r).strip() for r in results] == ["next 0", "next 1", "next 2"]
 
 

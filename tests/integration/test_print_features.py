@@ -115,27 +115,27 @@ def paragraphs(count: int) -> str:
 
 
 async def test_format_landscape_and_custom_paper_size(pool: BrowserPool) -> None:
-    letter = await pool.pdf("<p>x</p>", PageOptions(format="Tabloid", landscape=True))
+    letter = await pool.render(Html("<p>x</p>"), PageOptions(format="Tabloid", landscape=True))
     assert boxes(letter)[0] == pytest.approx((17 * 72, 11 * 72), abs=1)
-    custom = await pool.pdf("<p>x</p>", PageOptions(width="100mm", height="6in"))
+    custom = await pool.render(Html("<p>x</p>"), PageOptions(width="100mm", height="6in"))
     assert boxes(custom)[0] == pytest.approx((100 * MM, 6 * 72), abs=1)
 
 
 async def test_prefer_css_page_size_takes_the_size_from_the_page(pool: BrowserPool) -> None:
     html = "<style>@page { size: 100mm 50mm }</style><p>css size</p>"
-    css = await pool.pdf(html, PageOptions(prefer_css_page_size=True))
+    css = await pool.render(Html(html), PageOptions(prefer_css_page_size=True))
     assert boxes(css)[0] == pytest.approx((100 * MM, 50 * MM), abs=1)
-    ours = await pool.pdf(html, PageOptions())  # A4, turned the way the CSS size is
+    ours = await pool.render(Html(html), PageOptions())  # A4, turned the way the CSS size is
     assert sorted(boxes(ours)[0]) == pytest.approx((210 * MM, 297 * MM), abs=1)
 
 
 async def test_page_ranges_print_only_those_pages(pool: BrowserPool) -> None:
     html = paragraphs(300)  # about six A4 pages
-    result = await pool.pdf(html, PageOptions(page_ranges="1-2, 4"))
+    result = await pool.render(Html(html), PageOptions(page_ranges="1-2, 4"))
     assert result.pages == 3
     assert "paragraph 0" in text_of(result.data)
     with pytest.raises(RequestError, match="exceeds page count") as caught:
-        await pool.pdf(html, PageOptions(page_ranges="90-95"))
+        await pool.render(Html(html), PageOptions(page_ranges="90-95"))
     assert caught.value.field == "options.page_ranges"
 
 
@@ -147,12 +147,14 @@ async def test_footer_shows_page_number_and_total_and_header_alone_is_clean(
         "<div class=f>page <span class=pageNumber></span> of <span class=totalPages></span></div>"
     )
     room = Margin(top="15mm", bottom="15mm")
-    result = await pool.pdf(paragraphs(120), PageOptions(footer_template=footer, margin=room))
+    result = await pool.render(
+        Html(paragraphs(120)), PageOptions(footer_template=footer, margin=room)
+    )
     assert result.pages >= 2
     texts = [page.extract_text() for page in PdfReader(io.BytesIO(result.data)).pages]
     assert f"page 2 of {result.pages}" in texts[1]
     header = "<div style='font-size:10px'>Acme header</div>"
-    alone = await pool.pdf("<p>body</p>", PageOptions(header_template=header, margin=room))
+    alone = await pool.render(Html("<p>body</p>"), PageOptions(header_template=header, margin=room))
     text = text_of(alone.data)
     assert "Acme header" in text
     assert "about:blank" not in text  # Chromium's default footer would print the URL
@@ -200,11 +202,11 @@ async def test_wait_for_selector_prints_late_content(pool: BrowserPool) -> None:
 
 async def test_wait_for_expression_and_a_deterministic_wait_timeout(pool: BrowserPool) -> None:
     ready = PageOptions(wait_for=WaitFor(expression="out.textContent.includes('late')"))
-    assert "late content" in text_of((await pool.pdf(LATE, ready)).data)
+    assert "late content" in text_of((await pool.render(Html(LATE), ready)).data)
     never = PageOptions(wait_for=WaitFor(expression="window.chart.done", timeout=0.5))
     started = time.monotonic()
     with pytest.raises(WaitTimeout, match=r"was never truthy within 0\.\d s \(last error: TypeE"):
-        await pool.pdf("<p>no chart</p>", never)
+        await pool.render(Html("<p>no chart</p>"), never)
     assert time.monotonic() - started < 3
 
 
@@ -213,10 +215,10 @@ async def test_wait_timeout_is_capped_by_the_render_timeout(pool: BrowserPool) -
     leaving time to print; an invalid selector fails at once naming the option."""
     options = PageOptions(wait_for=WaitFor(selector="#never", timeout=60))
     with limits(pool, timeout=2.0), pytest.raises(WaitTimeout, match="matched nothing within 1"):
-        await pool.pdf("<p>x</p>", options)
+        await pool.render(Html("<p>x</p>"), options)
     bad = PageOptions(wait_for=WaitFor(selector="##"))
     with pytest.raises(RequestError, match="not a valid selector") as caught:
-        await pool.pdf("<p>x</p>", bad)
+        await pool.render(Html("<p>x</p>"), bad)
     assert caught.value.field == "options.wait_for.selector"
 
 
@@ -237,16 +239,16 @@ async def test_emulate_media_screen_uses_screen_styles(pool: BrowserPool) -> Non
         "<style>@media print { .s { display: none } } @media screen { .p { display: none } }"
         "</style><p class=s>screen only</p><p class=p>print only</p>"
     )
-    printed = text_of((await pool.pdf(html, PageOptions())).data)
+    printed = text_of((await pool.render(Html(html), PageOptions())).data)
     assert "print only" in printed and "screen only" not in printed
-    screen = text_of((await pool.pdf(html, PageOptions(emulate_media="screen"))).data)
+    screen = text_of((await pool.render(Html(html), PageOptions(emulate_media="screen"))).data)
     assert "screen only" in screen and "print only" not in screen
 
 
 async def test_metadata_is_written_and_tagging_is_a_choice(pool: BrowserPool) -> None:
     meta = Metadata(title="Invoice 7", author="Acme GmbH", subject="Order", keywords="a, b")
     html = "<title>Page title</title><h1>Ä title</h1>"
-    result = await pool.pdf(html, PageOptions(metadata=meta))
+    result = await pool.render(Html(html), PageOptions(metadata=meta))
     reader = PdfReader(io.BytesIO(result.data))
     info = reader.metadata
     assert info is not None
@@ -254,7 +256,7 @@ async def test_metadata_is_written_and_tagging_is_a_choice(pool: BrowserPool) ->
     assert info["/Keywords"] == "a, b" and info["/Producer"].startswith("Skia")
     assert result.pages == len(reader.pages) == 1
     assert "/StructTreeRoot" in reader.trailer["/Root"]  # tagged by default
-    plain = await pool.pdf(html, PageOptions(tagged=False))
+    plain = await pool.render(Html(html), PageOptions(tagged=False))
     assert "/StructTreeRoot" not in PdfReader(io.BytesIO(plain.data)).trailer["/Root"]
     assert PdfReader(io.BytesIO(plain.data)).metadata.title == "Page title"
 
@@ -283,7 +285,7 @@ async def test_a_png_too_large_is_refused_before_it_is_captured(
     html = f"<style>body {{ margin: 0 }} div {{ {style} }}</style><div>big</div>"
     started = time.monotonic()
     with pytest.raises(OutputTooLarge, match=words) as caught:
-        await pool.pdf(html, PageOptions(output="png"))
+        await pool.render(Html(html), PageOptions(output="png"))
     assert time.monotonic() - started < 5  # no bitmap was painted first
     assert caught.value.kind == "output_too_large"  # the job's error.type
 
@@ -293,7 +295,7 @@ async def test_a_receipt_too_long_is_refused_before_it_is_printed(pool: BrowserP
     html = "<style>body { margin: 0 } div { height: 20000px }</style><div>long receipt</div>"
     started = time.monotonic()
     with pytest.raises(OutputTooLarge) as caught:
-        await pool.pdf(html, PageOptions(receipt_width=80))
+        await pool.render(Html(html), PageOptions(receipt_width=80))
     assert time.monotonic() - started < 5
     assert (caught.value.kind, caught.value.message) == (
         "output_too_large",
@@ -304,12 +306,12 @@ async def test_a_receipt_too_long_is_refused_before_it_is_printed(pool: BrowserP
 async def test_png_output_is_a_full_page_screenshot(pool: BrowserPool) -> None:
     html = "<style>body { margin: 0 } div { height: 1500px }</style><div>tall</div>"
     options = PageOptions(output="png", width="400px", scale=2)
-    result = await pool.pdf(html, options)
+    result = await pool.render(Html(html), options)
     assert result.content_type == PNG and result.extension == "png" and result.pages == 1
     assert png_size(result.data) == (800, 3000)
     # The next job on the tab is laid out at the default 800 px again, not 400.
     probe = "<p id=w></p><script>w.textContent = 'width ' + innerWidth</script>"
-    after = await asyncio.gather(*(pool.pdf(probe, PageOptions()) for _ in range(2)))
+    after = await asyncio.gather(*(pool.render(Html(probe), PageOptions()) for _ in range(2)))
     assert all("width 800" in text_of(r.data) for r in after)
 
 
@@ -319,7 +321,7 @@ async def test_receipt_is_one_page_as_tall_as_its_content(pool: BrowserPool) -> 
         return f"<style>body {{ font: 12px monospace; margin: 2mm }}</style>{rows}"
 
     options = PageOptions(receipt_width=80)
-    short, long = [await pool.pdf(receipt(n), options) for n in (40, 80)]
+    short, long = [await pool.render(Html(receipt(n)), options) for n in (40, 80)]
     assert short.pages == long.pages == 1
     (width, height), (_, taller) = boxes(short)[0], boxes(long)[0]
     assert width == pytest.approx(80 * MM, abs=1)
@@ -354,7 +356,7 @@ async def test_javascript_off_for_one_job_and_back_on_for_the_next(pool: Browser
     off = PageOptions(javascript=False, wait_for=WaitFor(selector="#out"))
     for result in await asyncio.gather(*(pool.render(Html(html), off) for _ in range(2))):
         assert "static" in text_of(result.data) and "scripted" not in text_of(result.data)
-    for result in await asyncio.gather(*(pool.pdf(html, PageOptions()) for _ in range(2))):
+    for result in await asyncio.gather(*(pool.render(Html(html), PageOptions()) for _ in range(2))):
         assert "scripted" in text_of(result.data)
 
 
@@ -363,5 +365,5 @@ async def test_javascript_off_for_one_job_and_back_on_for_the_next(pool: Browser
 
 async def test_a_pdf_over_max_pages_is_refused(pool: BrowserPool) -> None:
     with limits(pool, max_pages=2), pytest.raises(OutputTooLarge, match="over the limit of 2"):
-        await pool.pdf(paragraphs(300), PageOptions())
-    assert (await pool.pdf(paragraphs(300), PageOptions(page_ranges="1-2"))).pages == 2
+        await pool.render(Html(paragraphs(300)), PageOptions())
+    assert (await pool.render(Html(paragraphs(300)), PageOptions(page_ranges="1-2"))).pages == 2

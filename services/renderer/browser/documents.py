@@ -38,11 +38,6 @@ class RenderResult:
     refused: tuple[dict[str, str], ...] = ()
 
     @property
-    def pdf(self) -> bytes:
-        """The bytes, under the name older callers use."""
-        return self.data
-
-    @property
     def extension(self) -> str:
         """`pdf` or `png`: the file name extension of `content_type`."""
         return "png" if self.content_type == PNG else "pdf"

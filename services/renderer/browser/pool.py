@@ -30,7 +30,7 @@ from services.core.errors import (
 )
 from services.core.events import PageOptions
 from services.core.settings import Settings
-from services.renderer.browser.documents import PDF, PNG, Html, RenderResult, Source
+from services.renderer.browser.documents import PDF, PNG, RenderResult, Source
 from services.renderer.browser.params import count_pages
 from services.renderer.browser.process import Chromium
 from services.renderer.browser.tab import Tab, produce
@@ -162,10 +162,6 @@ class BrowserPool:
         else:
             result = await self._finish_pdf(data, options)
         return self._checked(dataclasses.replace(result, refused=refused))
-
-    async def pdf(self, html: str, options: PageOptions) -> RenderResult:
-        """`render(Html(html), options)`: print HTML (kept for callers that only do that)."""
-        return await self.render(Html(html), options)
 
     async def _finish_pdf(self, pdf: bytes, options: PageOptions) -> RenderResult:
         """Count the pages, enforce `max_pages`, then write the metadata if asked."""
