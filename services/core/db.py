@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, TypeVar
 
 import asyncpg
 import msgspec
@@ -20,6 +21,7 @@ import msgspec
 from services.core.boundary import ErrorMap, describe
 from services.core.errors import PressroomError, Refused, Unavailable
 from services.core.settings import Settings
+from services.core.status import JobStatus
 
 MIGRATIONS: list[str] = [
     """
@@ -158,6 +160,99 @@ MIGRATIONS: list[str] = [
     """,
 ]
 
+
+class JobState(msgspec.Struct, kw_only=True, frozen=True):
+    """What every job has, even one only the log knows yet (`queued`, nothing else)."""
+
+    id: str
+    tenant_id: str
+    status: JobStatus
+    object_key: str | None = None
+    webhook_url: str | None = None
+
+
+class JobRow(JobState, kw_only=True, frozen=True):
+    """A row of `jobs`: one job as the projection holds it."""
+
+    attempts: int
+    error_type: str | None
+    error_message: str | None
+    bytes: int | None
+    pages: int | None
+    render_ms: int | None
+    idempotency_key: str | None
+    input: dict[str, Any] | None  # what the reconciler re-drives it from
+    created_at: dt.datetime
+    started_at: dt.datetime | None
+    finished_at: dt.datetime | None
+    updated_at: dt.datetime
+    last_seq: int
+    redrives: int
+
+
+class StaleJob(msgspec.Struct, kw_only=True, frozen=True):
+    """An unfinished job with no news for a while, with what it takes to re-drive it."""
+
+    id: str
+    tenant_id: str
+    status: JobStatus
+    attempts: int
+    input: dict[str, Any] | None
+    webhook_url: str | None
+    idempotency_key: str | None
+    created_at: dt.datetime
+    redrives: int
+
+
+class WebhookDelivery(msgspec.Struct, kw_only=True, frozen=True):
+    """A row of `webhook_deliveries`: one attempt to send a job's webhook."""
+
+    stream_seq: int
+    job_id: str
+    webhook_id: str
+    attempt: int
+    url: str
+    outcome: str  # delivered, retrying or gave_up
+    status_code: int | None
+    error: str | None
+    latency_ms: int
+    at: dt.datetime
+
+
+class TemplateSummary(msgspec.Struct, kw_only=True, frozen=True):
+    """A stored template in a list: its latest version and when it was stored."""
+
+    id: str
+    name: str
+    latest_version: int
+    updated_at: dt.datetime
+
+
+class VersionStamp(msgspec.Struct, kw_only=True, frozen=True):
+    """Which version of a template, stored when."""
+
+    version: int
+    created_at: dt.datetime
+
+
+class TemplateVersion(VersionStamp, kw_only=True, frozen=True):
+    """One version of a stored template, with the template's id and name."""
+
+    id: str
+    name: str
+    body: str
+    header: str | None
+    footer: str | None
+
+
+_Row = TypeVar("_Row", bound=msgspec.Struct)
+
+
+def _typed(record: asyncpg.Record, kind: type[_Row]) -> _Row:
+    """A row as `kind` (columns it does not name are ignored)."""
+    return msgspec.convert(dict(record), kind)
+
+
 DB_DOWN = (
     OSError,
     asyncpg.PostgresError,
@@ -279,24 +374,24 @@ async def ping(pool: asyncpg.Pool, timeout: float) -> None:
 
 
 @map_db_errors()
-async def get_job(pool: asyncpg.Pool, job_id: str) -> dict[str, Any] | None:
+async def get_job(pool: asyncpg.Pool, job_id: str) -> JobRow | None:
     row = await pool.fetchrow("SELECT * FROM jobs WHERE id = $1", job_id)
-    return dict(row) if row is not None else None
+    return _typed(row, JobRow) if row is not None else None
 
 
 @map_db_errors()
-async def webhook_deliveries(pool: asyncpg.Pool, job_id: str) -> list[dict[str, Any]]:
+async def webhook_deliveries(pool: asyncpg.Pool, job_id: str) -> list[WebhookDelivery]:
     rows = await pool.fetch(
         "SELECT * FROM webhook_deliveries WHERE job_id = $1 ORDER BY stream_seq", job_id
     )
-    return [dict(r) for r in rows]
+    return [_typed(r, WebhookDelivery) for r in rows]
 
 
 @map_db_errors()
-async def job_status(pool: asyncpg.Pool, job_id: str) -> str | None:
+async def job_status(pool: asyncpg.Pool, job_id: str) -> JobStatus | None:
     """The projected status of a job, None if the projection has no row for it."""
     status: str | None = await pool.fetchval("SELECT status FROM jobs WHERE id = $1", job_id)
-    return status
+    return JobStatus(status) if status is not None else None
 
 
 @map_db_errors()
@@ -313,7 +408,7 @@ async def advisory_unlock(conn: asyncpg.Connection, key: int) -> None:
 @map_db_errors()
 async def stale_jobs(
     conn: asyncpg.Connection, older_than: float, limit: int, *, up_to_seq: int | None = None
-) -> list[dict[str, Any]]:
+) -> list[StaleJob]:
     """Unfinished jobs (`queued`, `running`) not updated for `older_than` seconds, oldest
     first; with `up_to_seq`, only those whose last event is at or below that stream
     sequence (the others may still be waiting in the log). The predicate matches the
@@ -333,7 +428,7 @@ async def stale_jobs(
         limit,
         up_to_seq,
     )
-    return [dict(r) for r in rows]
+    return [_typed(r, StaleJob) for r in rows]
 
 
 @map_db_errors()
@@ -418,10 +513,10 @@ async def create_template_version(
     body: str,
     header: str | None,
     footer: str | None,
-) -> dict[str, Any]:
+) -> VersionStamp:
     """Store the next version of template `template_id` (version 1 if the name is new).
 
-    Returns `{"version", "created_at"}`. Atomic: two concurrent calls for one template get
+    Returns the version stored and when. Atomic: two concurrent calls for one template get
     consecutive versions, never the same one.
     """
     async with pool.acquire() as conn, conn.transaction():
@@ -429,15 +524,14 @@ async def create_template_version(
         row = await conn.fetchrow(_NEXT_VERSION, template_id, name, tenant)
         version, created_at = row["latest_version"], row["updated_at"]
         await conn.execute(_INSERT_VERSION, template_id, version, body, header, footer, created_at)
-    return {"version": version, "created_at": created_at}
+    return VersionStamp(version=version, created_at=created_at)
 
 
 @map_db_errors()
 async def list_templates(
     pool: asyncpg.Pool, tenant: str, limit: int, offset: int
-) -> list[dict[str, Any]]:
-    """A tenant's templates, most recently updated first: `id, name, latest_version,
-    updated_at`."""
+) -> list[TemplateSummary]:
+    """A tenant's templates, most recently updated first."""
     rows = await pool.fetch(
         "SELECT id, name, latest_version, updated_at FROM templates WHERE tenant_id = $3 "
         "ORDER BY updated_at DESC, id LIMIT $1 OFFSET $2",
@@ -445,13 +539,13 @@ async def list_templates(
         offset,
         tenant,
     )
-    return [dict(r) for r in rows]
+    return [_typed(r, TemplateSummary) for r in rows]
 
 
 @map_db_errors()
 async def get_template_version(
     pool: asyncpg.Pool, tenant: str, template_id: str, version: int | None
-) -> dict[str, Any] | None:
+) -> TemplateVersion | None:
     """One version of a tenant's template (the latest if `version` is None), with the
     template's name; None if the tenant has no such template or version."""
     row = await pool.fetchrow(
@@ -466,14 +560,14 @@ async def get_template_version(
         version,
         tenant,
     )
-    return dict(row) if row is not None else None
+    return _typed(row, TemplateVersion) if row is not None else None
 
 
 @map_db_errors()
 async def template_versions(
     pool: asyncpg.Pool, tenant: str, template_id: str
-) -> list[dict[str, Any]]:
-    """Every version of a tenant's template, oldest first: `version, created_at`."""
+) -> list[VersionStamp]:
+    """Every version of a tenant's template, oldest first."""
     rows = await pool.fetch(
         "SELECT v.version, v.created_at FROM template_versions v "
         "JOIN templates t ON t.id = v.template_id AND t.tenant_id = $2 "
@@ -481,4 +575,4 @@ async def template_versions(
         template_id,
         tenant,
     )
-    return [dict(r) for r in rows]
+    return [_typed(r, VersionStamp) for r in rows]

@@ -7,6 +7,7 @@ import logging
 import uuid
 from typing import Any
 
+import msgspec
 from aiohttp import web
 
 from services.core import bus, crypto, db, events, metrics, netpolicy, timeline
@@ -125,14 +126,14 @@ async def submit_job(request: web.Request) -> web.Response:
     return _accepted(job_id)
 
 
-async def _load_row(request: web.Request, job_id: str) -> dict[str, Any] | None:
+async def _load_row(request: web.Request, job_id: str) -> db.JobRow | None:
     """The job's projected row if the caller's tenant owns it (another tenant's job does
     not exist for the caller)."""
     try:
         row = await db.get_job(request.app[POOL], job_id)
     except Unavailable as exc:
         raise Unavailable(f"job status is unavailable: {exc.message}") from exc
-    if row is None or row["tenant_id"] != caller_of(request).tenant:
+    if row is None or row.tenant_id != caller_of(request).tenant:
         return None
     return row
 
@@ -147,26 +148,26 @@ async def _in_log(request: web.Request, job_id: str, tenant: str) -> bool:
     return submitted is not None and submitted.tenant == tenant
 
 
-async def _view(request: web.Request, row: dict[str, Any]) -> dict[str, Any]:
+async def _view(request: web.Request, row: db.JobRow) -> dict[str, Any]:
     error = None
-    if row["error_message"] is not None:
-        error = {"type": row["error_type"], "message": row["error_message"]}
+    if row.error_message is not None:
+        error = {"type": row.error_type, "message": row.error_message}
     url = None
-    if row["status"] == JobStatus.DONE and row["object_key"]:
-        url = await request.app[STORAGE].url(row["object_key"], request.app[SETTINGS].url_ttl)
+    if row.status == JobStatus.DONE and row.object_key:
+        url = await request.app[STORAGE].url(row.object_key, request.app[SETTINGS].url_ttl)
     return {
-        "id": row["id"],
-        "status": row["status"],
-        "attempts": row["attempts"],
+        "id": row.id,
+        "status": row.status,
+        "attempts": row.attempts,
         "error": error,
         "url": url,
-        "pages": row["pages"],
-        "bytes": row["bytes"],
-        "render_ms": row["render_ms"],
-        "webhook_url": row["webhook_url"],
-        "created_at": _iso(row["created_at"]),
-        "started_at": _iso(row["started_at"]),
-        "finished_at": _iso(row["finished_at"]),
+        "pages": row.pages,
+        "bytes": row.bytes,
+        "render_ms": row.render_ms,
+        "webhook_url": row.webhook_url,
+        "created_at": _iso(row.created_at),
+        "started_at": _iso(row.started_at),
+        "finished_at": _iso(row.finished_at),
     }
 
 
@@ -194,13 +195,11 @@ async def redeliver_webhook(request: web.Request) -> web.Response:
     job_id = _job_id(request)
     _require_nats(request)
     row = await _job_or_404(request, job_id)
-    if not JobStatus(row["status"]).terminal:
+    if not row.status.terminal:
         raise Conflict(f"job {job_id} has not finished; its webhook is sent when it does")
-    if not row.get("webhook_url"):
+    if not row.webhook_url:
         raise Conflict(f"job {job_id} has no webhook_url")
-    event = events.WebhookRedeliver(
-        job_id=job_id, tenant=row["tenant_id"], request=uuid.uuid4().hex
-    )
+    event = events.WebhookRedeliver(job_id=job_id, tenant=row.tenant_id, request=uuid.uuid4().hex)
     await bus.publish(request.app[JS], event)
     return web.json_response({"id": job_id, "redelivery": "queued"}, status=202)
 
@@ -213,14 +212,14 @@ async def get_webhooks(request: web.Request) -> web.Response:
         rows = await db.webhook_deliveries(request.app[POOL], job_id)
     attempts = [
         {
-            "webhook_id": r["webhook_id"],
-            "attempt": r["attempt"],
-            "url": r["url"],
-            "outcome": r["outcome"],
-            "status_code": r["status_code"],
-            "error": r["error"],
-            "latency_ms": r["latency_ms"],
-            "at": _iso(r["at"]),
+            "webhook_id": r.webhook_id,
+            "attempt": r.attempt,
+            "url": r.url,
+            "outcome": r.outcome,
+            "status_code": r.status_code,
+            "error": r.error,
+            "latency_ms": r.latency_ms,
+            "at": _iso(r.at),
         }
         for r in rows
     ]
@@ -264,14 +263,14 @@ async def readyz(request: web.Request) -> web.Response:
     return web.json_response({"ready": status == 200, "checks": checks}, status=status)
 
 
-async def _job_or_404(request: web.Request, job_id: str) -> dict[str, Any]:
+async def _job_or_404(request: web.Request, job_id: str) -> db.JobState:
     """The job's row, a minimal `queued` row if only the log knows it, else `NotFound`."""
     row = await _load_row(request, job_id)
     if row is not None:
         return row
     tenant = caller_of(request).tenant
     if await _in_log(request, job_id, tenant):
-        return {"id": job_id, "tenant_id": tenant, "status": JobStatus.QUEUED, "object_key": None}
+        return db.JobState(id=job_id, tenant_id=tenant, status=JobStatus.QUEUED)
     raise NotFound(f"no job {job_id!r}")
 
 
@@ -296,22 +295,20 @@ async def cancel_job(request: web.Request) -> web.Response:
     _require_nats(request)
     row = await _job_or_404(request, job_id)
     js = request.app[JS]
-    if not JobStatus(row["status"]).terminal:
-        terminal = await _cancel(request, job_id, row["tenant_id"])
+    if not row.status.terminal:
+        terminal = await _cancel(request, job_id, row.tenant_id)
         if not isinstance(terminal, events.JobDone):
             status = events.event_name(terminal) if terminal is not None else JobStatus.CANCELLED
             return web.json_response({"id": job_id, "status": status, "url": None})
         # The render ended first and the projection has not caught up: the job is
         # finished, so its file goes as any finished job's does. Otherwise what a DELETE
         # does would depend on the projector's lag, and its `"url": null` would be untrue.
-        row = {**row, "status": JobStatus.DONE, "object_key": terminal.object_key}
-    if row["status"] == JobStatus.DONE and row["object_key"]:
-        await request.app[STORAGE].delete(row["object_key"])
-        deleted = events.JobDeleted(
-            job_id=job_id, tenant=row["tenant_id"], object_key=row["object_key"]
-        )
+        row = msgspec.structs.replace(row, status=JobStatus.DONE, object_key=terminal.object_key)
+    if row.status == JobStatus.DONE and row.object_key:
+        await request.app[STORAGE].delete(row.object_key)
+        deleted = events.JobDeleted(job_id=job_id, tenant=row.tenant_id, object_key=row.object_key)
         await bus.publish(js, deleted)
-    return web.json_response({"id": job_id, "status": row["status"], "url": None})
+    return web.json_response({"id": job_id, "status": row.status, "url": None})
 
 
 def _timeline_entry(seq: int, event: events.AnyEvent) -> dict[str, Any]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
@@ -43,17 +42,6 @@ _MAX_LIST_LIMIT = 100
 _MAX_OFFSET = 2**31 - 1
 
 
-@dataclass(frozen=True)
-class StoredTemplate:
-    """One version of a stored template, as a job uses it."""
-
-    id: str
-    version: int
-    body: str
-    header: str | None
-    footer: str | None
-
-
 def template_id_for(tenant: str, name: str) -> str:
     """The stable id of `tenant`'s template called `name` (two tenants' templates of one
     name are two templates)."""
@@ -82,12 +70,12 @@ async def create_template(request: web.Request) -> web.Response:
             template.header,
             template.footer,
         )
-    version = created["version"]
+    version = created.version
     body = {
         "id": template_id,
         "name": template.name,
         "version": version,
-        "created_at": _iso(created["created_at"]),
+        "created_at": _iso(created.created_at),
     }
     location = f"/templates/{template_id}?version={version}"
     return web.json_response(body, status=201, headers={"Location": location})
@@ -114,10 +102,10 @@ async def list_templates(request: web.Request) -> web.Response:
         rows = await db.list_templates(request.app[POOL], caller_of(request).tenant, limit, offset)
     listed = [
         {
-            "id": r["id"],
-            "name": r["name"],
-            "latest_version": r["latest_version"],
-            "updated_at": _iso(r["updated_at"]),
+            "id": r.id,
+            "name": r.name,
+            "latest_version": r.latest_version,
+            "updated_at": _iso(r.updated_at),
         }
         for r in rows
     ]
@@ -128,18 +116,16 @@ async def list_templates(request: web.Request) -> web.Response:
     )
 
 
-def _template_view(row: dict[str, Any], versions: list[dict[str, Any]]) -> dict[str, Any]:
+def _template_view(row: db.TemplateVersion, versions: list[db.VersionStamp]) -> dict[str, Any]:
     return {
-        "id": row["id"],
-        "name": row["name"],
-        "version": row["version"],
-        "body": row["body"],
-        "header": row["header"],
-        "footer": row["footer"],
-        "created_at": _iso(row["created_at"]),
-        "versions": [
-            {"version": v["version"], "created_at": _iso(v["created_at"])} for v in versions
-        ],
+        "id": row.id,
+        "name": row.name,
+        "version": row.version,
+        "body": row.body,
+        "header": row.header,
+        "footer": row.footer,
+        "created_at": _iso(row.created_at),
+        "versions": [{"version": v.version, "created_at": _iso(v.created_at)} for v in versions],
     }
 
 
@@ -173,22 +159,16 @@ async def _missing(
 
 async def _lookup(
     pool: asyncpg.Pool, tenant: str, template_id: str, version: int | None
-) -> StoredTemplate:
+) -> db.TemplateVersion:
     """The stored version a job names; `RequestError` naming the field if there is none."""
     with unavailable_without_postgres("cannot resolve template_id"):
         row = await db.get_template_version(pool, tenant, template_id, version)
         if row is None:
             raise await _missing(pool, tenant, template_id, version)
-    return StoredTemplate(
-        id=row["id"],
-        version=row["version"],
-        body=row["body"],
-        header=row["header"],
-        footer=row["footer"],
-    )
+    return row
 
 
-def _with_chrome(options: events.PageOptions, stored: StoredTemplate) -> events.PageOptions:
+def _with_chrome(options: events.PageOptions, stored: db.TemplateVersion) -> events.PageOptions:
     """`options` with the stored header and footer wherever the request set none.
 
     Only for PDF output: a header and footer decorate printed pages, and the option rules
@@ -203,7 +183,7 @@ def _with_chrome(options: events.PageOptions, stored: StoredTemplate) -> events.
     return options
 
 
-def _with_stored(event: events.JobSubmitted, stored: StoredTemplate) -> events.JobSubmitted:
+def _with_stored(event: events.JobSubmitted, stored: db.TemplateVersion) -> events.JobSubmitted:
     """`event` rendering `stored`: its body as the template, its id and version recorded,
     and its header and footer in the page options (see `_with_chrome`)."""
     return replace(

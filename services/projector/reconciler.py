@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from typing import Any
 
 import asyncpg
 import msgspec
@@ -96,20 +95,20 @@ async def sweep(
             return None
         try:
             rows = await db.stale_jobs(conn, settings.stale_after, SWEEP_LIMIT, up_to_seq=floor.seq)
-            return {row["id"]: await reconcile(js, conn, settings, row) for row in rows}
+            return {row.id: await reconcile(js, conn, settings, row) for row in rows}
         finally:
             await db.advisory_unlock(conn, db.RECONCILER_LOCK_ID)
 
 
 async def reconcile(
-    js: JetStreamContext, conn: asyncpg.Connection, settings: Settings, row: dict[str, Any]
+    js: JetStreamContext, conn: asyncpg.Connection, settings: Settings, row: db.StaleJob
 ) -> str:
     """Re-drive one stale job, or fail it once its re-drives are used up; returns which.
 
     The event is published (and acknowledged) before the row is updated: a crash in between
     repeats the same publish, which the dedup id absorbs.
     """
-    job_id, redrives = row["id"], row["redrives"]
+    job_id, redrives = row.id, row.redrives
     job = resubmission(row)
     if job is not None and redrives < settings.max_redrives:
         await bus.publish(js, job, msg_id=f"{job_id}.redrive.{redrives + 1}")
@@ -124,50 +123,47 @@ async def reconcile(
     log.warning(
         "job %s: %s, no news for over %.0fs: %s",
         job_id,
-        row["status"],
+        row.status,
         settings.stale_after,
         action,
     )
     return action
 
 
-def resubmission(row: dict[str, Any]) -> events.JobSubmitted | None:
+def resubmission(row: db.StaleJob) -> events.JobSubmitted | None:
     """The job's `submitted` event rebuilt from its row, None if the row lacks its input.
 
     `at` is the original creation time, so projecting the copy keeps `created_at`.
     """
-    job_input = row["input"]
-    if not isinstance(job_input, dict):
+    if row.input is None:
         return None
     fields = {
-        **job_input,
-        "job_id": row["id"],
-        "tenant": row["tenant_id"],
-        "at": row["created_at"].timestamp(),
-        "webhook_url": row["webhook_url"],
-        "idempotency_key": row["idempotency_key"],
+        **row.input,
+        "job_id": row.id,
+        "tenant": row.tenant_id,
+        "at": row.created_at.timestamp(),
+        "webhook_url": row.webhook_url,
+        "idempotency_key": row.idempotency_key,
     }
     try:
         return msgspec.convert(fields, events.JobSubmitted)
     except msgspec.ValidationError as exc:
-        log.error("job %s: recorded input cannot be re-driven: %s", row["id"], exc)
+        log.error("job %s: recorded input cannot be re-driven: %s", row.id, exc)
         return None
 
 
-def stalled(row: dict[str, Any], *, has_input: bool) -> events.JobFailed:
+def stalled(row: db.StaleJob, *, has_input: bool) -> events.JobFailed:
     """The terminal event of a job the log no longer drives."""
     if has_input:
-        message = (
-            f"no progress after {row['redrives']} re-drives: the log no longer drives this job"
-        )
+        message = f"no progress after {row.redrives} re-drives: the log no longer drives this job"
     else:
         message = "no progress and no recorded input to re-drive: the log no longer drives this job"
     return events.JobFailed(
-        job_id=row["id"],
-        tenant=row["tenant_id"],
-        attempt=row["attempts"],
+        job_id=row.id,
+        tenant=row.tenant_id,
+        attempt=row.attempts,
         error=events.ErrorInfo(type="stalled", message=message),
-        webhook_url=row["webhook_url"],
+        webhook_url=row.webhook_url,
     )
 
 

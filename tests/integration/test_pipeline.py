@@ -8,7 +8,9 @@ resubmission renders once.
 
 from __future__ import annotations
 
+import datetime as dt
 import io
+import json
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import Any
@@ -212,3 +214,41 @@ async def test_the_browser_is_replaced_every_browser_recycle_renders(settings: S
     finally:
         await stack.close()
     assert browser_launches("recycle") - before == 2
+
+
+async def test_the_job_and_webhook_documents_keep_their_shape(stack: Stack, receiver: Receiver):
+    """What clients parse, pinned: the fields of `GET /jobs/{id}` and of
+    `GET /jobs/{id}/webhooks` in order, a status as its plain string, times in ISO 8601
+    with their UTC offset."""
+    job_id = (await stack.submit({**HELLO, "webhook_url": receiver.url}))["id"]
+    await stack.finished(job_id)
+
+    async def delivered() -> str | None:
+        async with stack.client.get(f"{stack.url}/jobs/{job_id}/webhooks") as response:
+            text = await response.text()
+        return text if '"outcome": "delivered"' in text else None
+
+    webhooks = await eventually(delivered, 30)
+    async with stack.client.get(f"{stack.url}/jobs/{job_id}") as response:
+        text = await response.text()
+    job = json.loads(text)
+    assert list(job) == [
+        "id", "status", "attempts", "error", "url", "pages", "bytes", "render_ms",
+        "webhook_url", "created_at", "started_at", "finished_at",
+    ]  # fmt: skip
+    assert '"status": "done"' in text
+    assert (job["id"], job["attempts"], job["error"], job["webhook_url"]) == (
+        job_id, 1, None, receiver.url,
+    )  # fmt: skip
+    for name in ("created_at", "started_at", "finished_at"):
+        assert dt.datetime.fromisoformat(job[name]).utcoffset() == dt.timedelta(0)
+    listed = json.loads(webhooks)
+    assert list(listed) == ["id", "attempts"]
+    attempt = listed["attempts"][0]
+    assert list(attempt) == [
+        "webhook_id", "attempt", "url", "outcome", "status_code", "error", "latency_ms", "at",
+    ]  # fmt: skip
+    assert (attempt["attempt"], attempt["url"], attempt["status_code"], attempt["error"]) == (
+        1, receiver.url, 200, None,
+    )  # fmt: skip
+    assert dt.datetime.fromisoformat(attempt["at"]).utcoffset() == dt.timedelta(0)

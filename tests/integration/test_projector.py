@@ -23,7 +23,7 @@ async def project(database_url: str, batch: list[tuple[int, events.AnyEvent]]) -
         row = await db.get_job(pool, "j1")
         count = await pool.fetchval("SELECT count(*) FROM job_events")
     assert row is not None
-    return {**row, "events": count}
+    return {**msgspec.structs.asdict(row), "events": count}
 
 
 SUBMITTED = events.JobSubmitted(job_id="j1", template="<p>{{x}}</p>", data={"x": 1})
@@ -113,7 +113,7 @@ async def test_webhook_attempts_are_recorded_once(database_url: str):
         await project(database_url, [(1, SUBMITTED), (2, DONE), (3, attempt)])
     async with db.open_pool(Settings(database_url=database_url)) as pool:
         rows = await db.webhook_deliveries(pool, "j1")
-    assert [(r["attempt"], r["outcome"], r["status_code"]) for r in rows] == [(1, "failed", 500)]
+    assert [(r.attempt, r.outcome, r.status_code) for r in rows] == [(1, "failed", 500)]
 
 
 async def test_an_event_logged_with_a_nul_is_stored_with_a_replacement_character(
