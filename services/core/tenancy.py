@@ -178,16 +178,18 @@ async def tenants_changed(pool: asyncpg.Pool, since: dt.datetime | None) -> list
 
 
 @map_db_errors()
-async def record_key_use(pool: asyncpg.Pool, used: dict[str, dt.datetime]) -> None:
-    """Move each key's `last_used_at` forward (not `updated_at`: using a key is not a
-    change the gateways need to reload)."""
-    if not used:
+async def record_key_use(pool: asyncpg.Pool, ago: dict[str, float]) -> None:
+    """Move each key's `last_used_at` forward to its last use, `ago` seconds before now by
+    the database's clock (not `updated_at`: using a key is not a change the gateways need
+    to reload). The gateway measures the seconds, so its own clock never reaches a row."""
+    if not ago:
         return
     await pool.execute(
-        "UPDATE api_keys k SET last_used_at = GREATEST(k.last_used_at, u.at) "
-        "FROM unnest($1::text[], $2::timestamptz[]) AS u(id, at) WHERE k.id = u.id",
-        list(used),
-        list(used.values()),
+        "UPDATE api_keys k SET last_used_at = GREATEST(k.last_used_at, "
+        "clock_timestamp() - make_interval(secs => u.ago)) "
+        "FROM unnest($1::text[], $2::float8[]) AS u(id, ago) WHERE k.id = u.id",
+        list(ago),
+        list(ago.values()),
     )
 
 

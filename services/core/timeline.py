@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
+from typing import cast
 
 import msgspec
 from nats.js import JetStreamContext
@@ -16,14 +18,18 @@ from services.core.status import JobStatus
 _TERMINAL_TAGS = (JobStatus.CANCELLED, JobStatus.DONE, JobStatus.FAILED)
 
 
-async def job_events(js: JetStreamContext, job_id: str) -> list[tuple[int, events.AnyEvent]]:
-    """Every event of `job_id` still in the stream, as (stream sequence, event), in order.
+Stored = tuple[int, dt.datetime, events.AnyEvent]
+"""An event as the log holds it: (stream sequence, when the log stored it, the event)."""
+
+
+async def job_events(js: JetStreamContext, job_id: str) -> list[Stored]:
+    """Every event of `job_id` still in the stream, in order.
 
     One message get per event ("the next message at or after this sequence on the job's
     subjects"), so reading a timeline leaves no state on the server: a dashboard polling
     timelines cannot pile up consumers, as an ephemeral consumer per call would.
     """
-    found: list[tuple[int, events.AnyEvent]] = []
+    found: list[Stored] = []
     seq = 1
     subjects = events.subject(job_id, ">")
     while True:
@@ -34,7 +40,8 @@ async def job_events(js: JetStreamContext, job_id: str) -> list[tuple[int, event
             return found
         seq = int(raw.seq or seq) + 1
         with contextlib.suppress(msgspec.DecodeError, msgspec.ValidationError):
-            found.append((seq - 1, events.decode(raw.data or b"")))
+            stored_at = cast(dt.datetime, raw.time)  # the API always sends a message's time
+            found.append((seq - 1, stored_at, events.decode(raw.data or b"")))
 
 
 async def last_event(

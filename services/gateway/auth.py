@@ -77,7 +77,7 @@ class Directory:
         self.keys: dict[bytes, tenancy.ApiKey] = {}
         self.callers: dict[bytes, Caller] = {}  # made once per key, not per request
         self.tenants: dict[str, tenancy.Tenant] = {}
-        self.used: dict[str, float] = {}  # key id -> Unix time of its last use
+        self.used: dict[str, float] = {}  # key id -> time.monotonic() of its last use
         self._keys_seen: dt.datetime | None = None
         self._tenants_seen: dt.datetime | None = None
 
@@ -101,8 +101,8 @@ class Directory:
         """Write the last-use times collected since the last flush."""
         used, self.used = self.used, {}
         try:
-            times = {k: dt.datetime.fromtimestamp(at, dt.UTC) for k, at in used.items()}
-            await tenancy.record_key_use(pool, times)
+            now = time.monotonic()
+            await tenancy.record_key_use(pool, {k: now - at for k, at in used.items()})
         except BaseException:
             for key_id, at in used.items():  # keep them for the next flush
                 self.used[key_id] = max(self.used.get(key_id, at), at)
@@ -118,7 +118,7 @@ class Directory:
             raise Unauthorized("unknown API key")
         if key.revoked_at is not None:
             raise Unauthorized("this API key was revoked")
-        self.used[key.id] = time.time()
+        self.used[key.id] = time.monotonic()
         return self.callers[digest]
 
 

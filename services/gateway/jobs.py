@@ -311,10 +311,10 @@ async def cancel_job(request: web.Request) -> web.Response:
     return web.json_response({"id": job_id, "status": row.status, "url": None})
 
 
-def _timeline_entry(seq: int, event: events.AnyEvent) -> dict[str, Any]:
+def _timeline_entry(seq: int, at: dt.datetime, event: events.AnyEvent) -> dict[str, Any]:
     entry: dict[str, Any] = {"seq": seq, **event.public_view()}
     entry.pop("tenant", None)  # the caller's own
-    entry["at"] = dt.datetime.fromtimestamp(event.at, tz=dt.UTC).isoformat()
+    entry["at"] = at.isoformat()  # when the log stored it, the clock of the job's rows
     return entry
 
 
@@ -325,10 +325,10 @@ async def get_events(request: web.Request) -> web.Response:
         found = await timeline.job_events(request.app[JS], job_id)
     except Unavailable as exc:
         raise Unavailable(f"job history is unavailable: {exc.message}") from exc
-    if not found or found[0][1].tenant != caller_of(request).tenant:
+    if not found or found[0][2].tenant != caller_of(request).tenant:
         raise NotFound(f"no job {job_id!r}")
     return web.json_response(
-        {"id": job_id, "events": [_timeline_entry(seq, event) for seq, event in found]}
+        {"id": job_id, "events": [_timeline_entry(*stored) for stored in found]}
     )
 
 

@@ -22,6 +22,11 @@ from services.core.status import TERMINAL, JobStatus
 # then, only if it was new, upsert its job row. A job row is created by whichever of its
 # events comes first. Parameters $1-$6 are always the event's record (sequence, job,
 # type, time, body, tenant); the statement's first column says whether it was new.
+# Two clocks, never mixed: when something happened ($4: created_at, started_at,
+# finished_at, the timeline's and usage's `at`) is the time the log stored the event, one
+# server's clock, the same on every replay; `updated_at`, the reconciler's staleness clock,
+# is the database's and is only compared with it. A producer's own clock (`event.at`)
+# never reaches a row.
 # Casts are explicit: `INSERT ... SELECT` cannot infer them.
 _RECORD = """
 WITH new AS (
@@ -36,7 +41,7 @@ _NOT_TERMINAL = f"WHERE j.status NOT IN ({_TERMINAL})"
 
 _OTHER = f"""{_RECORD}, row AS (
     INSERT INTO jobs (id, tenant_id, status, created_at, updated_at)
-    SELECT $2, $6::text, 'queued', $4, $4 FROM new
+    SELECT $2, $6::text, 'queued', $4, now() FROM new
     ON CONFLICT (id) DO NOTHING
 ) {_NEW}"""
 
@@ -48,7 +53,7 @@ _OTHER = f"""{_RECORD}, row AS (
 _SUBMITTED = f"""{_RECORD}, row AS (
     INSERT INTO jobs AS j (id, tenant_id, status, created_at, updated_at, input, webhook_url,
                            idempotency_key, last_seq)
-    SELECT $2, $6::text, 'queued', $4, $4, $7::jsonb, $8::text, $9::text, $1 FROM new
+    SELECT $2, $6::text, 'queued', $4, now(), $7::jsonb, $8::text, $9::text, $1 FROM new
     ON CONFLICT (id) DO UPDATE SET
         last_seq = GREATEST(j.last_seq, EXCLUDED.last_seq),
         input = COALESCE(j.input, EXCLUDED.input),
@@ -59,12 +64,13 @@ _SUBMITTED = f"""{_RECORD}, row AS (
         tenant_id = CASE WHEN j.input IS NULL THEN EXCLUDED.tenant_id ELSE j.tenant_id END
 ) {_NEW}"""
 
-# `started` ($7 = 'running') and `retrying` ($7 = 'queued'): a non-terminal status only
-# moves forward in stream order.
+# `started` ($7 = 'running', $9 true: it starts now) and `retrying` ($7 = 'queued'): a
+# non-terminal status only moves forward in stream order.
 _PROGRESS = f"""{_RECORD}, row AS (
     INSERT INTO jobs AS j (id, tenant_id, status, created_at, updated_at, last_seq, attempts,
                            started_at)
-    SELECT $2, $6::text, $7::text, $4, now(), $1, $8::integer, $9::timestamptz FROM new
+    SELECT $2, $6::text, $7::text, $4, now(), $1, $8::integer, CASE WHEN $9::boolean THEN $4 END
+    FROM new
     ON CONFLICT (id) DO UPDATE SET
         status = CASE WHEN EXCLUDED.last_seq > j.last_seq THEN EXCLUDED.status ELSE j.status END,
         last_seq = GREATEST(j.last_seq, EXCLUDED.last_seq),
@@ -166,10 +172,6 @@ def job_input_of(event: events.JobSubmitted) -> dict[str, Any]:
     return {k: v for k, v in body.items() if k not in _NOT_INPUT}
 
 
-def _ts(seconds: float) -> dt.datetime:
-    return dt.datetime.fromtimestamp(seconds, tz=dt.UTC)
-
-
 @dataclass(frozen=True)
 class Counted:
     """A job that ended and was counted in its tenant's usage just now."""
@@ -192,10 +194,13 @@ class Applied:
     counted: Counted | None = None
 
 
-async def apply(conn: asyncpg.Connection, seq: int, event: events.AnyEvent) -> Applied:
-    """Apply one event inside the caller's transaction."""
+async def apply(
+    conn: asyncpg.Connection, seq: int, event: events.AnyEvent, at: dt.datetime
+) -> Applied:
+    """Apply one event, stored by the log at `at`, inside the caller's transaction."""
     body = event.public_view()  # a submission's input is kept once, on the job row
-    record = (seq, event.job_id, events.event_name(event), _ts(event.at), body, event.tenant)
+    body.pop("at", None)  # its producer's clock: the row's `at` is the log's
+    record = (seq, event.job_id, events.event_name(event), at, body, event.tenant)
     statement, params = _STATEMENTS.get(type(event), (_OTHER, _no_params))
     row = await conn.fetchrow(statement, *record, *params(event))
     if len(row) == 1 or row["job_id"] is None:
@@ -217,8 +222,8 @@ _STATEMENTS: dict[type, tuple[str, Callable[[Any], tuple[Any, ...]]]] = {
     events.JobSubmitted: (
         _SUBMITTED, lambda e: (job_input_of(e), e.webhook_url, e.idempotency_key)
     ),
-    events.JobStarted: (_PROGRESS, lambda e: (JobStatus.RUNNING, e.attempt, _ts(e.at))),
-    events.JobRetrying: (_PROGRESS, lambda e: (JobStatus.QUEUED, e.attempt, None)),
+    events.JobStarted: (_PROGRESS, lambda e: (JobStatus.RUNNING, e.attempt, True)),
+    events.JobRetrying: (_PROGRESS, lambda e: (JobStatus.QUEUED, e.attempt, False)),
     events.JobDone: (
         _DONE, lambda e: (e.attempt, e.object_key, e.bytes, e.pages, e.render_ms)
     ),

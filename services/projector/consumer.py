@@ -58,7 +58,8 @@ async def apply_batch(target: Projection, msgs: list[Msg], *, clean: bool = Fals
                 continue
             if clean:
                 event = events.storable(event)
-            applied = await apply(conn, msg.metadata.sequence.stream, event)
+            meta = msg.metadata
+            applied = await apply(conn, meta.sequence.stream, event, meta.timestamp)
             if applied.new:
                 metrics.EVENTS_PROJECTED.labels(events.event_name(event)).inc()
             if applied.counted is not None:

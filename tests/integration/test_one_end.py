@@ -32,7 +32,7 @@ async def stack(settings: Settings) -> AsyncIterator[Stack]:
 async def terminal_subjects(settings: Settings, job_id: str) -> list[str]:
     async with bus.open_bus(settings, name="test") as (_, js):
         found = await timeline.job_events(js, job_id)
-    return [events.event_name(e) for _, e in found if isinstance(e, events.TERMINAL)]
+    return [events.event_name(e) for _, _, e in found if isinstance(e, events.TERMINAL)]
 
 
 def late_failure(stack: Stack, job_id: str, webhook_url: str | None = None) -> events.JobFailed:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 
 import asyncpg
 import msgspec
@@ -18,8 +19,8 @@ from tests.conftest import NatsServer, eventually
 async def project(database_url: str, batch: list[tuple[int, events.AnyEvent]]) -> dict:
     async with db.open_pool(Settings(database_url=database_url)) as pool:
         async with pool.acquire() as conn, conn.transaction():
-            for seq, event in batch:
-                await apply(conn, seq, event)
+            for seq, event in batch:  # as if the log stored event `seq` `seq` s after 1970
+                await apply(conn, seq, event, dt.datetime.fromtimestamp(seq, dt.UTC))
         row = await db.get_job(pool, "j1")
         count = await pool.fetchval("SELECT count(*) FROM job_events")
     assert row is not None

@@ -63,13 +63,14 @@ async def test_a_timeline_is_read_in_order_and_leaves_no_consumer_behind(
         missing = await timeline.job_events(js, "nope")
         await nc.flush()
         await watch.unsubscribe()
-    assert [events.event_name(event) for _, event in found] == [
+    assert [events.event_name(event) for _, _, event in found] == [
         "submitted",
         "started",
         "cancelled",
     ]
-    assert [seq for seq, _ in found] == sorted(seq for seq, _ in found)
-    assert {event.job_id for _, event in found} == {"j1"}
+    assert [seq for seq, _, _ in found] == sorted(seq for seq, _, _ in found)
+    assert [at for _, at, _ in found] == sorted(at for _, at, _ in found)
+    assert {event.job_id for _, _, event in found} == {"j1"}
     assert after == consumers and created == []
     assert missing == []
 
