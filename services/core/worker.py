@@ -69,3 +69,5 @@ async def _drain(inflight: set[asyncio.Task[None]], grace: float) -> None:
     for task in pending:
         task.cancel()
     await asyncio.gather(*pending, return_exceptions=True)
+    if pending:
+        log.info("handed back %d messages whose work did not finish in time", len(pending))

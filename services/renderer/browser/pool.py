@@ -93,6 +93,7 @@ class BrowserPool:
         self._chromium: Chromium | None = None
         self._relaunching = asyncio.Lock()
         self._background: set[asyncio.Task[Any]] = set()
+        self._recovering: set[asyncio.Task[None]] = set()
 
     async def __aenter__(self) -> Self:
         self._door = await self.proxy.open_door(closed=True)
@@ -110,7 +111,12 @@ class BrowserPool:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        await self.settle()  # tabs being replaced come back first: no relaunch midway
+        # The browser closes next: a tab being replaced after a render cancelled by the
+        # shutdown is not worth the wait (it ate the stop margin); a relaunch it started
+        # still finishes and is closed (`_launch`).
+        for task in self._recovering:
+            task.cancel()
+        await self.settle()
         async with self._relaunching:  # a relaunch under way finishes first
             chromium, self._chromium = self._chromium, None
         if chromium is not None:
@@ -204,13 +210,13 @@ class BrowserPool:
             await self._outcome(chromium, task, tab.crashed)
         except asyncio.CancelledError:
             # Our caller gave up (shutdown); the tab may still be busy, so swap it out.
-            self._track(self._recover(chromium, tab))
+            self._recover_later(chromium, tab)
             raise
         except PressroomError as exc:
             if _verdict_of(task, exc):  # the render itself decided; the tab is fine
                 self._release(chromium, tab)
             else:
-                await asyncio.shield(self._track(self._recover(chromium, tab)))
+                await asyncio.shield(self._recover_later(chromium, tab))
             raise
         self._release(chromium, tab)
         data: bytes = task.result()
@@ -220,7 +226,7 @@ class BrowserPool:
         """Give `tab` back after a render it finished: as it is, unless its context may
         hold the job's state; then a fresh tab in a fresh context takes its place."""
         if tab.kept_state:
-            self._track(self._recover(chromium, tab))
+            self._recover_later(chromium, tab)
         else:
             chromium.idle.put_nowait(tab)
 
@@ -249,6 +255,13 @@ class BrowserPool:
             raise BrowserError(chromium.obituary)
         else:
             raise RenderTimeout(f"render took longer than {self.timeout:g} s")
+
+    def _recover_later(self, chromium: Chromium, tab: Tab) -> asyncio.Task[None]:
+        """`_recover` in the background (`__aexit__` cancels it: the browser closes)."""
+        task = self._track(self._recover(chromium, tab))
+        self._recovering.add(task)
+        task.add_done_callback(self._recovering.discard)
+        return task
 
     async def _recover(self, chromium: Chromium, tab: Tab) -> None:
         """After a failed render: a new tab if the browser is fine, else a new browser.

@@ -243,6 +243,7 @@ class Chromium:
         self.gone: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.foreground = asyncio.Lock()
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._disposals: set[asyncio.Task[None]] = set()  # contexts being thrown away
         browser.on("disconnected", self._on_disconnected)
         browser.on("targetcreated", self._on_target)
 
@@ -390,11 +391,16 @@ class Chromium:
         `BrowserError` is raised: the browser itself is then in doubt.
         """
         try:
-            self.spawn(self.dispose(tab))  # a hung renderer may never confirm; don't wait
+            self._dispose_later(tab)  # a hung renderer may never confirm; don't wait
             self.idle.put_nowait(await self.run(self.open_tab(), CLOSE_GRACE))
         except BrowserError:
             self.idle.put_nowait(tab)
             raise
+
+    def _dispose_later(self, tab: Tab) -> None:
+        task = self.spawn(self.dispose(tab))
+        self._disposals.add(task)
+        task.add_done_callback(self._disposals.discard)
 
     async def dispose(self, tab: Tab) -> None:
         """Close `tab`'s context with every target in it (windows it opened, workers), and
@@ -427,13 +433,22 @@ class Chromium:
     async def close(self) -> None:
         """Close the browser, kill it if not gone after `CLOSE_GRACE` s, remove its folder."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + CLOSE_GRACE
-        await finished_within(self.spawn(self.browser.close()), CLOSE_GRACE)
+        started = loop.time()
+        deadline = started + CLOSE_GRACE
+        # A context whose page is still loading holds Chromium's exit after Browser.close
+        # until it is killed: the contexts (and doors) go first, which takes milliseconds.
+        await finished_within(self.spawn(self._dispose_all()), CLOSE_GRACE / 2)
+        await finished_within(self.spawn(self.browser.close()), CLOSE_GRACE / 2)
         await _reap(self.browser.process, max(0.0, deadline - loop.time()))
         await self._end_tasks()
-        tabs, self._tabs = list(self._tabs.values()), {}
-        await asyncio.gather(*(tab.door.close() for tab in tabs if tab.door is not None))
+        log.info("Chromium (pid %d) closed in %.2f s", self.pid, loop.time() - started)
         shutil.rmtree(self.folder, ignore_errors=True)
+
+    async def _dispose_all(self) -> None:
+        """Every tab's context thrown away, including those being thrown away already."""
+        for tab in list(self._tabs.values()):
+            self._dispose_later(tab)
+        await asyncio.gather(*self._disposals, return_exceptions=True)
 
     async def _end_tasks(self) -> None:
         # The connection is disposed by now, which failed every pending protocol call, so
