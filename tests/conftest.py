@@ -13,6 +13,7 @@ import importlib
 import inspect
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -40,13 +41,32 @@ GENEROUS = {"per_second": 10_000, "burst": 100_000}
 """Rate limit of the tenants tests make unless they test limits: never the bottleneck."""
 
 
+def _ephemeral_ports_start() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default
+
+
 def free_port() -> int:
-    """A port nothing listened on a moment ago; another process may take it before the
-    caller binds it. Only for a server that cannot bind port 0 and tell which port it
-    got, or for a port where nothing must listen; otherwise see `reported_port`."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A port nothing listened on a moment ago. Only for a server that cannot bind port 0
+    and tell which port it got, or for a port where nothing must listen; otherwise see
+    `reported_port`.
+
+    Drawn from below the kernel's ephemeral range: an outgoing connection or a server
+    bound to port 0 (Chromium, NATS, PostgreSQL clients) can never be given it between
+    this check and the caller's bind, as one was with a port the kernel picked.
+    """
+    start = _ephemeral_ports_start()
+    for _ in range(100):
+        port = random.randrange(max(1024, start - 12000), start)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port below the ephemeral range")
 
 
 def reported_port(
