@@ -219,6 +219,22 @@ def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     proc.wait(10)
 
 
+LAYERS = ("unit", "integration", "faults")
+"""The folders of tests/, each a marker: `pytest -m unit` runs the pure logic alone."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test with its folder's layer, and `chromium` when it needs the browser
+    (the `chromium` fixture is in its closure), so the markers cannot drift from what a
+    test really uses."""
+    for item in items:
+        layer = item.path.relative_to(Path(__file__).parent).parts[0]
+        if layer in LAYERS:
+            item.add_marker(layer)
+        if "chromium" in getattr(item, "fixturenames", ()):
+            item.add_marker("chromium")
+
+
 @pytest.fixture(scope="session")
 def chromium() -> str:
     path = os.environ.get("PRESSROOM_CHROMIUM") or shutil.which("chromium")

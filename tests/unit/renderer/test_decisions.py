@@ -14,7 +14,7 @@ from services.core.errors import (
 )
 from services.core.events import ErrorInfo
 from services.core.settings import Settings
-from services.renderer.decisions import Ack, Fail, Retry, Step, next_step
+from services.renderer.decisions import Ack, Fail, Retry, Step, next_step, retry_delay
 
 SETTINGS = Settings(max_attempts=3, retry_base=2.0, retry_cap=3.0)
 
@@ -51,3 +51,7 @@ def test_one_attempt_allowed_means_a_transient_error_fails_at_once():
     settings = Settings(max_attempts=1)
     step = next_step(BrowserError("tab died"), 1, settings)
     assert step == Fail(ErrorInfo("browser", "gave up after 1 attempts: tab died"))
+
+
+def test_retry_delay_is_exponential_and_capped():
+    assert [retry_delay(n, 2, 60) for n in range(1, 8)] == [2, 4, 8, 16, 32, 60, 60]

@@ -52,7 +52,7 @@ def test_bad_value_names_the_variable(name, value):
 
 
 def test_every_setting_is_documented_in_the_readme():
-    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).parents[3] / "README.md").read_text(encoding="utf-8")
     for name, _, doc in describe():
         assert doc, name
         assert f"`{name}`" in readme, f"{name} missing from the README table"

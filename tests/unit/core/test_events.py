@@ -1,0 +1,35 @@
+"""Events on the wire: dedup ids, subjects, and tolerance of fields a newer producer adds."""
+
+from __future__ import annotations
+
+from services.core import events
+
+
+def test_terminal_events_share_one_dedup_id():
+    error = events.ErrorInfo(type="template", message="x")
+    done = events.JobDone(job_id="j", attempt=1, object_key="k", bytes=1, pages=1, render_ms=1)
+    failed = events.JobFailed(job_id="j", attempt=2, error=error)
+    assert events.msg_id(done) == events.msg_id(failed) == "j.terminal"
+    assert events.subject_of(done) == "jobs.j.done"
+
+
+def test_events_round_trip_and_tolerate_unknown_fields():
+    event = events.JobSubmitted(job_id="j", template="t", data={"a": 1})
+    assert events.decode(events.encode(event)) == event
+    newer = events.encode(event)[:-1] + b',"added_later":true}'
+    assert events.decode(newer).job_id == "j"
+
+
+def test_a_job_with_options_this_version_does_not_know_still_decodes():
+    """A gateway newer than the renderer: the job renders, without the unknown option."""
+    newer = (
+        b'{"type":"submitted","job_id":"j","template":"t","options":{"format":"A5",'
+        b'"watermark":"DRAFT","margin":{"top":"1cm","gutter":"2mm"},'
+        b'"metadata":{"title":"T","language":"en"},"wait_for":{"selector":"#x","poll":1}}}'
+    )
+    job = events.decode(newer)
+    assert isinstance(job, events.JobSubmitted)
+    assert job.options.format == "A5"
+    assert job.options.margin == events.Margin(top="1cm")
+    assert job.options.metadata == events.Metadata(title="T")
+    assert job.options.wait_for == events.WaitFor(selector="#x")

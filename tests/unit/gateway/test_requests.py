@@ -1,0 +1,55 @@
+"""Parsing a submission: unknown fields refused, aliases, JSON limits, job ids from keys."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.core.errors import RequestError
+from services.gateway.requests import job_id_for, parse_job
+
+
+def test_requests_still_refuse_option_fields_nobody_knows():
+    for body, field in (
+        (b'{"template": "x", "options": {"watermark": "DRAFT"}}', "options.watermark"),
+        (b'{"template": "x", "options": {"margin": {"gutter": "1mm"}}}', "options.margin.gutter"),
+        (b'{"template": "x", "options": {"metadata": {"language": "en"}}}',
+         "options.metadata.language"),
+        (b'{"template": "x", "options": {"wait_for": {"poll": 1}}}', "options.wait_for.poll"),
+    ):  # fmt: skip
+        with pytest.raises(RequestError) as raised:
+            parse_job(body)
+        assert raised.value.field == field
+
+
+def test_idempotency_key_gives_a_stable_id_per_tenant_that_needs_the_server_key():
+    key, other_key = b"k" * 32, b"o" * 32
+    assert job_id_for(key, "a", "k") == job_id_for(key, "a", "k") != job_id_for(key, "a", "x")
+    assert job_id_for(key, "a", "k") != job_id_for(key, "b", "k")  # tenants apart
+    assert job_id_for(key, "a", "k") != job_id_for(other_key, "a", "k")  # not computable
+    assert job_id_for(key, "a", None) != job_id_for(key, "a", None)
+
+
+def test_webhook_url_alias_and_defaults():
+    job = parse_job(b'{"template": "x", "webhookUrl": "https://example.com/h"}')
+    assert job.webhook_url == "https://example.com/h"
+    assert job.data == {}
+    assert job.options.format == "A4"
+
+
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        (b'{"template": "x", "data": {"a": ' + b"[" * 5000 + b"]" * 5000 + b"}}", "deeper"),
+        (b'{"template": "x", "data": {"n": ' + b"9" * 5000 + b"}}", "out of range"),
+        (b'{"template": "x", "data": {"n": 1e999}}', "out of range"),
+    ],
+)
+def test_too_deep_or_too_large_json_is_a_400_not_a_crash(body, words):
+    with pytest.raises(RequestError) as raised:
+        parse_job(body)
+    assert raised.value.field == "body" and words in raised.value.message
+
+
+def test_json_within_the_depth_limit_is_accepted():
+    nested = b"[" * 30 + b"]" * 30
+    assert parse_job(b'{"template": "x", "data": {"a": ' + nested + b"}}").data["a"]
