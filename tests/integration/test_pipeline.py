@@ -18,7 +18,7 @@ from typing import Any
 import asyncpg
 import pypdf
 import pytest
-from prometheus_client import REGISTRY, generate_latest
+from prometheus_client import REGISTRY
 from standardwebhooks.webhooks import Webhook
 
 from services.core.settings import Settings
@@ -127,8 +127,22 @@ async def test_idempotent_resubmission_gives_same_id_and_renders_once(stack: Sta
     assert await job_events(stack, first["id"]) == ["submitted", "started", "done"]
 
 
+def webhook_counts() -> tuple[float, ...]:
+    """Deliveries retrying and delivered, and webhooks delivered, counted so far (in tests
+    the services share one process, so one registry holds every service's)."""
+    return (
+        REGISTRY.get_sample_value("pressroom_webhook_deliveries_total", {"outcome": "retrying"})
+        or 0.0,
+        REGISTRY.get_sample_value("pressroom_webhook_deliveries_total", {"outcome": "delivered"})
+        or 0.0,
+        REGISTRY.get_sample_value("pressroom_webhook_attempts_count", {"outcome": "delivered"})
+        or 0.0,
+    )
+
+
 async def test_failed_webhook_is_retried_with_the_same_id(stack: Stack, receiver: Receiver):
     receiver.statuses = [500, 503]
+    before = webhook_counts()
     accepted = await stack.submit({**HELLO, "webhookUrl": receiver.url})
     await stack.finished(accepted["id"])
     await eventually(lambda: _gte(receiver, 3), 30)
@@ -143,10 +157,11 @@ async def test_failed_webhook_is_retried_with_the_same_id(stack: Stack, receiver
     attempts = await eventually(log, 30)
     assert [a["outcome"] for a in attempts] == ["retrying", "retrying", "delivered"]
     assert [a["status_code"] for a in attempts] == [500, 503, 200]
-    # In tests the services share one process, so one registry holds every service's.
-    text = generate_latest().decode()
-    assert 'pressroom_webhook_attempts_count{outcome="delivered"}' in text
-    assert 'pressroom_webhook_deliveries_total{outcome="retrying"}' in text
+
+    async def counted() -> bool:  # two retries, one delivery, one webhook delivered
+        return [now - then for now, then in zip(webhook_counts(), before, strict=True)] == [2, 1, 1]
+
+    await eventually(counted, 5, "the notifier's metrics counted the three attempts")
 
 
 async def _gte(receiver: Receiver, n: int) -> bool:

@@ -49,21 +49,12 @@ async def pool() -> AsyncIterator[BrowserPool]:
         yield pool
 
 
-async def _slow(request: web.Request) -> web.Response:
-    await asyncio.sleep(0.8)
-    return web.Response(text="slow answer")
-
-
 async def _busy(request: web.Request) -> web.Response:
     return web.Response(status=503)
 
 
 _PAGES = {
     "/page": "<title>Served</title><h1>served over http</h1>",
-    "/fetches": (
-        "<p id=out>waiting</p><script>addEventListener('load', () => fetch('/slow')"
-        ".then(r => r.text()).then(t => { out.textContent = t }))</script>"
-    ),
 }
 
 
@@ -73,11 +64,9 @@ async def _page(request: web.Request) -> web.Response:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def site() -> AsyncIterator[str]:
-    """A loopback web server: /page, /fetches (fetches /slow after load), 404 and 503."""
+    """A loopback web server: /page, 404 and 503."""
     app = web.Application()
     app.router.add_get("/page", _page)
-    app.router.add_get("/fetches", _page)
-    app.router.add_get("/slow", _slow)
     app.router.add_get("/busy", _busy)
     runner = web.AppRunner(app)
     await runner.setup()
@@ -222,13 +211,43 @@ async def test_wait_timeout_is_capped_by_the_render_timeout(pool: BrowserPool) -
     assert caught.value.field == "options.wait_for.selector"
 
 
-async def test_wait_for_network_idle_waits_for_requests_after_load(
-    pool: BrowserPool, site: str
-) -> None:
-    url = Url(f"{site}/fetches")
-    assert "slow answer" not in text_of((await pool.render(url, PageOptions())).data)
-    idle = PageOptions(wait_for=WaitFor(network_idle=True, timeout=5))
-    assert "slow answer" in text_of((await pool.render(url, idle)).data)
+async def test_wait_for_network_idle_waits_for_requests_after_load(pool: BrowserPool) -> None:
+    """The page fetches after `load`; the answer is held until the test lets it go, so a
+    print that does not wait for the network cannot have it, however slow the print."""
+    asked: asyncio.Queue[None] = asyncio.Queue()
+    release = asyncio.Event()
+
+    async def slow(request: web.Request) -> web.Response:
+        asked.put_nowait(None)
+        await release.wait()
+        return web.Response(text="slow answer")
+
+    async def page(request: web.Request) -> web.Response:
+        script = (
+            "addEventListener('load', () => fetch('/slow')"
+            ".then(r => r.text()).then(t => { out.textContent = t }))"
+        )
+        html = f"<p id=out>waiting</p><script>{script}</script>"
+        return web.Response(text=html, content_type="text/html")
+
+    app = web.Application()
+    app.router.add_get("/fetches", page)
+    app.router.add_get("/slow", slow)
+    async with serving(app) as base:
+        try:
+            plain = await pool.render(Url(f"{base}/fetches"), PageOptions())
+            await asyncio.wait_for(asked.get(), 10)  # it did ask: the control means something
+            idle = PageOptions(wait_for=WaitFor(network_idle=True, timeout=10))
+            waiting = asyncio.create_task(pool.render(Url(f"{base}/fetches"), idle))
+            await asyncio.wait_for(asked.get(), 10)
+            done, _ = await asyncio.wait({waiting}, timeout=1.0)  # a request is still open
+            assert not done
+            release.set()
+            waited = await waiting
+        finally:
+            release.set()
+    assert "slow answer" not in text_of(plain.data)
+    assert "slow answer" in text_of(waited.data)
 
 
 # --- media, metadata, tagging ---------------------------------------------------------------
