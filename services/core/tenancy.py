@@ -49,6 +49,29 @@ class ApiKey:
     updated_at: dt.datetime
 
 
+@dataclass(frozen=True)
+class WebhookSecret:
+    """One of a tenant's signing secrets, sealed with the server key (`core/crypto`)."""
+
+    id: str
+    secret: str
+    created_at: dt.datetime
+
+
+@dataclass(frozen=True)
+class MonthUsage:
+    """A tenant's documents of one month (`usage_months`), with its name if it has one."""
+
+    tenant_id: str
+    name: str | None
+    succeeded: int
+    failed: int
+    cancelled: int
+    pages: int
+    bytes: int
+    render_ms: int
+
+
 def _tenant(row: asyncpg.Record) -> Tenant:
     return Tenant(**dict(row))
 
@@ -196,26 +219,27 @@ async def record_key_use(pool: asyncpg.Pool, ago: dict[str, float]) -> None:
 @map_db_errors()
 async def add_webhook_secret(
     pool: asyncpg.Pool, secret_id: str, tenant_id: str, sealed: str
-) -> Any:
+) -> dt.datetime:
     """Store a sealed signing secret; returns its creation time."""
-    return await pool.fetchval(
+    created: dt.datetime = await pool.fetchval(
         "INSERT INTO webhook_secrets (id, tenant_id, secret) VALUES ($1, $2, $3) "
         "RETURNING created_at",
         secret_id,
         tenant_id,
         sealed,
     )
+    return created
 
 
 @map_db_errors()
-async def webhook_secrets(pool: asyncpg.Pool, tenant_id: str) -> list[dict[str, Any]]:
-    """A tenant's signing secrets (`id`, sealed `secret`, `created_at`), oldest first."""
+async def webhook_secrets(pool: asyncpg.Pool, tenant_id: str) -> list[WebhookSecret]:
+    """A tenant's signing secrets, oldest first."""
     rows = await pool.fetch(
         "SELECT id, secret, created_at FROM webhook_secrets WHERE tenant_id = $1 "
         "ORDER BY created_at, id",
         tenant_id,
     )
-    return [dict(r) for r in rows]
+    return [WebhookSecret(**dict(r)) for r in rows]
 
 
 @map_db_errors()
@@ -228,7 +252,7 @@ async def delete_webhook_secret(pool: asyncpg.Pool, tenant_id: str, secret_id: s
 
 
 @map_db_errors()
-async def usage(pool: asyncpg.Pool, month: dt.date, tenant_id: str | None) -> list[dict[str, Any]]:
+async def usage(pool: asyncpg.Pool, month: dt.date, tenant_id: str | None) -> list[MonthUsage]:
     """Usage of one month: one row per tenant (only `tenant_id`'s if given), with the
     tenant's name where it has one."""
     rows = await pool.fetch(
@@ -242,7 +266,7 @@ async def usage(pool: asyncpg.Pool, month: dt.date, tenant_id: str | None) -> li
         month,
         tenant_id,
     )
-    return [dict(r) for r in rows]
+    return [MonthUsage(**dict(r)) for r in rows]
 
 
 @map_db_errors()

@@ -38,24 +38,20 @@ def month_param(request: web.Request) -> dt.date:
     return dt.date(int(match.group(1)), int(match.group(2)), 1)
 
 
-def usage_view(row: dict[str, Any] | None, free_tier: int) -> dict[str, Any]:
-    """One tenant's usage of a month; `billable` is what exceeds the free tier (failed
-    and cancelled jobs never count)."""
-    row = row or {}
-    succeeded = int(row.get("succeeded", 0))
-    view: dict[str, Any] = {
-        "succeeded": succeeded,
-        "failed": int(row.get("failed", 0)),
-        "cancelled": int(row.get("cancelled", 0)),
-        "pages": int(row.get("pages") or 0),
-        "bytes": int(row.get("bytes") or 0),
-        "render_seconds": round(int(row.get("render_ms") or 0) / 1000, 3),
+def usage_view(used: tenancy.MonthUsage | None, free_tier: int) -> dict[str, Any]:
+    """One tenant's usage of a month (nothing used: zeros); `billable` is what exceeds the
+    free tier (failed and cancelled jobs never count)."""
+    used = used or tenancy.MonthUsage("", None, 0, 0, 0, 0, 0, 0)
+    return {
+        "succeeded": used.succeeded,
+        "failed": used.failed,
+        "cancelled": used.cancelled,
+        "pages": used.pages,
+        "bytes": used.bytes,
+        "render_seconds": round(used.render_ms / 1000, 3),
         "free_tier": free_tier,
-        "billable": max(0, succeeded - free_tier),
+        "billable": max(0, used.succeeded - free_tier),
     }
-    if "tenant_id" in row:
-        view = {"tenant_id": row["tenant_id"], "name": row.get("name"), **view}
-    return view
 
 
 async def get_usage(request: web.Request) -> web.Response:
@@ -65,8 +61,6 @@ async def get_usage(request: web.Request) -> web.Response:
     with unavailable_without_postgres("usage is unavailable"):
         rows = await tenancy.usage(request.app[POOL], month, tenant)
     view = usage_view(rows[0] if rows else None, request.app[SETTINGS].free_tier)
-    view.pop("tenant_id", None)
-    view.pop("name", None)
     return web.json_response({"month": month.strftime("%Y-%m"), "tenant": tenant, **view})
 
 
@@ -129,7 +123,7 @@ async def list_secrets(request: web.Request) -> web.Response:
     tenant = caller_of(request).tenant
     with unavailable_without_postgres("secrets are unavailable"):
         rows = await tenancy.webhook_secrets(request.app[POOL], tenant)
-    listed = [{"id": r["id"], "created_at": r["created_at"].isoformat()} for r in rows]
+    listed = [{"id": r.id, "created_at": r.created_at.isoformat()} for r in rows]
     return web.json_response({"secrets": listed})
 
 
@@ -138,7 +132,7 @@ async def delete_secret(request: web.Request) -> web.Response:
     tenant, secret_id = caller_of(request).tenant, request.match_info["secret_id"]
     pool = request.app[POOL]
     with unavailable_without_postgres("cannot delete the secret"):
-        existing = {r["id"] for r in await tenancy.webhook_secrets(pool, tenant)}
+        existing = {r.id for r in await tenancy.webhook_secrets(pool, tenant)}
         if secret_id not in existing:
             raise NotFound(f"no webhook secret {secret_id!r}")
         if len(existing) == 1:

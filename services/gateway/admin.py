@@ -211,7 +211,10 @@ async def all_usage(request: web.Request) -> web.Response:
     with unavailable_without_postgres("usage is unavailable"):
         rows = await tenancy.usage(request.app[POOL], month, None)
     free = request.app[SETTINGS].free_tier
-    listed = [account.usage_view(row, free) for row in rows]
+    listed = [
+        {"tenant_id": row.tenant_id, "name": row.name, **account.usage_view(row, free)}
+        for row in rows
+    ]
     return web.json_response({"month": month.strftime("%Y-%m"), "tenants": listed})
 
 

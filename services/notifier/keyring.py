@@ -58,7 +58,7 @@ class Keyring:
             if cached is not None:
                 return cached[1]
             raise Unavailable(f"cannot read the tenant's webhook secrets: {exc.message}") from exc
-        opened = [self._open(r["secret"], tenant) for r in rows]
+        opened = [self._open(r.secret, tenant) for r in rows]
         keys = [k for k in opened if k is not None] or self.default
         self.cache[tenant] = (time.monotonic(), keys)
         return keys
