@@ -49,11 +49,17 @@ def configs(root: Path, nodes: int, sync: bool) -> list[tuple[Path, int]]:
     return out
 
 
+async def _quiet(exc: Exception) -> None:
+    """The servers are still starting: `connect` retries, so their refusals are no news."""
+
+
 async def connect(urls: list[str]) -> nats.NATS:
     deadline = time.monotonic() + 30
     while True:
         try:
-            nc = await nats.connect(urls, connect_timeout=1, max_reconnect_attempts=0)
+            nc = await nats.connect(
+                urls, connect_timeout=1, max_reconnect_attempts=0, error_cb=_quiet
+            )
             await nc.jetstream().account_info()
             return nc
         except Exception:
