@@ -156,9 +156,7 @@ class Renderer:
 
     async def _attempt(self, msg: Msg, job: events.JobSubmitted) -> None:
         attempt = msg.metadata.num_delivered
-        # A direct get (cheap; possibly stale on a replicated stream): a terminal event it
-        # misses costs one render, whose own terminal event is then a deduplicated no-op.
-        ended = await timeline.terminal_event(self.js, job.job_id, direct=True)
+        ended = await self._ended_before(msg, job)
         if ended is not None:  # cancelled while queued, or a redelivery of a finished job
             log.info("job %s is already %s; not rendering", job.job_id, events.event_name(ended))
             await msg.ack()
@@ -171,6 +169,21 @@ class Renderer:
         )
         done, error = await self._render_or_error(job, attempt)
         await self._settle(msg, job, attempt, done, next_step(error, attempt, self.settings))
+
+    async def _ended_before(self, msg: Msg, job: events.JobSubmitted) -> events.AnyEvent | None:
+        """The job's terminal event if it already has one, read by direct get (cheap;
+        possibly stale on a replicated stream: an end it misses costs one render, whose own
+        terminal event is then a deduplicated no-op).
+
+        The first delivery of a job's only submission can only have been cancelled: no
+        renderer held it before, and the reconciler and finalizer end only jobs whose
+        message the log no longer delivers. So one read there instead of three; a
+        redelivery or a re-driven copy asks for every end.
+        """
+        copy = (msg.headers or {}).get("Nats-Msg-Id", job.job_id) != job.job_id
+        if msg.metadata.num_delivered == 1 and not copy:
+            return await timeline.last_event(self.js, job.job_id, "cancelled", direct=True)
+        return await timeline.terminal_event(self.js, job.job_id, direct=True)
 
     async def _render_or_error(
         self, job: events.JobSubmitted, attempt: int
