@@ -173,6 +173,7 @@ async def environment(data: Path) -> AsyncIterator[dict[str, str]]:
             "PRESSROOM_URL_SECRET": "bench",
             "PRESSROOM_WEBHOOK_SECRET": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
             "PRESSROOM_LOG_LEVEL": "WARNING",
+            "PRESSROOM_STREAM_MAX_BYTES": str(256 * 2**20),  # disk NATS would reserve
             "PRESSROOM_AUTH": "enabled",  # whatever the caller's environment says
             "PRESSROOM_ADMIN_KEY": "pra_" + secrets.token_urlsafe(32),
             "PRESSROOM_SERVER_KEY": base64.b64encode(secrets.token_bytes(32)).decode(),

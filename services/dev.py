@@ -275,9 +275,17 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
         await asyncio.gather(*tasks)
 
 
+def log_size_for(free_disk: int) -> int:
+    """The JOBS log's size for the embedded NATS: the default, or a quarter of the free
+    disk where that is less (NATS refuses a stream larger than 75 % of it), never below
+    64 MiB. A laptop with little disk still starts."""
+    return max(64 * 2**20, min(Settings.stream_max_bytes, free_disk // 4))
+
+
 def embedded_defaults(settings: Settings, data: Path) -> dict[str, str]:
     kept = load_secrets(data / "secrets.json")
     defaults = {
+        "PRESSROOM_STREAM_MAX_BYTES": str(log_size_for(shutil.disk_usage(data).free)),
         "PRESSROOM_STORAGE_DIR": str(data / "files"),
         "PRESSROOM_URL_SECRET": kept["url_secret"],
         "PRESSROOM_WEBHOOK_SECRET": kept["webhook_secret"],

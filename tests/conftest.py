@@ -266,6 +266,7 @@ def settings(tmp_path: Path, nats_server: NatsServer, database_url: str, chromiu
         retry_base=0.2,
         retry_cap=1.0,
         shutdown_grace=5.0,
+        stream_max_bytes=256 * 2**20,  # the default reserves 4 GiB of the disk in NATS
     )
 
 

@@ -43,7 +43,7 @@ from services.core.errors import (
     PressroomError,
     Unavailable,
 )
-from services.core.settings import Settings
+from services.core.settings import Settings, SettingsError
 
 log = logging.getLogger(__name__)
 
@@ -164,13 +164,26 @@ def finalizer_config() -> ConsumerConfig:
     )
 
 
+INSUFFICIENT_STORAGE = 10047
+"""JetStream's error code when a stream's `max_bytes` exceeds what the server may store."""
+
+
 async def _ensure(js: JetStreamContext, config: StreamConfig) -> None:
     try:
-        await js.add_stream(config)
+        try:
+            await js.add_stream(config)
+        except APIError as exc:
+            if exc.err_code != 10058:  # exists with another configuration: update it
+                raise
+            await js.update_stream(config)
     except APIError as exc:
-        if exc.err_code != 10058:  # exists with another configuration: update it
-            raise
-        await js.update_stream(config)
+        if exc.err_code == INSUFFICIENT_STORAGE and config.name == events.STREAM:
+            raise SettingsError(
+                f"PRESSROOM_STREAM_MAX_BYTES={config.max_bytes} is more than the NATS server "
+                "may store (its JetStream max_file_store, by default 75 % of the free disk): "
+                "lower it, or give NATS more room"
+            ) from exc
+        raise
 
 
 async def _on_error(exc: Exception) -> None:

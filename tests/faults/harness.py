@@ -50,6 +50,7 @@ FAULT_ENV = {
     "PRESSROOM_RENDER_CONCURRENCY": "2",
     "PRESSROOM_SHUTDOWN_GRACE": "5",
     "PRESSROOM_ALLOW_PRIVATE_NETWORKS": "1",
+    "PRESSROOM_STREAM_MAX_BYTES": str(256 * 2**20),  # the tests need no more disk than this
 }
 
 

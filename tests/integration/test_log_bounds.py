@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import subprocess
+from collections.abc import Iterator
 from dataclasses import replace
+from pathlib import Path
 
 import nats
 import pytest
 
 from services.core import bus, events
 from services.core.errors import EventTooLarge, LogFull
-from services.core.settings import Settings
-from tests.conftest import Stack
+from services.core.settings import Settings, SettingsError
+from tests.conftest import BIN, Stack, nats_port, reported_port
 
 PADDED = {"template": "<h1>Hi {{name}}</h1><p>" + "x" * 2000 + "</p>", "data": {"name": "Ana"}}
 
@@ -92,3 +95,34 @@ async def test_the_stream_itself_refuses_what_does_not_fit_and_keeps_the_rest(
         info = await js.stream_info(events.STREAM)
     assert 50 < stored < 1000
     assert (info.state.first_seq, info.state.messages) == (1, stored)
+
+
+@pytest.fixture
+def small_nats(tmp_path: Path) -> Iterator[str]:
+    """A nats-server whose JetStream may store 64 MB in all; its URL."""
+    root = tmp_path / "nats"
+    root.mkdir()
+    (root / "nats.conf").write_text(
+        f'jetstream {{ store_dir: "{root}", max_file_store: 64MB }}\nlisten: 127.0.0.1:-1\n'
+    )
+    proc = subprocess.Popen(
+        [str(BIN / "nats-server"), "-c", str(root / "nats.conf"), "--ports_file_dir", str(root)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        port = reported_port(proc, lambda: nats_port(root, proc.pid), 15, "nats")
+        yield f"nats://127.0.0.1:{port}"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+async def test_a_log_larger_than_nats_may_store_is_refused_at_start_naming_the_variable(
+    small_nats: str,
+):
+    settings = Settings(nats_url=small_nats, stream_max_bytes=2**30)
+    with pytest.raises(SettingsError, match=r"PRESSROOM_STREAM_MAX_BYTES=1073741824 is more"):
+        async with bus.open_bus(settings, name="test"):
+            pass
+    async with bus.open_bus(replace(settings, stream_max_bytes=32 * 2**20), name="test"):
+        pass  # what fits is accepted
