@@ -42,10 +42,11 @@ _decoder = msgspec.json.Decoder(Claim)
 
 
 async def open_bucket(js: JetStreamContext, settings: Settings) -> KeyValue:
-    """The bucket, created on first use with the TTL from settings."""
+    """The bucket, created on first use with the TTL from settings; an existing bucket
+    takes a changed `PRESSROOM_IDEMPOTENCY_TTL` too."""
     try:
         with bus.map_bus_errors():
-            return await js.key_value(BUCKET)
+            bucket = await js.key_value(BUCKET)
     except NotFound:
         config = KeyValueConfig(
             bucket=BUCKET,
@@ -56,6 +57,17 @@ async def open_bucket(js: JetStreamContext, settings: Settings) -> KeyValue:
         )
         with bus.map_bus_errors():
             return await js.create_key_value(config)
+    await _keep_ttl(js, settings.idempotency_ttl)
+    return bucket
+
+
+async def _keep_ttl(js: JetStreamContext, ttl: float) -> None:
+    """Set the bucket's TTL (its stream's `max_age`) to `ttl` if it was made with another."""
+    with bus.map_bus_errors():
+        info = await js.stream_info(f"KV_{BUCKET}")
+        if abs((info.config.max_age or 0) - ttl) > 0.001:
+            info.config.max_age = ttl
+            await js.update_stream(info.config)
 
 
 def _entry(tenant: str, key: str) -> str:

@@ -247,3 +247,12 @@ async def test_idempotency_keys_outlive_the_logs_deduplication_window(settings: 
 async def test_admin_keys_are_not_tenant_keys(stack: Stack):
     status, body, _ = await call(stack.client, "GET", f"{stack.url}/usage", headers=ADMIN)
     assert status == 401, body
+
+
+async def test_a_changed_idempotency_ttl_reaches_the_existing_bucket(settings: Settings):
+    """An operator raises PRESSROOM_IDEMPOTENCY_TTL and restarts: the bucket made with the
+    old TTL keeps keys for the new one."""
+    async with bus.open_bus(settings, name="test") as (_, js):
+        await idempotency.open_bucket(js, replace(settings, idempotency_ttl=3600.0))
+        bucket = await idempotency.open_bucket(js, replace(settings, idempotency_ttl=7200.0))
+        assert (await bucket.status()).ttl == 7200.0
