@@ -35,6 +35,10 @@ CLIENTS = 3
 PACE = 0.5  # seconds between one client's submissions: ~6 jobs/s, what two tabs render
 
 
+SIGKILL_PACE = 0.05
+"""Seconds between a client's submissions in the SIGKILL test (4 clients: ≤ 80 jobs/s)."""
+
+
 class Client:
     """Submits a job every `pace` seconds until stopped; remembers each key's body and reply."""
 
@@ -118,7 +122,10 @@ async def test_nats_sigkilled_mid_load_loses_no_accepted_job(
     cluster: Cluster, nats_server: NatsServer
 ) -> None:
     await cluster.up(renderers=2)
-    client = Client(cluster, pace=0.0)
+    # Fast enough to have submissions in flight at the kill, slow enough that what is
+    # accepted (a few hundred jobs) is rendered well within the check's deadline: at full
+    # speed a CI run accepted 8,641 jobs, more than two renderers finish in 90 s.
+    client = Client(cluster, pace=SIGKILL_PACE)
     tasks = [asyncio.create_task(client.run()) for _ in range(4)]
     try:
         await poll(lambda: _at_least(client.count(202), 60), 30, "60 jobs accepted")
