@@ -152,20 +152,24 @@ async def test_footer_shows_page_number_and_total_and_header_alone_is_clean(
 # --- waiting -------------------------------------------------------------------------------
 
 
-async def test_wait_for_selector_prints_late_content(pool: BrowserPool) -> None:
-    """The late content is the answer to a request the page makes, held until the test
-    lets it go: a print that does not wait cannot have it, however slow the print."""
+async def printed_without_and_with_waiting(
+    pool: BrowserPool, script: str, answer: str, wait: WaitFor
+) -> tuple[str, str]:
+    """The text of a page printed without waiting and with `wait`. The page runs `script`,
+    which fetches `/late`; the answer (`answer`) is held until the test lets it go, so a
+    print that does not wait cannot have it, however slow the print. The waiting render
+    must still be pending a second after the page asked: no fixed delay stands in for
+    the wait."""
     asked: asyncio.Queue[None] = asyncio.Queue()
     release = asyncio.Event()
 
     async def late(request: web.Request) -> web.Response:
         asked.put_nowait(None)
         await release.wait()
-        return web.Response(text="late content")
+        return web.Response(text=answer)
 
     async def page(request: web.Request) -> web.Response:
-        script = "fetch('/late').then(r => r.text()).then(t => { out.innerHTML = `<b>${t}</b>` })"
-        html = f"<p id=out></p><script>{script}</script>"
+        html = f"<p id=out>waiting</p><script>{script}</script>"
         return web.Response(text=html, content_type="text/html")
 
     app = web.Application()
@@ -175,18 +179,25 @@ async def test_wait_for_selector_prints_late_content(pool: BrowserPool) -> None:
         try:
             plain = await pool.render(Url(f"{base}/page"), PageOptions())
             await asyncio.wait_for(asked.get(), 10)  # it did ask: the control means something
-            wait = PageOptions(wait_for=WaitFor(selector="#out b", timeout=10))
-            waiting = asyncio.create_task(pool.render(Url(f"{base}/page"), wait))
+            waiting = asyncio.create_task(
+                pool.render(Url(f"{base}/page"), PageOptions(wait_for=wait))
+            )
             await asyncio.wait_for(asked.get(), 10)
-            # Still waiting a second later: no fixed delay stands in for the selector.
             done, _ = await asyncio.wait({waiting}, timeout=1.0)
             assert not done
             release.set()
             waited = await waiting
         finally:
             release.set()
-    assert "late content" not in text_of(plain.data)
-    assert "late content" in text_of(waited.data)
+    return text_of(plain.data), text_of(waited.data)
+
+
+async def test_wait_for_selector_prints_late_content(pool: BrowserPool) -> None:
+    script = "fetch('/late').then(r => r.text()).then(t => { out.innerHTML = `<b>${t}</b>` })"
+    wait = WaitFor(selector="#out b", timeout=10)
+    plain, waited = await printed_without_and_with_waiting(pool, script, "late content", wait)
+    assert "late content" not in plain
+    assert "late content" in waited
 
 
 async def test_wait_for_expression_and_a_deterministic_wait_timeout(pool: BrowserPool) -> None:
@@ -212,42 +223,15 @@ async def test_wait_timeout_is_capped_by_the_render_timeout(pool: BrowserPool) -
 
 
 async def test_wait_for_network_idle_waits_for_requests_after_load(pool: BrowserPool) -> None:
-    """The page fetches after `load`; the answer is held until the test lets it go, so a
-    print that does not wait for the network cannot have it, however slow the print."""
-    asked: asyncio.Queue[None] = asyncio.Queue()
-    release = asyncio.Event()
-
-    async def slow(request: web.Request) -> web.Response:
-        asked.put_nowait(None)
-        await release.wait()
-        return web.Response(text="slow answer")
-
-    async def page(request: web.Request) -> web.Response:
-        script = (
-            "addEventListener('load', () => fetch('/slow')"
-            ".then(r => r.text()).then(t => { out.textContent = t }))"
-        )
-        html = f"<p id=out>waiting</p><script>{script}</script>"
-        return web.Response(text=html, content_type="text/html")
-
-    app = web.Application()
-    app.router.add_get("/fetches", page)
-    app.router.add_get("/slow", slow)
-    async with serving(app) as base:
-        try:
-            plain = await pool.render(Url(f"{base}/fetches"), PageOptions())
-            await asyncio.wait_for(asked.get(), 10)  # it did ask: the control means something
-            idle = PageOptions(wait_for=WaitFor(network_idle=True, timeout=10))
-            waiting = asyncio.create_task(pool.render(Url(f"{base}/fetches"), idle))
-            await asyncio.wait_for(asked.get(), 10)
-            done, _ = await asyncio.wait({waiting}, timeout=1.0)  # a request is still open
-            assert not done
-            release.set()
-            waited = await waiting
-        finally:
-            release.set()
-    assert "slow answer" not in text_of(plain.data)
-    assert "slow answer" in text_of(waited.data)
+    """The page fetches after `load`: only a wait for the network prints the answer."""
+    script = (
+        "addEventListener('load', () => fetch('/late')"
+        ".then(r => r.text()).then(t => { out.textContent = t }))"
+    )
+    wait = WaitFor(network_idle=True, timeout=10)
+    plain, waited = await printed_without_and_with_waiting(pool, script, "slow answer", wait)
+    assert "slow answer" not in plain
+    assert "slow answer" in waited
 
 
 # --- media, metadata, tagging ---------------------------------------------------------------
