@@ -76,6 +76,7 @@ ADVISORY_STREAM = "JOBS_ADVISORIES"
 MAX_DELIVERIES_SUBJECT = (
     f"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{events.STREAM}.{events.RENDERER}"
 )
+BULK_MAX_DELIVERIES_SUBJECT = f"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{events.STREAM}.bulk-*"
 FINALIZER = "finalizer"
 """The projector's durable on `ADVISORY_STREAM`."""
 
@@ -117,7 +118,7 @@ def consumer_configs(settings: Settings) -> list[ConsumerConfig]:
         ),
         ConsumerConfig(
             durable_name=events.PROJECTOR,
-            filter_subject="jobs.>",
+            filter_subjects=["jobs.>", "batches.>"],
             ack_wait=30.0,
             max_deliver=-1,
             max_ack_pending=10000,
@@ -130,20 +131,54 @@ def consumer_configs(settings: Settings) -> list[ConsumerConfig]:
                 "jobs.*.failed",
                 "jobs.*.cancelled",
                 "jobs.*.redeliver",
+                "batches.*.done",
+                "batches.*.failed",
+                "batches.*.cancelled",
             ],
             ack_wait=settings.webhook_timeout * 3 + 10,
             max_deliver=-1,
             max_ack_pending=10000,
             **common,
         ),
+        ConsumerConfig(
+            durable_name=events.CONDUCTOR,
+            filter_subjects=[
+                "batches.*.submitted",
+                "batches.*.paused",
+                "batches.*.resumed",
+                "batches.*.cancel",
+                "batches.*.complete",
+            ],
+            # Expanding 10,000 items or packing their archive takes a while: the
+            # conductor sends progress notes, as a renderer does for a long render.
+            ack_wait=60.0,
+            max_deliver=-1,
+            max_ack_pending=1000,
+            **common,
+        ),
     ]
+
+
+def bulk_config(settings: Settings, batch_id: str) -> ConsumerConfig:
+    """The durable of one batch's items: made by the conductor when it expands the batch,
+    read by every renderer (one item at a time, after interactive jobs), deleted when the
+    batch has ended. Attempts are counted as for single jobs."""
+    return ConsumerConfig(
+        durable_name=events.bulk_durable(batch_id),
+        filter_subject=events.bulk_filter(batch_id),
+        ack_policy=AckPolicy.EXPLICIT,
+        deliver_policy=DeliverPolicy.ALL,
+        ack_wait=settings.ack_wait,
+        max_deliver=settings.max_attempts,
+        max_ack_pending=1000,
+    )
 
 
 def advisory_stream_config(settings: Settings) -> StreamConfig:
     """Persists advisories: a finalizer that is down when one fires still reads it later."""
     return StreamConfig(
         name=ADVISORY_STREAM,
-        subjects=[MAX_DELIVERIES_SUBJECT],
+        subjects=[MAX_DELIVERIES_SUBJECT, BULK_MAX_DELIVERIES_SUBJECT],
         retention=RetentionPolicy.LIMITS,
         storage=StorageType.FILE,
         num_replicas=settings.stream_replicas,
@@ -237,6 +272,12 @@ async def ensure_stream(js: JetStreamContext, settings: Settings) -> None:
     await _ensure(js, advisory_stream_config(settings))
     await js.add_consumer(ADVISORY_STREAM, finalizer_config())
     await _ensure(js, usage_stream_config(settings))
+    await js.create_key_value(
+        bucket=events.BATCH_STATE,
+        history=1,
+        replicas=settings.stream_replicas,
+        storage=StorageType.FILE,
+    )
 
 
 @contextlib.asynccontextmanager
@@ -299,6 +340,26 @@ async def publish(
         )
     except (APIError, MaxPayloadError) as exc:
         raise _refusal(exc, event) from exc
+    return not ack.duplicate
+
+
+@map_bus_errors("NATS did not acknowledge the batch event")
+async def publish_batch(
+    js: JetStreamContext, event: events.AnyBatchEvent, *, timeout: float = 5.0
+) -> bool:
+    """Publish a batch event with its dedup id; True if stored now, False if a duplicate."""
+    try:
+        ack = await js.publish(
+            events.batch_subject_of(event),
+            events.encode_batch(event),
+            timeout=timeout,
+            stream=events.STREAM,
+            headers={"Nats-Msg-Id": events.batch_msg_id(event)},
+        )
+    except APIError as exc:
+        if exc.err_code == MAX_BYTES_EXCEEDED:
+            raise LogFull("the job log is full (PRESSROOM_STREAM_MAX_BYTES); retry later") from exc
+        raise Unavailable(f"NATS refused the event: {exc.description or exc}") from exc
     return not ack.duplicate
 
 
@@ -373,6 +434,47 @@ async def decode_or_term(msg: Msg) -> events.AnyEvent | None:
         log.error("terminating undecodable message on %s: %s", msg.subject, exc)
         await msg.term()
         return None
+
+
+class Lane:
+    """A durable read with no-wait pulls: the messages it has now, or none at once.
+
+    nats-py's `fetch` waits for messages until its timeout; a renderer that chooses
+    between several durables (interactive jobs first, then batches' items) must instead
+    ask each for what it has right now. The pull answers on this lane's own inbox.
+    """
+
+    def __init__(self, nc: Client, durable: str) -> None:
+        self.nc = nc
+        self.durable = durable
+        self._sub: Any = None
+        self._next = f"$JS.API.CONSUMER.MSG.NEXT.{events.STREAM}.{durable}"
+
+    async def take(self, count: int, timeout: float = 2.0) -> list[Msg]:
+        """Up to `count` messages available now. `NotFound` when the durable is gone (the
+        batch ended); `Unavailable` when NATS does not answer."""
+        with map_bus_errors(f"cannot read {self.durable}"):
+            if self._sub is None:
+                self._sub = await self.nc.subscribe(self.nc.new_inbox())
+            request = msgspec.json.encode({"batch": count, "no_wait": True})
+            await self.nc.publish(self._next, request, reply=self._sub.subject)
+            msgs: list[Msg] = []
+            while len(msgs) < count:
+                msg = await self._sub.next_msg(timeout)
+                status = (msg.headers or {}).get("Status")
+                if status is None:
+                    msgs.append(msg)
+                    continue
+                if status == "503":  # no responders: the durable does not exist (any more)
+                    raise NotFound(f"{self.durable} does not exist")
+                break  # 404/408: nothing (more) now; 409: the server refused this pull
+            return msgs
+
+    async def close(self) -> None:
+        if self._sub is not None:
+            with contextlib.suppress(Exception):
+                await self._sub.unsubscribe()
+            self._sub = None
 
 
 async def close_subscription(sub: JetStreamContext.PullSubscription) -> None:

@@ -158,6 +158,49 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (tenant_id, month)
     );
     """,
+    # 5: bulk runs. A batch's row is projected from its `batches.<id>.*` events; its
+    # counters move in the same transaction as an item's terminal event. Items are jobs
+    # (`<batch_id>.<index>`) with their batch and index in two columns, for listing.
+    """
+    CREATE TABLE batches (
+        id              text PRIMARY KEY,
+        tenant_id       text NOT NULL,
+        status          text NOT NULL,
+        total           integer NOT NULL,
+        done            integer NOT NULL DEFAULT 0,
+        failed          integer NOT NULL DEFAULT 0,
+        cancelled       integer NOT NULL DEFAULT 0,
+        output          text NOT NULL DEFAULT 'zip',
+        object_key      text,
+        bytes           bigint,
+        error_type      text,
+        error_message   text,
+        webhook_url     text,
+        idempotency_key text,
+        template_id     text,
+        template_version integer,
+        created_at      timestamptz NOT NULL,
+        started_at      timestamptz,
+        finished_at     timestamptz,
+        updated_at      timestamptz NOT NULL DEFAULT now(),
+        last_seq        bigint NOT NULL DEFAULT 0
+    );
+    CREATE INDEX batches_tenant ON batches (tenant_id, created_at DESC, id);
+    CREATE INDEX batches_unfinished ON batches (status, updated_at)
+        WHERE status IN ('queued', 'running', 'paused');
+    CREATE TABLE batch_events (
+        stream_seq  bigint PRIMARY KEY,
+        batch_id    text NOT NULL,
+        tenant_id   text NOT NULL,
+        type        text NOT NULL,
+        at          timestamptz NOT NULL,
+        body        jsonb NOT NULL
+    );
+    CREATE INDEX batch_events_batch ON batch_events (batch_id, stream_seq);
+    ALTER TABLE jobs ADD COLUMN batch_id text;
+    ALTER TABLE jobs ADD COLUMN item_index integer;
+    CREATE INDEX jobs_batch_items ON jobs (batch_id, item_index) WHERE batch_id IS NOT NULL;
+    """,
 ]
 
 
@@ -188,6 +231,8 @@ class JobRow(JobState, kw_only=True, frozen=True):
     updated_at: dt.datetime
     last_seq: int
     redrives: int
+    batch_id: str | None = None
+    item_index: int | None = None
 
 
 class StaleJob(msgspec.Struct, kw_only=True, frozen=True):

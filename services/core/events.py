@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 import msgspec
 
 STREAM = "JOBS"
-SUBJECTS = ["jobs.>"]
+SUBJECTS = ["jobs.>", "batches.>"]
 
 DEFAULT_TENANT = "default"
 """The tenant of every job when `PRESSROOM_AUTH=disabled`, and of events written before
@@ -24,11 +24,56 @@ USAGE_SUBJECTS = ["usage.>"]
 RENDERER = "renderer"
 PROJECTOR = "projector"
 NOTIFIER = "notifier"
+CONDUCTOR = "conductor"
+BATCH_STATE = "BATCH_STATE"
+"""The KV bucket through which renderers learn, within milliseconds, which batches may
+run (`running`) and which must not start more items (`paused`, `cancelled`)."""
 
 
 def subject(job_id: str, event: str) -> str:
     """The subject of one job's event: `jobs.<job_id>.<event>`."""
     return f"jobs.{job_id}.{event}"
+
+
+def item_job_id(batch_id: str, index: int) -> str:
+    """The job id of a batch's item: `<batch_id>.<index>`. Its events are then
+    `jobs.<batch_id>.<index>.<event>`: four tokens, which the `renderer` durable's
+    `jobs.*.submitted` never matches (items reach renderers through their batch's own
+    durable, `bulk_durable`), while `jobs.>` readers see them like any job's."""
+    return f"{batch_id}.{index}"
+
+
+def batch_of(job_id: str) -> tuple[str, int] | None:
+    """(batch id, index) of an item's job id; None for a job that is no batch's item."""
+    batch_id, dot, index = job_id.partition(".")
+    if not dot or not index.isdigit():
+        return None
+    return batch_id, int(index)
+
+
+def batch_subject(batch_id: str, event: str) -> str:
+    """The subject of one batch's event: `batches.<batch_id>.<event>`."""
+    return f"batches.{batch_id}.{event}"
+
+
+def bulk_durable(batch_id: str) -> str:
+    """The durable through which renderers take one batch's items."""
+    return f"bulk-{batch_id}"
+
+
+def bulk_filter(batch_id: str) -> str:
+    """The submissions of one batch's items."""
+    return f"jobs.{batch_id}.*.submitted"
+
+
+def batch_items_key(tenant: str, batch_id: str) -> str:
+    """Where the gateway stores a batch's item list (JSON Lines, one `BatchItem` each)."""
+    return f"batches/{tenant}/{batch_id}/items.jsonl"
+
+
+def batch_archive_key(tenant: str, batch_id: str, extension: str = "zip") -> str:
+    """Where the conductor stores a batch's archive (or merged PDF)."""
+    return f"batches/{tenant}/{batch_id}/{batch_id}.{extension}"
 
 
 def now() -> float:
@@ -140,6 +185,11 @@ class JobSubmitted(Event, tag="submitted"):
     # key (`core/crypto.seal`), never in plain text on the log.
     webhook_secret: str | None = None
     idempotency_key: str | None = None
+    # An item of a batch: its batch, position and file name in the archive. An item's
+    # `template` is empty: the renderer reads the batch's (`BatchSubmitted.template`) once.
+    batch_id: str | None = None
+    index: int | None = None
+    filename: str | None = None
 
     INPUTS: ClassVar[tuple[str, ...]] = ("template", "html", "data")
     """What the document is made from: large, and kept once, on the job's row."""
@@ -239,8 +289,160 @@ AnyEvent = (
 TERMINAL = (JobDone, JobFailed, JobCancelled)
 Terminal = JobDone | JobFailed | JobCancelled
 
+
+class BatchState(msgspec.Struct):
+    """A batch's value in the `BATCH_STATE` bucket (key: the batch id): its tenant, for
+    the renderers' round robin, and whether its items may start."""
+
+    tenant: str
+    state: str  # "running", "paused" or "cancelled"
+
+
+class BatchItem(msgspec.Struct, omit_defaults=True):
+    """One line of a batch's stored item list: what varies per item."""
+
+    data: dict[str, Any] = msgspec.field(default_factory=dict)
+    filename: str | None = None
+    url: str | None = None
+
+
+class BatchEvent(msgspec.Struct, tag_field="type", kw_only=True, omit_defaults=True):
+    """Base of every batch event, on `batches.<batch_id>.<suffix>`."""
+
+    batch_id: str
+    tenant: str = DEFAULT_TENANT
+    at: float = msgspec.field(default_factory=now)
+    v: int = 1
+
+    def public_view(self) -> dict[str, Any]:
+        view: dict[str, Any] = msgspec.to_builtins(self)
+        return view
+
+
+class BatchSubmitted(BatchEvent, tag="batch_submitted"):
+    """A client's batch, accepted by the gateway: the shared source and options, and where
+    its item list is stored (`items_key`, `total` lines), never the items themselves.
+
+    The source is a `template` (a stored one resolved into it, as for jobs) or, when
+    `template` is empty, each item's own `url`.
+    """
+
+    total: int
+    items_key: str
+    template: str = ""
+    template_id: str | None = None
+    template_version: int | None = None
+    options: PageOptions = msgspec.field(default_factory=PageOptions)
+    output: str = "zip"
+    webhook_url: str | None = None
+    webhook_secret: str | None = None  # sealed, like a job's
+    idempotency_key: str | None = None
+
+    SECRETS: ClassVar[tuple[str, ...]] = ("webhook_secret",)
+
+    def public_view(self) -> dict[str, Any]:
+        view = super().public_view()
+        for name in ("template", *self.SECRETS):
+            view.pop(name, None)
+        return view
+
+
+class BatchPaused(BatchEvent, tag="batch_paused"):
+    """No item of the batch starts until it is resumed (items rendering finish)."""
+
+
+class BatchResumed(BatchEvent, tag="batch_resumed"):
+    """The batch's items start again where they stopped."""
+
+
+class BatchCancel(BatchEvent, tag="batch_cancel"):
+    """A client cancelled the batch: no item starts again, items not yet ended are
+    cancelled, and it ends `cancelled` with the archive of what finished."""
+
+    reason: str = "cancelled by request"
+
+
+class BatchComplete(BatchEvent, tag="batch_complete"):
+    """Every item of the batch has ended (published once, by the projector)."""
+
+
+class BatchFinished(BatchEvent, kw_only=True):
+    """Base of a batch's terminal events: the counts of its items' outcomes."""
+
+    total: int
+    done: int
+    failed: int
+    cancelled: int
+    webhook_url: str | None = None
+
+
+class BatchDone(BatchFinished, tag="batch_done"):
+    """The archive (with its manifest) is stored under `object_key`."""
+
+    object_key: str
+    bytes: int
+
+
+class BatchFailed(BatchFinished, tag="batch_failed"):
+    """Nothing could be produced: no item made a document."""
+
+    error: ErrorInfo
+    object_key: str | None = None  # the archive, which then holds only the manifest
+
+
+class BatchCancelled(BatchFinished, tag="batch_cancelled"):
+    """A cancelled batch's end: the archive of what finished before the cancel."""
+
+    object_key: str | None = None
+    bytes: int = 0
+
+
+AnyBatchEvent = (
+    BatchSubmitted
+    | BatchPaused
+    | BatchResumed
+    | BatchCancel
+    | BatchComplete
+    | BatchDone
+    | BatchFailed
+    | BatchCancelled
+)
+BATCH_TERMINAL = (BatchDone, BatchFailed, BatchCancelled)
+BatchTerminal = BatchDone | BatchFailed | BatchCancelled
+LogEvent = AnyEvent | AnyBatchEvent
+"""Anything on the JOBS stream."""
+
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder(AnyEvent)
+_log_decoder = msgspec.json.Decoder(LogEvent)
+
+
+def decode_log(payload: bytes) -> LogEvent:
+    """Decode any message of the JOBS stream, job or batch event."""
+    return _log_decoder.decode(payload)
+
+
+def batch_event_name(event: AnyBatchEvent) -> str:
+    """The last token of a batch event's subject: its tag without `batch_`."""
+    return str(type(event).__struct_config__.tag).removeprefix("batch_")
+
+
+def batch_subject_of(event: AnyBatchEvent) -> str:
+    return batch_subject(event.batch_id, batch_event_name(event))
+
+
+def batch_msg_id(event: AnyBatchEvent) -> str:
+    """The `Nats-Msg-Id` of a batch event: one terminal event per batch (like jobs), one
+    submission, one `complete`; controls are unique per publish."""
+    if isinstance(event, BATCH_TERMINAL):
+        return f"{event.batch_id}.terminal"
+    if isinstance(event, BatchSubmitted | BatchComplete):
+        return f"{event.batch_id}.{batch_event_name(event)}"
+    return f"{event.batch_id}.{batch_event_name(event)}.{event.at!r}"
+
+
+def encode_batch(event: AnyBatchEvent) -> bytes:
+    return _encoder.encode(event)
 
 
 class DocumentUsed(msgspec.Struct, kw_only=True, omit_defaults=True):

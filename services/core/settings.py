@@ -192,6 +192,15 @@ class Settings:
     max_body_bytes: int = _var(
         "PRESSROOM_MAX_BODY_BYTES", 1024 * 1024, _int(1024, 64 * 1024 * 1024), "request limit"
     )
+    max_batch_bytes: int = _var(
+        "PRESSROOM_MAX_BATCH_BYTES",
+        64 * 1024 * 1024,
+        _int(1024, 1024 * 1024 * 1024),
+        "request limit of POST /batches",
+    )
+    max_batch_items: int = _var(
+        "PRESSROOM_MAX_BATCH_ITEMS", 10_000, _int(1, 1_000_000), "most items in one batch"
+    )
     max_pages: int = _var("PRESSROOM_MAX_PAGES", 500, _int(1, 100_000), "most pages a PDF may have")
     max_output_bytes: int = _var(
         "PRESSROOM_MAX_OUTPUT_BYTES", 50 * 1024 * 1024, _int(1024, 2**31), "largest PDF, bytes"

@@ -90,3 +90,22 @@ async def first_terminal_seq(js: JetStreamContext, job_id: str) -> int | None:
         if raw.seq is not None:
             firsts.append(int(raw.seq))
     return min(firsts, default=None)
+
+
+async def batch_submission(
+    js: JetStreamContext, batch_id: str, *, direct: bool = False
+) -> events.BatchSubmitted | None:
+    """The batch's `submitted` event (its shared template and options), None if the log
+    holds none."""
+    try:
+        with bus.map_bus_errors():
+            raw = await js.get_last_msg(
+                events.STREAM, events.batch_subject(batch_id, "submitted"), direct=direct
+            )
+    except NotFound:
+        return None
+    try:
+        event = events.decode_log(raw.data or b"")
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    return event if isinstance(event, events.BatchSubmitted) else None

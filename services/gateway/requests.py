@@ -20,7 +20,8 @@ from services.core.signing import parse_secrets
 
 _PATH = re.compile(r"at `\$\.?([^`]*)`")
 _NAMED = re.compile(r"(?:required|unknown) field `([^`]*)`")
-JOB_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+JOB_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}(\.[0-9]{1,7})?$")  # `<batch_id>.<index>`: an item
+BATCH_ID = re.compile(r"^b[0-9a-f]{31}$")
 TEMPLATE_ID = re.compile(r"^[0-9a-f]{32}$")
 
 # Versions are PostgreSQL `integer`s: a larger number can name no version, and asyncpg
