@@ -32,3 +32,23 @@ class JobStatus(StrEnum):
 
 TERMINAL = frozenset({JobStatus.DONE, JobStatus.FAILED, JobStatus.CANCELLED})
 UNFINISHED = frozenset({JobStatus.QUEUED, JobStatus.RUNNING})
+
+
+class BatchStatus(StrEnum):
+    """The statuses of a batch (`batches.status`): queued until the conductor expands it,
+    running (or paused on request) while its items render, then one terminal status."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    PAUSED = "paused"
+    DONE = "done"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def terminal(self) -> bool:
+        """Whether the batch has ended: its archive (if any) is stored and final."""
+        return self in BATCH_TERMINAL
+
+
+BATCH_TERMINAL = frozenset({BatchStatus.DONE, BatchStatus.FAILED, BatchStatus.CANCELLED})
