@@ -21,7 +21,7 @@ import msgspec
 from services.core.boundary import ErrorMap, describe
 from services.core.errors import PressroomError, Refused, Unavailable
 from services.core.settings import Settings
-from services.core.status import JobStatus
+from services.core.status import BatchStatus, JobStatus
 
 MIGRATIONS: list[str] = [
     """
@@ -235,6 +235,32 @@ class JobRow(JobState, kw_only=True, frozen=True):
     item_index: int | None = None
 
 
+class BatchRow(msgspec.Struct, kw_only=True, frozen=True):
+    """A row of `batches`: one batch and its items' counts as the projection holds them."""
+
+    id: str
+    tenant_id: str
+    status: BatchStatus
+    total: int
+    done: int
+    failed: int
+    cancelled: int
+    output: str
+    object_key: str | None
+    bytes: int | None
+    error_type: str | None
+    error_message: str | None
+    webhook_url: str | None
+    idempotency_key: str | None
+    template_id: str | None
+    template_version: int | None
+    created_at: dt.datetime
+    started_at: dt.datetime | None
+    finished_at: dt.datetime | None
+    updated_at: dt.datetime
+    last_seq: int
+
+
 class StaleJob(msgspec.Struct, kw_only=True, frozen=True):
     """An unfinished job with no news for a while, with what it takes to re-drive it."""
 
@@ -422,6 +448,12 @@ async def ping(pool: asyncpg.Pool, timeout: float) -> None:
 async def get_job(pool: asyncpg.Pool, job_id: str) -> JobRow | None:
     row = await pool.fetchrow("SELECT * FROM jobs WHERE id = $1", job_id)
     return _typed(row, JobRow) if row is not None else None
+
+
+@map_db_errors()
+async def get_batch(pool: asyncpg.Pool, batch_id: str) -> BatchRow | None:
+    row = await pool.fetchrow("SELECT * FROM batches WHERE id = $1", batch_id)
+    return _typed(row, BatchRow) if row is not None else None
 
 
 @map_db_errors()
