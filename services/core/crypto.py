@@ -74,3 +74,11 @@ def idempotent_job_id(server_key: bytes, tenant: str, idempotency_key: str) -> s
     every tenant, and not computable without the server key."""
     mac = hmac.new(server_key, f"idempotency\n{tenant}\n{idempotency_key}".encode(), "sha256")
     return mac.hexdigest()[:32]
+
+
+def idempotent_batch_id(server_key: bytes, tenant: str, idempotency_key: str) -> str:
+    """The batch id of a tenant's `Idempotency-Key` on `POST /batches`: `b` and 31 hex
+    digits, like a random batch id; keyed apart from `idempotent_job_id`, so a job and a
+    batch submitted with the same key never share an id."""
+    text = f"batch\n{tenant}\n{idempotency_key}"
+    return "b" + hmac.new(server_key, text.encode(), "sha256").hexdigest()[:31]
