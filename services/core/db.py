@@ -544,7 +544,9 @@ async def truncate_projection(pool: asyncpg.Pool) -> None:
     replay then adds only jobs it does not hold yet, so each job still counts once.
     """
     async with pool.acquire() as conn, conn.transaction():
-        await conn.execute("TRUNCATE jobs, job_events, webhook_deliveries, usage_months")
+        await conn.execute(
+            "TRUNCATE jobs, job_events, webhook_deliveries, usage_months, batches, batch_events"
+        )
         await conn.execute(_RECOUNT_USAGE)
 
 
@@ -554,6 +556,13 @@ async def projection_counts(pool: asyncpg.Pool) -> tuple[int, dict[str, int]]:
     events = int(await pool.fetchval("SELECT count(*) FROM job_events"))
     rows = await pool.fetch("SELECT status, count(*) AS n FROM jobs GROUP BY status ORDER BY 1")
     return events, {r["status"]: int(r["n"]) for r in rows}
+
+
+@map_db_errors()
+async def batch_counts(pool: asyncpg.Pool) -> dict[str, int]:
+    """Batches by status in the projection."""
+    rows = await pool.fetch("SELECT status, count(*) AS n FROM batches GROUP BY status ORDER BY 1")
+    return {r["status"]: int(r["n"]) for r in rows}
 
 
 TEMPLATE_LOCK_CLASS = 0x74706C  # "tpl": with hashtext(id), one advisory lock per template
