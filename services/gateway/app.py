@@ -16,7 +16,7 @@ from services.core.errors import PayloadTooLarge, PressroomError, RequestTimeout
 from services.core.jail import Jail, TemplateLimits
 from services.core.settings import Settings
 from services.core.storage import open_storage
-from services.gateway import account, admin, idempotency, jobs, logroom, templates
+from services.gateway import account, admin, batches, idempotency, jobs, logroom, templates
 from services.gateway.auth import AUTH_SETTINGS, CALLER_KEY, DIRECTORY, Directory
 from services.gateway.keys import IDEMPOTENCY, JAIL, JS, LOG_ROOM, NATS, POOL, SETTINGS, STORAGE
 from services.gateway.limits import LIMITS, Limits
@@ -58,6 +58,30 @@ async def _read_body(request: web.Request) -> None:
         ) from None
 
 
+def _body_limit(request: web.Request) -> tuple[int, str]:
+    """The largest body the request's route takes, and the variable that sets it: a
+    batch's item list may be far larger than any other request."""
+    settings = request.app[SETTINGS]
+    if request.match_info.route.name == batches.SUBMIT_ROUTE:
+        return settings.max_batch_bytes, "PRESSROOM_MAX_BATCH_BYTES"
+    return settings.max_body_bytes, "PRESSROOM_MAX_BODY_BYTES"
+
+
+@web.middleware
+async def route_body_limit(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Let a route with its own body limit (`_body_limit`) read up to it; the app's
+    `client_max_size` is every other route's."""
+    limit, _ = _body_limit(request)
+    if limit == request.client_max_size:
+        return await handler(request)
+    inner = request.clone(client_max_size=limit)
+    try:
+        return await handler(inner)
+    finally:  # the answer is prepared with `request`: it needs the caller for its headers
+        if CALLER_KEY in inner:
+            request[CALLER_KEY] = inner[CALLER_KEY]
+
+
 @web.middleware
 async def errors_as_json(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Every error leaves as JSON naming its cause; no stack trace reaches a client."""
@@ -68,8 +92,9 @@ async def errors_as_json(request: web.Request, handler: Handler) -> web.StreamRe
     except PressroomError as exc:
         return error_response(exc.http_status, exc.kind, exc.message, exc.field, exc.headers())
     except web.HTTPRequestEntityTooLarge:
-        limit = request.app[SETTINGS].max_body_bytes
-        exc2 = PayloadTooLarge(f"body is larger than the limit of {limit} bytes", field="body")
+        limit, variable = _body_limit(request)
+        message = f"body is larger than the limit of {limit} bytes ({variable})"
+        exc2 = PayloadTooLarge(message, field="body")
         return error_response(413, exc2.kind, exc2.message, exc2.field)
     except web.HTTPException as exc:
         if exc.status < 400:
@@ -153,7 +178,9 @@ async def _rate_headers(request: web.Request, response: web.StreamResponse) -> N
 
 
 def init_app(settings: Settings) -> web.Application:
-    app = web.Application(middlewares=[errors_as_json], client_max_size=settings.max_body_bytes)
+    app = web.Application(
+        middlewares=[route_body_limit, errors_as_json], client_max_size=settings.max_body_bytes
+    )
     settings.server_key_bytes()  # fail at start, naming the variable, if it is not set
     app[SETTINGS] = app[AUTH_SETTINGS] = settings
     app[DIRECTORY] = Directory()
@@ -162,6 +189,7 @@ def init_app(settings: Settings) -> web.Application:
     app.cleanup_ctx.extend([_nats_ctx, _db_ctx, _auth_ctx, _storage_ctx, _jail_ctx])
     app.on_response_prepare.append(_rate_headers)
     jobs.add_routes(app)
+    batches.add_routes(app)
     templates.add_routes(app)
     account.add_routes(app)
     admin.add_routes(app)

@@ -115,6 +115,20 @@ class Limits:
                 retry_after=max(1, math.ceil(wait)),
             )
 
+    def admit_many(self, tenant_id: str, count: int) -> None:
+        """`QuotaExceeded` if `count` more documents (a batch's items) would take the
+        tenant past what is left of its monthly quota; no token is taken (`admit` takes
+        the one the request costs)."""
+        quota = self.quota_of(tenant_id)
+        left = quota - self.succeeded.get(tenant_id, 0)
+        if quota and count > left:
+            now = dt.datetime.now(dt.UTC)
+            raise QuotaExceeded(
+                f"a batch of {count} documents is more than the {max(left, 0)} left of the "
+                f"monthly quota of {quota}; it renews on {_next_month(now).date().isoformat()}",
+                retry_after=math.ceil((_next_month(now) - now).total_seconds()),
+            )
+
     async def refresh(self, pool: asyncpg.Pool) -> None:
         """Reload this month's successful documents of every tenant that has a quota."""
         tenants = list(self.directory.tenants)

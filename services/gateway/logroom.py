@@ -54,6 +54,23 @@ class LogRoom:
                 "accepted jobs, which still finish); retry later"
             )
 
+    def admit_batch(self, count: int, size: int) -> None:
+        """`LogFull` unless the log has room for `count` more jobs whose submissions add up
+        to about `size` bytes (a batch's items), with each one's reserve."""
+        kept = (self.unfinished + count) * RESERVE_PER_JOB
+        if self.limit > 0 and self.used + size + kept > self.limit:
+            raise LogFull(
+                f"cannot accept a batch of {count} items: the job log has too little room "
+                f"({self.used} of {self.limit} bytes, PRESSROOM_STREAM_MAX_BYTES; room is "
+                f"kept for {self.unfinished} accepted jobs); retry later or send fewer items"
+            )
+
+    def took_batch(self, count: int, size: int) -> None:
+        """Count a batch this gateway just accepted: its items' submissions are still to
+        come (the conductor writes them), until the next reading."""
+        self.used += size
+        self.unfinished += count
+
     def took(self, event: events.JobSubmitted) -> None:
         """Count a job this gateway just put on the log, until the next reading."""
         self.used += len(events.encode(event))

@@ -5,16 +5,17 @@ from __future__ import annotations
 
 import hashlib
 import re
+import unicodedata
 import uuid
 from collections.abc import Mapping
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 import msgspec
 from aiohttp import web
 
 from services.core import crypto
 from services.core.errors import RequestError
-from services.core.events import Margin, Metadata, PageOptions, WaitFor
+from services.core.events import BatchItem, Margin, Metadata, PageOptions, WaitFor
 from services.core.options import check_options
 from services.core.signing import parse_secrets
 
@@ -70,6 +71,26 @@ class JobRequest(msgspec.Struct, forbid_unknown_fields=True):
     webhook_url: str | None = None
     webhook_secret: str | None = None
     options: OptionsRequest = msgspec.field(default_factory=OptionsRequest)
+
+
+class BatchItemRequest(BatchItem, forbid_unknown_fields=True):
+    """One item of `POST /batches`: its data, and its file name or url when given. The
+    gateway fills in every missing file name (`parse_batch`)."""
+
+
+class BatchRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """`POST /batches`: a source shared by every item (`template` or `template_id`), or a
+    `url` per item; the items, page options for all of them, the output and a webhook."""
+
+    items: Annotated[list[BatchItemRequest], msgspec.Meta(min_length=1)]
+    template: str | None = None
+    template_id: str | None = None
+    template_version: Version | None = None
+    html: str | None = None  # only to refuse it by name: it cannot vary per item
+    webhook_url: str | None = None
+    webhook_secret: str | None = None
+    options: OptionsRequest = msgspec.field(default_factory=OptionsRequest)
+    output: Literal["zip", "merged"] = "zip"
 
 
 class TemplateRequest(msgspec.Struct, forbid_unknown_fields=True):
@@ -225,19 +246,19 @@ def parse_job(body: bytes) -> JobRequest:
         raw["webhook_url"] = raw.pop("webhookUrl")
     job = _convert(raw, JobRequest)
     _check_source(job)
-    _check_webhook_secret(job)
+    _check_webhook_secret(job.webhook_secret, job.webhook_url)
     check_options(job.options)
     return job
 
 
-def _check_webhook_secret(job: JobRequest) -> None:
+def _check_webhook_secret(secret: str | None, webhook_url: str | None) -> None:
     """A per-job signing secret: Standard Webhooks format, and only with a webhook."""
-    if job.webhook_secret is None:
+    if secret is None:
         return
-    if job.webhook_url is None:
+    if webhook_url is None:
         raise RequestError("webhook_secret needs a webhook_url", field="webhook_secret")
     try:
-        parse_secrets(job.webhook_secret)
+        parse_secrets(secret)
     except ValueError as exc:
         raise RequestError(f"webhook_secret is invalid: {exc}", field="webhook_secret") from None
 
@@ -281,6 +302,133 @@ def job_id_for(server_key: bytes, tenant: str, idempotency_key: str | None) -> s
     return crypto.idempotent_job_id(server_key, tenant, idempotency_key)
 
 
-def fingerprint(job: JobRequest) -> str:
+def batch_id_for(server_key: bytes, tenant: str, idempotency_key: str | None) -> str:
+    """`job_id_for` for a batch: `b` and 31 hex digits (`BATCH_ID`), random or derived
+    from the `Idempotency-Key` (`crypto.idempotent_batch_id`)."""
+    if idempotency_key is None:
+        return "b" + uuid.uuid4().hex[:31]
+    if not 1 <= len(idempotency_key) <= 255:
+        raise RequestError("Idempotency-Key must be 1 to 255 characters", field="Idempotency-Key")
+    return crypto.idempotent_batch_id(server_key, tenant, idempotency_key)
+
+
+def fingerprint(request: JobRequest | BatchRequest) -> str:
     """What makes two requests the same request: every field, in a canonical order."""
-    return hashlib.sha256(msgspec.json.encode(job, order="sorted")).hexdigest()
+    return hashlib.sha256(msgspec.json.encode(request, order="sorted")).hexdigest()
+
+
+MAX_FILENAME = 200
+"""Longest file name of an item in a batch's archive, in characters."""
+
+
+def parse_batch(body: bytes, max_items: int) -> BatchRequest:
+    """Validate a batch request; `RequestError.field` names the offending field, inside an
+    item by its index (`items[17].filename`). Every item comes back with its file name:
+    the one given, or `<index>.<extension>` (`default_filename`).
+
+    As for jobs, the address policy for urls and whether a `template_id` exists are
+    checked by the caller.
+    """
+    batch = _convert(parse_json(body), BatchRequest)
+    if len(batch.items) > max_items:
+        raise RequestError(
+            f"a batch has at most {max_items} items (PRESSROOM_MAX_BATCH_ITEMS); "
+            f"got {len(batch.items)}",
+            field="items",
+        )
+    _check_batch_source(batch)
+    _check_webhook_secret(batch.webhook_secret, batch.webhook_url)
+    check_options(batch.options)
+    if batch.output == "merged" and batch.options.output != "pdf":
+        raise RequestError(
+            'output "merged" joins PDFs: it needs options.output pdf', field="output"
+        )
+    _name_items(batch.items, extension_of(batch))
+    return batch
+
+
+def _check_batch_source(batch: BatchRequest) -> None:
+    """A template (inline or stored) with data per item, or else a url in every item."""
+    if batch.html is not None:
+        raise RequestError(
+            "a batch needs a source that varies per item: template or template_id with "
+            "data per item, or a url per item; not html",
+            field="html",
+        )
+    if batch.template is not None and batch.template_id is not None:
+        raise RequestError("give template or template_id, not both", field="template_id")
+    if batch.template is not None:
+        _not_blank(batch.template, "template")
+    if batch.template_version is not None and batch.template_id is None:
+        raise RequestError("template_version needs template_id", field="template_version")
+    if batch.template_id is not None and not TEMPLATE_ID.match(batch.template_id):
+        raise RequestError(f"no stored template has id {batch.template_id!r}", field="template_id")
+    templated = batch.template is not None or batch.template_id is not None
+    for index, item in enumerate(batch.items):
+        _check_item_source(item, f"items[{index}]", templated)
+
+
+def _check_item_source(item: BatchItemRequest, name: str, templated: bool) -> None:
+    if templated and item.url is not None:
+        raise RequestError(
+            f"{name}.url: an item has a url only in a batch without template or template_id",
+            field=f"{name}.url",
+        )
+    if not templated and item.url is None:
+        raise RequestError(
+            f"{name}.url is needed: a batch without template or template_id renders "
+            "each item's url",
+            field=f"{name}.url",
+        )
+    if not templated and item.data:
+        raise RequestError(
+            f"{name}.data is only used with template or template_id", field=f"{name}.data"
+        )
+
+
+def extension_of(batch: BatchRequest) -> str:
+    """The extension of every item's file: what `options.output` makes."""
+    return "png" if batch.options.output == "png" else "pdf"
+
+
+def default_filename(index: int, total: int, extension: str) -> str:
+    """`00017.pdf`: the index, zero-padded to at least 5 digits (wider for huge batches),
+    so an archive's files sort in item order."""
+    width = max(5, len(str(total - 1)))
+    return f"{index:0{width}d}.{extension}"
+
+
+def _check_filename(name: str, extension: str, field: str) -> None:
+    """A name safe to extract from an archive anywhere: no path, no hidden file, no
+    control characters, and the extension of what the item renders to."""
+    if not 1 <= len(name) <= MAX_FILENAME:
+        raise RequestError(f"{field} must be 1 to {MAX_FILENAME} characters", field=field)
+    if name.startswith("."):
+        raise RequestError(f"{field} must not start with a dot", field=field)
+    bad = next((c for c in name if c in "/\\" or unicodedata.category(c) == "Cc"), None)
+    if bad is not None:
+        raise RequestError(f"{field} must not contain {bad!r}", field=field)
+    if not name.lower().endswith(f".{extension}"):
+        raise RequestError(f"{field} must end with .{extension}", field=field)
+
+
+def _name_items(items: list[BatchItemRequest], extension: str) -> None:
+    """Check every given file name, give the others their default, and refuse two items
+    with one name (ignoring case: archives are extracted on case-insensitive disks too).
+    A clash with a default name is blamed on the item that gave its name."""
+    for index, item in enumerate(items):
+        if item.filename is not None:
+            _check_filename(item.filename, extension, f"items[{index}].filename")
+    names = [i.filename or default_filename(n, len(items), extension) for n, i in enumerate(items)]
+    seen: dict[str, int] = {}
+    for index, name in enumerate(names):
+        first = seen.setdefault(name.casefold(), index)
+        if first != index:
+            blamed, other = (index, first) if items[index].filename is not None else (first, index)
+            field = f"items[{blamed}].filename"
+            raise RequestError(
+                f"{field} {name!r} is also the file name of items[{other}] (ignoring case)",
+                field=field,
+            )
+    for item, name in zip(items, names, strict=True):
+        item.filename = name

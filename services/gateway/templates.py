@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from typing import Any
+from typing import Any, TypeVar
 
 import asyncpg
 from aiohttp import web
@@ -183,7 +183,11 @@ def _with_chrome(options: events.PageOptions, stored: db.TemplateVersion) -> eve
     return options
 
 
-def _with_stored(event: events.JobSubmitted, stored: db.TemplateVersion) -> events.JobSubmitted:
+_Submitted = TypeVar("_Submitted", events.JobSubmitted, events.BatchSubmitted)
+"""What names a stored template: a job's or a batch's submission."""
+
+
+def _with_stored(event: _Submitted, stored: db.TemplateVersion) -> _Submitted:
     """`event` rendering `stored`: its body as the template, its id and version recorded,
     and its header and footer in the page options (see `_with_chrome`)."""
     return replace(
@@ -197,11 +201,11 @@ def _with_stored(event: events.JobSubmitted, stored: db.TemplateVersion) -> even
 
 async def resolve(
     pool: asyncpg.Pool,
-    event: events.JobSubmitted,
+    event: _Submitted,
     tenant: str,
     template_id: str,
     version: int | None,
-) -> events.JobSubmitted:
+) -> _Submitted:
     """`event` rendering `tenant`'s stored template `template_id` at `version` (the
     latest if None). `RequestError` naming `template_id` or `template_version` if the
     tenant has nothing stored under them, `Unavailable` if PostgreSQL cannot be reached."""

@@ -1,0 +1,319 @@
+"""HTTP routes of bulk runs: submit a batch, read its progress.
+
+`POST /batches` validates the whole request, stores its item list as JSON Lines (never on
+the log: 10,000 items are far more than one message may hold) and publishes one
+`BatchSubmitted` naming it; the conductor expands it into one job per item. Its body may
+be up to `PRESSROOM_MAX_BATCH_BYTES` (the app's middleware applies that limit to the
+route named `SUBMIT_ROUTE`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from typing import Any
+
+import msgspec
+from aiohttp import web
+
+from services.core import bus, crypto, db, events, netpolicy, timeline
+from services.core.errors import EventTooLarge, NotFound, PressroomError, Unavailable
+from services.core.status import BatchStatus
+from services.gateway import idempotency, templates
+from services.gateway.auth import caller_of, guarded
+from services.gateway.keys import IDEMPOTENCY, JS, LOG_ROOM, NATS, POOL, SETTINGS, STORAGE
+from services.gateway.limits import LIMITS
+from services.gateway.requests import (
+    BATCH_ID,
+    BatchRequest,
+    batch_id_for,
+    fingerprint,
+    parse_batch,
+    read_json_body,
+)
+
+SUBMIT_ROUTE = "submit_batch"
+"""The name of `POST /batches`' route: the one whose body limit is `max_batch_bytes`."""
+
+LOOKUPS_AT_ONCE = 16
+"""Hosts of a url batch resolved concurrently: one lookup per distinct host, never one per
+item, and never so many at once that a resolver starts dropping them."""
+
+ITEM_OVERHEAD = 1024
+"""Bytes an item's submission event adds to its data, filename and options (ids, tenant,
+tags, timestamps): a generous bound."""
+
+_item_encoder = msgspec.json.Encoder()
+
+
+def _iso(value: dt.datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def _require_nats(request: web.Request) -> None:
+    """Fail fast while NATS is away: a 503 now beats a client waiting on a publish."""
+    if not request.app[NATS].is_connected:
+        raise Unavailable("cannot accept batches: NATS is not connected; retry shortly")
+
+
+def _key_entry(key: str) -> str:
+    """The idempotency bucket's key for a batch: apart from every job's, since a header
+    value never holds a newline."""
+    return f"batch\n{key}"
+
+
+async def check_addresses(batch: BatchRequest, allow_private: bool) -> None:
+    """Refuse item urls or a `webhook_url` the address policy forbids (400 naming the
+    field). Each url is parsed, but each distinct host is resolved once, a few at a time;
+    the first forbidden one, in item order, is named. The renderer checks every request
+    of a page again when it loads it."""
+    firsts: dict[tuple[str, int | None], tuple[str, str]] = {}
+    named = [(f"items[{i}].url", item.url) for i, item in enumerate(batch.items)]
+    for field, url in [*named, ("webhook_url", batch.webhook_url)]:
+        if url is not None:
+            parts = netpolicy.parse_http_url(url, field)
+            firsts.setdefault((parts.hostname or "", parts.port), (url, field))
+    if allow_private:
+        return
+    room = asyncio.Semaphore(LOOKUPS_AT_ONCE)
+
+    async def check(url: str, field: str) -> None:
+        async with room:
+            await netpolicy.check_url(url, allow_private=False, field=field)
+
+    checks = [check(url, field) for url, field in firsts.values()]
+    for outcome in await asyncio.gather(*checks, return_exceptions=True):
+        if isinstance(outcome, BaseException):
+            raise outcome
+
+
+def _item_lines(batch: BatchRequest, max_message: int) -> list[bytes]:
+    """The stored item list, one JSON line per item; `EventTooLarge` naming the first
+    item too large to become one job's submission on the log."""
+    options = len(msgspec.json.encode(batch.options))
+    lines = [_item_encoder.encode(item) + b"\n" for item in batch.items]
+    for index, line in enumerate(lines):
+        if len(line) + options + ITEM_OVERHEAD > max_message:
+            raise EventTooLarge(
+                f"items[{index}] is {len(line)} bytes, too large for one job on the log "
+                "(PRESSROOM_STREAM_MAX_MSG_SIZE)",
+                field=f"items[{index}].data",
+            )
+    return lines
+
+
+async def _submitted_event(
+    request: web.Request,
+    batch: BatchRequest,
+    ids: tuple[str, str],
+    key: str | None,
+) -> events.BatchSubmitted:
+    """The batch's `submitted` event: a stored template resolved into it, and its webhook
+    secret sealed for the batch (never in plain text on the log)."""
+    tenant, batch_id = ids
+    secret = batch.webhook_secret
+    if secret is not None:
+        secret = crypto.seal(request.app[SETTINGS].server_key_bytes(), secret, batch_id)
+    event = events.BatchSubmitted(
+        batch_id=batch_id,
+        tenant=tenant,
+        total=len(batch.items),
+        items_key=events.batch_items_key(tenant, batch_id),
+        template=batch.template or "",
+        options=batch.options,
+        output=batch.output,
+        webhook_url=batch.webhook_url,
+        webhook_secret=secret,
+        idempotency_key=key,
+    )
+    if batch.template_id is not None:
+        event = await templates.resolve(
+            request.app[POOL], event, tenant, batch.template_id, batch.template_version
+        )
+    size = len(events.encode_batch(event))
+    if size > request.app[SETTINGS].stream_max_msg_size:
+        raise EventTooLarge(
+            f"the batch's template and options are {size} bytes as an event, over the "
+            "log's limit for one message (PRESSROOM_STREAM_MAX_MSG_SIZE)",
+            field="template",
+        )
+    return event
+
+
+def _accepted(batch_id: str, total: int) -> web.Response:
+    location = f"/batches/{batch_id}"
+    body = {"id": batch_id, "status": BatchStatus.QUEUED, "total": total, "url": location}
+    return web.json_response(body, status=202, headers={"Location": location})
+
+
+def _admit(request: web.Request, tenant: str, total: int, lines: list[bytes]) -> int:
+    """Refuse the batch (429, 503) if the tenant's quota or the log's room cannot take
+    its items; the bytes its items' submissions will add to the log."""
+    request.app[LIMITS].admit_many(tenant, total)
+    size = sum(len(line) for line in lines) + total * ITEM_OVERHEAD
+    request.app[LOG_ROOM].admit_batch(total, size)
+    return size
+
+
+async def _repeated(
+    request: web.Request, batch: BatchRequest, tenant: str, key: str, batch_id: str
+) -> bool:
+    """Whether this request repeats an earlier one with the same `Idempotency-Key` whose
+    batch is in the log; `IdempotencyConflict` if the key was used for another request."""
+    kv = request.app[IDEMPOTENCY]
+    first = await idempotency.claim(kv, tenant, _key_entry(key), batch_id, fingerprint(batch))
+    return not first and await _in_log(request, batch_id, tenant)
+
+
+async def _store_and_publish(
+    request: web.Request, batch: BatchRequest, ids: tuple[str, str], key: str | None
+) -> bool:
+    """Store the item list, then publish the batch; True if the log took it now."""
+    tenant, _ = ids
+    lines = _item_lines(batch, request.app[SETTINGS].stream_max_msg_size)
+    size = _admit(request, tenant, len(lines), lines)
+    event = await _submitted_event(request, batch, ids, key)
+    items = b"".join(lines)
+    await request.app[STORAGE].put(event.items_key, items, "application/x-ndjson")
+    fresh = await bus.publish_batch(request.app[JS], event)
+    if fresh:
+        request.app[LOG_ROOM].took_batch(len(lines), size)
+    return fresh
+
+
+async def submit_batch(request: web.Request) -> web.Response:
+    """`POST /batches`: 202 once the item list is stored and the batch's `submitted`
+    event is durable in JetStream. The same checks as `POST /jobs` apply (rate limit,
+    log room), and the tenant's monthly quota must have room for every item."""
+    settings = request.app[SETTINGS]
+    tenant = caller_of(request).tenant
+    _require_nats(request)
+    request.app[LOG_ROOM].admit()
+    request.app[LIMITS].admit(tenant)
+    batch = parse_batch(await read_json_body(request), settings.max_batch_items)
+    await check_addresses(batch, settings.allow_private_networks)
+    key = request.headers.get("Idempotency-Key")
+    batch_id = batch_id_for(settings.server_key_bytes(), tenant, key)
+    total = len(batch.items)
+    if key is not None and await _repeated(request, batch, tenant, key, batch_id):
+        return _accepted(batch_id, total)
+    try:
+        await _store_and_publish(request, batch, (tenant, batch_id), key)
+    except PressroomError:  # not in the log: the key is free for the same request again
+        if key is not None:
+            await idempotency.release(request.app[IDEMPOTENCY], tenant, _key_entry(key))
+        raise
+    return _accepted(batch_id, total)
+
+
+async def _in_log(request: web.Request, batch_id: str, tenant: str) -> bool:
+    """Whether the log holds `tenant`'s submission of the batch (the projection may lag
+    behind it)."""
+    try:
+        submitted = await timeline.batch_submission(request.app[JS], batch_id)
+    except Unavailable as exc:
+        raise Unavailable(f"batch status is unavailable: {exc.message}") from exc
+    return submitted is not None and submitted.tenant == tenant
+
+
+async def _load_row(request: web.Request, batch_id: str) -> db.BatchRow | None:
+    """The batch's projected row if the caller's tenant owns it."""
+    try:
+        row = await db.get_batch(request.app[POOL], batch_id)
+    except Unavailable as exc:
+        raise Unavailable(f"batch status is unavailable: {exc.message}") from exc
+    if row is None or row.tenant_id != caller_of(request).tenant:
+        return None
+    return row
+
+
+def _pace(row: db.BatchRow, now: dt.datetime) -> tuple[float | None, str | None]:
+    """Items ended per second since the batch started, and when the rest will have
+    ended at that pace; both None unless it is running and has ended some."""
+    ended = row.done + row.failed + row.cancelled
+    if row.status != BatchStatus.RUNNING or row.started_at is None:
+        return None, None
+    seconds = (now - row.started_at).total_seconds()
+    if seconds <= 0:
+        return None, None
+    rate = ended / seconds
+    if rate <= 0:
+        return rate, None
+    eta = now + dt.timedelta(seconds=(row.total - ended) / rate)
+    return rate, eta.isoformat()
+
+
+async def _view(request: web.Request, row: db.BatchRow) -> dict[str, Any]:
+    error = None
+    if row.error_message is not None:
+        error = {"type": row.error_type, "message": row.error_message}
+    url = None
+    if row.status.terminal and row.object_key:
+        url = await request.app[STORAGE].url(row.object_key, request.app[SETTINGS].url_ttl)
+    ended = row.done + row.failed + row.cancelled
+    rate, eta = _pace(row, dt.datetime.now(dt.UTC))
+    return {
+        "id": row.id,
+        "status": row.status,
+        "total": row.total,
+        "done": row.done,
+        "failed": row.failed,
+        "cancelled": row.cancelled,
+        "progress": min(1.0, ended / row.total) if row.total else 0.0,
+        "rate": rate,
+        "eta": eta,
+        "output": row.output,
+        "error": error,
+        "url": url,
+        "bytes": row.bytes,
+        "webhook_url": row.webhook_url,
+        "created_at": _iso(row.created_at),
+        "started_at": _iso(row.started_at),
+        "finished_at": _iso(row.finished_at),
+    }
+
+
+def _queued_view(submitted: events.BatchSubmitted) -> dict[str, Any]:
+    """What a batch only the log knows yet looks like: queued, nothing ended."""
+    return {
+        "id": submitted.batch_id,
+        "status": BatchStatus.QUEUED,
+        "total": submitted.total,
+        "done": 0,
+        "failed": 0,
+        "cancelled": 0,
+        "progress": 0.0,
+        "rate": None,
+        "eta": None,
+        "output": submitted.output,
+        "error": None,
+        "url": None,
+        "bytes": None,
+        "webhook_url": submitted.webhook_url,
+        "created_at": dt.datetime.fromtimestamp(submitted.at, dt.UTC).isoformat(),
+        "started_at": None,
+        "finished_at": None,
+    }
+
+
+async def get_batch(request: web.Request) -> web.Response:
+    """`GET /batches/{id}`: the projection, or `queued` if only the log knows it yet (a
+    batch just accepted is never a 404)."""
+    batch_id = request.match_info["batch_id"]
+    if not BATCH_ID.match(batch_id):
+        raise NotFound(f"no batch {batch_id!r}")
+    row = await _load_row(request, batch_id)
+    if row is not None:
+        return web.json_response(await _view(request, row))
+    try:
+        submitted = await timeline.batch_submission(request.app[JS], batch_id)
+    except Unavailable as exc:
+        raise Unavailable(f"batch status is unavailable: {exc.message}") from exc
+    if submitted is None or submitted.tenant != caller_of(request).tenant:
+        raise NotFound(f"no batch {batch_id!r}")
+    return web.json_response(_queued_view(submitted))
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_post("/batches", guarded("jobs:write", submit_batch), name=SUBMIT_ROUTE)
+    app.router.add_get("/batches/{batch_id}", guarded("jobs:read", get_batch))
