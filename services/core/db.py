@@ -662,3 +662,57 @@ async def template_versions(
         tenant,
     )
     return [_typed(r, VersionStamp) for r in rows]
+
+
+class BatchItemRow(msgspec.Struct, kw_only=True, frozen=True):
+    """One item of a batch as `GET /batches/{id}/items` shows it: an item the conductor
+    has not expanded yet is `queued`, with no filename known here."""
+
+    index: int
+    job_id: str
+    status: JobStatus
+    filename: str | None
+    attempts: int
+    error_type: str | None
+    error_message: str | None
+
+
+@map_db_errors()
+async def list_batches(
+    pool: asyncpg.Pool, tenant: str, status: str | None, limit: int, offset: int
+) -> list[BatchRow]:
+    """A tenant's batches, newest first, optionally only those in `status`."""
+    rows = await pool.fetch(
+        "SELECT * FROM batches WHERE tenant_id = $1 AND ($2::text IS NULL OR status = $2) "
+        "ORDER BY created_at DESC, id LIMIT $3 OFFSET $4",
+        tenant,
+        status,
+        limit,
+        offset,
+    )
+    return [_typed(r, BatchRow) for r in rows]
+
+
+@map_db_errors()
+async def batch_items(
+    pool: asyncpg.Pool, batch: BatchRow, status: str | None, limit: int, offset: int
+) -> list[BatchItemRow]:
+    """The items of `batch` in index order, every index from 0 to `total - 1` (an item
+    not yet projected is `queued`), optionally only those in `status`."""
+    rows = await pool.fetch(
+        """
+        SELECT i AS index, $1 || '.' || i AS job_id, COALESCE(j.status, 'queued') AS status,
+               j.input->>'filename' AS filename, COALESCE(j.attempts, 0) AS attempts,
+               j.error_type, j.error_message
+        FROM generate_series(0, $2::integer - 1) AS i
+        LEFT JOIN jobs AS j ON j.id = $1 || '.' || i
+        WHERE $3::text IS NULL OR COALESCE(j.status, 'queued') = $3
+        ORDER BY i LIMIT $4 OFFSET $5
+        """,
+        batch.id,
+        batch.total,
+        status,
+        limit,
+        offset,
+    )
+    return [_typed(r, BatchItemRow) for r in rows]

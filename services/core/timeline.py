@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-from typing import cast
+from typing import Any, cast
 
 import msgspec
 from nats.js import JetStreamContext
@@ -109,3 +109,25 @@ async def batch_submission(
     except (msgspec.DecodeError, msgspec.ValidationError):
         return None
     return event if isinstance(event, events.BatchSubmitted) else None
+
+
+BatchStored = tuple[int, dt.datetime, events.AnyBatchEvent]
+
+
+async def batch_events(js: JetStreamContext, batch_id: str) -> list[BatchStored]:
+    """Every event of the batch itself still in the stream, in order (its items' events
+    are theirs: `job_events`). Read like `job_events`, one message get per event."""
+    found: list[BatchStored] = []
+    seq = 1
+    subjects = events.batch_subject(batch_id, ">")
+    while True:
+        try:
+            with bus.map_bus_errors():
+                raw = await js.get_msg(events.STREAM, seq=seq, subject=subjects, next=True)
+        except NotFound:
+            return found
+        seq = int(raw.seq or seq) + 1
+        with contextlib.suppress(msgspec.DecodeError, msgspec.ValidationError):
+            event = events.decode_log(raw.data or b"")
+            if isinstance(event, events.BatchEvent):
+                found.append((seq - 1, cast(dt.datetime, raw.time), cast(Any, event)))

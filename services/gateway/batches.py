@@ -17,8 +17,15 @@ import msgspec
 from aiohttp import web
 
 from services.core import bus, crypto, db, events, netpolicy, timeline
-from services.core.errors import EventTooLarge, NotFound, PressroomError, Unavailable
-from services.core.status import BatchStatus
+from services.core.errors import (
+    Conflict,
+    EventTooLarge,
+    NotFound,
+    PressroomError,
+    RequestError,
+    Unavailable,
+)
+from services.core.status import BatchStatus, JobStatus
 from services.gateway import idempotency, templates
 from services.gateway.auth import caller_of, guarded
 from services.gateway.keys import IDEMPOTENCY, JS, LOG_ROOM, NATS, POOL, SETTINGS, STORAGE
@@ -28,6 +35,7 @@ from services.gateway.requests import (
     BatchRequest,
     batch_id_for,
     fingerprint,
+    int_param,
     parse_batch,
     read_json_body,
 )
@@ -314,6 +322,177 @@ async def get_batch(request: web.Request) -> web.Response:
     return web.json_response(_queued_view(submitted))
 
 
+_LIST_LIMIT = 50
+_MAX_LIST_LIMIT = 1000
+_MAX_OFFSET = 10_000_000
+_STATUSES = {str(status) for status in BatchStatus}
+_ITEM_STATUSES = {str(status) for status in JobStatus}
+
+
+def _status_param(request: web.Request, allowed: set[str]) -> str | None:
+    status = request.query.get("status")
+    if status is not None and status not in allowed:
+        raise RequestError(f"status must be one of {', '.join(sorted(allowed))}", field="status")
+    return status
+
+
+def _page(request: web.Request) -> tuple[int, int]:
+    limit = int_param(request.query, "limit", 1, _MAX_LIST_LIMIT) or _LIST_LIMIT
+    offset = int_param(request.query, "offset", 0, _MAX_OFFSET) or 0
+    return limit, offset
+
+
+def _paged(name: str, listed: list[Any], limit: int, offset: int) -> web.Response:
+    next_offset = offset + len(listed) if len(listed) == limit else None
+    return web.json_response(
+        {name: listed, "limit": limit, "offset": offset, "next_offset": next_offset}
+    )
+
+
+async def list_batches(request: web.Request) -> web.Response:
+    """`GET /batches?status=&limit=&offset=`: the caller's batches, newest first."""
+    status = _status_param(request, _STATUSES)
+    limit, offset = _page(request)
+    tenant = caller_of(request).tenant
+    try:
+        rows = await db.list_batches(request.app[POOL], tenant, status, limit, offset)
+    except Unavailable as exc:
+        raise Unavailable(f"batches are unavailable: {exc.message}") from exc
+    return _paged("batches", [await _view(request, row) for row in rows], limit, offset)
+
+
+async def _batch_or_404(request: web.Request) -> db.BatchRow:
+    """The caller's projected batch; 404 for another tenant's or an unknown one, and for
+    one so new that only the log knows it (its items do not exist yet either)."""
+    batch_id = request.match_info["batch_id"]
+    row = await _load_row(request, batch_id) if BATCH_ID.match(batch_id) else None
+    if row is None:
+        raise NotFound(f"no batch {batch_id!r}")
+    return row
+
+
+async def get_items(request: web.Request) -> web.Response:
+    """`GET /batches/{id}/items?status=&limit=&offset=`: every item's outcome, by index."""
+    status = _status_param(request, _ITEM_STATUSES)
+    limit, offset = _page(request)
+    row = await _batch_or_404(request)
+    try:
+        items = await db.batch_items(request.app[POOL], row, status, limit, offset)
+    except Unavailable as exc:
+        raise Unavailable(f"batch items are unavailable: {exc.message}") from exc
+    listed = [
+        {
+            "index": item.index,
+            "filename": item.filename,
+            "job_id": item.job_id,
+            "status": item.status,
+            "attempts": item.attempts,
+            "error": (
+                {"type": item.error_type, "message": item.error_message}
+                if item.error_message is not None
+                else None
+            ),
+        }
+        for item in items
+    ]
+    return _paged("items", listed, limit, offset)
+
+
+async def get_batch_events(request: web.Request) -> web.Response:
+    """`GET /batches/{id}/events`: the batch's own timeline (submitted, paused, resumed,
+    cancel, complete, its end), read from the log like a job's."""
+    batch_id = request.match_info["batch_id"]
+    if not BATCH_ID.match(batch_id):
+        raise NotFound(f"no batch {batch_id!r}")
+    try:
+        found = await timeline.batch_events(request.app[JS], batch_id)
+    except Unavailable as exc:
+        raise Unavailable(f"batch history is unavailable: {exc.message}") from exc
+    if not found or found[0][2].tenant != caller_of(request).tenant:
+        raise NotFound(f"no batch {batch_id!r}")
+    listed = []
+    for seq, at, event in found:
+        entry: dict[str, Any] = {"seq": seq, **event.public_view()}
+        entry["type"] = events.batch_event_name(event)
+        entry.pop("tenant", None)
+        entry["at"] = at.isoformat()
+        listed.append(entry)
+    return web.json_response({"id": batch_id, "events": listed})
+
+
+async def _state_of(request: web.Request, batch_id: str) -> tuple[str, BatchStatus, bool]:
+    """(tenant, status, whether a cancel was asked) of the caller's batch; 404 otherwise.
+    The log answers for a batch the projection does not hold yet."""
+    if not BATCH_ID.match(batch_id):
+        raise NotFound(f"no batch {batch_id!r}")
+    js = request.app[JS]
+    tenant = caller_of(request).tenant
+    row = await _load_row(request, batch_id)
+    if row is None and not await _in_log(request, batch_id, tenant):
+        raise NotFound(f"no batch {batch_id!r}")
+    status = row.status if row is not None else BatchStatus.QUEUED
+    try:
+        with bus.map_bus_errors():
+            await js.get_last_msg(events.STREAM, events.batch_subject(batch_id, "cancel"))
+        cancelling = True
+    except NotFound:
+        cancelling = False
+    except Unavailable as exc:
+        raise Unavailable(f"batch status is unavailable: {exc.message}") from exc
+    return tenant, status, cancelling
+
+
+async def _control(request: web.Request, action: str) -> web.Response:
+    """Pause, resume or cancel: idempotent; 409 where the batch's state does not allow it
+    (anything after it ended; pause or resume once a cancel was asked)."""
+    batch_id = request.match_info["batch_id"]
+    _require_nats(request)
+    tenant, status, cancelling = await _state_of(request, batch_id)
+    if status.terminal and not (action == "cancel" and status == BatchStatus.CANCELLED):
+        raise Conflict(f"batch {batch_id} has ended ({status}); it cannot be {action}d")
+    if cancelling and action != "cancel":
+        raise Conflict(f"batch {batch_id} was cancelled; it cannot be {action}d")
+    event: events.AnyBatchEvent
+    if action == "pause":
+        event, answer = events.BatchPaused(batch_id=batch_id, tenant=tenant), BatchStatus.PAUSED
+    elif action == "resume":
+        event = events.BatchResumed(batch_id=batch_id, tenant=tenant)
+        answer = BatchStatus.QUEUED if status == BatchStatus.QUEUED else BatchStatus.RUNNING
+    else:
+        event, answer = events.BatchCancel(batch_id=batch_id, tenant=tenant), status
+        if cancelling or status.terminal:
+            return web.json_response({"id": batch_id, "status": status, "cancelling": True})
+    await bus.publish_batch(request.app[JS], event)
+    body: dict[str, Any] = {"id": batch_id, "status": answer}
+    if action == "cancel":
+        body["cancelling"] = True
+    return web.json_response(body, status=202)
+
+
+async def pause_batch(request: web.Request) -> web.Response:
+    """`POST /batches/{id}/pause`: no item starts from about a second on (renderers learn
+    it through the `BATCH_STATE` bucket); items rendering finish."""
+    return await _control(request, "pause")
+
+
+async def resume_batch(request: web.Request) -> web.Response:
+    """`POST /batches/{id}/resume`: items start again where they stopped; a finished item
+    is never rendered again (its message was acked)."""
+    return await _control(request, "resume")
+
+
+async def cancel_batch(request: web.Request) -> web.Response:
+    """`POST /batches/{id}/cancel`: no item starts again, unfinished items are cancelled,
+    and the batch ends `cancelled` with the archive of what finished."""
+    return await _control(request, "cancel")
+
+
 def add_routes(app: web.Application) -> None:
     app.router.add_post("/batches", guarded("jobs:write", submit_batch), name=SUBMIT_ROUTE)
+    app.router.add_get("/batches", guarded("jobs:read", list_batches))
     app.router.add_get("/batches/{batch_id}", guarded("jobs:read", get_batch))
+    app.router.add_get("/batches/{batch_id}/items", guarded("jobs:read", get_items))
+    app.router.add_get("/batches/{batch_id}/events", guarded("jobs:read", get_batch_events))
+    app.router.add_post("/batches/{batch_id}/pause", guarded("jobs:write", pause_batch))
+    app.router.add_post("/batches/{batch_id}/resume", guarded("jobs:write", resume_batch))
+    app.router.add_post("/batches/{batch_id}/cancel", guarded("jobs:write", cancel_batch))
