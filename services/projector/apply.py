@@ -45,18 +45,22 @@ _OTHER = f"""{_RECORD}, row AS (
     ON CONFLICT (id) DO NOTHING
 ) {_NEW}"""
 
-# A job's input, webhook and key are written once: a later copy of its submission (a
-# re-drive, a client repeating an Idempotency-Key) never replaces them. Every copy moves
+# A job's input, webhook, key and batch (an item's `batch_id` and `index`) are written
+# once: a later copy of its submission (a re-drive, a client repeating an
+# Idempotency-Key) never replaces them. Every copy moves
 # `last_seq` up to its own sequence (the staleness clock `updated_at` stays): the
 # reconciler compares it with the renderers' ack floor to tell a job still waiting in the
 # log from one the log no longer drives.
 _SUBMITTED = f"""{_RECORD}, row AS (
     INSERT INTO jobs AS j (id, tenant_id, status, created_at, updated_at, input, webhook_url,
-                           idempotency_key, last_seq)
-    SELECT $2, $6::text, 'queued', $4, now(), $7::jsonb, $8::text, $9::text, $1 FROM new
+                           idempotency_key, last_seq, batch_id, item_index)
+    SELECT $2, $6::text, 'queued', $4, now(), $7::jsonb, $8::text, $9::text, $1, $10::text,
+           $11::integer FROM new
     ON CONFLICT (id) DO UPDATE SET
         last_seq = GREATEST(j.last_seq, EXCLUDED.last_seq),
         input = COALESCE(j.input, EXCLUDED.input),
+        batch_id = CASE WHEN j.input IS NULL THEN EXCLUDED.batch_id ELSE j.batch_id END,
+        item_index = CASE WHEN j.input IS NULL THEN EXCLUDED.item_index ELSE j.item_index END,
         webhook_url = CASE WHEN j.input IS NULL THEN EXCLUDED.webhook_url ELSE j.webhook_url END,
         idempotency_key = CASE WHEN j.input IS NULL THEN EXCLUDED.idempotency_key
                                ELSE j.idempotency_key END,
@@ -84,7 +88,10 @@ _PROGRESS = f"""{_RECORD}, row AS (
 # `usage_documents` is keyed by job id, so a job rendered twice, or replayed by a
 # rebuild, adds nothing the second time; `usage_months` adds up what was new. The month
 # is the terminal event's, in UTC. The last row says what was counted, with the tenant's
-# successful documents of that month so far (the document's ordinal when it succeeded).
+# successful documents of that month so far (the document's ordinal when it succeeded),
+# and `ended`: the status this event ended its job with (NULL if the job had already
+# ended). Usage outlives a rebuild (`usage_documents` is kept), the job row does not: so a
+# batch counts its items' ends by `ended`, which a replay into emptied tables gives again.
 _ENDED = """, doc AS (
     INSERT INTO usage_documents (job_id, tenant_id, month, outcome, pages, bytes, render_ms, at)
     SELECT id, tenant_id, date_trunc('month', finished_at AT TIME ZONE 'UTC')::date, status,
@@ -103,8 +110,8 @@ _ENDED = """, doc AS (
         bytes = m.bytes + EXCLUDED.bytes, render_ms = m.render_ms + EXCLUDED.render_ms
     RETURNING m.succeeded
 )
-SELECT (SELECT count(*) > 0 FROM new) AS new, d.job_id, d.tenant_id, d.month, d.outcome,
-       d.pages, d.bytes, d.at, t.succeeded
+SELECT (SELECT count(*) > 0 FROM new) AS new, (SELECT r.status FROM row AS r) AS ended,
+       d.job_id, d.tenant_id, d.month, d.outcome, d.pages, d.bytes, d.at, t.succeeded
 FROM (SELECT 1) AS one LEFT JOIN doc AS d ON true LEFT JOIN tally AS t ON true"""
 _ENDS = "RETURNING j.id, j.tenant_id, j.status, j.pages, j.bytes, j.render_ms, j.finished_at"
 
@@ -188,10 +195,12 @@ class Counted:
 
 @dataclass(frozen=True)
 class Applied:
-    """What applying one event did: whether it was new, and what it counted."""
+    """What applying one event did: whether it was new, the status it ended its job with
+    (only the first time the job ends, in stream order), and what it counted in usage."""
 
     new: bool
     counted: Counted | None = None
+    ended: JobStatus | None = None
 
 
 async def apply(
@@ -203,14 +212,17 @@ async def apply(
     record = (seq, event.job_id, events.event_name(event), at, body, event.tenant)
     statement, params = _STATEMENTS.get(type(event), (_OTHER, _no_params))
     row = await conn.fetchrow(statement, *record, *params(event))
-    if len(row) == 1 or row["job_id"] is None:
+    if len(row) == 1:
         return Applied(bool(row["new"]))
+    ended = JobStatus(row["ended"]) if row["ended"] is not None else None
+    if row["job_id"] is None:
+        return Applied(bool(row["new"]), ended=ended)
     counted = Counted(
         job_id=row["job_id"], tenant=row["tenant_id"], month=row["month"],
         outcome=row["outcome"], pages=row["pages"], bytes=row["bytes"], at=row["at"],
         succeeded=row["succeeded"],
     )  # fmt: skip
-    return Applied(bool(row["new"]), counted)
+    return Applied(bool(row["new"]), counted, ended)
 
 
 def _no_params(event: Any) -> tuple[Any, ...]:
@@ -220,7 +232,8 @@ def _no_params(event: Any) -> tuple[Any, ...]:
 # Each event type: its statement, and its parameters after the record's five.
 _STATEMENTS: dict[type, tuple[str, Callable[[Any], tuple[Any, ...]]]] = {
     events.JobSubmitted: (
-        _SUBMITTED, lambda e: (job_input_of(e), e.webhook_url, e.idempotency_key)
+        _SUBMITTED,
+        lambda e: (job_input_of(e), e.webhook_url, e.idempotency_key, e.batch_id, e.index),
     ),
     events.JobStarted: (_PROGRESS, lambda e: (JobStatus.RUNNING, e.attempt, True)),
     events.JobRetrying: (_PROGRESS, lambda e: (JobStatus.QUEUED, e.attempt, False)),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import asyncpg
 import msgspec
@@ -13,7 +13,7 @@ from nats.js import JetStreamContext
 
 from services.core import bus, db, events, metrics, runtime
 from services.core.errors import Refused, Unavailable
-from services.projector import usage
+from services.projector import batches, usage
 from services.projector.apply import apply
 
 log = logging.getLogger(__name__)
@@ -25,9 +25,9 @@ events (a job's `started` and `done` often arrive within it), which costs the pr
 and PostgreSQL far less CPU per event than one transaction each, for a lag of 50 ms."""
 
 
-def _decode(msg: Msg) -> events.AnyEvent | None:
+def _decode(msg: Msg) -> events.LogEvent | None:
     try:
-        return events.decode(msg.data)
+        return events.decode_log(msg.data)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         log.error("skipping undecodable message %s: %s", msg.subject, exc)
         return None
@@ -42,29 +42,60 @@ class Projection:
     free_tier: int
 
 
+@dataclass
+class Outbox:
+    """What one transaction publishes before it commits: billable documents, and the
+    `complete` of each batch whose items have all ended (one per batch)."""
+
+    billable: list[events.DocumentUsed] = field(default_factory=list)
+    complete: dict[str, events.BatchComplete] = field(default_factory=dict)
+
+
 async def apply_batch(target: Projection, msgs: list[Msg], *, clean: bool = False) -> None:
     """Apply `msgs` in stream order, all or nothing; with `clean`, each event as
     `events.storable` makes it (for events logged before the log carried no NUL).
 
-    Billable documents are published to the USAGE stream before the transaction commits:
-    a crash in between repeats the batch, whose republication carries the same
-    idempotency keys.
+    Billable documents (to the USAGE stream) and completed batches are published before
+    the transaction commits: a crash in between repeats the batch, whose republication
+    carries the same idempotency keys and dedup ids.
     """
-    billable: list[events.DocumentUsed] = []
+    outbox = Outbox()
     async with db.transaction(target.pool) as conn:
         for msg in msgs:
             event = _decode(msg)
-            if event is None:
-                continue
-            if clean:
-                event = events.storable(event)
-            meta = msg.metadata
-            applied = await apply(conn, meta.sequence.stream, event, meta.timestamp)
-            if applied.new:
-                metrics.EVENTS_PROJECTED.labels(events.event_name(event)).inc()
-            if applied.counted is not None:
-                billable += usage.billable(applied.counted, target.free_tier)
-        await asyncio.gather(*(bus.publish_usage(target.js, used) for used in billable))
+            if event is not None:
+                await _apply_one(target, conn, msg, event, outbox, clean=clean)
+        await asyncio.gather(
+            *(bus.publish_usage(target.js, used) for used in outbox.billable),
+            *(batches.publish_complete(target.js, done) for done in outbox.complete.values()),
+        )
+
+
+async def _apply_one(
+    target: Projection,
+    conn: asyncpg.Connection,
+    msg: Msg,
+    event: events.LogEvent,
+    outbox: Outbox,
+    *,
+    clean: bool,
+) -> None:
+    """Apply one event of the log: a batch's own, or a job's (which may be an item)."""
+    seq, at = msg.metadata.sequence.stream, msg.metadata.timestamp
+    if isinstance(event, events.BatchEvent):
+        event = batches.storable(event) if clean else event
+        if await batches.apply(conn, seq, event, at):
+            metrics.EVENTS_PROJECTED.labels(batches.tag(event)).inc()
+        return
+    event = events.storable(event) if clean else event
+    applied = await apply(conn, seq, event, at)
+    if applied.new:
+        metrics.EVENTS_PROJECTED.labels(events.event_name(event)).inc()
+    if applied.counted is not None:
+        outbox.billable += usage.billable(applied.counted, target.free_tier)
+    complete = await batches.follow_item(conn, event, applied, at)
+    if complete is not None:
+        outbox.complete[complete.batch_id] = complete
 
 
 async def _ack_all(msgs: list[Msg]) -> None:

@@ -6,6 +6,10 @@ created again from the first message. A crash at any point leaves either the old
 projection or a consumer that replays the whole log into whatever is left, so starting
 `pressroom projector` afterwards (or the rebuild again) always converges.
 
+Batches (`batches`, `batch_events`) are rebuilt alike, their counts from their items'
+ends; a batch's `complete`, which the projector publishes, is not published again (see
+`batches.publish_complete`).
+
 Only what the stream still holds (`PRESSROOM_STREAM_MAX_AGE`) comes back; values that
 are not in the log, such as the reconciler's `redrives` count, restart at 0.
 """
@@ -38,11 +42,16 @@ class Summary:
     events: int
     jobs: dict[str, int] = field(default_factory=dict)
     complete: bool = True
+    batches: dict[str, int] = field(default_factory=dict)
 
     def line(self) -> str:
-        by_status = " ".join(f"{status}={n}" for status, n in self.jobs.items()) or "none"
         state = "rebuilt" if self.complete else "rebuild INTERRUPTED"
-        return f"projection {state}: {self.events} events applied; jobs: {by_status}"
+        line = f"projection {state}: {self.events} events applied; jobs: {_tally(self.jobs)}"
+        return f"{line}; batches: {_tally(self.batches)}" if self.batches else line
+
+
+def _tally(by_status: dict[str, int]) -> str:
+    return " ".join(f"{status}={n}" for status, n in by_status.items()) or "none"
 
 
 async def rebuild(settings: Settings, stop: asyncio.Event) -> Summary:
@@ -62,7 +71,8 @@ async def rebuild(settings: Settings, stop: asyncio.Event) -> Summary:
             with contextlib.suppress(asyncio.CancelledError):
                 await watcher
         events_applied, jobs = await db.projection_counts(pool)
-    return Summary(events_applied, jobs, complete=not stop.is_set())
+        batches = await db.batch_counts(pool)
+    return Summary(events_applied, jobs, complete=not stop.is_set(), batches=batches)
 
 
 async def _restart(js: JetStreamContext, pool: asyncpg.Pool, settings: Settings) -> None:
