@@ -1,9 +1,14 @@
 """The notifier: one signed webhook per terminal event, retried on a schedule.
 
 Attempt n (JetStream's delivery count) is sent; on failure the message is naked with delay
-`schedule[n]` until the schedule runs out. Every attempt is published as a `webhook` event,
-which the projector records, before the message is acked or naked. The `webhook-id` is the
-same for every attempt of one event, so receivers can deduplicate.
+`schedule[n]` until the schedule runs out. Every attempt of a job's webhook is published
+as a `webhook` event, which the projector records, before the message is acked or naked.
+The `webhook-id` is the same for every attempt of one event, so receivers can deduplicate.
+
+A batch's terminal event (`batches.<id>.done|failed|cancelled`) sends a `batch.*` webhook
+the same way: same signing (the batch's own secret, else its tenant's), schedule and
+address policy. Its attempts are logged and counted in the webhook metrics, not published:
+a `webhook` event names a job, and the projector would make a job row of the batch's id.
 """
 
 from __future__ import annotations
@@ -13,9 +18,11 @@ import contextlib
 import datetime as dt
 import json
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
+import msgspec
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
@@ -31,6 +38,80 @@ log = logging.getLogger(__name__)
 
 def webhook_id(event: events.Terminal) -> str:
     return f"msg_{event.job_id}_{events.event_name(event)}"
+
+
+def batch_webhook_id(event: events.BatchTerminal) -> str:
+    return f"msg_{event.batch_id}_{events.batch_event_name(event)}"
+
+
+def batch_data(event: events.BatchTerminal, url: str | None) -> dict[str, Any]:
+    """The `data` of a batch's webhook: its outcome and its items' counts, the archive's
+    signed download `url` (None without an archive) and, as for a job, `error`."""
+    data: dict[str, Any] = {
+        "id": event.batch_id, "status": events.batch_event_name(event), "total": event.total,
+        "done": event.done, "failed": event.failed, "cancelled": event.cancelled,
+        "error": None, "url": url,
+    }  # fmt: skip
+    if isinstance(event, events.BatchFailed):
+        data["error"] = {"type": event.error.type, "message": event.error.message}
+    if event.object_key is not None:
+        data["object_key"] = event.object_key
+        if not isinstance(event, events.BatchFailed):
+            data["bytes"] = event.bytes
+    return data
+
+
+def envelope(kind: str, data: dict[str, Any]) -> bytes:
+    """A webhook's body: `{"type", "timestamp", "data"}`, compact JSON."""
+    body = {"type": kind, "timestamp": dt.datetime.now(dt.UTC).isoformat(), "data": data}
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+@dataclass(frozen=True)
+class Hook:
+    """One webhook to send: its id (the same for every attempt), where, what, and the
+    keys that sign it."""
+
+    id: str
+    url: str
+    body: bytes
+    keys: list[bytes]
+
+
+@dataclass(frozen=True)
+class Sent:
+    """One attempt at a webhook: its number, what came back, and what that means."""
+
+    attempt: int
+    outcome: delivery.Outcome
+    verdict: delivery.Verdict
+
+
+async def _decode_or_term(msg: Msg) -> events.LogEvent | None:
+    """The message's event, job's or batch's; a message that is neither is terminated
+    (redelivering it cannot help) and None returned."""
+    try:
+        return events.decode_log(msg.data)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        log.error("terminating undecodable message on %s: %s", msg.subject, exc)
+        await msg.term()
+        return None
+
+
+async def first_batch_terminal_seq(js: JetStreamContext, batch_id: str) -> int | None:
+    """The stream sequence of the batch's first terminal event, None if it has none."""
+    firsts = []
+    for tag in ("done", "failed", "cancelled"):
+        try:
+            with bus.map_bus_errors():
+                raw = await js.get_msg(
+                    events.STREAM, seq=1, subject=events.batch_subject(batch_id, tag), next=True
+                )
+        except NotFound:
+            continue
+        if raw.seq is not None:
+            firsts.append(int(raw.seq))
+    return min(firsts, default=None)
 
 
 class Notifier:
@@ -49,15 +130,18 @@ class Notifier:
         self.keyring = keyring
 
     async def handle(self, msg: Msg) -> None:
-        """Send one attempt for one terminal event; never raises."""
-        event = await bus.decode_or_term(msg)
+        """Send one attempt for one terminal event, a job's or a batch's; never raises."""
+        event = await _decode_or_term(msg)
         if event is None:
             return
         try:
             with bus.map_bus_errors():  # acks and naks, besides what `bus` itself does
-                await self._notify(msg, event)
+                if isinstance(event, events.BatchEvent):
+                    await self._notify_batch(msg, event)
+                else:
+                    await self._notify(msg, event)
         except (Unavailable, StorageError) as exc:
-            log.warning("job %s: webhook postponed: %r", event.job_id, exc)
+            log.warning("%s: webhook postponed: %r", msg.subject, exc)
             with contextlib.suppress(Unavailable), bus.map_bus_errors():
                 await msg.nak(delay=5)
 
@@ -70,6 +154,17 @@ class Notifier:
             await msg.ack()
             return
         await self._attempt(msg, terminal, terminal.webhook_url)
+
+    async def _notify_batch(self, msg: Msg, event: events.AnyBatchEvent) -> None:
+        if not isinstance(event, events.BATCH_TERMINAL) or event.webhook_url is None:
+            await msg.ack()
+            return
+        first = await first_batch_terminal_seq(self.js, event.batch_id)
+        if first is not None and first < msg.metadata.sequence.stream:
+            log.warning("batch %s: ignoring a later terminal event", event.batch_id)
+            await msg.ack()
+            return
+        await self._attempt_batch(msg, event, event.webhook_url)
 
     async def _superseded(self, msg: Msg, event: events.Terminal) -> bool:
         """Whether the job ended before this terminal event (a copy stored after the
@@ -104,6 +199,22 @@ class Notifier:
                 return own
         return await self.keyring.tenant_keys(event.tenant)
 
+    async def _batch_keys(self, event: events.BatchTerminal) -> list[bytes]:
+        """The batch's own signing secret if it was submitted with one, else its tenant's."""
+        submitted = await timeline.batch_submission(self.js, event.batch_id)
+        if submitted is not None:
+            own = self.keyring.own_keys(submitted.webhook_secret, event.batch_id)
+            if own is not None:
+                return own
+        return await self.keyring.tenant_keys(event.tenant)
+
+    async def batch_payload(self, event: events.BatchTerminal) -> bytes:
+        url = None
+        if event.object_key is not None:
+            url = await self.storage.url(event.object_key, self.settings.url_ttl)
+        data = batch_data(event, url)
+        return envelope(f"batch.{data['status']}", data)
+
     async def payload(self, event: events.Terminal) -> bytes:
         data: dict[str, Any] = {"id": event.job_id, "status": events.event_name(event)}
         if isinstance(event, events.JobDone):
@@ -114,38 +225,54 @@ class Notifier:
             data.update(error=error, url=None)
         else:
             data.update(error=None, url=None, reason=event.reason)
-        body = {
-            "type": f"job.{data['status']}",
-            "timestamp": dt.datetime.now(dt.UTC).isoformat(),
-            "data": data,
-        }
-        return json.dumps(body, separators=(",", ":")).encode()
+        return envelope(f"job.{data['status']}", data)
 
     async def _attempt(self, msg: Msg, event: events.Terminal, url: str) -> None:
-        attempt = msg.metadata.num_delivered
-        body = await self.payload(event)
         wid = webhook_id(event)
-        keys = await self._keys_for(event)
-        headers = signing.headers(keys, wid, int(dt.datetime.now(dt.UTC).timestamp()), body)
-        outcome = await delivery.post(
-            self.session, url, body, headers, self.settings.webhook_timeout,
-            allow_private=self.settings.allow_private_networks,
-        )  # fmt: skip
-        verdict = delivery.verdict(outcome, attempt, self.settings.webhook_schedule)
+        hook = Hook(wid, url, await self.payload(event), await self._keys_for(event))
+        sent = await self._post(msg, hook)
         await bus.publish(
             self.js,
             events.WebhookAttempted(
-                job_id=event.job_id, tenant=event.tenant, webhook_id=wid, attempt=attempt,
-                url=url, outcome=verdict.name, status_code=outcome.status_code, error=outcome.error,
-                latency_ms=outcome.latency_ms,
+                job_id=event.job_id, tenant=event.tenant, webhook_id=wid, attempt=sent.attempt,
+                url=url, outcome=sent.verdict.name, status_code=sent.outcome.status_code,
+                error=sent.outcome.error, latency_ms=sent.outcome.latency_ms,
             ),
         )  # fmt: skip
-        metrics.WEBHOOK_DELIVERIES.labels(verdict.name).inc()
-        metrics.WEBHOOK_SECONDS.observe(outcome.latency_ms / 1000)
-        if isinstance(verdict, delivery.Retrying):
-            await msg.nak(delay=verdict.delay)
+        await self._settle(msg, sent)
+
+    async def _attempt_batch(self, msg: Msg, event: events.BatchTerminal, url: str) -> None:
+        body = await self.batch_payload(event)
+        hook = Hook(batch_webhook_id(event), url, body, await self._batch_keys(event))
+        sent = await self._post(msg, hook)
+        log.info(
+            "batch %s: webhook attempt %d %s (status %s, error %s, %d ms)",
+            event.batch_id, sent.attempt, sent.verdict.name, sent.outcome.status_code,
+            sent.outcome.error, sent.outcome.latency_ms,
+        )  # fmt: skip
+        await self._settle(msg, sent)
+
+    async def _post(self, msg: Msg, hook: Hook) -> Sent:
+        """Send attempt number n (JetStream's delivery count) of `hook`."""
+        attempt = msg.metadata.num_delivered
+        now = int(dt.datetime.now(dt.UTC).timestamp())
+        headers = signing.headers(hook.keys, hook.id, now, hook.body)
+        outcome = await delivery.post(
+            self.session, hook.url, hook.body, headers, self.settings.webhook_timeout,
+            allow_private=self.settings.allow_private_networks,
+        )  # fmt: skip
+        return Sent(
+            attempt, outcome, delivery.verdict(outcome, attempt, self.settings.webhook_schedule)
+        )
+
+    async def _settle(self, msg: Msg, sent: Sent) -> None:
+        """Count the attempt, then hand the message back for the next one or finish it."""
+        metrics.WEBHOOK_DELIVERIES.labels(sent.verdict.name).inc()
+        metrics.WEBHOOK_SECONDS.observe(sent.outcome.latency_ms / 1000)
+        if isinstance(sent.verdict, delivery.Retrying):
+            await msg.nak(delay=sent.verdict.delay)
         else:
-            metrics.WEBHOOK_ATTEMPTS.labels(verdict.name).observe(attempt)
+            metrics.WEBHOOK_ATTEMPTS.labels(sent.verdict.name).observe(sent.attempt)
             await msg.ack()
 
 

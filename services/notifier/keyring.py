@@ -1,9 +1,10 @@
 """Which secrets sign a job's webhook: the job's own, else its tenant's, else the server's.
 
-A job's own `webhook_secret` travels sealed in its `submitted` event; a tenant's secrets
-are sealed in PostgreSQL (`webhook_secrets`) and cached here for `TTL` seconds, so a new
-or deleted secret takes effect within that long. While PostgreSQL is down the cached
-secrets keep signing; a tenant not cached then postpones its webhooks (`Unavailable`).
+A job's (or a batch's) own `webhook_secret` travels sealed in its `submitted` event; a
+tenant's secrets are sealed in PostgreSQL (`webhook_secrets`) and cached here for `TTL`
+seconds, so a new or deleted secret takes effect within that long. While PostgreSQL is
+down the cached secrets keep signing; a tenant not cached then postpones its webhooks
+(`Unavailable`).
 `PRESSROOM_WEBHOOK_SECRET` signs for the implicit tenant (`PRESSROOM_AUTH=disabled`) and
 any tenant without secrets of its own.
 """
@@ -34,14 +35,18 @@ class Keyring:
 
     def job_keys(self, job: events.JobSubmitted) -> list[bytes] | None:
         """The job's own signing key, None if it has none (or it cannot be opened)."""
-        secret = job.webhook_secret
+        return self.own_keys(job.webhook_secret, job.job_id)
+
+    def own_keys(self, secret: str | None, owner: str) -> list[bytes] | None:
+        """A job's or a batch's own signing key, sealed for `owner` (its id); None if it
+        has none (or it cannot be opened)."""
         if not secret:
             return None
         if crypto.is_sealed(secret):
             try:
-                secret = crypto.unseal(self.server_key, secret, job.job_id)
+                secret = crypto.unseal(self.server_key, secret, owner)
             except ValueError as exc:
-                log.error("job %s: its webhook secret does not open: %s", job.job_id, exc)
+                log.error("%s: its webhook secret does not open: %s", owner, exc)
                 return None
         return signing.parse_secrets(secret)  # an event from before secrets were sealed
 

@@ -1,0 +1,120 @@
+"""A batch's webhooks: the real notifier, a real log, a receiver on loopback.
+
+Verifies: a batch's terminal event sends one `batch.*` webhook, signed with the batch's
+own sealed secret (not the tenant's), retried on the job schedule with the same
+`webhook-id`, with its counts and the archive's signed link; a batch without its own
+secret is signed with its tenant's; a batch without `webhook_url` is not even tried; no
+attempt becomes a job event on the log, each is counted in the webhook metrics.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+
+import pytest
+from nats.js import JetStreamContext
+from prometheus_client import REGISTRY
+from standardwebhooks.webhooks import Webhook, WebhookVerificationError
+
+from services.core import bus, crypto, events, signing
+from services.core.settings import Settings
+from tests.conftest import Receiver, Stack, eventually
+
+ARCHIVE = "batches/default/b/b.zip"
+
+
+def batch_id(n: int) -> str:
+    return "b" + f"{n:x}".rjust(31, "0")
+
+
+def submitted(batch: str, **fields: str) -> events.BatchSubmitted:
+    return events.BatchSubmitted(
+        batch_id=batch, total=3, items_key=f"batches/default/{batch}/items.jsonl",
+        template="<p>{{ n }}</p>", **fields,
+    )  # fmt: skip
+
+
+@contextlib.asynccontextmanager
+async def notifier(settings: Settings) -> AsyncIterator[JetStreamContext]:
+    """The notifier running in this process, and the log it reads."""
+    stack = Stack(settings)
+    await stack.start("notifier")
+    try:
+        async with bus.open_bus(settings, name="test") as (_, js):
+            yield js
+    finally:
+        await stack.close()
+
+
+async def job_events_logged(js: JetStreamContext) -> int:
+    info = await js.stream_info(events.STREAM, subjects_filter="jobs.>")
+    return sum((info.state.subjects or {}).values())
+
+
+async def test_a_batch_webhook_is_signed_with_its_own_secret_and_retried(
+    settings: Settings, receiver: Receiver
+):
+    batch, own = batch_id(1), signing.new_secret()
+    sealed = crypto.seal(settings.server_key_bytes(), own, batch)
+    receiver.statuses = [503]  # the first attempt fails: the schedule sends it again
+    async with notifier(settings) as js:
+        await bus.publish_batch(js, submitted(batch, webhook_url=receiver.url,
+                                              webhook_secret=sealed))  # fmt: skip
+        done = events.BatchDone(
+            batch_id=batch, total=3, done=2, failed=1, cancelled=0, webhook_url=receiver.url,
+            object_key=ARCHIVE, bytes=4096,
+        )  # fmt: skip
+        await bus.publish_batch(js, done)
+        await eventually(lambda: len(receiver.requests) >= 2, 15, "the retried webhook")
+        assert await job_events_logged(js) == 0  # attempts are not job events
+    first, second = receiver.requests
+    assert first["headers"]["webhook-id"] == second["headers"]["webhook-id"]
+    payload = Webhook(own).verify(second["body"], second["headers"])
+    with pytest.raises(WebhookVerificationError):
+        Webhook(settings.webhook_secret).verify(second["body"], second["headers"])
+    assert payload["type"] == "batch.done"
+    data = payload["data"]
+    assert {k: data[k] for k in ("id", "status", "total", "done", "failed", "cancelled")} == {
+        "id": batch, "status": "done", "total": 3, "done": 2, "failed": 1, "cancelled": 0,
+    }  # fmt: skip
+    assert (data["object_key"], data["bytes"], data["error"]) == (ARCHIVE, 4096, None)
+    assert data["url"].startswith(f"{settings.base_url}/files/batches/") and "sig=" in data["url"]
+
+
+def attempts_counted() -> float:
+    """Webhook attempts of this process so far, whatever their outcome."""
+    outcomes = ("delivered", "retrying", "gave_up")
+    found = (REGISTRY.get_sample_value("pressroom_webhook_deliveries_total", {"outcome": o})
+             for o in outcomes)  # fmt: skip
+    return sum(n or 0 for n in found)
+
+
+async def test_a_batch_without_webhook_url_sends_nothing(settings: Settings, receiver: Receiver):
+    silent, loud = batch_id(2), batch_id(3)
+    before = attempts_counted()
+    error = events.ErrorInfo("no_documents", "no item produced a document")
+    async with notifier(settings) as js:
+        await bus.publish_batch(js, submitted(silent))
+        await bus.publish_batch(js, events.BatchCancelled(batch_id=silent, total=3, done=0,
+                                                          failed=0, cancelled=3))  # fmt: skip
+        # A batch with a webhook, after it, proves the notifier is alive and reads on.
+        await bus.publish_batch(js, submitted(loud, webhook_url=receiver.url))
+        failed = events.BatchFailed(batch_id=loud, total=3, done=0, failed=3, cancelled=0,
+                                    webhook_url=receiver.url, error=error)  # fmt: skip
+        await bus.publish_batch(js, failed)
+        await eventually(lambda: receiver.requests, 15, "the failed batch's webhook")
+
+        async def drained() -> bool:
+            info = await js.consumer_info(events.STREAM, events.NOTIFIER)
+            return info.num_pending == 0 and info.num_ack_pending == 0
+
+        await eventually(drained, 15, "the notifier read every terminal event")
+    [hook] = receiver.requests
+    assert attempts_counted() - before == 1  # the silent batch's end was not even tried
+    # Without its own secret a batch is signed with its tenant's (the server's here).
+    payload = Webhook(settings.webhook_secret).verify(hook["body"], hook["headers"])
+    assert payload["type"] == "batch.failed"
+    assert payload["data"]["id"] == loud
+    assert payload["data"]["error"] == {"type": "no_documents", "message": error.message}
+    assert payload["data"]["url"] is None and "object_key" not in payload["data"]
