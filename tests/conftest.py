@@ -329,7 +329,7 @@ async def make_tenant(
 
 @dataclass
 class Stack:
-    """The four services of one test, in this process, talking over real sockets.
+    """The five services of one test, in this process, talking over real sockets.
 
     `client` acts for the tenant `tenant` (made at start); `new_tenant()` makes others.
     """
@@ -345,7 +345,7 @@ class Stack:
         return self.settings.base_url
 
     async def start(self, *names: str) -> None:
-        for name in names or ("gateway", "projector", "renderer", "notifier"):
+        for name in names or ("gateway", "projector", "renderer", "notifier", "conductor"):
             serve = importlib.import_module(f"services.{name}.main").serve
             self.tasks.append(asyncio.create_task(serve(self.settings, self.stop)))
         self.http = self.http or aiohttp.ClientSession()

@@ -15,10 +15,12 @@ import logging
 import os
 import time
 import urllib.parse
-from collections.abc import AsyncIterator
+import uuid
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any, Protocol
+from typing import IO, Any, Protocol
 
+import aiohttp
 from aiobotocore.session import get_session
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
@@ -29,8 +31,33 @@ from services.core.settings import Settings, SettingsError
 log = logging.getLogger(__name__)
 
 
+READ_CHUNK = 2**20
+"""Bytes per chunk `Storage.read` yields: large enough to keep round trips few, small
+enough that a conductor streaming a thousand documents holds one at a time."""
+
+PART_SIZE = 8 * 2**20
+"""Bytes per part of an S3 multipart upload (S3 wants at least 5 MiB for all but the
+last); a streaming writer holds at most one part in memory."""
+
+
+class Sink(Protocol):
+    """Where a streaming writer's bytes go (`Storage.writer`)."""
+
+    async def write(self, data: bytes) -> None: ...
+
+
 class Storage(Protocol):
     async def put(self, key: str, data: bytes, content_type: str) -> None: ...
+
+    def read(self, key: str) -> AsyncIterator[bytes]:
+        """The object's bytes in chunks of about `READ_CHUNK`; `NotFound` if there is no
+        such object, `StorageError` if storage fails."""
+        ...
+
+    def writer(self, key: str, content_type: str) -> contextlib.AbstractAsyncContextManager[Sink]:
+        """A sink whose bytes become the object `key` when the block ends without an
+        error; an error inside the block leaves no object (and an old one as it was)."""
+        ...
 
     async def delete(self, key: str) -> None: ...
 
@@ -76,6 +103,41 @@ class LocalStorage:
         tmp.write_bytes(data)
         os.replace(tmp, path)
 
+    async def read(self, key: str) -> AsyncIterator[bytes]:
+        try:
+            file = await asyncio.to_thread(self.path(key).open, "rb")
+        except FileNotFoundError:
+            raise NotFound(f"no such object: {key}") from None
+        except OSError as exc:
+            raise StorageError(f"cannot read {key}: {exc}") from exc
+        try:
+            while chunk := await asyncio.to_thread(file.read, READ_CHUNK):
+                yield chunk
+        except OSError as exc:
+            raise StorageError(f"cannot read {key}: {exc}") from exc
+        finally:
+            file.close()
+
+    @contextlib.asynccontextmanager
+    async def writer(self, key: str, content_type: str) -> AsyncIterator[Sink]:
+        """Writes a temp file beside the target and renames it over the target on a clean
+        exit, so a reader never sees half an object."""
+        path = self.path(key)
+        tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+        try:
+            file = await asyncio.to_thread(_open_new, tmp)
+        except OSError as exc:
+            raise StorageError(f"cannot write {key}: {exc}") from exc
+        try:
+            yield _FileSink(file, key)
+            await asyncio.to_thread(_close_and_replace, file, tmp, path)
+        except OSError as exc:
+            raise StorageError(f"cannot write {key}: {exc}") from exc
+        finally:
+            file.close()
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+
     async def delete(self, key: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             self.path(key).unlink()
@@ -98,6 +160,30 @@ class LocalStorage:
         if not path.is_file():
             raise NotFound("no such file")
         return path
+
+
+def _open_new(path: Path) -> IO[bytes]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path.open("wb")
+
+
+def _close_and_replace(file: IO[bytes], tmp: Path, path: Path) -> None:
+    file.close()
+    os.replace(tmp, path)
+
+
+class _FileSink:
+    """A local streaming writer's sink: each write goes to the temp file at once."""
+
+    def __init__(self, file: IO[bytes], key: str) -> None:
+        self.file = file
+        self.key = key
+
+    async def write(self, data: bytes) -> None:
+        try:
+            await asyncio.to_thread(self.file.write, data)
+        except OSError as exc:
+            raise StorageError(f"cannot write {self.key}: {exc}") from exc
 
 
 class S3Storage:
@@ -131,6 +217,37 @@ class S3Storage:
             Bucket=self.bucket, Key=key, Body=data, ContentType=content_type
         )
 
+    async def read(self, key: str) -> AsyncIterator[bytes]:
+        try:
+            response = await self.client.get_object(Bucket=self.bucket, Key=key)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in {"NoSuchKey", "NoSuchBucket"}:
+                raise NotFound(f"no such object: {key}") from None
+            raise StorageError(f"cannot read {key}: {exc}") from exc
+        except (BotoCoreError, OSError) as exc:
+            raise StorageError(f"cannot read {key}: {exc}") from exc
+        body = response["Body"]
+        try:
+            while chunk := await body.read(READ_CHUNK):
+                yield chunk
+        except (BotoCoreError, ClientError, OSError, aiohttp.ClientError) as exc:
+            raise StorageError(f"cannot read {key}: {exc}") from exc
+        finally:
+            body.close()
+
+    @contextlib.asynccontextmanager
+    async def writer(self, key: str, content_type: str) -> AsyncIterator[Sink]:
+        """A multipart upload of `PART_SIZE` parts, completed on a clean exit and aborted
+        on an error (S3 keeps no object then); an object smaller than one part is one
+        plain `put`."""
+        sink = _PartSink(self, key, content_type)
+        try:
+            yield sink
+            await sink.finish()
+        except BaseException:
+            await sink.abort()
+            raise
+
     async def delete(self, key: str) -> None:
         try:
             await self.client.delete_object(Bucket=self.bucket, Key=key)
@@ -150,6 +267,72 @@ class S3Storage:
             "get_object", Params=params, ExpiresIn=ttl
         )
         return url
+
+
+class _PartSink:
+    """An S3 streaming writer's sink: buffers up to one part, uploads each full one."""
+
+    def __init__(self, storage: S3Storage, key: str, content_type: str) -> None:
+        self.storage = storage
+        self.key = key
+        self.content_type = content_type
+        self.buffer = bytearray()
+        self.upload_id: str | None = None
+        self.parts: list[dict[str, Any]] = []
+
+    async def write(self, data: bytes) -> None:
+        self.buffer += data
+        while len(self.buffer) >= PART_SIZE:
+            part = bytes(self.buffer[:PART_SIZE])
+            del self.buffer[:PART_SIZE]
+            await self._upload(part)
+
+    async def _upload(self, part: bytes) -> None:
+        client, bucket = self.storage.client, self.storage.bucket
+        with _s3_errors(f"cannot upload {self.key}"):
+            if self.upload_id is None:
+                started = await client.create_multipart_upload(
+                    Bucket=bucket, Key=self.key, ContentType=self.content_type
+                )
+                self.upload_id = str(started["UploadId"])
+            number = len(self.parts) + 1
+            answer = await client.upload_part(
+                Bucket=bucket, Key=self.key, UploadId=self.upload_id, PartNumber=number, Body=part
+            )
+            self.parts.append({"PartNumber": number, "ETag": answer["ETag"]})
+
+    async def finish(self) -> None:
+        if self.upload_id is None:  # under one part: a plain put
+            await self.storage.put(self.key, bytes(self.buffer), self.content_type)
+            return
+        if self.buffer:
+            await self._upload(bytes(self.buffer))
+            self.buffer.clear()
+        with _s3_errors(f"cannot upload {self.key}"):
+            await self.storage.client.complete_multipart_upload(
+                Bucket=self.storage.bucket, Key=self.key, UploadId=self.upload_id,
+                MultipartUpload={"Parts": self.parts},
+            )  # fmt: skip
+        self.upload_id = None
+
+    async def abort(self) -> None:
+        """Drop the parts uploaded so far; S3 would otherwise keep (and bill) them."""
+        if self.upload_id is None:
+            return
+        try:
+            await self.storage.client.abort_multipart_upload(
+                Bucket=self.storage.bucket, Key=self.key, UploadId=self.upload_id
+            )
+        except (BotoCoreError, ClientError, OSError) as exc:
+            log.warning("cannot abort the upload of %s: %s", self.key, exc)
+
+
+@contextlib.contextmanager
+def _s3_errors(context: str) -> Iterator[None]:
+    try:
+        yield
+    except (BotoCoreError, ClientError, OSError) as exc:
+        raise StorageError(f"{context}: {exc}") from exc
 
 
 @contextlib.asynccontextmanager

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import replace
+from pathlib import Path
 
 import aiohttp
 import pytest
 
 from services.core.errors import NotFound
 from services.core.settings import Settings
-from services.core.storage import S3Storage, open_storage, sign
+from services.core.storage import READ_CHUNK, S3Storage, open_storage, sign
 
 
 async def test_s3_upload_recreates_a_missing_bucket(s3_settings: Settings):
@@ -50,3 +52,54 @@ async def test_local_links_expire_and_resist_forgery(settings: Settings):
             storage.verify("jobs/y.pdf", str(past), sign(storage.secret, "jobs/y.pdf", past))
         future = int(time.time()) + 60
         assert storage.verify("jobs/y.pdf", str(future), sign(storage.secret, "jobs/y.pdf", future))
+
+
+async def _written_in_pieces(storage, key: str, pieces: list[bytes]) -> None:
+    async with storage.writer(key, "application/zip") as sink:
+        for piece in pieces:
+            await sink.write(piece)
+
+
+async def _read_back(storage, key: str) -> tuple[bytes, int]:
+    """The object's bytes and the size of its largest chunk."""
+    chunks = [chunk async for chunk in storage.read(key)]
+    return b"".join(chunks), max((len(c) for c in chunks), default=0)
+
+
+@pytest.mark.parametrize("backend", ["local", "s3"])
+async def test_a_streamed_object_reads_back_identical_in_bounded_chunks(
+    backend: str, request: pytest.FixtureRequest
+):
+    """20 MiB written in 1 MiB pieces (three S3 parts, the last one short) is the object
+    a reader streams back, in chunks of at most `READ_CHUNK`; a small one is one put."""
+    settings = request.getfixturevalue("s3_settings" if backend == "s3" else "settings")
+    pieces = [os.urandom(2**20) for _ in range(20)] + [b"tail"]
+    async with open_storage(settings) as storage:
+        await _written_in_pieces(storage, "batches/t/b/big.zip", pieces)
+        data, largest = await _read_back(storage, "batches/t/b/big.zip")
+        assert data == b"".join(pieces)
+        assert largest <= READ_CHUNK
+        await _written_in_pieces(storage, "batches/t/b/small.zip", [b"PK", b"\x03\x04"])
+        assert (await _read_back(storage, "batches/t/b/small.zip"))[0] == b"PK\x03\x04"
+
+
+@pytest.mark.parametrize("backend", ["local", "s3"])
+async def test_an_error_inside_the_writer_leaves_no_object(
+    backend: str, request: pytest.FixtureRequest
+):
+    """A pack that crashes half-way (here after two S3 parts) stores nothing, and a read
+    of a key that was never written is NotFound, not a storage failure."""
+    settings = request.getfixturevalue("s3_settings" if backend == "s3" else "settings")
+    async with open_storage(settings) as storage:
+        with pytest.raises(RuntimeError, match="crashed"):
+            async with storage.writer("batches/t/b/broken.zip", "application/zip") as sink:
+                for _ in range(17):
+                    await sink.write(os.urandom(2**20))
+                raise RuntimeError("crashed")
+        with pytest.raises(NotFound):
+            await _read_back(storage, "batches/t/b/broken.zip")
+        if backend == "local":
+            assert [p for p in Path(settings.storage_dir).rglob("*") if p.is_file()] == []
+        else:
+            listed = await storage.client.list_multipart_uploads(Bucket=storage.bucket)
+            assert listed.get("Uploads", []) == []

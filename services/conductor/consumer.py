@@ -1,0 +1,257 @@
+"""The conductor's consumer: one handler per batch event on the `conductor` durable.
+
+    submitted  expand the item list into item submissions (`expand.py`)
+    paused     set the batch's state `paused` (renderers start none of its items)
+    resumed    set it `running` again
+    cancel     set it `cancelled`, and cancel every item that has not ended
+    complete   pack the archive (`pack.py`), publish the batch's terminal event, and
+               drop its bulk durable and state
+
+Every step is idempotent, so a message redelivered after a crash is simply handled again:
+item submissions and terminal events carry dedup ids, the archive is rewritten under the
+same key. A transient failure naks the message with a delay; a message that cannot be
+decoded is terminated.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable
+from typing import Any
+
+import asyncpg
+import msgspec
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+
+from services.conductor import expand, pack
+from services.conductor.state import CANCELLED, PAUSED, RUNNING, BatchStates
+from services.core import bus, events, timeline
+from services.core.errors import (
+    DeterministicError,
+    InvalidEvent,
+    NotFound,
+    TransientError,
+    Unavailable,
+)
+from services.core.settings import Settings
+from services.core.storage import Storage
+
+log = logging.getLogger(__name__)
+
+RETRY_DELAY = 5.0
+"""Seconds before a message whose handling failed transiently comes back."""
+
+PROJECTION_POLLS = 10
+PROJECTION_POLL_EVERY = 0.2
+"""`complete` comes from the projector right after it commits the last item; another
+projector's commit of an earlier item may trail it briefly, so the rows are read again a
+few times before the message is handed back for later."""
+
+
+class Heartbeat:
+    """Progress notes while a long step holds its message. Called often (after every
+    chunk), it tells JetStream at most every `every` seconds, well inside the durable's
+    60 s `ack_wait`, so a 10,000-item expansion is not redelivered half-way."""
+
+    def __init__(self, msg: Msg, every: float = 5.0) -> None:
+        self.msg = msg
+        self.every = every
+        self.last = time.monotonic()
+
+    async def __call__(self) -> None:
+        now = time.monotonic()
+        if now - self.last >= self.every:
+            self.last = now
+            with bus.map_bus_errors():
+                await self.msg.in_progress()
+
+
+class Conductor:
+    def __init__(
+        self,
+        settings: Settings,
+        js: JetStreamContext,
+        pool: asyncpg.Pool,
+        storage: Storage,
+        states: BatchStates,
+    ) -> None:
+        self.settings = settings
+        self.js = js
+        self.pool = pool
+        self.storage = storage
+        self.states = states
+
+    async def handle(self, msg: Msg) -> None:
+        """Handle one batch event and ack, nak or term its message; never raises (but
+        hands the message back when cancelled)."""
+        try:
+            event = events.decode_log(msg.data)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            log.error("terminating undecodable message on %s: %s", msg.subject, exc)
+            with contextlib.suppress(Exception):
+                await msg.term()
+            return
+        try:
+            with bus.map_bus_errors():
+                await self._dispatch(msg, event)
+                await msg.ack()
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):
+                await msg.nak()
+            raise
+        except TransientError as exc:
+            log.warning("%s: handled again in %.0fs: %s", msg.subject, RETRY_DELAY, exc)
+            await _settle(msg.nak(delay=RETRY_DELAY))
+        except DeterministicError as exc:
+            log.error("%s: terminating: %s", msg.subject, exc)
+            await _settle(msg.term())
+        except Exception:
+            log.exception("%s: unexpected failure; handled again later", msg.subject)
+            await _settle(msg.nak(delay=RETRY_DELAY))
+
+    async def _dispatch(self, msg: Msg, event: events.LogEvent) -> None:
+        if isinstance(event, events.BatchSubmitted):
+            await self.expand_batch(msg, event)
+        elif isinstance(event, events.BatchPaused):
+            await self.states.change(event.batch_id, event.tenant, PAUSED)
+        elif isinstance(event, events.BatchResumed):
+            await self.states.change(event.batch_id, event.tenant, RUNNING)
+        elif isinstance(event, events.BatchCancel):
+            await self.cancel(msg, event)
+        elif isinstance(event, events.BatchComplete):
+            await self.complete(msg, event)
+
+    async def expand_batch(self, msg: Msg, batch: events.BatchSubmitted) -> None:
+        """Make the batch's durable and state, then submit its items."""
+        with bus.map_bus_errors():
+            await self.js.add_consumer(
+                events.STREAM, bus.bulk_config(self.settings, batch.batch_id)
+            )
+        await self.states.start(batch.batch_id, batch.tenant)
+        try:
+            count = await expand.expand(self.js, self.storage, batch, Heartbeat(msg))
+        except NotFound:
+            message = f"the batch's item list is missing from storage ({batch.items_key})"
+            await self.fail(batch, "batch_items_missing", message)
+            return
+        except InvalidEvent as exc:
+            await self.fail(batch, "batch_items_invalid", exc.message)
+            return
+        if count != batch.total:
+            log.warning(
+                "batch %s: %d items stored, %d announced", batch.batch_id, count, batch.total
+            )
+        log.info("batch %s: %d items submitted", batch.batch_id, count)
+
+    async def fail(self, batch: events.BatchSubmitted, kind: str, message: str) -> None:
+        """End a batch that cannot run at all: every item counts as failed."""
+        log.error("batch %s failed: %s", batch.batch_id, message)
+        await bus.publish_batch(
+            self.js,
+            events.BatchFailed(
+                batch_id=batch.batch_id, tenant=batch.tenant, total=batch.total, done=0,
+                failed=batch.total, cancelled=0, webhook_url=batch.webhook_url,
+                error=events.ErrorInfo(type=kind, message=message),
+            ),
+        )  # fmt: skip
+        await self.forget(batch.batch_id)
+
+    async def cancel(self, msg: Msg, event: events.BatchCancel) -> None:
+        """Stop the batch's items from starting, and end each one that has not ended; the
+        projector then sees every item ended and publishes `complete`."""
+        if not await self.states.change(event.batch_id, event.tenant, CANCELLED):
+            return  # the batch has ended already
+        batch = await timeline.batch_submission(self.js, event.batch_id)
+        if batch is None:
+            return
+        ended = await pack.ended_indexes(self.pool, batch.batch_id)
+        beat = Heartbeat(msg)
+        unended = [index for index in range(batch.total) if index not in ended]
+        for start in range(0, len(unended), expand.IN_FLIGHT):
+            chunk = unended[start : start + expand.IN_FLIGHT]
+            await asyncio.gather(
+                *(self._cancel_item(batch, index, event.reason) for index in chunk)
+            )
+            await beat()
+
+    async def _cancel_item(self, batch: events.BatchSubmitted, index: int, reason: str) -> None:
+        job_id = events.item_job_id(batch.batch_id, index)
+        cancelled = events.JobCancelled(job_id=job_id, tenant=batch.tenant, reason=reason)
+        await bus.publish_terminal(self.js, cancelled)
+
+    async def complete(self, msg: Msg, event: events.BatchComplete) -> None:
+        """Pack the archive, publish the batch's end, drop its durable and state."""
+        batch = await timeline.batch_submission(self.js, event.batch_id)
+        if batch is None:
+            log.error("batch %s is complete but its submission is not in the log", event.batch_id)
+            return
+        items = await self._outcomes(batch)
+        cancelled = await self.states.get(batch.batch_id) == CANCELLED
+        terminal = await self._pack(batch, items, cancelled, Heartbeat(msg))
+        await bus.publish_batch(self.js, terminal)
+        await self.forget(batch.batch_id)
+        log.info("batch %s ended %s", batch.batch_id, events.batch_event_name(terminal))
+
+    async def _outcomes(self, batch: events.BatchSubmitted) -> list[pack.Outcome]:
+        """Every item's ended row; `Unavailable` (retried later) while the projection
+        does not hold them all yet."""
+        items: list[pack.Outcome] = []
+        for _ in range(PROJECTION_POLLS):
+            items = await pack.outcomes(self.pool, batch.batch_id)
+            if len(items) >= batch.total and all(i.status.terminal for i in items):
+                return items
+            await asyncio.sleep(PROJECTION_POLL_EVERY)
+        ended = sum(1 for i in items if i.status.terminal)
+        raise Unavailable(
+            f"batch {batch.batch_id}: the projection holds {ended} ended items of {batch.total}"
+        )
+
+    async def _pack(
+        self,
+        batch: events.BatchSubmitted,
+        items: list[pack.Outcome],
+        cancelled: bool,
+        beat: expand.Beat,
+    ) -> events.BatchTerminal:
+        """Write the batch's output and make its terminal event."""
+        counts = pack.Counts.of(items)
+        key: str | None = events.batch_archive_key(batch.tenant, batch.batch_id)
+        size = 0
+        if batch.output == "merged":
+            key = events.batch_archive_key(batch.tenant, batch.batch_id, "pdf")
+            if counts.done:
+                size = await pack.write_merged(self.storage, key, items, beat)
+            else:
+                key = None
+        elif key is not None:
+            size = await pack.write_zip(self.storage, key, batch.batch_id, items, beat)
+        common: dict[str, Any] = {
+            "batch_id": batch.batch_id, "tenant": batch.tenant, "total": batch.total,
+            "done": counts.done, "failed": counts.failed, "cancelled": counts.cancelled,
+            "webhook_url": batch.webhook_url,
+        }  # fmt: skip
+        if cancelled:
+            return events.BatchCancelled(**common, object_key=key, bytes=size)
+        if counts.done == 0 or key is None:
+            error = events.ErrorInfo(
+                type="no_documents",
+                message=f"no item produced a document: {pack.first_error(items)}",
+            )
+            return events.BatchFailed(**common, error=error, object_key=key)
+        return events.BatchDone(**common, object_key=key, bytes=size)
+
+    async def forget(self, batch_id: str) -> None:
+        """Drop the ended batch's bulk durable and its state."""
+        with contextlib.suppress(NotFound), bus.map_bus_errors():
+            await self.js.delete_consumer(events.STREAM, events.bulk_durable(batch_id))
+        await self.states.forget(batch_id)
+
+
+async def _settle(action: Awaitable[None]) -> None:
+    """Nak or term, when NATS answers; if not, the ack wait brings the message back."""
+    with contextlib.suppress(Exception):
+        await action
