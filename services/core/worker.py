@@ -46,7 +46,7 @@ async def work(
                 task.add_done_callback(inflight.discard)
     finally:
         await bus.close_subscription(sub)
-        await _drain(inflight, grace)
+        await drain(inflight, grace)
 
 
 async def _slot_or_stop(inflight: set[asyncio.Task[None]], stop: asyncio.Event) -> None:
@@ -60,7 +60,7 @@ async def _slot_or_stop(inflight: set[asyncio.Task[None]], stop: asyncio.Event) 
         stopped.cancel()
 
 
-async def _drain(inflight: set[asyncio.Task[None]], grace: float) -> None:
+async def drain(inflight: set[asyncio.Task[None]], grace: float) -> None:
     """Let handlers in flight finish within `grace`; cancel the rest."""
     if not inflight:
         return

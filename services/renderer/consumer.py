@@ -7,6 +7,10 @@ its data, raw HTML, or a URL the browser loads — and is stored as `jobs/<id>.p
 the message; a transient one publishes `retrying` and naks with an exponential delay,
 until the last attempt, which publishes `failed` ("gave up after N attempts: …") and
 terms.
+
+A batch's item is a job like any other (`events.item_job_id`) and goes the same way; its
+submission carries no template, which is read once per batch from the batch's `submitted`
+event. An item whose batch is paused or cancelled (`states.py`) is handed back unstarted.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import logging
 import os
 import socket
 import time
+from collections import OrderedDict
 from typing import Any
 
 import msgspec
@@ -25,6 +30,7 @@ from nats.js import JetStreamContext
 
 from services.core import bus, events, metrics, timeline
 from services.core.errors import (
+    InvalidEvent,
     PageCrashed,
     PageKeepsCrashing,
     PressroomError,
@@ -34,10 +40,12 @@ from services.core.errors import (
 )
 from services.core.jail import Jail
 from services.core.settings import Settings
+from services.core.status import BatchStatus
 from services.core.storage import Storage, object_key
 from services.core.templating import render_html
 from services.renderer.browser import BrowserPool, Html, RenderResult, Source, Url
 from services.renderer.decisions import Ack, Fail, Retry, Step, next_step
+from services.renderer.states import BatchStates
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +94,44 @@ def document_key(job: events.JobSubmitted, result: RenderResult) -> str:
     return object_key(job.tenant, job.job_id, result.extension)
 
 
+HELD_BACK_DELAY = 1.0
+"""Seconds before an item handed back because its batch is paused or cancelling is offered
+again: the scheduler skips its batch meanwhile, so this only keeps a nak from spinning."""
+
+TEMPLATES_CACHED = 64
+"""Batches whose template a renderer keeps (least recently used go first)."""
+
+
+class BatchTemplates:
+    """The template of each batch, read once from its `submitted` event and cached."""
+
+    def __init__(self, js: JetStreamContext, size: int = TEMPLATES_CACHED) -> None:
+        self.js = js
+        self.size = size
+        self._cache: OrderedDict[str, str] = OrderedDict()
+
+    async def get(self, batch_id: str) -> str:
+        """The batch's template; `InvalidEvent` when the log holds no `submitted` event
+        for it (the item cannot be rendered, now or later)."""
+        template = self._cache.get(batch_id)
+        if template is None:
+            submitted = await timeline.batch_submission(self.js, batch_id, direct=True)
+            if submitted is None:
+                raise InvalidEvent(f"batch {batch_id} has no submission in the log: no template")
+            template = submitted.template
+        self._cache[batch_id] = template
+        self._cache.move_to_end(batch_id)
+        while len(self._cache) > self.size:
+            self._cache.popitem(last=False)
+        return template
+
+    async def fill(self, job: events.JobSubmitted) -> events.JobSubmitted:
+        """`job` with its batch's template, if it is a templated batch's item."""
+        if job.batch_id is None or job.url is not None or job.html is not None or job.template:
+            return job
+        return msgspec.structs.replace(job, template=await self.get(job.batch_id))
+
+
 HEARTBEAT_RETRY = 1.0
 """Seconds before a progress note NATS did not take is sent again (at most the interval)."""
 
@@ -119,12 +165,15 @@ class Renderer:
         storage: Storage,
         browser: BrowserPool,
         jail: Jail,
+        batches: BatchStates | None = None,
     ) -> None:
         self.settings = settings
         self.js = js
         self.storage = storage
         self.browser = browser
         self.jail = jail
+        self.batches = batches if batches is not None else BatchStates()
+        self.templates = BatchTemplates(js)
         self.worker = worker_name()
 
     async def handle(self, msg: Msg) -> None:
@@ -155,6 +204,8 @@ class Renderer:
                 await heartbeat
 
     async def _attempt(self, msg: Msg, job: events.JobSubmitted) -> None:
+        if await self._held_back(msg, job):
+            return
         attempt = msg.metadata.num_delivered
         ended = await self._ended_before(msg, job)
         if ended is not None:  # cancelled while queued, or a redelivery of a finished job
@@ -169,6 +220,27 @@ class Renderer:
         )
         done, error = await self._render_or_error(job, attempt)
         await self._settle(msg, job, attempt, done, next_step(error, attempt, self.settings))
+
+    async def _held_back(self, msg: Msg, job: events.JobSubmitted) -> bool:
+        """Hand back, unstarted, an item whose batch is paused or cancelled; True if so.
+
+        A paused batch's item is offered again after its delay (the scheduler takes none
+        of the batch's items until it runs again). A cancelled batch's item that has
+        ended (the conductor publishes the items' `cancelled`) is acked: nothing is left
+        to do; one not yet ended waits like a paused one for its `cancelled`.
+        """
+        state = None if job.batch_id is None else self.batches.state(job.batch_id)
+        if state not in (BatchStatus.PAUSED, BatchStatus.CANCELLED):
+            return False
+        ended = None
+        if state == BatchStatus.CANCELLED:
+            ended = await timeline.terminal_event(self.js, job.job_id, direct=True)
+        if ended is None:
+            log.info("item %s: batch %s; handed back", job.job_id, state)
+            await msg.nak(delay=HELD_BACK_DELAY)
+        else:
+            await msg.ack()
+        return True
 
     async def _ended_before(self, msg: Msg, job: events.JobSubmitted) -> events.AnyEvent | None:
         """The job's terminal event if it already has one, read by direct get (cheap;
@@ -223,6 +295,7 @@ class Renderer:
 
     async def _render(self, job: events.JobSubmitted, attempt: int) -> events.JobDone:
         started = time.perf_counter()
+        job = await self.templates.fill(job)
         source = await source_of(job, self.jail)
         result = await self.browser.render(source, await options_of(job, self.jail))
         key = document_key(job, result)

@@ -1,14 +1,15 @@
-"""`pressroom renderer`: render jobs with a pool of Chromium pages until SIGTERM."""
+"""`pressroom renderer`: render jobs and batches' items with a pool of Chromium pages
+until SIGTERM."""
 
 from __future__ import annotations
 
 import asyncio
 
-from services.core import bus, events, metrics, runtime, worker
+from services.core import bus, metrics, runtime
 from services.core.jail import Jail, TemplateLimits
 from services.core.settings import Settings
 from services.core.storage import open_storage
-from services.renderer import consumer
+from services.renderer import consumer, lanes, states
 from services.renderer.browser import BrowserPool
 
 
@@ -26,19 +27,23 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
     )
     async with (
         metrics.serve(settings.host, settings.metrics_port),
-        bus.open_bus(settings, name="renderer") as (_, js),
+        bus.open_bus(settings, name="renderer") as (nc, js),
         open_storage(settings) as storage,
         browser,
         Jail(settings.render_concurrency, TemplateLimits.of(settings)) as jail,
+        states.watched(js) as batches,
     ):
-        renderer = consumer.Renderer(settings, js, storage, browser, jail)
-        await worker.work(
+        renderer = consumer.Renderer(settings, js, storage, browser, jail, batches)
+        await lanes.work(
+            nc,
             js,
-            events.RENDERER,
             renderer.handle,
+            batches,
             # A job's bookkeeping (fetch, `started`, upload, `done`, ack) overlaps another
             # job's render, so the pages stay busy: CPU-bound Chromium is the ceiling.
             limit=settings.render_concurrency + settings.render_prefetch,
+            # Items are not prefetched: a single job never queues behind them for a page.
+            bulk_limit=settings.render_concurrency,
             stop=stop,
             grace=settings.shutdown_grace,
         )
