@@ -283,8 +283,12 @@ class _PartSink:
     async def write(self, data: bytes) -> None:
         self.buffer += data
         while len(self.buffer) >= PART_SIZE:
-            part = bytes(self.buffer[:PART_SIZE])
-            del self.buffer[:PART_SIZE]
+            # One copy of the part, and the old buffer freed before the upload (which
+            # itself holds about one more part while it sends).
+            with memoryview(self.buffer) as view:
+                part = bytes(view[:PART_SIZE])
+                rest = bytearray(view[PART_SIZE:])
+            self.buffer = rest
             await self._upload(part)
 
     async def _upload(self, part: bytes) -> None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import tracemalloc
 import uuid
 import zipfile
 from collections.abc import AsyncIterator
@@ -22,8 +24,10 @@ import pytest
 from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
 
+from services.conductor import pack
 from services.core import bus, db, events, storage
 from services.core.settings import Settings
+from services.core.status import JobStatus
 from services.core.storage import Storage, open_storage
 from tests.conftest import Stack, eventually
 
@@ -369,3 +373,33 @@ async def test_documents_with_the_same_file_name_both_reach_the_archive(
         ]  # fmt: skip
         names = [item["filename"] for item in json.loads(zf.read("manifest.json"))["items"]]
     assert names == ["same.pdf", "1-same.pdf", "2-manifest.json"]
+
+
+@pytest.mark.parametrize("backend", ["local", "s3"])
+async def test_packing_holds_about_one_part_whatever_the_documents_add_up_to(
+    backend: str, request: pytest.FixtureRequest
+):
+    """48 MiB of documents are packed while the conductor's memory grows by well under
+    their total: one storage part and a chunk or two, not the archive."""
+    settings = request.getfixturevalue("s3_settings" if backend == "s3" else "settings")
+    async with open_storage(settings) as store:
+        outcomes = []
+        for index in range(6):
+            key = f"jobs/{TENANT}/big.{index}.pdf"
+            await store.put(key, os.urandom(8 * 2**20), "application/pdf")
+            outcomes.append(pack.Outcome(
+                id=f"b.{index}", item_index=index, status=JobStatus.DONE, attempts=1,
+                error_type=None, error_message=None, object_key=key, filename=f"{index}.pdf",
+            ))  # fmt: skip
+
+        async def beat() -> None:
+            pass
+
+        tracemalloc.start()
+        try:
+            size = await pack.write_zip(store, "batches/t/b/big.zip", "b", outcomes, beat)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    assert size > 48 * 2**20
+    assert peak < 24 * 2**20, f"packing peaked at {peak / 2**20:.1f} MiB"
