@@ -126,12 +126,13 @@ class Conductor:
             await self.complete(msg, event)
 
     async def expand_batch(self, msg: Msg, batch: events.BatchSubmitted) -> None:
-        """Make the batch's durable and state, then submit its items."""
+        """Make the batch's state and durable, then submit its items."""
+        if not await self.states.start(batch.batch_id, batch.tenant):
+            log.info("batch %s has ended; not expanding it again", batch.batch_id)
+            return
+        durable = bus.bulk_config(self.settings, batch.batch_id)
         with bus.map_bus_errors():
-            await self.js.add_consumer(
-                events.STREAM, bus.bulk_config(self.settings, batch.batch_id)
-            )
-        await self.states.start(batch.batch_id, batch.tenant)
+            await self.js.add_consumer(events.STREAM, durable)
         try:
             count = await expand.expand(self.js, self.storage, batch, Heartbeat(msg))
         except NotFound:

@@ -11,7 +11,7 @@ import logging
 
 import msgspec
 from nats.js import JetStreamContext
-from nats.js.errors import KeyDeletedError
+from nats.js.errors import KeyNotFoundError
 from nats.js.kv import KeyValue
 
 from services.core import bus, events
@@ -36,14 +36,20 @@ class BatchStates:
     def __init__(self, kv: KeyValue) -> None:
         self.kv = kv
 
-    async def start(self, batch_id: str, tenant: str) -> None:
+    async def start(self, batch_id: str, tenant: str) -> bool:
         """`running`, unless the batch already has a state: a pause (or cancel) handled
-        before the expansion is kept."""
+        before the expansion is kept. False if the batch has ended: a late copy of its
+        submission must not start it again."""
+        try:
+            await self._entry(batch_id)
+        except _Ended:
+            return False
         try:
             with bus.map_bus_errors():
                 await self.kv.create(batch_id, _encode(tenant, RUNNING))
         except Conflict:
             log.info("batch %s already has a state; keeping it", batch_id)
+        return True
 
     async def get(self, batch_id: str) -> str | None:
         """The batch's state; None when it has none (not expanded, or ended)."""
@@ -85,8 +91,10 @@ class BatchStates:
             with bus.map_bus_errors():
                 try:
                     return await self.kv.get(batch_id)
-                except KeyDeletedError:
-                    raise _Ended from None
+                except KeyNotFoundError as exc:
+                    if exc.op is not None:  # a delete marker: nats-py's sign of a deleted key
+                        raise _Ended from None
+                    raise
         except NotFound:
             return None
 

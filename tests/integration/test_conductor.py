@@ -267,6 +267,15 @@ async def test_a_complete_batch_is_packed_with_every_document_and_a_manifest(
     await conductor.state_becomes(b, None)
     await eventually(conductor.handled_all, what="the completion handled")
     assert await conductor.pending_items(b) is None
+    # A pause, or a copy of the submission, after the end does not bring it back.
+    await bus.publish_batch(conductor.js, events.BatchPaused(batch_id=b, tenant=TENANT))
+    await conductor.js.publish(
+        events.batch_subject(b, "submitted"), events.encode_batch(batch),
+        stream=events.STREAM, headers={"Nats-Msg-Id": "a-late-copy"},
+    )  # fmt: skip
+    await eventually(conductor.handled_all, what="the late events handled")
+    assert await conductor.state(b) is None
+    assert await conductor.pending_items(b) is None
 
 
 async def test_a_batch_where_every_item_failed_fails_with_a_manifest(conductor: Conductor):
