@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import logging
 import zipfile
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -24,6 +25,8 @@ from services.core import db
 from services.core.errors import NotFound
 from services.core.status import JobStatus
 from services.core.storage import Sink, Storage
+
+log = logging.getLogger(__name__)
 
 MANIFEST = "manifest.json"
 
@@ -232,7 +235,10 @@ async def write_merged(storage: Storage, key: str, items: list[Outcome], beat: B
             data = b"".join([chunk async for chunk in storage.read(item.object_key)])
         except NotFound:
             continue
-        await asyncio.to_thread(merged.append, io.BytesIO(data))
+        try:
+            await asyncio.to_thread(merged.append, io.BytesIO(data))
+        except pypdf.errors.PyPdfError as exc:  # not a PDF (an image output): left out
+            log.warning("item %s is left out of the merged PDF: %s", item.id, exc)
         await beat()
     out = io.BytesIO()
     await asyncio.to_thread(merged.write, out)

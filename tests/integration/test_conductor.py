@@ -329,13 +329,14 @@ async def test_a_cancelled_batch_cancels_its_open_items_and_ends_cancelled(
 
 
 async def test_a_merged_batch_is_one_pdf_of_its_documents_in_order(conductor: Conductor):
-    """Item 0 (two pages) then item 2 (one page); failed item 1 leaves no gap. Page widths
-    tell the pages apart."""
-    batch = await conductor.submit(items(3), output="merged")
+    """Item 0 (two pages) then item 2 (one page); failed item 1 leaves no gap, and item 3,
+    not a PDF, is left out. Page widths tell the pages apart."""
+    batch = await conductor.submit(items(4), output="merged")
     await conductor.expanded(batch)
     await conductor.done(batch.batch_id, 0, "0.pdf", _pdf([100, 101]))
     await conductor.record(batch.batch_id, 1, "failed", error_type="x", error_message="y")
     await conductor.done(batch.batch_id, 2, "2.pdf", _pdf([102]))
+    await conductor.done(batch.batch_id, 3, "3.png", b"\x89PNG not a PDF")
     await bus.publish_batch(
         conductor.js, events.BatchComplete(batch_id=batch.batch_id, tenant=TENANT)
     )
