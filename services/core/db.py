@@ -484,12 +484,18 @@ async def advisory_unlock(conn: asyncpg.Connection, key: int) -> None:
 
 @map_db_errors()
 async def stale_jobs(
-    conn: asyncpg.Connection, older_than: float, limit: int, *, up_to_seq: int | None = None
+    conn: asyncpg.Connection,
+    older_than: float,
+    limit: int,
+    *,
+    up_to_seq: int | None = None,
+    batch_id: str | None = None,
 ) -> list[StaleJob]:
     """Unfinished jobs (`queued`, `running`) not updated for `older_than` seconds, oldest
     first; with `up_to_seq`, only those whose last event is at or below that stream
-    sequence (the others may still be waiting in the log). The predicate matches the
-    partial index `jobs_unfinished`."""
+    sequence (the others may still be waiting in the log). Single jobs by default, the
+    items of `batch_id` with it: each kind waits in its own durable, so each is judged by
+    its own durable's floor. The predicate matches the partial index `jobs_unfinished`."""
     rows = await conn.fetch(
         """
         SELECT id, tenant_id, status, attempts, input, webhook_url, idempotency_key, created_at,
@@ -498,14 +504,38 @@ async def stale_jobs(
         WHERE status IN ('queued', 'running')
           AND updated_at < now() - make_interval(secs => $1::double precision)
           AND ($3::bigint IS NULL OR last_seq <= $3::bigint)
+          AND batch_id IS NOT DISTINCT FROM $4::text
         ORDER BY updated_at
         LIMIT $2
         """,
         older_than,
         limit,
         up_to_seq,
+        batch_id,
     )
     return [_typed(r, StaleJob) for r in rows]
+
+
+@map_db_errors()
+async def batches_with_stale_items(
+    conn: asyncpg.Connection, older_than: float, limit: int
+) -> list[str]:
+    """Batches that are meant to move (`queued` or `running`, not `paused` and not ended)
+    with items not updated for `older_than` seconds. A paused batch's items wait by
+    request, however long: they are never stale."""
+    rows = await conn.fetch(
+        """
+        SELECT DISTINCT j.batch_id
+        FROM jobs AS j JOIN batches AS b ON b.id = j.batch_id
+        WHERE j.status IN ('queued', 'running')
+          AND j.updated_at < now() - make_interval(secs => $1::double precision)
+          AND b.status IN ('queued', 'running')
+        LIMIT $2
+        """,
+        older_than,
+        limit,
+    )
+    return [str(r["batch_id"]) for r in rows]
 
 
 @map_db_errors()

@@ -14,6 +14,10 @@ rebuilt from the row's recorded input, under a new dedup id `<job>.redrive.<n>`;
 still being rendered is harmless: object keys derive from the job id and terminal events
 are deduplicated.
 
+The items of a batch wait in their batch's own durable (`bulk-<batch_id>`), not the
+renderers' one: they are judged by that durable's floor, and a paused batch's items are
+never stale (they wait by request).
+
 Each sweep holds a Postgres advisory lock, so with several projectors only one sweeps at a
 time, and it skips while the projector lags far behind the log (then "no news" in Postgres
 may only mean "not projected yet").
@@ -37,7 +41,10 @@ from services.projector.consumer import BATCH as PROJECTOR_BATCH
 log = logging.getLogger(__name__)
 
 SWEEP_LIMIT = 500
-"""Jobs acted on per sweep; the rest stay stale and are taken by the next sweep."""
+"""Jobs acted on per sweep (and per batch); the rest stay stale and are taken by the next
+sweep."""
+BATCHES_PER_SWEEP = 20
+"""Batches whose stale items a sweep looks at; the others are taken by later sweeps."""
 
 
 async def run(
@@ -67,11 +74,12 @@ class Floor:
     seq: int | None
 
 
-async def log_floor(js: JetStreamContext) -> Floor:
-    """The renderers' consumer now. A sweep uses the reading of one interval earlier: a job
-    acknowledged since may not have had its last events projected yet."""
+async def log_floor(js: JetStreamContext, durable: str = events.RENDERER) -> Floor:
+    """The renderers' consumer now (or the durable of a batch's items). A sweep uses the
+    reading of one interval earlier: a job acknowledged since may not have had its last
+    events projected yet."""
     with bus.map_bus_errors():
-        info = await js.consumer_info(events.STREAM, events.RENDERER)
+        info = await js.consumer_info(events.STREAM, durable)
     outstanding = (info.num_pending or 0) + (info.num_ack_pending or 0)
     if outstanding == 0:
         return Floor(None)
@@ -95,9 +103,32 @@ async def sweep(
             return None
         try:
             rows = await db.stale_jobs(conn, settings.stale_after, SWEEP_LIMIT, up_to_seq=floor.seq)
-            return {row.id: await reconcile(js, conn, settings, row) for row in rows}
+            acted = {row.id: await reconcile(js, conn, settings, row) for row in rows}
+            for batch_id in await db.batches_with_stale_items(
+                conn, settings.stale_after, BATCHES_PER_SWEEP
+            ):
+                items = await _stale_items(js, conn, settings, batch_id)
+                acted |= {row.id: await reconcile(js, conn, settings, row) for row in items}
+            return acted
         finally:
             await db.advisory_unlock(conn, db.RECONCILER_LOCK_ID)
+
+
+async def _stale_items(
+    js: JetStreamContext, conn: asyncpg.Connection, settings: Settings, batch_id: str
+) -> list[db.StaleJob]:
+    """The stale items of one batch, judged by its own durable: items past its ack floor
+    wait in it (a long batch, or one behind others), which is no stall. A durable that is
+    gone drives nothing. Read now rather than an interval earlier: an item acknowledged
+    just since had its `started` projected moments ago, so it is not old enough to be
+    stale anyway."""
+    try:
+        floor = await log_floor(js, events.bulk_durable(batch_id))
+    except NotFound:
+        floor = Floor(None)
+    return await db.stale_jobs(
+        conn, settings.stale_after, SWEEP_LIMIT, up_to_seq=floor.seq, batch_id=batch_id
+    )
 
 
 async def reconcile(

@@ -199,3 +199,60 @@ async def test_a_backlog_many_times_stale_after_is_not_a_stall(fast_settings, da
         assert await conn.fetchval("SELECT max(redrives) FROM jobs") == 0
     finally:
         await conn.close()
+
+
+async def batch_items_rows(database_url: str, batch_id: str) -> list[asyncpg.Record]:
+    conn = await asyncpg.connect(database_url)
+    try:
+        return await conn.fetch(
+            "SELECT id, status, redrives FROM jobs WHERE batch_id = $1 ORDER BY item_index",
+            batch_id,
+        )
+    finally:
+        await conn.close()
+
+
+async def test_a_batch_s_items_are_judged_by_their_own_durable(fast_settings, js):
+    """No renderer runs, so a batch's items wait in their batch's durable while the
+    renderers' own durable has nothing outstanding. Waiting there (running, then paused)
+    is no stall: nothing is re-driven. Once the batch's durable is gone, nothing drives
+    them: they are re-driven, then failed as `stalled`, which ends the batch."""
+    stack = Stack(fast_settings)
+    await stack.start("gateway", "projector", "conductor")
+    try:
+        items = [{"data": {"name": f"n{i}"}} for i in range(3)]
+        body = {"template": HELLO["template"], "items": items}
+        async with stack.client.post(f"{stack.url}/batches", json=body) as response:
+            assert response.status == 202, await response.text()
+            batch_id = (await response.json())["id"]
+
+        async def expanded() -> list[asyncpg.Record] | None:
+            rows = await batch_items_rows(fast_settings.database_url, batch_id)
+            return rows if len(rows) == 3 else None
+
+        await eventually(expanded, 20)
+        await asyncio.sleep(4 * fast_settings.stale_after)  # what must not happen: nothing
+        rows = await batch_items_rows(fast_settings.database_url, batch_id)
+        assert [(r["status"], r["redrives"]) for r in rows] == [("queued", 0)] * 3
+        async with stack.client.post(f"{stack.url}/batches/{batch_id}/pause") as response:
+            assert response.status == 202
+        await js.delete_consumer(events.STREAM, events.bulk_durable(batch_id))
+        await asyncio.sleep(4 * fast_settings.stale_after)  # paused: still nothing
+        rows = await batch_items_rows(fast_settings.database_url, batch_id)
+        assert [r["redrives"] for r in rows] == [0] * 3
+        async with stack.client.post(f"{stack.url}/batches/{batch_id}/resume") as response:
+            assert response.status == 202
+
+        async def ended() -> dict | None:
+            async with stack.client.get(f"{stack.url}/batches/{batch_id}") as response:
+                batch = await response.json()
+            return batch if batch["status"] in ("done", "failed", "cancelled") else None
+
+        batch = await eventually(ended, 30)
+        assert (batch["status"], batch["failed"]) == ("failed", 3)
+        rows = await batch_items_rows(fast_settings.database_url, batch_id)
+        assert [(r["status"], r["redrives"]) for r in rows] == [("failed", 2)] * 3
+        item = await stack.job(f"{batch_id}.0")
+        assert item["error"]["type"] == "stalled"
+    finally:
+        await stack.close()
