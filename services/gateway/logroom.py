@@ -77,23 +77,42 @@ class LogRoom:
         self.unfinished += 1
 
     async def read(self, js: JetStreamContext) -> None:
-        """Read the stream's size and the renderers' backlog; the last reading stays
-        while NATS is away."""
+        """Read the stream's size and the renderers' backlog (single jobs, and every
+        batch's items in their own durables); the last reading stays while NATS is away."""
         try:
             with bus.map_bus_errors():
                 stream = await js.stream_info(events.STREAM)
-                renderer = await js.consumer_info(events.STREAM, events.RENDERER)
+                unfinished = await _backlog(js)
         except (Unavailable, NotFound) as exc:
             log.debug("log size not read: %r", exc)
             return
         was_full = self.full()
         self.used, self.limit = stream.state.bytes, stream.config.max_bytes or -1
-        self.unfinished = (renderer.num_pending or 0) + (renderer.num_ack_pending or 0)
+        self.unfinished = unfinished
         if self.full() != was_full:
             log.warning("the job log is %s: %d of %d bytes", _word(self.full()), *self.size())
 
     def size(self) -> tuple[int, int]:
         return self.used, self.limit
+
+
+CONSUMERS_PER_PAGE = 256
+"""What JetStream's consumer list answers at most at once."""
+
+
+async def _backlog(js: JetStreamContext) -> int:
+    """Messages the renderers have still to finish: pending or unacknowledged on the
+    `renderer` durable and on every batch's `bulk-…` durable, in one listing (paged)."""
+    total, offset = 0, 0
+    while True:
+        page = await js.consumers_info(events.STREAM, offset=offset or None)
+        for info in page:
+            name = info.name or ""
+            if name == events.RENDERER or name.startswith(events.bulk_durable("")):
+                total += (info.num_pending or 0) + (info.num_ack_pending or 0)
+        if len(page) < CONSUMERS_PER_PAGE:
+            return total
+        offset += len(page)
 
 
 def _word(full: bool) -> str:

@@ -13,7 +13,8 @@ import pytest
 from services.core import bus, events
 from services.core.errors import EventTooLarge, LogFull
 from services.core.settings import Settings, SettingsError
-from tests.conftest import BIN, Stack, nats_port, reported_port
+from services.gateway.logroom import LogRoom
+from tests.conftest import BIN, Stack, eventually, nats_port, reported_port
 
 PADDED = {"template": "<h1>Hi {{name}}</h1><p>" + "x" * 2000 + "</p>", "data": {"name": "Ana"}}
 
@@ -126,3 +127,27 @@ async def test_a_log_larger_than_nats_may_store_is_refused_at_start_naming_the_v
             pass
     async with bus.open_bus(replace(settings, stream_max_bytes=32 * 2**20), name="test"):
         pass  # what fits is accepted
+
+
+async def test_a_batch_s_items_keep_their_room_until_they_finish(settings: Settings):
+    """No renderer runs: a batch's items wait in their batch's durable, and the log's
+    reading counts each of them as an unfinished job whose later events need room."""
+    stack = Stack(settings)
+    await stack.start("gateway", "projector", "conductor")
+    try:
+        body = {"template": "<p>{{ n }}</p>", "items": [{"data": {"n": i}} for i in range(20)]}
+        async with stack.client.post(f"{stack.url}/batches", json=body) as response:
+            assert response.status == 202, await response.text()
+        nc = await nats.connect(settings.nats_url)
+        try:
+            room = LogRoom()
+
+            async def counted() -> bool:
+                await room.read(nc.jetstream())
+                return room.unfinished == 20
+
+            await eventually(counted, 20, "the batch's 20 items counted as unfinished")
+        finally:
+            await nc.close()
+    finally:
+        await stack.close()
