@@ -32,6 +32,7 @@ test: lint typecheck chromium
 bench: $(STAMP) chromium
 	@scripts/ensure-wrk.sh
 	$(BIN)/python bench/render_throughput.py
+	$(BIN)/python bench/batch_run.py
 	$(BIN)/python bench/nats_durability.py
 
 clean:

@@ -1,0 +1,365 @@
+"""Bulk runs against the ceiling: how long a batch of N invoices takes through the API.
+
+In one run, on this machine (machine speed varies from day to day: only figures of the
+same run are compared):
+
+(a) the ceiling: the example invoice printed by the naive pyppeteer loop of
+    `render_throughput.py` at the renderer's page concurrency, `--ceiling-count` PDFs;
+(d) a batch of `--items` invoices (each its own invoice number) from `POST /batches` until
+    `GET /batches/{id}` shows `done` with its archive's url, beside the issue's bar:
+    seconds <= 1.2 x (items ÷ ceiling PDFs/s); meanwhile one single job (`POST /jobs`, the
+    same invoice) every `PROBE_EVERY` seconds, polled to done: its p50/p99 latency;
+(e) the same batch with `output: "merged"` (one PDF);
+(f) a batch of 1,000 and one of 10,000 items of a tiny template (one small page): accept
+    latency, time to done, and the conductor's peak RSS, which should not grow with size.
+
+For every batch: where its time went, from its timeline (accepted → last item submitted
+by the conductor: expansion; → every item ended: rendering; → the batch's terminal event:
+packing; → seen done by the client), CPU per item of every process, and the conductor's
+peak RSS (sampled every 0.1 s) over the whole batch and while packing.
+
+The stack is `render_throughput.py`'s (embedded NATS and PostgreSQL, local storage, a
+tenant with a rate limit far above the bench's, every service a process) plus the
+conductor.
+
+    .venv/bin/python bench/batch_run.py [--items 2000] [--pages 2] [--ceiling-count 300]
+        [--template invoice|tiny] [--skip-merged] [--skip-10k] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from render_throughput import (
+    DATA,
+    TEMPLATE,
+    CpuMeter,
+    authorization,
+    ceiling,
+    environment,
+    percentile,
+    seconds,
+    services,
+    submit,
+    tenant_key,
+    wait_done,
+    wait_ready,
+)
+
+TINY = "<!doctype html><p>Item {{ n }}</p>"
+"""One small page: what a batch costs apart from its documents."""
+
+BAR = 1.2
+"""The issue's bar: a batch takes at most this many times items ÷ the ceiling's rate."""
+
+PROBE_EVERY = 0.5
+"""Seconds between single jobs submitted while a batch runs."""
+
+POLL = 0.2
+"""Seconds between a poll and the next (batch status, probe jobs)."""
+
+NAMES = ["gateway", "projector", "renderer", "notifier", "conductor"]
+
+
+def invoice(index: int) -> dict[str, Any]:
+    """The example invoice's data with a number of its own."""
+    return {**DATA, "invoice": {**DATA["invoice"], "number": f"B-{index:05d}"}}
+
+
+def batch_body(template: str, items: int, output: str) -> dict[str, Any]:
+    if template == "tiny":
+        return {"template": TINY, "items": [{"data": {"n": i}} for i in range(items)],
+                "output": output}  # fmt: skip
+    return {"template": TEMPLATE, "items": [{"data": invoice(i)} for i in range(items)],
+            "output": output}  # fmt: skip
+
+
+class Rss:
+    """The RSS of one process, sampled every 0.1 s: (wall time, bytes) pairs."""
+
+    def __init__(self, pid: int) -> None:
+        self.proc = psutil.Process(pid)
+        self.samples: list[tuple[float, int]] = []
+        self.task = asyncio.create_task(self._sample())
+
+    async def _sample(self) -> None:
+        while True:
+            with contextlib.suppress(psutil.Error):
+                self.samples.append((time.time(), self.proc.memory_info().rss))
+            await asyncio.sleep(0.1)
+
+    def peak(self, start: float = 0.0, end: float = float("inf")) -> int:
+        """The highest sample between `start` and `end` (wall time), 0 if none."""
+        return max((rss for at, rss in self.samples if start <= at <= end), default=0)
+
+    async def stop(self) -> None:
+        self.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.task
+
+
+@dataclass
+class Client:
+    http: aiohttp.ClientSession
+    url: str
+    key: str | None
+    pages: int  # the renderer's page concurrency
+
+    async def get(self, path: str) -> dict[str, Any]:
+        async with self.http.get(f"{self.url}{path}", headers=authorization(self.key)) as r:
+            assert r.status == 200, await r.text()
+            result: dict[str, Any] = await r.json()
+            return result
+
+    async def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        async with self.http.post(
+            f"{self.url}{path}", json=body, headers=authorization(self.key)
+        ) as r:
+            assert r.status == 202, await r.text()
+            result: dict[str, Any] = await r.json()
+            return result
+
+
+@dataclass
+class Probe:
+    """Single jobs submitted while a batch runs, and their latencies (server clocks)."""
+
+    client: Client
+    latencies: list[float] = field(default_factory=list)
+    failed: int = 0
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+    async def run(self, until: asyncio.Event) -> None:
+        body = {"template": TEMPLATE, "data": invoice(99_999)}
+        while not until.is_set():
+            job_id = (await self.client.post("/jobs", body))["id"]
+            self.tasks.append(asyncio.create_task(self._follow(job_id)))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(until.wait(), PROBE_EVERY)
+        await asyncio.gather(*self.tasks)
+
+    async def _follow(self, job_id: str) -> None:
+        deadline = time.monotonic() + 900
+        while time.monotonic() < deadline:
+            job = await self.client.get(f"/jobs/{job_id}")
+            if job["status"] in {"done", "failed"}:
+                if job["status"] == "done":
+                    self.latencies.append(seconds(job["finished_at"]) - seconds(job["created_at"]))
+                else:
+                    self.failed += 1
+                return
+            await asyncio.sleep(POLL)
+        self.failed += 1
+
+
+@dataclass
+class Result:
+    label: str
+    items: int
+    accept: float  # seconds the POST took
+    total: float  # POST sent → seen done with its url
+    phases: dict[str, float]
+    rss_base: int
+    rss_peak: int
+    rss_pack: int
+    done: int
+    bytes: int
+    in_hand: float  # mean seconds from an item's start to its end
+    busy: float  # share of the pages' time (first start to last end) holding an item
+    probe: Probe | None = None
+
+
+async def run_batch(
+    client: Client,
+    procs: dict[str, Any],
+    env: dict[str, str],
+    label: str,
+    body: dict[str, Any],
+    probe: bool = False,
+) -> Result:
+    """Submit one batch and follow it to its end; see the module's docstring."""
+    items = len(body["items"])
+    rss = Rss(procs["conductor"].pid)
+    await asyncio.sleep(0.3)
+    base = rss.peak()
+    meter = CpuMeter(env, procs)
+    print(f"{label}: {items} items, output {body['output']}")
+    meter.start()
+    sent = time.time()
+    accepted = await client.post("/batches", body)
+    accept = time.time() - sent
+    batch_id = accepted["id"]
+    ended = asyncio.Event()
+    prober = Probe(client) if probe else None
+    probing = asyncio.create_task(prober.run(ended)) if prober else None
+    deadline = time.monotonic() + 3600
+    while True:
+        assert time.monotonic() < deadline, f"{label}: not done within an hour"
+        batch = await client.get(f"/batches/{batch_id}")
+        if batch["status"] in {"done", "failed", "cancelled"} and batch["url"]:
+            break
+        await asyncio.sleep(POLL)
+    seen = time.time()
+    ended.set()
+    meter.report(items)
+    if probing:
+        await probing
+    await rss.stop()
+    assert batch["status"] == "done", batch
+    timeline = {e["type"]: seconds(e["at"]) for e in
+                (await client.get(f"/batches/{batch_id}/events"))["events"]}  # fmt: skip
+    last = (await client.get(f"/jobs/{batch_id}.{items - 1}/events"))["events"]
+    expanded = min(seconds(e["at"]) for e in last if e["type"] == "submitted")
+    complete = timeline.get("complete", seconds(batch["finished_at"]))
+    finished = seconds(batch["finished_at"])
+    phases = {
+        "accept": accept,
+        "expansion (to the last item submitted)": expanded - sent,
+        "first item started": seconds(batch["started_at"]) - sent,
+        "rendering (to every item ended)": complete - expanded,
+        "packing (to the batch's end)": finished - complete,
+        "seen done by the client": seen - finished,
+    }
+    in_hand, busy = await occupancy(client, [f"{batch_id}.{i}" for i in range(items)])
+    return Result(
+        label, items, accept, seen - sent, phases, base, rss.peak(sent, seen),
+        rss.peak(complete, seen), batch["done"], batch["bytes"] or 0, in_hand, busy, prober,
+    )  # fmt: skip
+
+
+async def occupancy(client: Client, job_ids: list[str]) -> tuple[float, float]:
+    """(mean seconds an item is in hand, share of the pages' time busy with items): low
+    occupancy means pages waited for work between items, not for Chromium."""
+    spans: list[tuple[float, float]] = []
+    todo = iter(job_ids)
+
+    async def reader() -> None:
+        for job_id in todo:
+            job = await client.get(f"/jobs/{job_id}")
+            if job["started_at"] and job["finished_at"]:
+                spans.append((seconds(job["started_at"]), seconds(job["finished_at"])))
+
+    await asyncio.gather(*(reader() for _ in range(4)))
+    held = sum(end - start for start, end in spans)
+    wall = max(end for _, end in spans) - min(start for start, _ in spans)
+    return held / len(spans), held / (client.pages * wall)
+
+
+async def singles(client: Client, count: int) -> tuple[float, float]:
+    """(b) of render_throughput.py in this stack: `count` invoice jobs through
+    `POST /jobs` by 16 clients; (jobs/s, mean seconds a job is in hand)."""
+    started = time.time()
+    ids = (await submit(client.http, client.url, client.key, count))[0]
+    done = await wait_done(client.http, client.url, client.key, ids)
+    last = max(seconds(job["finished_at"]) for job in done)
+    held = [seconds(j["finished_at"]) - seconds(j["started_at"]) for j in done]
+    return count / (last - started), statistics.mean(held)
+
+
+def mib(value: int) -> str:
+    return f"{value / 2**20:,.0f} MiB"
+
+
+def report(result: Result, ceiling_rate: float | None) -> None:
+    print(f"  {result.label}: {result.done}/{result.items} done, {mib(result.bytes)}")
+    print(f"    POST accepted in {result.accept * 1000:,.0f} ms; done in {result.total:.1f} s "
+          f"({result.items / result.total:.1f} items/s)")  # fmt: skip
+    if ceiling_rate:
+        ideal = result.items / ceiling_rate
+        met = "met" if result.total <= BAR * ideal else "NOT met"
+        print(f"    items ÷ ceiling {ideal:.1f} s; bar {BAR} x that = {BAR * ideal:.1f} s; "
+              f"actual / ideal {result.total / ideal:.2f} — bar {met}")  # fmt: skip
+    for phase, spent in result.phases.items():
+        print(f"      {phase:<42}{spent:8.2f} s")
+    print(f"    an item in hand (started → done) {result.in_hand * 1000:,.0f} ms on average; "
+          f"pages busy with items {result.busy:.0%} of the rendering time")  # fmt: skip
+    print(f"    conductor RSS: idle {mib(result.rss_base)}, peak {mib(result.rss_peak)}, "
+          f"peak while packing {mib(result.rss_pack)}")  # fmt: skip
+    if result.probe:
+        lat = result.probe.latencies
+        if lat:
+            p50, p99 = statistics.median(lat), percentile(lat, 0.99)
+            print(f"    single jobs meanwhile: {len(lat)} done, {result.probe.failed} not; "
+                  f"latency p50 {p50:.2f} s, p99 {p99:.2f} s")  # fmt: skip
+
+
+async def bench(args: argparse.Namespace, tmp: Path) -> None:
+    chromium = os.environ.get("PRESSROOM_CHROMIUM", "/usr/bin/chromium")
+    print(f"(a) ceiling: naive pyppeteer loop, {args.pages} tabs, {args.ceiling_count} PDFs")
+    rate = await ceiling(chromium, args.pages, args.ceiling_count, tuned=False)
+    print(f"    {rate:.1f} PDFs/s")
+    results: list[tuple[Result, float | None]] = []
+    async with (
+        environment(tmp / "stack") as env,
+        services(NAMES, env, tmp) as procs,
+        aiohttp.ClientSession() as http,
+    ):
+        client = Client(http, f"http://127.0.0.1:{env['PRESSROOM_PORT']}", None, args.pages)
+        await wait_ready(http, client.url)
+        client.key = await tenant_key(http, client.url, env)
+        await run_batch(client, procs, env, "warm-up", batch_body(args.template, 4, "zip"))
+        single = None
+        if args.singles:
+            print(f"(b) {args.singles} single jobs through POST /jobs, 16 clients")
+            meter = CpuMeter(env, procs)
+            meter.start()
+            single = await singles(client, args.singles)
+            meter.report(args.singles)
+        bar = rate if args.template == "invoice" else None
+        body = batch_body(args.template, args.items, "zip")
+        results.append((await run_batch(client, procs, env, "(d) zip", body, probe=True), bar))
+        if not args.skip_merged:
+            body["output"] = "merged"
+            results.append((await run_batch(client, procs, env, "(e) merged", body), bar))
+        if not args.skip_10k:
+            for count in (1000, 10_000):
+                body = batch_body("tiny", count, "zip")
+                results.append((await run_batch(client, procs, env, f"(f) tiny {count}", body),
+                                None))  # fmt: skip
+    print(f"\nceiling (a): {rate:.1f} PDFs/s ({args.pages} tabs, {args.ceiling_count} PDFs)")
+    if single:
+        print(f"(b) single jobs: {single[0]:.1f} jobs/s, (b)/(a) {single[0] / rate:.2f}; a job "
+              f"in hand (started → done) {single[1] * 1000:,.0f} ms on average")  # fmt: skip
+    for result, bar_rate in results:
+        report(result, bar_rate)
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--items", type=int, default=2000)
+    parser.add_argument("--pages", type=int, default=2)
+    parser.add_argument("--ceiling-count", type=int, default=300)
+    parser.add_argument("--template", choices=["invoice", "tiny"], default="invoice",
+                        help="what (d) and (e) render")  # fmt: skip
+    parser.add_argument("--singles", type=int, default=300,
+                        help="(b): single jobs for comparison; 0: none")  # fmt: skip
+    parser.add_argument("--skip-merged", action="store_true")
+    parser.add_argument("--skip-10k", action="store_true", help="no (f)")
+    parser.add_argument("--quick", action="store_true", help="100 items, 100 PDFs, no (f)")
+    args = parser.parse_args()
+    if args.quick:
+        args.items, args.ceiling_count, args.singles, args.skip_10k = 100, 100, 50, True
+    os.environ["PRESSROOM_RENDER_CONCURRENCY"] = str(args.pages)
+    with tempfile.TemporaryDirectory() as tmp:
+        await bench(args, Path(tmp))
+
+
+if __name__ == "__main__":
+    import uvloop
+
+    uvloop.run(main())  # the load generator shares the machine: keep its own cost low
