@@ -36,7 +36,9 @@ from services.gateway.requests import (
     batch_id_for,
     fingerprint,
     int_param,
+    is_json_lines,
     parse_batch,
+    parse_batch_lines,
     read_json_body,
 )
 
@@ -198,7 +200,10 @@ async def submit_batch(request: web.Request) -> web.Response:
     _require_nats(request)
     request.app[LOG_ROOM].admit()
     request.app[LIMITS].admit(tenant)
-    batch = parse_batch(await read_json_body(request), settings.max_batch_items)
+    if is_json_lines(request.headers.get("Content-Type", "")):
+        batch = parse_batch_lines(await request.read(), settings.max_batch_items)
+    else:
+        batch = parse_batch(await read_json_body(request), settings.max_batch_items)
     await check_addresses(batch, settings.allow_private_networks)
     key = request.headers.get("Idempotency-Key")
     batch_id = batch_id_for(settings.server_key_bytes(), tenant, key)

@@ -141,7 +141,7 @@ def _too_deep(value: Any, limit: int) -> bool:
         if depth > limit:
             return True
         stack.extend((child, depth + 1) for child in item)
-    return False
+    return content_type.split(";", 1)[0].strip().lower() in JSON_LINES
 
 
 def parse_json(body: bytes) -> dict[str, Any]:
@@ -321,6 +321,44 @@ MAX_FILENAME = 200
 """Longest file name of an item in a batch's archive, in characters."""
 
 
+JSON_LINES = ("application/x-ndjson", "application/jsonl", "application/x-jsonlines")
+"""Content types of a batch sent as JSON Lines: the batch's fields on the first line, then
+one item per line."""
+
+
+def is_json_lines(content_type: str) -> bool:
+    return content_type.split(";", 1)[0].strip().lower() in JSON_LINES
+
+
+def parse_batch_lines(body: bytes, max_items: int) -> BatchRequest:
+    """A batch sent as JSON Lines: the first line holds its fields (everything but
+    `items`), each further line one item; blank lines are skipped. An item's error names
+    it by index like a JSON body's (`items[17].filename`), and a line that is no JSON
+    object by its line number."""
+    lines = body.split(b"\n")
+    fields = parse_json(lines[0]) if lines[0].strip() else {}
+    if "items" in fields:
+        raise RequestError(
+            "in JSON Lines the items are the lines after the first, not an `items` field",
+            field="items",
+        )
+    items: list[dict[str, Any]] = []
+    for number, line in enumerate(lines[1:], start=2):
+        if not line.strip():
+            continue
+        if len(items) >= max_items:
+            raise RequestError(
+                f"a batch has at most {max_items} items (PRESSROOM_MAX_BATCH_ITEMS)",
+                field="items",
+            )
+        try:
+            items.append(parse_json(line))
+        except RequestError as exc:
+            message = exc.message.replace("body", f"line {number}", 1)
+            raise RequestError(message, field=f"items[{len(items)}]") from None
+    return _checked_batch(_convert({**fields, "items": items}, BatchRequest), max_items)
+
+
 def parse_batch(body: bytes, max_items: int) -> BatchRequest:
     """Validate a batch request; `RequestError.field` names the offending field, inside an
     item by its index (`items[17].filename`). Every item comes back with its file name:
@@ -329,7 +367,11 @@ def parse_batch(body: bytes, max_items: int) -> BatchRequest:
     As for jobs, the address policy for urls and whether a `template_id` exists are
     checked by the caller.
     """
-    batch = _convert(parse_json(body), BatchRequest)
+    return _checked_batch(_convert(parse_json(body), BatchRequest), max_items)
+
+
+def _checked_batch(batch: BatchRequest, max_items: int) -> BatchRequest:
+    """The rules beyond the types, shared by JSON and JSON Lines bodies."""
     if len(batch.items) > max_items:
         raise RequestError(
             f"a batch has at most {max_items} items (PRESSROOM_MAX_BATCH_ITEMS); "

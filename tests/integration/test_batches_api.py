@@ -224,3 +224,28 @@ async def test_a_projected_batch_reads_back_with_its_counts_and_archive(api: Sta
     assert (done["status"], done["progress"], done["bytes"]) == ("done", 1.0, 1234)
     assert done["rate"] is None and done["eta"] is None
     assert key in done["url"]
+
+
+async def test_a_batch_sent_as_json_lines_is_the_same_batch(api: Stack):
+    """The batch's fields on the first line, then one item per line: stored and logged
+    like a JSON body; a bad line is a 400 naming its item, and nothing is logged."""
+    items = invoices(3)
+    items[2]["filename"] = "third.pdf"
+    lines = [json.dumps({"template": INVOICE}), *(json.dumps(item) for item in items), ""]
+    headers = {"Content-Type": "application/x-ndjson"}
+    url = f"{api.url}/batches"
+    async with api.client.post(url, data="\n".join(lines), headers=headers) as response:
+        assert response.status == 202, await response.text()
+        accepted = await response.json()
+    assert accepted["total"] == 3
+    stored = stored_items(api.settings, api.tenant.id, accepted["id"])
+    assert [line["filename"] for line in stored] == ["00000.pdf", "00001.pdf", "third.pdf"]
+    assert [line["data"] for line in stored] == [item["data"] for item in items]
+    event = await submission(api.settings, accepted["id"])
+    assert event is not None and (event.total, event.template) == (3, INVOICE)
+
+    broken = "\n".join([json.dumps({"template": INVOICE}), json.dumps(items[0]), "{oops"])
+    async with api.client.post(url, data=broken, headers=headers) as response:
+        assert response.status == 400
+        error = (await response.json())["error"]
+    assert error["field"] == "items[1]" and "line 3" in error["message"]

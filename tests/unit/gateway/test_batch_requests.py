@@ -11,7 +11,13 @@ import pytest
 from services.core.errors import LogFull, RequestError
 from services.gateway.batches import check_addresses
 from services.gateway.logroom import RESERVE_PER_JOB, LogRoom
-from services.gateway.requests import BATCH_ID, batch_id_for, default_filename, parse_batch
+from services.gateway.requests import (
+    BATCH_ID,
+    batch_id_for,
+    default_filename,
+    parse_batch,
+    parse_batch_lines,
+)
 
 TEMPLATE_ID = "0" * 32
 
@@ -190,3 +196,27 @@ def test_the_log_room_must_hold_every_items_submission_and_reserve():
     with pytest.raises(LogFull):
         room.admit_batch(1, 0)
     LogRoom(used=10**12, limit=-1).admit_batch(10_000, 10**9)  # an unbounded log
+
+
+def test_json_lines_carry_the_batch_on_the_first_line_and_an_item_per_line():
+    raw = b'{"template": "<p>{{ n }}</p>"}\n{"data": {"n": 1}}\n\n{"data": {"n": 2}}\n'
+    batch = parse_batch_lines(raw, 10)
+    assert [item.data for item in batch.items] == [{"n": 1}, {"n": 2}]
+    assert [item.filename for item in batch.items] == ["00000.pdf", "00001.pdf"]
+    assert batch == parse_batch(body(items=[{"data": {"n": 1}}, {"data": {"n": 2}}]), 10)
+
+
+@pytest.mark.parametrize(
+    ("raw", "field"),
+    [
+        (b'{"template": "t", "items": []}\n{"data": {}}', "items"),  # items are lines
+        (b'{"template": "t"}\n{"data": {}}\n[1]', "items[1]"),  # not an object
+        (b'{"template": "t"}\n{"data": {}, "filename": "a/b.pdf"}', "items[0].filename"),
+        (b'{"template": "t"}\n' + b'{"data": {}}\n' * 4, "items"),  # over the limit of 3
+        (b'{"html": "<p>x</p>"}\n{"data": {}}', "html"),
+    ],
+)
+def test_every_bad_json_lines_batch_names_its_field(raw: bytes, field: str):
+    with pytest.raises(RequestError) as raised:
+        parse_batch_lines(raw, 3)
+    assert raised.value.field == field
