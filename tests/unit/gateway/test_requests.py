@@ -53,3 +53,11 @@ def test_too_deep_or_too_large_json_is_a_400_not_a_crash(body, words):
 def test_json_within_the_depth_limit_is_accepted():
     nested = b"[" * 30 + b"]" * 30
     assert parse_job(b'{"template": "x", "data": {"a": ' + nested + b"}}").data["a"]
+
+
+def test_wide_json_with_many_brackets_is_accepted():
+    """More brackets than the depth limit, all shallow (an invoice's 100 lines): the
+    depth walk runs and lets it through."""
+    lines = ",".join('{"sku": [1, 2]}' for _ in range(100)).encode()
+    job = parse_job(b'{"template": "x", "data": {"lines": [' + lines + b"]}}")
+    assert len(job.data["lines"]) == 100
