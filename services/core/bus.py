@@ -134,6 +134,7 @@ def consumer_configs(settings: Settings) -> list[ConsumerConfig]:
                 "batches.*.done",
                 "batches.*.failed",
                 "batches.*.cancelled",
+                "batches.*.progress",
             ],
             ack_wait=settings.webhook_timeout * 3 + 10,
             max_deliver=-1,

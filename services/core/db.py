@@ -201,6 +201,10 @@ MIGRATIONS: list[str] = [
     ALTER TABLE jobs ADD COLUMN item_index integer;
     CREATE INDEX jobs_batch_items ON jobs (batch_id, item_index) WHERE batch_id IS NOT NULL;
     """,
+    # 6: whether a batch asked for `batch.progress` webhooks.
+    """
+    ALTER TABLE batches ADD COLUMN progress_webhooks boolean NOT NULL DEFAULT false;
+    """,
 ]
 
 
@@ -259,6 +263,7 @@ class BatchRow(msgspec.Struct, kw_only=True, frozen=True):
     finished_at: dt.datetime | None
     updated_at: dt.datetime
     last_seq: int
+    progress_webhooks: bool = False
 
 
 class StaleJob(msgspec.Struct, kw_only=True, frozen=True):

@@ -337,6 +337,7 @@ class BatchSubmitted(BatchEvent, tag="batch_submitted"):
     webhook_url: str | None = None
     webhook_secret: str | None = None  # sealed, like a job's
     idempotency_key: str | None = None
+    progress_webhooks: bool = False  # also `batch.progress` webhooks while it runs
 
     SECRETS: ClassVar[tuple[str, ...]] = ("webhook_secret",)
 
@@ -364,6 +365,17 @@ class BatchCancel(BatchEvent, tag="batch_cancel"):
 
 class BatchComplete(BatchEvent, tag="batch_complete"):
     """Every item of the batch has ended (published once, by the projector)."""
+
+
+class BatchProgress(BatchEvent, tag="batch_progress"):
+    """How far a running batch has come (published by the projector, at most every few
+    seconds, for a batch that asked for progress webhooks)."""
+
+    total: int
+    done: int
+    failed: int
+    cancelled: int
+    webhook_url: str | None = None
 
 
 class BatchFinished(BatchEvent, kw_only=True):
@@ -403,6 +415,7 @@ AnyBatchEvent = (
     | BatchResumed
     | BatchCancel
     | BatchComplete
+    | BatchProgress
     | BatchDone
     | BatchFailed
     | BatchCancelled
@@ -438,6 +451,8 @@ def batch_msg_id(event: AnyBatchEvent) -> str:
         return f"{event.batch_id}.terminal"
     if isinstance(event, BatchSubmitted | BatchComplete):
         return f"{event.batch_id}.{batch_event_name(event)}"
+    if isinstance(event, BatchProgress):  # one per count: a repeat adds nothing
+        return f"{event.batch_id}.progress.{event.done + event.failed + event.cancelled}"
     return f"{event.batch_id}.{batch_event_name(event)}.{event.at!r}"
 
 

@@ -135,6 +135,7 @@ async def _submitted_event(
         webhook_url=batch.webhook_url,
         webhook_secret=secret,
         idempotency_key=key,
+        progress_webhooks=batch.progress_webhooks,
     )
     if batch.template_id is not None:
         event = await templates.resolve(

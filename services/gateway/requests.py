@@ -91,6 +91,7 @@ class BatchRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     webhook_secret: str | None = None
     options: OptionsRequest = msgspec.field(default_factory=OptionsRequest)
     output: Literal["zip", "merged"] = "zip"
+    progress_webhooks: bool = False
 
 
 class TemplateRequest(msgspec.Struct, forbid_unknown_fields=True):
@@ -380,6 +381,10 @@ def _checked_batch(batch: BatchRequest, max_items: int) -> BatchRequest:
         )
     _check_batch_source(batch)
     _check_webhook_secret(batch.webhook_secret, batch.webhook_url)
+    if batch.progress_webhooks and batch.webhook_url is None:
+        raise RequestError(
+            "progress_webhooks needs a webhook_url to send them to", field="progress_webhooks"
+        )
     check_options(batch.options)
     if batch.output == "merged" and batch.options.output != "pdf":
         raise RequestError(

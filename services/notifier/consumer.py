@@ -156,6 +156,9 @@ class Notifier:
         await self._attempt(msg, terminal, terminal.webhook_url)
 
     async def _notify_batch(self, msg: Msg, event: events.AnyBatchEvent) -> None:
+        if isinstance(event, events.BatchProgress):
+            await self._progress(msg, event)
+            return
         if not isinstance(event, events.BATCH_TERMINAL) or event.webhook_url is None:
             await msg.ack()
             return
@@ -165,6 +168,33 @@ class Notifier:
             await msg.ack()
             return
         await self._attempt_batch(msg, event, event.webhook_url)
+
+    async def _progress(self, msg: Msg, event: events.BatchProgress) -> None:
+        """One attempt at a `batch.progress` webhook, never retried (the next report, or
+        the batch's end, says more), and none once the batch has ended."""
+        ended = await first_batch_terminal_seq(self.js, event.batch_id)
+        if event.webhook_url is None or ended is not None:
+            await msg.ack()
+            return
+        data = {
+            "id": event.batch_id, "status": "running", "total": event.total,
+            "done": event.done, "failed": event.failed, "cancelled": event.cancelled,
+            "progress": (event.done + event.failed + event.cancelled) / event.total,
+        }  # fmt: skip
+        ended_count = event.done + event.failed + event.cancelled
+        hook = Hook(
+            f"msg_{event.batch_id}_progress_{ended_count}",
+            event.webhook_url,
+            envelope("batch.progress", data),
+            await self._batch_keys(event),
+        )
+        sent = await self._post(msg, hook)
+        log.info(
+            "batch %s: progress webhook %s (status %s, error %s)",
+            event.batch_id, sent.verdict.name, sent.outcome.status_code, sent.outcome.error,
+        )  # fmt: skip
+        metrics.WEBHOOK_DELIVERIES.labels(sent.verdict.name).inc()
+        await msg.ack()
 
     async def _superseded(self, msg: Msg, event: events.Terminal) -> bool:
         """Whether the job ended before this terminal event (a copy stored after the
@@ -199,7 +229,7 @@ class Notifier:
                 return own
         return await self.keyring.tenant_keys(event.tenant)
 
-    async def _batch_keys(self, event: events.BatchTerminal) -> list[bytes]:
+    async def _batch_keys(self, event: events.BatchTerminal | events.BatchProgress) -> list[bytes]:
         """The batch's own signing secret if it was submitted with one, else its tenant's."""
         submitted = await timeline.batch_submission(self.js, event.batch_id)
         if submitted is not None:

@@ -46,9 +46,10 @@ _RECORD_ONLY = f"{_RECORD} {_NEW}"
 # A later copy of a submission changes nothing: the first one made the batch.
 _SUBMITTED = f"""{_RECORD}, row AS (
     INSERT INTO batches (id, tenant_id, status, total, output, webhook_url, idempotency_key,
-                         template_id, template_version, created_at, updated_at, last_seq)
+                         template_id, template_version, created_at, updated_at, last_seq,
+                         progress_webhooks)
     SELECT $2, $3, $7::text, $8::integer, $9::text, $10::text, $11::text, $12::text,
-           $13::integer, $5, now(), $1 FROM new
+           $13::integer, $5, now(), $1, $14::boolean FROM new
     ON CONFLICT (id) DO NOTHING
 ) {_NEW}"""
 
@@ -110,7 +111,7 @@ _STATEMENTS: dict[type, tuple[str, Callable[[Any], tuple[Any, ...]]]] = {
         _SUBMITTED,
         lambda e: (
             BatchStatus.QUEUED, e.total, e.output, e.webhook_url, e.idempotency_key,
-            e.template_id, e.template_version,
+            e.template_id, e.template_version, e.progress_webhooks,
         ),
     ),
     events.BatchPaused: (_CONTROL, lambda e: (BatchStatus.PAUSED,)),
@@ -119,6 +120,7 @@ _STATEMENTS: dict[type, tuple[str, Callable[[Any], tuple[Any, ...]]]] = {
     # event, once the conductor has cancelled its items and packed what finished.
     events.BatchCancel: (_RECORD_ONLY, _no_params),
     events.BatchComplete: (_RECORD_ONLY, _no_params),
+    events.BatchProgress: (_RECORD_ONLY, _no_params),
     events.BatchDone: (
         _ENDED, lambda e: (BatchStatus.DONE, e.object_key, e.bytes, None, None)
     ),
@@ -147,7 +149,8 @@ UPDATE batches AS b SET done = b.done + ($3::text = '{JobStatus.DONE}')::int,
     failed = b.failed + ($3::text = '{JobStatus.FAILED}')::int,
     cancelled = b.cancelled + ($3::text = '{JobStatus.CANCELLED}')::int, updated_at = now()
 WHERE b.id = $1 AND b.tenant_id = $2
-RETURNING b.status, b.total, b.done + b.failed + b.cancelled AS ended
+RETURNING b.status, b.total, b.done + b.failed + b.cancelled AS ended, b.done, b.failed,
+          b.cancelled, b.progress_webhooks, b.webhook_url
 """
 
 _COUNTS = """
@@ -156,16 +159,38 @@ FROM batches AS b WHERE b.id = $1 AND b.tenant_id = $2
 """
 
 
+PROGRESS_FRESH = 60.0
+"""Seconds after which an item's end is too old to report as progress: a rebuild replays
+every item's end, long after, and must not send a batch's progress again."""
+
+
+def progress(
+    batch_id: str, tenant: str, row: asyncpg.Record, at: dt.datetime
+) -> events.BatchProgress | None:
+    """The progress of a batch that asked for progress webhooks, as of an item that has
+    just ended (`at`, the log's time of its end); None for any other batch, or an end
+    replayed long after."""
+    if not row["progress_webhooks"] or row["webhook_url"] is None:
+        return None
+    if (dt.datetime.now(dt.UTC) - at).total_seconds() > PROGRESS_FRESH:
+        return None
+    return events.BatchProgress(
+        batch_id=batch_id, tenant=tenant, total=row["total"], done=row["done"],
+        failed=row["failed"], cancelled=row["cancelled"], webhook_url=row["webhook_url"],
+    )  # fmt: skip
+
+
 async def follow_item(
     conn: asyncpg.Connection, event: events.AnyEvent, applied: Applied, at: dt.datetime
-) -> events.BatchComplete | None:
+) -> events.BatchComplete | events.BatchProgress | None:
     """Move the batch of an item's just-applied `event`, inside the caller's transaction.
 
     Returns the batch's `complete` event when every item has ended and the batch has not:
-    the caller publishes it before committing. Asked at every terminal event of an item,
-    new or not, so a batch whose counts reached `total` in a transaction that committed
-    without publishing (none should) still completes on a replay; `publish_complete`
-    makes the repeats harmless.
+    the caller publishes it before committing. Before that, an item's end returns the
+    batch's progress if it asked for progress webhooks (the caller throttles them).
+    Asked at every terminal event of an item, new or not, so a batch whose counts reached
+    `total` in a transaction that committed without publishing (none should) still
+    completes on a replay; `publish_complete` makes the repeats harmless.
     """
     batch = events.batch_of(event.job_id)
     if batch is None:
@@ -181,8 +206,10 @@ async def follow_item(
         row = await conn.fetchrow(_ITEM_ENDED, batch_id, event.tenant, applied.ended)
     else:
         row = await conn.fetchrow(_COUNTS, batch_id, event.tenant)
-    if row is None or BatchStatus(row["status"]).terminal or row["ended"] < row["total"]:
+    if row is None or BatchStatus(row["status"]).terminal:
         return None
+    if row["ended"] < row["total"]:
+        return progress(batch_id, event.tenant, row, at) if applied.ended is not None else None
     return events.BatchComplete(batch_id=batch_id, tenant=event.tenant)
 
 

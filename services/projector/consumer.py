@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass, field
 
 import asyncpg
@@ -40,6 +41,7 @@ class Projection:
     js: JetStreamContext
     pool: asyncpg.Pool
     free_tier: int
+    progress_sent: dict[str, float] = field(default_factory=dict)  # batch -> monotonic
 
 
 @dataclass
@@ -49,6 +51,7 @@ class Outbox:
 
     billable: list[events.DocumentUsed] = field(default_factory=list)
     complete: dict[str, events.BatchComplete] = field(default_factory=dict)
+    progress: dict[str, events.BatchProgress] = field(default_factory=dict)
 
 
 async def apply_batch(target: Projection, msgs: list[Msg], *, clean: bool = False) -> None:
@@ -65,10 +68,35 @@ async def apply_batch(target: Projection, msgs: list[Msg], *, clean: bool = Fals
             event = _decode(msg)
             if event is not None:
                 await _apply_one(target, conn, msg, event, outbox, clean=clean)
+        reported = _due(target, outbox)
         await asyncio.gather(
             *(bus.publish_usage(target.js, used) for used in outbox.billable),
             *(batches.publish_complete(target.js, done) for done in outbox.complete.values()),
+            *(bus.publish_batch(target.js, progress) for progress in reported),
         )
+
+
+PROGRESS_EVERY = 5.0
+"""Seconds between two progress reports of one batch (from one projector)."""
+
+
+def _due(target: Projection, outbox: Outbox) -> list[events.BatchProgress]:
+    """The progress reports to publish now: the latest of each batch not yet complete
+    whose last report is `PROGRESS_EVERY` old (a lost one is no loss: the next, or the
+    batch's end, says more)."""
+    now = time.monotonic()
+    due = []
+    for batch_id, progress in outbox.progress.items():
+        sent = target.progress_sent.get(batch_id)
+        if batch_id in outbox.complete or (sent is not None and now - sent < PROGRESS_EVERY):
+            continue
+        target.progress_sent[batch_id] = now
+        due.append(progress)
+    if len(target.progress_sent) > 10_000:  # forget batches reported long ago
+        oldest = sorted(target.progress_sent, key=target.progress_sent.__getitem__)
+        for batch_id in oldest[:5_000]:
+            del target.progress_sent[batch_id]
+    return due
 
 
 async def _apply_one(
@@ -93,9 +121,11 @@ async def _apply_one(
         metrics.EVENTS_PROJECTED.labels(events.event_name(event)).inc()
     if applied.counted is not None:
         outbox.billable += usage.billable(applied.counted, target.free_tier)
-    complete = await batches.follow_item(conn, event, applied, at)
-    if complete is not None:
-        outbox.complete[complete.batch_id] = complete
+    followed = await batches.follow_item(conn, event, applied, at)
+    if isinstance(followed, events.BatchComplete):
+        outbox.complete[followed.batch_id] = followed
+    elif followed is not None:
+        outbox.progress[followed.batch_id] = followed
 
 
 async def _ack_all(msgs: list[Msg]) -> None:

@@ -134,6 +134,7 @@ async def test_a_batch_with_two_failing_items_ends_done_with_48_documents_and_a_
     hook = await eventually(webhook, 30)
     assert hook["type"] == "batch.done"
     assert (hook["data"]["id"], hook["data"]["done"], hook["data"]["failed"]) == (batch_id, 48, 2)
+    assert len(receiver.requests) == 1  # no progress webhooks unless asked for
     # Items are jobs: each one's status is there, with the failure's root cause.
     async with stack.client.get(f"{stack.url}/jobs/{batch_id}.7") as response:
         item = await response.json()
@@ -234,3 +235,28 @@ async def test_a_cancelled_batch_ends_early_with_the_archive_of_what_finished(
 
     hook = await eventually(webhook, 30)
     assert (hook["type"], hook["data"]["cancelled"]) == ("batch.cancelled", batch["cancelled"])
+
+
+async def test_progress_webhooks_come_while_it_runs_then_its_end(
+    stack: Stack, receiver: Receiver
+) -> None:
+    body = {
+        "template": INVOICE, "items": invoices(60), "webhook_url": receiver.url,
+        "progress_webhooks": True,
+    }  # fmt: skip
+    batch_id = await submit_batch(stack, body)
+    batch = await finished_batch(stack, batch_id)
+    assert batch["status"] == "done"
+
+    async def ended() -> list[dict[str, Any]] | None:
+        calls = [r["json"] for r in receiver.requests]
+        return calls if calls and calls[-1]["type"] == "batch.done" else None
+
+    calls = await eventually(ended, 30)
+    progress = [call["data"] for call in calls[:-1]]
+    assert progress, "no batch.progress webhook came before batch.done"
+    assert all(call["type"] == "batch.progress" for call in calls[:-1])
+    counts = [p["done"] + p["failed"] + p["cancelled"] for p in progress]
+    assert counts == sorted(counts) and 0 < counts[0] and counts[-1] < 60
+    assert all(p["id"] == batch_id and p["status"] == "running" for p in progress)
+    assert progress[0]["progress"] == counts[0] / 60

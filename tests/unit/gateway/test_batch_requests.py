@@ -220,3 +220,9 @@ def test_every_bad_json_lines_batch_names_its_field(raw: bytes, field: str):
     with pytest.raises(RequestError) as raised:
         parse_batch_lines(raw, 3)
     assert raised.value.field == field
+
+
+def test_progress_webhooks_need_a_webhook_url():
+    assert field_of(body(progress_webhooks=True)) == "progress_webhooks"
+    batch = parse_batch(body(progress_webhooks=True, webhook_url="https://example.com/h"), 10)
+    assert batch.progress_webhooks
