@@ -1,6 +1,6 @@
 """Fixtures of the fault suite; the harness itself is in `harness.py`.
 
-`cluster` gives each test the four services as subprocesses (see `harness.Cluster`) on the
+`cluster` gives each test the five services as subprocesses (see `harness.Cluster`) on the
 test's own NATS, database and storage, kills every process they started at the end, and
 prints the tail of each service's log when the test failed.
 """

@@ -36,6 +36,7 @@ import asyncpg
 import nats
 import psutil
 
+from services.core import events
 from services.core.settings import Settings
 from tests.conftest import Tenant, eventually, free_port, make_tenant
 
@@ -182,7 +183,7 @@ class Ledger:
 
 
 class Cluster:
-    """The four services of one test as subprocesses; see the module docstring."""
+    """The five services of one test as subprocesses; see the module docstring."""
 
     def __init__(self, settings: Settings, root: Path) -> None:
         self.settings = settings
@@ -236,10 +237,11 @@ class Cluster:
         return service
 
     async def up(self, renderers: int = 1, **env: str) -> None:
-        """Start gateway, projector, notifier and `renderers` renderers; wait until all serve."""
+        """Start gateway, projector, notifier, conductor and `renderers` renderers; wait
+        until all serve. Called again after the test stopped them, it starts them again."""
         self.env.update(env)
         Settings.from_env(self.env)
-        for name in ("gateway", "projector", "notifier"):
+        for name in ("gateway", "projector", "notifier", "conductor"):
             self.start(name)
         for _ in range(renderers):
             self.start("renderer")
@@ -247,6 +249,7 @@ class Cluster:
         if self._tenant is None:
             await self._make_tenant()
         await self.wait_consuming(renderers)
+        await self.wait_pulling(events.CONDUCTOR)
 
     async def _make_tenant(self) -> None:
         """The tenant every job of the test belongs to; the client sends its key from now."""
@@ -288,6 +291,20 @@ class Cluster:
             return info is not None and info.num_waiting >= renderers
 
         await poll(waiting, timeout, f"{renderers} renderer(s) pulling", interval=0.05)
+
+    async def wait_pulling(self, durable: str, timeout: float = 45) -> None:
+        """Until a pull request is waiting on `durable` (its service is up and fetching)."""
+
+        async def waiting() -> bool:
+            self.check_alive()
+            info = await self.consumer_info(durable)
+            return info is not None and info.num_waiting >= 1
+
+        await poll(waiting, timeout, f"{durable} pulling", interval=0.05)
+
+    def running(self, name: str) -> list[Service]:
+        """The live processes of service `name`."""
+        return [s for s in self.services if s.name == name and s.alive()]
 
     def kill(self, service: Service, *, reap: bool = True) -> int:
         """SIGKILL the service process alone, as the OOM killer would.
