@@ -85,6 +85,24 @@ def _after(names: list[str], last: str | None) -> list[str]:
     return names[start:] + names[:start]
 
 
+async def held(sub: JetStreamContext.PullSubscription, limit: int) -> list[Msg]:
+    """Up to `limit` single jobs the subscription already holds: late answers to a long
+    poll (`bus.fetch` while no batch ran) that arrived after it timed out here. Read
+    without asking the server again: `fetch` would send a pull of its own, whose expiry
+    (a status message) also lands late, so every later look waited `IDLE_WAIT` for
+    nothing and pages stood idle between items (`bench/batch_run.py`: 40% of a batch).
+    Status messages are dropped: they answered pulls that are over."""
+    msgs: list[Msg] = []
+    while sub.pending_msgs and len(msgs) < limit:
+        try:  # nats-py reads what a pull subscription holds only through a new pull
+            msg = await sub._sub.next_msg(timeout=IDLE_WAIT)
+        except TimeoutError:
+            break
+        if not (msg.headers or {}).get("Status"):
+            msgs.append(msg)
+    return msgs
+
+
 def bulk_room(free: int, interactive: int, bulk_in_hand: int, bulk_limit: int) -> int:
     """How many items to take now: the slots single jobs left free (`interactive` of the
     `free` slots went to them), and no more than `bulk_limit` items in hand in all."""
@@ -166,10 +184,9 @@ class Lanes:
         self, sub: JetStreamContext.PullSubscription, interactive: bus.Lane, free: int
     ) -> bool:
         """Single jobs first, then items one at a time; whether anything was taken."""
-        if sub.pending_msgs:  # a late answer to a long poll, left in the subscription
-            msgs = await bus.fetch(sub, free, IDLE_WAIT)
-        else:
-            msgs = await interactive.take(free)
+        msgs = await held(sub, free)
+        if len(msgs) < free:
+            msgs += await interactive.take(free - len(msgs))
         self._start(msgs, bulk=False)
         room = bulk_room(free, len(msgs), len(self._bulk), self.bulk_limit)
         taken = 0
