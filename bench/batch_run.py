@@ -4,7 +4,9 @@ In one run, on this machine (machine speed varies from day to day: only figures 
 same run are compared):
 
 (a) the ceiling: the example invoice printed by the naive pyppeteer loop of
-    `render_throughput.py` at the renderer's page concurrency, `--ceiling-count` PDFs;
+    `render_throughput.py` at the renderer's page concurrency, `--ceiling-count` PDFs,
+    before and after the invoice batches (their mean is the ceiling);
+(b) for comparison, `--singles` invoice jobs through `POST /jobs` by 16 clients;
 (d) a batch of `--items` invoices (each its own invoice number) from `POST /batches` until
     `GET /batches/{id}` shows `done` with its archive's url, beside the issue's bar:
     seconds <= 1.2 x (items ÷ ceiling PDFs/s); meanwhile one single job (`POST /jobs`, the
@@ -181,6 +183,7 @@ class Result:
     bytes: int
     in_hand: float  # mean seconds from an item's start to its end
     busy: float  # share of the pages' time (first start to last end) holding an item
+    cpu: dict[str, float]  # CPU seconds per document (items and single jobs) by process
     probe: Probe | None = None
 
 
@@ -216,9 +219,10 @@ async def run_batch(
         await asyncio.sleep(POLL)
     seen = time.time()
     ended.set()
-    meter.report(items)
     if probing:
         await probing
+    documents = items + (len(prober.tasks) if prober else 0)
+    cpu = meter.report(documents)  # the single jobs' CPU is in it: per document
     await rss.stop()
     assert batch["status"] == "done", batch
     timeline = {e["type"]: seconds(e["at"]) for e in
@@ -238,7 +242,8 @@ async def run_batch(
     in_hand, busy = await occupancy(client, [f"{batch_id}.{i}" for i in range(items)])
     return Result(
         label, items, accept, seen - sent, phases, base, rss.peak(sent, seen),
-        rss.peak(complete, seen), batch["done"], batch["bytes"] or 0, in_hand, busy, prober,
+        rss.peak(complete, seen), batch["done"], batch["bytes"] or 0, in_hand, busy, cpu,
+        prober,
     )  # fmt: skip
 
 
@@ -257,7 +262,20 @@ async def occupancy(client: Client, job_ids: list[str]) -> tuple[float, float]:
     await asyncio.gather(*(reader() for _ in range(4)))
     held = sum(end - start for start, end in spans)
     wall = max(end for _, end in spans) - min(start for start, _ in spans)
+    print(f"    time with n items in hand: {in_hand_profile(spans, wall)}")
     return held / len(spans), held / (client.pages * wall)
+
+
+def in_hand_profile(spans: list[tuple[float, float]], wall: float) -> str:
+    """The share of the rendering time with 0, 1, 2… items in hand, and the longest
+    stretch with fewer than the most."""
+    edges = sorted([(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans])
+    shares: dict[int, float] = {}
+    level, since = 0, edges[0][0]
+    for at, step in edges:
+        shares[level] = shares.get(level, 0.0) + at - since
+        level, since = level + step, at
+    return ", ".join(f"{n}: {t / wall:.0%}" for n, t in sorted(shares.items()))
 
 
 async def singles(client: Client, count: int) -> tuple[float, float]:
@@ -275,7 +293,7 @@ def mib(value: int) -> str:
     return f"{value / 2**20:,.0f} MiB"
 
 
-def report(result: Result, ceiling_rate: float | None) -> None:
+def report(result: Result, ceiling_rate: float | None, loop: dict[str, float]) -> None:
     print(f"  {result.label}: {result.done}/{result.items} done, {mib(result.bytes)}")
     print(f"    POST accepted in {result.accept * 1000:,.0f} ms; done in {result.total:.1f} s "
           f"({result.items / result.total:.1f} items/s)")  # fmt: skip
@@ -284,8 +302,24 @@ def report(result: Result, ceiling_rate: float | None) -> None:
         met = "met" if result.total <= BAR * ideal else "NOT met"
         print(f"    items ÷ ceiling {ideal:.1f} s; bar {BAR} x that = {BAR * ideal:.1f} s; "
               f"actual / ideal {result.total / ideal:.2f} — bar {met}")  # fmt: skip
+        if result.probe and result.probe.tasks:
+            extra = len(result.probe.tasks)
+            whole = (result.items + extra) / ceiling_rate
+            print(f"    counting the {extra} single jobs rendered meanwhile too: ideal "
+                  f"{whole:.1f} s, actual / ideal {result.total / whole:.2f}")  # fmt: skip
     for phase, spent in result.phases.items():
         print(f"      {phase:<42}{spent:8.2f} s")
+    pipeline = sum(v for k, v in result.cpu.items() if k not in {"chromium", "load generator"})
+    chromium = result.cpu["chromium"]
+    line = (
+        f"    CPU per document, ms: chromium {chromium * 1e3:.1f} + pipeline {pipeline * 1e3:.1f}"
+    )
+    if ceiling_rate:
+        bare = loop["chromium"] + loop["loop"]
+        line += (
+            f"; the loop's per PDF {bare * 1000:.1f} ms, ratio {(chromium + pipeline) / bare:.2f}"
+        )
+    print(line)
     print(f"    an item in hand (started → done) {result.in_hand * 1000:,.0f} ms on average; "
           f"pages busy with items {result.busy:.0%} of the rendering time")  # fmt: skip
     print(f"    conductor RSS: idle {mib(result.rss_base)}, peak {mib(result.rss_peak)}, "
@@ -298,12 +332,23 @@ def report(result: Result, ceiling_rate: float | None) -> None:
                   f"latency p50 {p50:.2f} s, p99 {p99:.2f} s")  # fmt: skip
 
 
-async def bench(args: argparse.Namespace, tmp: Path) -> None:
+async def measure_ceiling(args: argparse.Namespace, loops: list[dict[str, float]]) -> float:
+    """(a) once: PDFs/s; its CPU per PDF is added to `loops`."""
     chromium = os.environ.get("PRESSROOM_CHROMIUM", "/usr/bin/chromium")
     print(f"(a) ceiling: naive pyppeteer loop, {args.pages} tabs, {args.ceiling_count} PDFs")
-    rate = await ceiling(chromium, args.pages, args.ceiling_count, tuned=False)
+    loops.append({})
+    rate = await ceiling(chromium, args.pages, args.ceiling_count, tuned=False, cpu=loops[-1])
     print(f"    {rate:.1f} PDFs/s")
-    results: list[tuple[Result, float | None]] = []
+    return rate
+
+
+async def bench(args: argparse.Namespace, tmp: Path) -> None:
+    """(a) before and after the invoice batches (the machine's speed drifts: their mean is
+    the ceiling), (b) for comparison, then (d), (e) and (f)."""
+    loops: list[dict[str, float]] = []
+    rates = [await measure_ceiling(args, loops)]
+    invoices: list[Result] = []
+    tiny: list[Result] = []
     async with (
         environment(tmp / "stack") as env,
         services(NAMES, env, tmp) as procs,
@@ -320,23 +365,28 @@ async def bench(args: argparse.Namespace, tmp: Path) -> None:
             meter.start()
             single = await singles(client, args.singles)
             meter.report(args.singles)
-        bar = rate if args.template == "invoice" else None
+        runs = invoices if args.template == "invoice" else tiny
         body = batch_body(args.template, args.items, "zip")
-        results.append((await run_batch(client, procs, env, "(d) zip", body, probe=True), bar))
+        runs.append(await run_batch(client, procs, env, "(d) zip", body, probe=True))
         if not args.skip_merged:
             body["output"] = "merged"
-            results.append((await run_batch(client, procs, env, "(e) merged", body), bar))
+            runs.append(await run_batch(client, procs, env, "(e) merged", body))
+        rates.append(await measure_ceiling(args, loops))
         if not args.skip_10k:
             for count in (1000, 10_000):
                 body = batch_body("tiny", count, "zip")
-                results.append((await run_batch(client, procs, env, f"(f) tiny {count}", body),
-                                None))  # fmt: skip
-    print(f"\nceiling (a): {rate:.1f} PDFs/s ({args.pages} tabs, {args.ceiling_count} PDFs)")
+                tiny.append(await run_batch(client, procs, env, f"(f) tiny {count}", body))
+    rate = statistics.mean(rates)
+    loop = {key: statistics.mean(each[key] for each in loops) for key in loops[0]}
+    print(f"\nceiling (a): {rate:.1f} PDFs/s, mean of {rates[0]:.1f} before and {rates[1]:.1f} "
+          f"after the batches ({args.pages} tabs, {args.ceiling_count} PDFs each)")  # fmt: skip
     if single:
         print(f"(b) single jobs: {single[0]:.1f} jobs/s, (b)/(a) {single[0] / rate:.2f}; a job "
               f"in hand (started → done) {single[1] * 1000:,.0f} ms on average")  # fmt: skip
-    for result, bar_rate in results:
-        report(result, bar_rate)
+    for result in invoices:
+        report(result, rate, loop)
+    for result in tiny:
+        report(result, None, loop)
 
 
 async def main() -> None:
@@ -348,6 +398,7 @@ async def main() -> None:
                         help="what (d) and (e) render")  # fmt: skip
     parser.add_argument("--singles", type=int, default=300,
                         help="(b): single jobs for comparison; 0: none")  # fmt: skip
+    parser.add_argument("--keep", action="store_true", help="keep the services' logs and data")
     parser.add_argument("--skip-merged", action="store_true")
     parser.add_argument("--skip-10k", action="store_true", help="no (f)")
     parser.add_argument("--quick", action="store_true", help="100 items, 100 PDFs, no (f)")
@@ -355,6 +406,11 @@ async def main() -> None:
     if args.quick:
         args.items, args.ceiling_count, args.singles, args.skip_10k = 100, 100, 50, True
     os.environ["PRESSROOM_RENDER_CONCURRENCY"] = str(args.pages)
+    if args.keep:
+        folder = tempfile.mkdtemp(prefix="batch-run-")
+        print(f"services' logs and data in {folder}")
+        await bench(args, Path(folder))
+        return
     with tempfile.TemporaryDirectory() as tmp:
         await bench(args, Path(tmp))
 

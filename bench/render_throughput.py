@@ -84,7 +84,14 @@ TUNED_ARGS = [*CHROMIUM_ARGS, "--no-sandbox"]
 renderer's change to an unprivileged user that lets Chromium sandbox itself."""
 
 
-async def ceiling(chromium: str, pages: int, count: int, tuned: bool, fresh: bool = False) -> float:
+async def ceiling(
+    chromium: str,
+    pages: int,
+    count: int,
+    tuned: bool,
+    fresh: bool = False,
+    cpu: dict[str, float] | None = None,
+) -> float:
     """PDFs/s of a bare setContent → pdf loop on `pages` reused tabs of one browser.
 
     Naive: pyppeteer as it comes. Tuned: with the renderer's Chromium flags (site isolation
@@ -93,6 +100,8 @@ async def ceiling(chromium: str, pages: int, count: int, tuned: bool, fresh: boo
     Fresh (tuned too): every PDF in a new browser context and tab, closed after it: what
     isolating every job would cost (Pressroom pays it only after a job that went to the
     network).
+
+    `cpu`, if given, receives the CPU seconds per PDF of Chromium and of the loop.
     """
     html = render_html(TEMPLATE, DATA)
     pyppeteer.connection.ws_connect = websocket_connect
@@ -128,6 +137,9 @@ async def ceiling(chromium: str, pages: int, count: int, tuned: bool, fresh: boo
         after = tree_cpu_seconds(chromium_pid, True), cpu_seconds(os.getpid())
         now = psutil.cpu_times()
         busy = sum(now) - now.idle - (sum(machine) - machine.idle)
+        if cpu is not None:
+            cpu["chromium"] = (after[0] - before[0]) / count
+            cpu["loop"] = (after[1] - before[1]) / count
         kind = "fresh" if fresh else "tuned" if tuned else "naive"
         print(
             f"    ({kind} loop) CPU per PDF, µs: chromium "
@@ -344,8 +356,9 @@ class CpuMeter:
         self.machine = psutil.cpu_times()
         self.started = time.monotonic()
 
-    def report(self, jobs: int, extra: dict[str, float] | None = None) -> None:
-        """Print CPU per job; `extra` adds CPU seconds measured elsewhere (a child's)."""
+    def report(self, jobs: int, extra: dict[str, float] | None = None) -> dict[str, float]:
+        """Print CPU per job; `extra` adds CPU seconds measured elsewhere (a child's).
+        Returns the CPU seconds per job of each process."""
         after = self._sample()
         spent = {name: after[name] - self.before[name] for name in after}
         if extra:
@@ -357,6 +370,7 @@ class CpuMeter:
         busy = sum(now) - now.idle - (sum(self.machine) - self.machine.idle)
         wall = (time.monotonic() - self.started) * (psutil.cpu_count() or 1)
         print(f"    machine CPU busy: {busy / wall:.0%} of {psutil.cpu_count()} cores")
+        return {name: cpu / jobs for name, cpu in spent.items()}
 
 
 def seconds(value: str) -> float:
