@@ -52,10 +52,29 @@ projector's commit of an earlier item may trail it briefly, so the rows are read
 few times before the message is handed back for later."""
 
 
+KEEP_ALIVE_EVERY = 5.0
+"""Seconds between progress notes while a message is handled: well inside the conductor
+durable's `ack_wait` (15 s), so a long expansion or pack is never redelivered under its
+feet, while a conductor that dies hands its messages (a pause, a cancel) to another one
+within seconds."""
+
+
+async def keep_alive(msg: Msg, every: float = KEEP_ALIVE_EVERY) -> None:
+    """Send progress notes for `msg` until cancelled, whatever the handler is doing (a
+    pypdf merge in a thread gives no chance to send them in between); a note that fails
+    is logged and tried again at the next turn."""
+    while True:
+        await asyncio.sleep(every)
+        try:
+            await msg.in_progress()
+        except Exception as exc:  # NATS away: the next note may get through
+            log.warning("progress note for %s failed: %s", msg.subject, exc)
+
+
 class Heartbeat:
     """Progress notes while a long step holds its message. Called often (after every
     chunk), it tells JetStream at most every `every` seconds, well inside the durable's
-    60 s `ack_wait`, so a 10,000-item expansion is not redelivered half-way."""
+    15 s `ack_wait`, so a 10,000-item expansion is not redelivered half-way."""
 
     def __init__(self, msg: Msg, every: float = 5.0) -> None:
         self.msg = msg
@@ -95,6 +114,7 @@ class Conductor:
             with contextlib.suppress(Exception):
                 await msg.term()
             return
+        alive = asyncio.create_task(keep_alive(msg))
         try:
             with bus.map_bus_errors():
                 await self._dispatch(msg, event)
@@ -112,6 +132,10 @@ class Conductor:
         except Exception:
             log.exception("%s: unexpected failure; handled again later", msg.subject)
             await _settle(msg.nak(delay=RETRY_DELAY))
+        finally:
+            alive.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await alive
 
     async def _dispatch(self, msg: Msg, event: events.LogEvent) -> None:
         if isinstance(event, events.BatchSubmitted):

@@ -151,8 +151,9 @@ def consumer_configs(settings: Settings) -> list[ConsumerConfig]:
                 "batches.*.complete",
             ],
             # Expanding 10,000 items or packing their archive takes a while: the
-            # conductor sends progress notes, as a renderer does for a long render.
-            ack_wait=60.0,
+            # conductor sends progress notes every 5 s, as a renderer does for a long
+            # render, so a short wait only hands a dead conductor's messages on sooner.
+            ack_wait=15.0,
             max_deliver=-1,
             max_ack_pending=1000,
             **common,

@@ -14,7 +14,7 @@ its own item's number.
 
 And, with no renderer running and a batch of 3,000 items paused as soon as it is accepted,
 the conductor SIGKILLed while it is expanding them and a new one started: once the
-submission is handled again (after the conductor durable's 60 s ack wait, which is most
+submission is handled again (after the conductor durable's 15 s ack wait, which is most
 of this test's time), each item was submitted exactly once (3,000 distinct
 `jobs.<id>.<i>.submitted` subjects, one message each), the batch reads `paused`, and
 cancelled it ends `cancelled` with all 3,000 items cancelled.
