@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import glob
 import hashlib
 import hmac
 import logging
@@ -76,6 +77,21 @@ def sign(secret: str, key: str, expires: int) -> str:
     return mac.hexdigest()
 
 
+STALE_PARTIAL = 300.0
+"""Seconds without a write after which a writer's temp file is an abandoned one (its
+process died mid-write, e.g. a conductor killed while packing): the next writer of the
+same key removes it. A live writer writes far more often than that."""
+
+
+def _remove_stale_partials(path: Path) -> None:
+    """Remove the temp files of earlier, abandoned writes of `path`."""
+    cutoff = time.time() - STALE_PARTIAL
+    for partial in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+        with contextlib.suppress(OSError):
+            if partial.stat().st_mtime < cutoff:
+                partial.unlink()
+
+
 class LocalStorage:
     """Files under a folder; written atomically (temp file, then rename)."""
 
@@ -125,6 +141,7 @@ class LocalStorage:
         path = self.path(key)
         tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
         try:
+            await asyncio.to_thread(_remove_stale_partials, path)
             file = await asyncio.to_thread(_open_new, tmp)
         except OSError as exc:
             raise StorageError(f"cannot write {key}: {exc}") from exc

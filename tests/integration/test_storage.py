@@ -103,3 +103,27 @@ async def test_an_error_inside_the_writer_leaves_no_object(
         else:
             listed = await storage.client.list_multipart_uploads(Bucket=storage.bucket)
             assert listed.get("Uploads", []) == []
+
+
+async def test_a_write_removes_what_an_earlier_killed_writer_of_the_key_left(
+    settings: Settings,
+):
+    """A conductor killed mid-pack leaves its temp file; the re-pack of the same key
+    removes it, but not the temp file of a writer still at work (recently written)."""
+    async with open_storage(settings) as storage:
+        folder = Path(settings.storage_dir) / "batches/t/b"
+        folder.mkdir(parents=True)
+        abandoned = folder / ".b.zip.0123.tmp"
+        live = folder / ".b.zip.4567.tmp"
+        other_key = folder / ".other.zip.89ab.tmp"
+        for partial in (abandoned, live, other_key):
+            partial.write_bytes(b"half an archive")
+        hour_ago = time.time() - 3600
+        os.utime(abandoned, (hour_ago, hour_ago))
+        os.utime(other_key, (hour_ago, hour_ago))
+        async with storage.writer("batches/t/b/b.zip", "application/zip") as sink:
+            await sink.write(b"the whole archive")
+        assert (await _read_back(storage, "batches/t/b/b.zip"))[0] == b"the whole archive"
+        assert sorted(p.name for p in folder.iterdir()) == sorted(
+            ["b.zip", live.name, other_key.name]
+        )
