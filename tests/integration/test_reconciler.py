@@ -236,6 +236,12 @@ async def test_a_batch_s_items_are_judged_by_their_own_durable(fast_settings, js
         assert [(r["status"], r["redrives"]) for r in rows] == [("queued", 0)] * 3
         async with stack.client.post(f"{stack.url}/batches/{batch_id}/pause") as response:
             assert response.status == 202
+
+        async def paused() -> bool:  # the projection, which the reconciler reads
+            async with stack.client.get(f"{stack.url}/batches/{batch_id}") as response:
+                return bool((await response.json())["status"] == "paused")
+
+        await eventually(paused, 10)
         await js.delete_consumer(events.STREAM, events.bulk_durable(batch_id))
         await asyncio.sleep(4 * fast_settings.stale_after)  # paused: still nothing
         rows = await batch_items_rows(fast_settings.database_url, batch_id)
