@@ -150,13 +150,20 @@ class Conductor:
             await self.complete(msg, event)
 
     async def expand_batch(self, msg: Msg, batch: events.BatchSubmitted) -> None:
-        """Make the batch's state and durable, then submit its items."""
-        if not await self.states.start(batch.batch_id, batch.tenant):
+        """Make the batch's durable, then its state, then submit its items. The durable
+        comes first: a renderer that sees the batch `running` finds its durable at once
+        (rather than skipping a batch it cannot read yet)."""
+        if await self.states.ended(batch.batch_id):
             log.info("batch %s has ended; not expanding it again", batch.batch_id)
             return
         durable = bus.bulk_config(self.settings, batch.batch_id)
         with bus.map_bus_errors():
             await self.js.add_consumer(events.STREAM, durable)
+        if not await self.states.start(batch.batch_id, batch.tenant):
+            log.info("batch %s ended meanwhile; not expanding it again", batch.batch_id)
+            with contextlib.suppress(NotFound), bus.map_bus_errors():
+                await self.js.delete_consumer(events.STREAM, durable.durable_name or "")
+            return
         try:
             count = await expand.expand(self.js, self.storage, batch, Heartbeat(msg))
         except NotFound:

@@ -51,6 +51,14 @@ class BatchStates:
             log.info("batch %s already has a state; keeping it", batch_id)
         return True
 
+    async def ended(self, batch_id: str) -> bool:
+        """Whether the batch has ended (its key was deleted)."""
+        try:
+            await self._entry(batch_id)
+        except _Ended:
+            return True
+        return False
+
     async def get(self, batch_id: str) -> str | None:
         """The batch's state; None when it has none (not expanded, or ended)."""
         try:
