@@ -1,0 +1,190 @@
+"""The database schema: every migration, in order, applied once each by `db.migrate`.
+
+Append only: a migration that has run anywhere is never edited; a change is a new one.
+"""
+
+from __future__ import annotations
+
+MIGRATIONS: list[str] = [
+    """
+    CREATE TABLE jobs (
+        id              text PRIMARY KEY,
+        status          text NOT NULL,
+        attempts        integer NOT NULL DEFAULT 0,
+        error_type      text,
+        error_message   text,
+        object_key      text,
+        bytes           bigint,
+        pages           integer,
+        render_ms       integer,
+        webhook_url     text,
+        idempotency_key text,
+        input           jsonb,
+        created_at      timestamptz NOT NULL,
+        started_at      timestamptz,
+        finished_at     timestamptz,
+        updated_at      timestamptz NOT NULL DEFAULT now(),
+        last_seq        bigint NOT NULL DEFAULT 0
+    );
+    CREATE INDEX jobs_unfinished ON jobs (status, updated_at)
+        WHERE status IN ('queued', 'running');
+    CREATE TABLE job_events (
+        stream_seq  bigint PRIMARY KEY,
+        job_id      text NOT NULL,
+        type        text NOT NULL,
+        at          timestamptz NOT NULL,
+        body        jsonb NOT NULL
+    );
+    CREATE INDEX job_events_job ON job_events (job_id, stream_seq);
+    CREATE TABLE webhook_deliveries (
+        stream_seq   bigint PRIMARY KEY,
+        job_id       text NOT NULL,
+        webhook_id   text NOT NULL,
+        attempt      integer NOT NULL,
+        url          text NOT NULL,
+        outcome      text NOT NULL,
+        status_code  integer,
+        error        text,
+        latency_ms   integer NOT NULL,
+        at           timestamptz NOT NULL
+    );
+    CREATE INDEX webhook_deliveries_job ON webhook_deliveries (job_id, stream_seq);
+    """,
+    # 2: how often the reconciler re-published a stalled job. Not derivable from the log:
+    # a rebuild of the projection starts it again at 0.
+    """
+    ALTER TABLE jobs ADD COLUMN redrives integer NOT NULL DEFAULT 0;
+    """,
+    # 3: stored templates, written by the gateway (configuration, not a projection). Every
+    # version is kept, so a job that names version N renders the same thing forever.
+    """
+    CREATE TABLE templates (
+        id              text PRIMARY KEY,
+        name            text NOT NULL UNIQUE CHECK (char_length(name) BETWEEN 1 AND 200),
+        latest_version  integer NOT NULL,
+        created_at      timestamptz NOT NULL,
+        updated_at      timestamptz NOT NULL
+    );
+    CREATE INDEX templates_recent ON templates (updated_at DESC, id);
+    CREATE TABLE template_versions (
+        template_id  text NOT NULL REFERENCES templates (id),
+        version      integer NOT NULL CHECK (version >= 1),
+        body         text NOT NULL,
+        header       text,
+        footer       text,
+        created_at   timestamptz NOT NULL,
+        PRIMARY KEY (template_id, version)
+    );
+    """,
+    # 4: tenants, their API keys and webhook signing secrets (configuration, written by
+    # the gateway's admin API); every job and template belongs to a tenant ('default'
+    # for rows from before tenants, and with PRESSROOM_AUTH=disabled); usage per job
+    # (exactly once, by job id) and per tenant and month.
+    """
+    CREATE TABLE tenants (
+        id              text PRIMARY KEY,
+        name            text NOT NULL UNIQUE CHECK (char_length(name) BETWEEN 1 AND 100),
+        rate_per_second double precision,
+        rate_burst      integer,
+        monthly_quota   bigint,
+        created_at      timestamptz NOT NULL DEFAULT now(),
+        updated_at      timestamptz NOT NULL DEFAULT clock_timestamp()
+    );
+    CREATE INDEX tenants_changed ON tenants (updated_at);
+    CREATE TABLE api_keys (
+        id            text PRIMARY KEY,
+        tenant_id     text NOT NULL REFERENCES tenants (id),
+        hash          bytea NOT NULL UNIQUE,
+        prefix        text NOT NULL,
+        scopes        text[] NOT NULL,
+        created_at    timestamptz NOT NULL DEFAULT now(),
+        revoked_at    timestamptz,
+        last_used_at  timestamptz,
+        updated_at    timestamptz NOT NULL DEFAULT clock_timestamp()
+    );
+    CREATE INDEX api_keys_changed ON api_keys (updated_at);
+    CREATE INDEX api_keys_tenant ON api_keys (tenant_id, created_at);
+    CREATE TABLE webhook_secrets (
+        id          text PRIMARY KEY,
+        tenant_id   text NOT NULL REFERENCES tenants (id),
+        secret      text NOT NULL,
+        created_at  timestamptz NOT NULL DEFAULT clock_timestamp()
+    );
+    CREATE INDEX webhook_secrets_tenant ON webhook_secrets (tenant_id, created_at);
+    ALTER TABLE jobs ADD COLUMN tenant_id text NOT NULL DEFAULT 'default';
+    ALTER TABLE job_events ADD COLUMN tenant_id text NOT NULL DEFAULT 'default';
+    ALTER TABLE templates ADD COLUMN tenant_id text NOT NULL DEFAULT 'default';
+    ALTER TABLE templates DROP CONSTRAINT templates_name_key;
+    ALTER TABLE templates ADD CONSTRAINT templates_tenant_name UNIQUE (tenant_id, name);
+    DROP INDEX templates_recent;
+    CREATE INDEX templates_recent ON templates (tenant_id, updated_at DESC, id);
+    CREATE TABLE usage_documents (
+        job_id      text PRIMARY KEY,
+        tenant_id   text NOT NULL,
+        month       date NOT NULL,
+        outcome     text NOT NULL,
+        pages       integer NOT NULL,
+        bytes       bigint NOT NULL,
+        render_ms   bigint NOT NULL,
+        at          timestamptz NOT NULL
+    );
+    CREATE TABLE usage_months (
+        tenant_id   text NOT NULL,
+        month       date NOT NULL,
+        succeeded   bigint NOT NULL DEFAULT 0,
+        failed      bigint NOT NULL DEFAULT 0,
+        cancelled   bigint NOT NULL DEFAULT 0,
+        pages       bigint NOT NULL DEFAULT 0,
+        bytes       bigint NOT NULL DEFAULT 0,
+        render_ms   bigint NOT NULL DEFAULT 0,
+        PRIMARY KEY (tenant_id, month)
+    );
+    """,
+    # 5: bulk runs. A batch's row is projected from its `batches.<id>.*` events; its
+    # counters move in the same transaction as an item's terminal event. Items are jobs
+    # (`<batch_id>.<index>`) with their batch and index in two columns, for listing.
+    """
+    CREATE TABLE batches (
+        id              text PRIMARY KEY,
+        tenant_id       text NOT NULL,
+        status          text NOT NULL,
+        total           integer NOT NULL,
+        done            integer NOT NULL DEFAULT 0,
+        failed          integer NOT NULL DEFAULT 0,
+        cancelled       integer NOT NULL DEFAULT 0,
+        output          text NOT NULL DEFAULT 'zip',
+        object_key      text,
+        bytes           bigint,
+        error_type      text,
+        error_message   text,
+        webhook_url     text,
+        idempotency_key text,
+        template_id     text,
+        template_version integer,
+        created_at      timestamptz NOT NULL,
+        started_at      timestamptz,
+        finished_at     timestamptz,
+        updated_at      timestamptz NOT NULL DEFAULT now(),
+        last_seq        bigint NOT NULL DEFAULT 0
+    );
+    CREATE INDEX batches_tenant ON batches (tenant_id, created_at DESC, id);
+    CREATE INDEX batches_unfinished ON batches (status, updated_at)
+        WHERE status IN ('queued', 'running', 'paused');
+    CREATE TABLE batch_events (
+        stream_seq  bigint PRIMARY KEY,
+        batch_id    text NOT NULL,
+        tenant_id   text NOT NULL,
+        type        text NOT NULL,
+        at          timestamptz NOT NULL,
+        body        jsonb NOT NULL
+    );
+    CREATE INDEX batch_events_batch ON batch_events (batch_id, stream_seq);
+    ALTER TABLE jobs ADD COLUMN batch_id text;
+    ALTER TABLE jobs ADD COLUMN item_index integer;
+    CREATE INDEX jobs_batch_items ON jobs (batch_id, item_index) WHERE batch_id IS NOT NULL;
+    """,
+    # 6: whether a batch asked for `batch.progress` webhooks.
+    """
+    ALTER TABLE batches ADD COLUMN progress_webhooks boolean NOT NULL DEFAULT false;
+    """,
+]
