@@ -1,13 +1,15 @@
-"""Reading one job's events back from the log (the stream, not the projection)."""
+"""Reading a job's or a batch's events back from the log (the stream, not the projection)."""
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
+from collections.abc import AsyncIterator
 from typing import Any, cast
 
 import msgspec
 from nats.js import JetStreamContext
+from nats.js.api import RawStreamMsg
 
 # `bus` imports this module too: only its functions are used here, at call time.
 from services.core import bus, events
@@ -22,26 +24,35 @@ Stored = tuple[int, dt.datetime, events.AnyEvent]
 """An event as the log holds it: (stream sequence, when the log stored it, the event)."""
 
 
-async def job_events(js: JetStreamContext, job_id: str) -> list[Stored]:
-    """Every event of `job_id` still in the stream, in order.
+async def messages(js: JetStreamContext, subjects: str) -> AsyncIterator[RawStreamMsg]:
+    """Every message on `subjects` still in the stream, in order.
 
-    One message get per event ("the next message at or after this sequence on the job's
+    One message get per message ("the next message at or after this sequence on these
     subjects"), so reading a timeline leaves no state on the server: a dashboard polling
     timelines cannot pile up consumers, as an ephemeral consumer per call would.
     """
-    found: list[Stored] = []
     seq = 1
-    subjects = events.subject(job_id, ">")
     while True:
         try:
             with bus.map_bus_errors():
                 raw = await js.get_msg(events.STREAM, seq=seq, subject=subjects, next=True)
         except NotFound:
-            return found
+            return
         seq = int(raw.seq or seq) + 1
+        yield raw
+
+
+def _stored_at(raw: RawStreamMsg) -> dt.datetime:
+    return cast(dt.datetime, raw.time)  # the API always sends a message's time
+
+
+async def job_events(js: JetStreamContext, job_id: str) -> list[Stored]:
+    """Every event of `job_id` still in the stream, in order."""
+    found: list[Stored] = []
+    async for raw in messages(js, events.subject(job_id, ">")):
         with contextlib.suppress(msgspec.DecodeError, msgspec.ValidationError):
-            stored_at = cast(dt.datetime, raw.time)  # the API always sends a message's time
-            found.append((seq - 1, stored_at, events.decode(raw.data or b"")))
+            found.append((int(raw.seq or 0), _stored_at(raw), events.decode(raw.data or b"")))
+    return found
 
 
 async def last_event(
@@ -78,13 +89,21 @@ async def terminal_event(
 async def first_terminal_seq(js: JetStreamContext, job_id: str) -> int | None:
     """The stream sequence of the job's first terminal event, None if it has none: the
     one that counts, whatever a later copy says (see `bus.publish_terminal`)."""
+    return await _first_seq(js, [events.subject(job_id, tag) for tag in _TERMINAL_TAGS])
+
+
+async def first_batch_terminal_seq(js: JetStreamContext, batch_id: str) -> int | None:
+    """The stream sequence of the batch's first terminal event, None if it has none."""
+    return await _first_seq(js, [events.batch_subject(batch_id, tag) for tag in _TERMINAL_TAGS])
+
+
+async def _first_seq(js: JetStreamContext, subjects: list[str]) -> int | None:
+    """The lowest stream sequence of a message on any of `subjects`, None if none."""
     firsts = []
-    for tag in _TERMINAL_TAGS:
+    for subject in subjects:
         try:
             with bus.map_bus_errors():
-                raw = await js.get_msg(
-                    events.STREAM, seq=1, subject=events.subject(job_id, tag), next=True
-                )
+                raw = await js.get_msg(events.STREAM, seq=1, subject=subject, next=True)
         except NotFound:
             continue
         if raw.seq is not None:
@@ -116,18 +135,11 @@ BatchStored = tuple[int, dt.datetime, events.AnyBatchEvent]
 
 async def batch_events(js: JetStreamContext, batch_id: str) -> list[BatchStored]:
     """Every event of the batch itself still in the stream, in order (its items' events
-    are theirs: `job_events`). Read like `job_events`, one message get per event."""
+    are theirs: `job_events`)."""
     found: list[BatchStored] = []
-    seq = 1
-    subjects = events.batch_subject(batch_id, ">")
-    while True:
-        try:
-            with bus.map_bus_errors():
-                raw = await js.get_msg(events.STREAM, seq=seq, subject=subjects, next=True)
-        except NotFound:
-            return found
-        seq = int(raw.seq or seq) + 1
+    async for raw in messages(js, events.batch_subject(batch_id, ">")):
         with contextlib.suppress(msgspec.DecodeError, msgspec.ValidationError):
             event = events.decode_log(raw.data or b"")
             if isinstance(event, events.BatchEvent):
-                found.append((seq - 1, cast(dt.datetime, raw.time), cast(Any, event)))
+                found.append((int(raw.seq or 0), _stored_at(raw), cast(Any, event)))
+    return found

@@ -98,22 +98,6 @@ async def _decode_or_term(msg: Msg) -> events.LogEvent | None:
         return None
 
 
-async def first_batch_terminal_seq(js: JetStreamContext, batch_id: str) -> int | None:
-    """The stream sequence of the batch's first terminal event, None if it has none."""
-    firsts = []
-    for tag in ("done", "failed", "cancelled"):
-        try:
-            with bus.map_bus_errors():
-                raw = await js.get_msg(
-                    events.STREAM, seq=1, subject=events.batch_subject(batch_id, tag), next=True
-                )
-        except NotFound:
-            continue
-        if raw.seq is not None:
-            firsts.append(int(raw.seq))
-    return min(firsts, default=None)
-
-
 class Notifier:
     def __init__(
         self,
@@ -162,7 +146,7 @@ class Notifier:
         if not isinstance(event, events.BATCH_TERMINAL) or event.webhook_url is None:
             await msg.ack()
             return
-        first = await first_batch_terminal_seq(self.js, event.batch_id)
+        first = await timeline.first_batch_terminal_seq(self.js, event.batch_id)
         if first is not None and first < msg.metadata.sequence.stream:
             log.warning("batch %s: ignoring a later terminal event", event.batch_id)
             await msg.ack()
@@ -172,7 +156,7 @@ class Notifier:
     async def _progress(self, msg: Msg, event: events.BatchProgress) -> None:
         """One attempt at a `batch.progress` webhook, never retried (the next report, or
         the batch's end, says more), and none once the batch has ended."""
-        ended = await first_batch_terminal_seq(self.js, event.batch_id)
+        ended = await timeline.first_batch_terminal_seq(self.js, event.batch_id)
         if event.webhook_url is None or ended is not None:
             await msg.ack()
             return

@@ -21,7 +21,6 @@ import pytest
 from nats.js import JetStreamContext
 
 from services.core import bus, events, timeline
-from services.core.errors import NotFound
 from services.core.settings import Settings
 from services.renderer import consumer
 from services.renderer.states import BatchStates
@@ -87,17 +86,10 @@ async def add_batch(
 async def first_seqs(js: JetStreamContext, batch: Batch, event: str) -> dict[str, int]:
     """Item job id -> stream sequence of its first `event` in the log."""
     found: dict[str, int] = {}
-    seq = 1
-    subjects = events.subject(f"{batch.id}.*", event)
-    while True:
-        try:
-            with bus.map_bus_errors():
-                raw = await js.get_msg(events.STREAM, seq=seq, subject=subjects, next=True)
-        except NotFound:
-            return found
-        seq = int(raw.seq or seq) + 1
+    async for raw in timeline.messages(js, events.subject(f"{batch.id}.*", event)):
         job_id = ".".join((raw.subject or "").split(".")[1:3])
-        found.setdefault(job_id, seq - 1)
+        found.setdefault(job_id, int(raw.seq or 0))
+    return found
 
 
 async def all_done(js: JetStreamContext, *batches: Batch) -> dict[str, int]:
