@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Awaitable
 from typing import Any
 
@@ -71,24 +70,6 @@ async def keep_alive(msg: Msg, every: float = KEEP_ALIVE_EVERY) -> None:
             log.warning("progress note for %s failed: %s", msg.subject, exc)
 
 
-class Heartbeat:
-    """Progress notes while a long step holds its message. Called often (after every
-    chunk), it tells JetStream at most every `every` seconds, well inside the durable's
-    15 s `ack_wait`, so a 10,000-item expansion is not redelivered half-way."""
-
-    def __init__(self, msg: Msg, every: float = 5.0) -> None:
-        self.msg = msg
-        self.every = every
-        self.last = time.monotonic()
-
-    async def __call__(self) -> None:
-        now = time.monotonic()
-        if now - self.last >= self.every:
-            self.last = now
-            with bus.map_bus_errors():
-                await self.msg.in_progress()
-
-
 class Conductor:
     def __init__(
         self,
@@ -117,7 +98,7 @@ class Conductor:
         alive = asyncio.create_task(keep_alive(msg))
         try:
             with bus.map_bus_errors():
-                await self._dispatch(msg, event)
+                await self._dispatch(event)
                 await msg.ack()
         except asyncio.CancelledError:
             with contextlib.suppress(Exception):
@@ -137,19 +118,19 @@ class Conductor:
             with contextlib.suppress(asyncio.CancelledError):
                 await alive
 
-    async def _dispatch(self, msg: Msg, event: events.LogEvent) -> None:
+    async def _dispatch(self, event: events.LogEvent) -> None:
         if isinstance(event, events.BatchSubmitted):
-            await self.expand_batch(msg, event)
+            await self.expand_batch(event)
         elif isinstance(event, events.BatchPaused):
             await self.states.change(event.batch_id, event.tenant, PAUSED)
         elif isinstance(event, events.BatchResumed):
             await self.states.change(event.batch_id, event.tenant, RUNNING)
         elif isinstance(event, events.BatchCancel):
-            await self.cancel(msg, event)
+            await self.cancel(event)
         elif isinstance(event, events.BatchComplete):
-            await self.complete(msg, event)
+            await self.complete(event)
 
-    async def expand_batch(self, msg: Msg, batch: events.BatchSubmitted) -> None:
+    async def expand_batch(self, batch: events.BatchSubmitted) -> None:
         """Make the batch's durable, then its state, then submit its items. The durable
         comes first: a renderer that sees the batch `running` finds its durable at once
         (rather than skipping a batch it cannot read yet)."""
@@ -165,7 +146,7 @@ class Conductor:
                 await self.js.delete_consumer(events.STREAM, durable.durable_name or "")
             return
         try:
-            count = await expand.expand(self.js, self.storage, batch, Heartbeat(msg))
+            count = await expand.expand(self.js, self.storage, batch)
         except NotFound:
             message = f"the batch's item list is missing from storage ({batch.items_key})"
             await self.fail(batch, "batch_items_missing", message)
@@ -192,7 +173,7 @@ class Conductor:
         )  # fmt: skip
         await self.forget(batch.batch_id)
 
-    async def cancel(self, msg: Msg, event: events.BatchCancel) -> None:
+    async def cancel(self, event: events.BatchCancel) -> None:
         """Stop the batch's items from starting, and end each one that has not ended; the
         projector then sees every item ended and publishes `complete`."""
         if not await self.states.change(event.batch_id, event.tenant, CANCELLED):
@@ -201,21 +182,19 @@ class Conductor:
         if batch is None:
             return
         ended = await pack.ended_indexes(self.pool, batch.batch_id)
-        beat = Heartbeat(msg)
         unended = [index for index in range(batch.total) if index not in ended]
         for start in range(0, len(unended), expand.IN_FLIGHT):
             chunk = unended[start : start + expand.IN_FLIGHT]
             await asyncio.gather(
                 *(self._cancel_item(batch, index, event.reason) for index in chunk)
             )
-            await beat()
 
     async def _cancel_item(self, batch: events.BatchSubmitted, index: int, reason: str) -> None:
         job_id = events.item_job_id(batch.batch_id, index)
         cancelled = events.JobCancelled(job_id=job_id, tenant=batch.tenant, reason=reason)
         await bus.publish_terminal(self.js, cancelled)
 
-    async def complete(self, msg: Msg, event: events.BatchComplete) -> None:
+    async def complete(self, event: events.BatchComplete) -> None:
         """Pack the archive, publish the batch's end, drop its durable and state."""
         batch = await timeline.batch_submission(self.js, event.batch_id)
         if batch is None:
@@ -223,7 +202,7 @@ class Conductor:
             return
         items = await self._outcomes(batch)
         cancelled = await self.states.get(batch.batch_id) == CANCELLED
-        terminal = await self._pack(batch, items, cancelled, Heartbeat(msg))
+        terminal = await self._pack(batch, items, cancelled)
         await bus.publish_batch(self.js, terminal)
         await self.forget(batch.batch_id)
         log.info("batch %s ended %s", batch.batch_id, events.batch_event_name(terminal))
@@ -247,7 +226,6 @@ class Conductor:
         batch: events.BatchSubmitted,
         items: list[pack.Outcome],
         cancelled: bool,
-        beat: expand.Beat,
     ) -> events.BatchTerminal:
         """Write the batch's output and make its terminal event."""
         counts = pack.Counts.of(items)
@@ -256,11 +234,11 @@ class Conductor:
         if batch.output == "merged":
             key = events.batch_archive_key(batch.tenant, batch.batch_id, "pdf")
             if counts.done:
-                size = await pack.write_merged(self.storage, key, items, beat)
+                size = await pack.write_merged(self.storage, key, items)
             else:
                 key = None
         elif key is not None:
-            size = await pack.write_zip(self.storage, key, batch.batch_id, items, beat)
+            size = await pack.write_zip(self.storage, key, batch.batch_id, items)
         common: dict[str, Any] = {
             "batch_id": batch.batch_id, "tenant": batch.tenant, "total": batch.total,
             "done": counts.done, "failed": counts.failed, "cancelled": counts.cancelled,

@@ -9,7 +9,7 @@ take minutes.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 
 import msgspec
 from nats.js import JetStreamContext
@@ -22,8 +22,6 @@ IN_FLIGHT = 128
 """Publishes awaited together: enough to hide the round trip, few enough that a log that
 refuses (full) stops the expansion after one chunk."""
 
-Beat = Callable[[], Awaitable[None]]
-"""Called between chunks of long work: tells JetStream the message is still in hand."""
 
 _item_decoder = msgspec.json.Decoder(events.BatchItem)
 
@@ -69,9 +67,7 @@ def submission(
     )
 
 
-async def expand(
-    js: JetStreamContext, storage: Storage, batch: events.BatchSubmitted, beat: Beat
-) -> int:
+async def expand(js: JetStreamContext, storage: Storage, batch: events.BatchSubmitted) -> int:
     """Publish every item's submission; the number of items published."""
     pending: list[events.JobSubmitted] = []
     count = 0
@@ -81,7 +77,6 @@ async def expand(
         if len(pending) >= IN_FLIGHT:
             await _publish(js, pending)
             pending.clear()
-            await beat()
     await _publish(js, pending)
     return count
 

@@ -13,7 +13,6 @@ import io
 import json
 import logging
 import zipfile
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,8 +28,6 @@ from services.core.storage import Sink, Storage
 log = logging.getLogger(__name__)
 
 MANIFEST = "manifest.json"
-
-Beat = Callable[[], Awaitable[None]]
 
 
 class Outcome(msgspec.Struct, kw_only=True, frozen=True):
@@ -144,9 +141,7 @@ def _extension(object_key: str | None) -> str:
     return tail.rsplit(".", 1)[1] if "." in tail else "pdf"
 
 
-async def write_zip(
-    storage: Storage, key: str, batch_id: str, items: list[Outcome], beat: Beat
-) -> int:
+async def write_zip(storage: Storage, key: str, batch_id: str, items: list[Outcome]) -> int:
     """Store the archive of `items` under `key`; its size in bytes. Written again whole
     by a repack, under the same key."""
     spool = Spool()
@@ -160,7 +155,6 @@ async def write_zip(
                     storage, archive, spool, sink, name, item
                 )
                 entries.append(_entry(item, name, missing))
-                await beat()
             manifest = _manifest(batch_id, items, entries)
             archive.writestr(MANIFEST, manifest, compress_type=zipfile.ZIP_DEFLATED)
         await spool.drain(sink)
@@ -221,7 +215,7 @@ def _manifest(batch_id: str, items: list[Outcome], entries: list[dict[str, Any]]
     return json.dumps(body, indent=1).encode()
 
 
-async def write_merged(storage: Storage, key: str, items: list[Outcome], beat: Beat) -> int:
+async def write_merged(storage: Storage, key: str, items: list[Outcome]) -> int:
     """Store one PDF of the done items' documents, in index order; its size in bytes.
 
     Unlike the archive this holds every document in memory: a PDF's cross-reference
@@ -239,7 +233,6 @@ async def write_merged(storage: Storage, key: str, items: list[Outcome], beat: B
             await asyncio.to_thread(merged.append, io.BytesIO(data))
         except pypdf.errors.PyPdfError as exc:  # not a PDF (an image output): left out
             log.warning("item %s is left out of the merged PDF: %s", item.id, exc)
-        await beat()
     out = io.BytesIO()
     await asyncio.to_thread(merged.write, out)
     async with storage.writer(key, "application/pdf") as sink:

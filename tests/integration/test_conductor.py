@@ -402,12 +402,9 @@ async def test_packing_holds_about_one_part_whatever_the_documents_add_up_to(
                 error_type=None, error_message=None, object_key=key, filename=f"{index}.pdf",
             ))  # fmt: skip
 
-        async def beat() -> None:
-            pass
-
         tracemalloc.start()
         try:
-            size = await pack.write_zip(store, "batches/t/b/big.zip", "b", outcomes, beat)
+            size = await pack.write_zip(store, "batches/t/b/big.zip", "b", outcomes)
             _, peak = tracemalloc.get_traced_memory()
         finally:
             tracemalloc.stop()
