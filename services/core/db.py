@@ -4,8 +4,10 @@ read model's queries.
 The job tables (`jobs`, `job_events`, `webhook_deliveries`) are a projection of the log:
 the projector is their only writer; the gateway reads them. The template tables
 (`templates`, `template_versions`) are configuration, not job events: the gateway writes
-them directly, and a rebuild of the projection leaves them alone. Migrations run at start
-under an advisory lock, so several pods can start at once.
+them directly, and a rebuild of the projection leaves them alone. So does it leave
+`batch_webhook_deliveries`, which the notifier writes directly (no log event carries a
+batch's webhook attempts). Migrations run at start under an advisory lock, so several
+pods can start at once.
 """
 
 from __future__ import annotations
@@ -110,6 +112,29 @@ class WebhookDelivery(msgspec.Struct, kw_only=True, frozen=True):
     status_code: int | None
     error: str | None
     latency_ms: int
+    at: dt.datetime
+
+
+class BatchWebhookAttempt(msgspec.Struct, kw_only=True, frozen=True):
+    """One attempt to send a batch's webhook, as the notifier records it."""
+
+    batch_id: str
+    tenant_id: str
+    webhook_id: str
+    event: str  # batch.done, batch.failed, batch.cancelled or batch.progress
+    attempt: int
+    url: str
+    outcome: str  # delivered, retrying or gave_up
+    status_code: int | None
+    error: str | None
+    latency_ms: int
+
+
+class BatchWebhookDelivery(BatchWebhookAttempt, kw_only=True, frozen=True):
+    """A row of `batch_webhook_deliveries`: a recorded attempt, and when (PostgreSQL's
+    clock: the notifier writes it, not the projector)."""
+
+    id: int
     at: dt.datetime
 
 
@@ -285,6 +310,29 @@ async def webhook_deliveries(pool: asyncpg.Pool, job_id: str) -> list[WebhookDel
         "SELECT * FROM webhook_deliveries WHERE job_id = $1 ORDER BY stream_seq", job_id
     )
     return [_typed(r, WebhookDelivery) for r in rows]
+
+
+@map_db_errors()
+async def record_batch_webhook(pool: asyncpg.Pool, attempt: BatchWebhookAttempt) -> None:
+    await pool.execute(
+        "INSERT INTO batch_webhook_deliveries (batch_id, tenant_id, webhook_id, event, attempt, "
+        "url, outcome, status_code, error, latency_ms) "
+        "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+        *msgspec.structs.astuple(attempt),
+    )
+
+
+@map_db_errors()
+async def batch_webhook_deliveries(
+    pool: asyncpg.Pool, tenant: str, batch_id: str
+) -> list[BatchWebhookDelivery]:
+    """Every recorded attempt of `tenant`'s batch's webhooks, oldest first."""
+    rows = await pool.fetch(
+        "SELECT * FROM batch_webhook_deliveries WHERE batch_id = $1 AND tenant_id = $2 ORDER BY id",
+        batch_id,
+        tenant,
+    )
+    return [_typed(r, BatchWebhookDelivery) for r in rows]
 
 
 @map_db_errors()

@@ -187,4 +187,25 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE batches ADD COLUMN progress_webhooks boolean NOT NULL DEFAULT false;
     """,
+    # 7: attempts of batches' webhooks, written by the notifier itself (not a projection:
+    # no log event carries them, so a rebuild leaves them alone). `webhook_deliveries` does
+    # not fit them: its key is the stream sequence of a job's `webhook` event. Times are
+    # PostgreSQL's clock.
+    """
+    CREATE TABLE batch_webhook_deliveries (
+        id           bigserial PRIMARY KEY,
+        batch_id     text NOT NULL,
+        tenant_id    text NOT NULL,
+        webhook_id   text NOT NULL,
+        event        text NOT NULL,
+        attempt      integer NOT NULL,
+        url          text NOT NULL,
+        outcome      text NOT NULL,
+        status_code  integer,
+        error        text,
+        latency_ms   integer NOT NULL,
+        at           timestamptz NOT NULL DEFAULT clock_timestamp()
+    );
+    CREATE INDEX batch_webhook_deliveries_batch ON batch_webhook_deliveries (batch_id, id);
+    """,
 ]

@@ -1,4 +1,4 @@
-"""HTTP routes of bulk runs: submit a batch, read its progress.
+"""HTTP routes of bulk runs: submit a batch, read its progress and its webhook attempts.
 
 `POST /batches` validates the whole request, stores its item list as JSON Lines (never on
 the log: 10,000 items are far more than one message may hold) and publishes one
@@ -30,6 +30,7 @@ from services.gateway import idempotency, templates
 from services.gateway.auth import caller_of, guarded
 from services.gateway.keys import IDEMPOTENCY, JS, LOG_ROOM, NATS, POOL, SETTINGS, STORAGE
 from services.gateway.limits import LIMITS
+from services.gateway.postgres import unavailable_without_postgres
 from services.gateway.requests import (
     BATCH_ID,
     BatchRequest,
@@ -426,6 +427,36 @@ async def get_batch_events(request: web.Request) -> web.Response:
     return web.json_response({"id": batch_id, "events": listed})
 
 
+async def get_webhooks(request: web.Request) -> web.Response:
+    """`GET /batches/{id}/webhooks`: every recorded attempt of the batch's webhooks (its
+    end's, and `batch.progress` ones), oldest first. A batch only the log knows yet has
+    none; another tenant's, or an unknown one, is a 404."""
+    batch_id = request.match_info["batch_id"]
+    if not BATCH_ID.match(batch_id):
+        raise NotFound(f"no batch {batch_id!r}")
+    tenant = caller_of(request).tenant
+    row = await _load_row(request, batch_id)
+    if row is None and not await _in_log(request, batch_id, tenant):
+        raise NotFound(f"no batch {batch_id!r}")
+    with unavailable_without_postgres("webhook log is unavailable"):
+        rows = await db.batch_webhook_deliveries(request.app[POOL], tenant, batch_id)
+    attempts = [
+        {
+            "webhook_id": r.webhook_id,
+            "event": r.event,
+            "attempt": r.attempt,
+            "url": r.url,
+            "outcome": r.outcome,
+            "status_code": r.status_code,
+            "error": r.error,
+            "latency_ms": r.latency_ms,
+            "at": _iso(r.at),
+        }
+        for r in rows
+    ]
+    return web.json_response({"id": batch_id, "attempts": attempts})
+
+
 async def _state_of(request: web.Request, batch_id: str) -> tuple[str, BatchStatus, bool]:
     """(tenant, status, whether a cancel was asked) of the caller's batch; 404 otherwise.
     The log answers for a batch the projection does not hold yet."""
@@ -499,6 +530,7 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get("/batches/{batch_id}", guarded("jobs:read", get_batch))
     app.router.add_get("/batches/{batch_id}/items", guarded("jobs:read", get_items))
     app.router.add_get("/batches/{batch_id}/events", guarded("jobs:read", get_batch_events))
+    app.router.add_get("/batches/{batch_id}/webhooks", guarded("jobs:read", get_webhooks))
     app.router.add_post("/batches/{batch_id}/pause", guarded("jobs:write", pause_batch))
     app.router.add_post("/batches/{batch_id}/resume", guarded("jobs:write", resume_batch))
     app.router.add_post("/batches/{batch_id}/cancel", guarded("jobs:write", cancel_batch))

@@ -7,8 +7,10 @@ The `webhook-id` is the same for every attempt of one event, so receivers can de
 
 A batch's terminal event (`batches.<id>.done|failed|cancelled`) sends a `batch.*` webhook
 the same way: same signing (the batch's own secret, else its tenant's), schedule and
-address policy. Its attempts are logged and counted in the webhook metrics, not published:
-a `webhook` event names a job, and the projector would make a job row of the batch's id.
+address policy. Its attempts (and those of `batch.progress`) are not published, since a
+`webhook` event names a job and the projector would make a job row of the batch's id: the
+notifier records them itself in PostgreSQL (`batch_webhook_deliveries`), for
+`GET /batches/{id}/webhooks`.
 """
 
 from __future__ import annotations
@@ -22,18 +24,25 @@ from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
+import asyncpg
 import msgspec
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
-from services.core import bus, events, metrics, runtime, signing, timeline
-from services.core.errors import NotFound, StorageError, Unavailable
+from services.core import bus, db, events, metrics, runtime, signing, timeline
+from services.core.errors import NotFound, Refused, StorageError, Unavailable
 from services.core.settings import Settings
 from services.core.storage import Storage
 from services.notifier import delivery
 from services.notifier.keyring import Keyring
 
 log = logging.getLogger(__name__)
+
+RECORD_TIMEOUT = 5.0
+"""Seconds a batch webhook attempt's record may take before it is given up (and logged):
+with the attempt itself (at most `PRESSROOM_WEBHOOK_TIMEOUT`), inside the notifier's ack
+wait (three times that plus 10 s, `bus.py`), so a slow PostgreSQL never gets the webhook
+sent twice."""
 
 
 def webhook_id(event: events.Terminal) -> str:
@@ -106,12 +115,14 @@ class Notifier:
         storage: Storage,
         session: aiohttp.ClientSession,
         keyring: Keyring,
+        pool: asyncpg.Pool,
     ) -> None:
         self.settings = settings
         self.js = js
         self.storage = storage
         self.session = session
         self.keyring = keyring
+        self.pool = pool
 
     async def handle(self, msg: Msg) -> None:
         """Send one attempt for one terminal event, a job's or a batch's; never raises."""
@@ -178,6 +189,7 @@ class Notifier:
             event.batch_id, sent.verdict.name, sent.outcome.status_code, sent.outcome.error,
         )  # fmt: skip
         metrics.WEBHOOK_DELIVERIES.labels(sent.verdict.name).inc()
+        await self._record_batch(event, "batch.progress", hook, sent)
         await msg.ack()
 
     async def _superseded(self, msg: Msg, event: events.Terminal) -> bool:
@@ -264,7 +276,32 @@ class Notifier:
             event.batch_id, sent.attempt, sent.verdict.name, sent.outcome.status_code,
             sent.outcome.error, sent.outcome.latency_ms,
         )  # fmt: skip
+        await self._record_batch(event, f"batch.{events.batch_event_name(event)}", hook, sent)
         await self._settle(msg, sent)
+
+    async def _record_batch(
+        self,
+        event: events.BatchTerminal | events.BatchProgress,
+        kind: str,
+        hook: Hook,
+        sent: Sent,
+    ) -> None:
+        """Record one attempt of the batch's `kind` webhook, best effort: it was sent, and
+        a receiver must not get it again because PostgreSQL is away, so a record that
+        fails is only logged (the attempt's own log line keeps it)."""
+        attempt = db.BatchWebhookAttempt(
+            batch_id=event.batch_id, tenant_id=event.tenant, webhook_id=hook.id, event=kind,
+            attempt=sent.attempt, url=hook.url, outcome=sent.verdict.name,
+            status_code=sent.outcome.status_code, error=sent.outcome.error,
+            latency_ms=sent.outcome.latency_ms,
+        )  # fmt: skip
+        try:
+            async with asyncio.timeout(RECORD_TIMEOUT):
+                await db.record_batch_webhook(self.pool, attempt)
+        except (Unavailable, Refused, TimeoutError) as exc:
+            log.warning(
+                "batch %s: %s attempt %d not recorded: %r", event.batch_id, kind, sent.attempt, exc
+            )
 
     async def _post(self, msg: Msg, hook: Hook) -> Sent:
         """Send attempt number n (JetStream's delivery count) of `hook`."""

@@ -29,7 +29,7 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
         open_storage(settings) as storage,
         delivery.open_session(allow_private=settings.allow_private_networks) as session,
     ):
-        notifier = Notifier(settings, js, storage, session, Keyring(settings, pool))
+        notifier = Notifier(settings, js, storage, session, Keyring(settings, pool), pool)
         backlog = asyncio.create_task(track_backlog(js, stop))
         try:
             await worker.work(
