@@ -25,6 +25,7 @@ from nats.js import JetStreamContext
 from nats.js.api import (
     AckPolicy,
     ConsumerConfig,
+    ConsumerInfo,
     DeliverPolicy,
     DiscardPolicy,
     RetentionPolicy,
@@ -73,10 +74,10 @@ def map_bus_errors(context: str = "NATS") -> ErrorMap:
 ADVISORY_STREAM = "JOBS_ADVISORIES"
 """Keeps the renderer's MAX_DELIVERIES advisories, which NATS only fires and forgets."""
 
-MAX_DELIVERIES_SUBJECT = (
-    f"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{events.STREAM}.{events.RENDERER}"
-)
-BULK_MAX_DELIVERIES_SUBJECT = f"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{events.STREAM}.bulk-*"
+MAX_DELIVERIES_SUBJECT = f"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{events.STREAM}.*"
+"""Every durable of the JOBS stream: those renderers read (`renderer`, each tenant's
+`singles-…`, each batch's `bulk-…`) are the ones with a `max_deliver`. A subject token is a
+wildcard only whole: `bulk-*` would have matched nothing but a durable named so."""
 FINALIZER = "finalizer"
 """The projector's durable on `ADVISORY_STREAM`."""
 
@@ -176,11 +177,84 @@ def bulk_config(settings: Settings, batch_id: str) -> ConsumerConfig:
     )
 
 
+def singles_config(settings: Settings, tenant: str) -> ConsumerConfig:
+    """The durable of one tenant's single jobs: the same terms as the legacy `renderer`
+    durable (attempts, ack wait), on that tenant's submissions only. Its metadata names the
+    tenant, for readers that start from the durable (the reconciler)."""
+    return ConsumerConfig(
+        durable_name=events.singles_durable(tenant),
+        filter_subject=events.singles_filter(tenant),
+        ack_policy=AckPolicy.EXPLICIT,
+        deliver_policy=DeliverPolicy.ALL,
+        ack_wait=settings.ack_wait,
+        max_deliver=settings.max_attempts,
+        max_ack_pending=1000,
+        metadata={"tenant": tenant},
+    )
+
+
+class SinglesLanes:
+    """Makes each tenant's durable of single jobs once per process, before the first job
+    that needs it is published: a submission stored before its durable existed would still
+    be delivered (the durable starts at the stream's first message), but only once the
+    durable is there to be asked. Creating an existing durable with the same configuration
+    is a no-op on the server, so gateways racing for a new tenant are harmless."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._made: set[str] = set()
+
+    async def ensure(self, js: JetStreamContext, tenant: str) -> None:
+        if tenant in self._made:
+            return
+        with map_bus_errors(f"cannot make the job lane of tenant {tenant}"):
+            await js.add_consumer(events.STREAM, singles_config(self.settings, tenant))
+        self._made.add(tenant)
+
+    def forget(self, tenant: str) -> None:
+        """The durable is gone (deleted by hand): make it again on next use."""
+        self._made.discard(tenant)
+
+
+async def ring(nc: Client, tenant: str) -> None:
+    """Tell idle renderers that `tenant` has a new single job (`events.LANE_BELL`). Never
+    raises: the bell is a hint, and the job is already safe in the log."""
+    with contextlib.suppress(Exception):
+        await nc.publish(events.lane_bell(tenant), b"")
+
+
+CONSUMERS_PER_PAGE = 256
+"""What JetStream's consumer list answers at most at once."""
+
+
+async def durables(js: JetStreamContext) -> AsyncIterator[ConsumerInfo]:
+    """Every durable on the JOBS stream, with its state, read page by page."""
+    offset = 0
+    while True:
+        with map_bus_errors("cannot list the log's durables"):
+            page = await js.consumers_info(events.STREAM, offset=offset or None)
+        for info in page:
+            yield info
+        if len(page) < CONSUMERS_PER_PAGE:
+            return
+        offset += len(page)
+
+
+def renders_waiting(info: ConsumerInfo) -> bool:
+    """Whether `info` is a durable renderers take work from (single jobs or items)."""
+    name = info.name or ""
+    return (
+        name == events.RENDERER
+        or name.startswith(events.SINGLES)
+        or name.startswith(events.bulk_durable(""))
+    )
+
+
 def advisory_stream_config(settings: Settings) -> StreamConfig:
     """Persists advisories: a finalizer that is down when one fires still reads it later."""
     return StreamConfig(
         name=ADVISORY_STREAM,
-        subjects=[MAX_DELIVERIES_SUBJECT, BULK_MAX_DELIVERIES_SUBJECT],
+        subjects=[MAX_DELIVERIES_SUBJECT],
         retention=RetentionPolicy.LIMITS,
         storage=StorageType.FILE,
         num_replicas=settings.stream_replicas,

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any, TypeVar
 
 import asyncpg
@@ -361,20 +361,26 @@ async def stale_jobs(
     *,
     up_to_seq: int | None = None,
     batch_id: str | None = None,
+    tenant_floors: Mapping[str, int] | None = None,
 ) -> list[StaleJob]:
     """Unfinished jobs (`queued`, `running`) not updated for `older_than` seconds, oldest
     first; with `up_to_seq`, only those whose last event is at or below that stream
-    sequence (the others may still be waiting in the log). Single jobs by default, the
-    items of `batch_id` with it: each kind waits in its own durable, so each is judged by
-    its own durable's floor. The predicate matches the partial index `jobs_unfinished`."""
+    sequence (the others may still be waiting in the log), and a tenant in
+    `tenant_floors` by its own sequence there instead. Single jobs by default, the items
+    of `batch_id` with it: each kind waits in its own durable, so each is judged by its own
+    durable's floor. The predicate matches the partial index `jobs_unfinished`."""
+    floors = tenant_floors or {}
     rows = await conn.fetch(
         """
         SELECT id, tenant_id, status, attempts, input, webhook_url, idempotency_key, created_at,
                redrives
         FROM jobs
+        LEFT JOIN unnest($5::text[], $6::bigint[]) AS lane(tenant, floor)
+               ON lane.tenant = jobs.tenant_id
         WHERE status IN ('queued', 'running')
           AND updated_at < now() - make_interval(secs => $1::double precision)
-          AND ($3::bigint IS NULL OR last_seq <= $3::bigint)
+          AND (COALESCE(lane.floor, $3::bigint) IS NULL
+               OR last_seq <= COALESCE(lane.floor, $3::bigint))
           AND batch_id IS NOT DISTINCT FROM $4::text
         ORDER BY updated_at
         LIMIT $2
@@ -383,6 +389,8 @@ async def stale_jobs(
         limit,
         up_to_seq,
         batch_id,
+        list(floors),
+        list(floors.values()),
     )
     return [_typed(r, StaleJob) for r in rows]
 

@@ -6,6 +6,8 @@ the stream name live here too, so no other module spells them.
 
 from __future__ import annotations
 
+import hashlib
+import re
 import time
 from typing import Any, ClassVar
 
@@ -33,6 +35,47 @@ run (`running`) and which must not start more items (`paused`, `cancelled`)."""
 def subject(job_id: str, event: str) -> str:
     """The subject of one job's event: `jobs.<job_id>.<event>`."""
     return f"jobs.{job_id}.{event}"
+
+
+SINGLES = "singles-"
+"""The prefix of the durables through which renderers take each tenant's single jobs."""
+
+LANE_BELL = "pressroom.lanes"
+"""Core NATS (not the log): `pressroom.lanes.<lane token>`, published by the gateway once a
+tenant's single job is stored, so idle renderers ask that tenant's durable at once instead
+of at their next sweep. A hint only: a lost bell delays a job by one sweep, never loses it."""
+
+_TOKEN = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def lane_token(tenant: str) -> str:
+    """The tenant as one subject token and durable-name part: its id itself (`ten_…`,
+    `default`), or a digest of an id that could not be one."""
+    if _TOKEN.fullmatch(tenant):
+        return tenant
+    return "h" + hashlib.sha256(tenant.encode()).hexdigest()[:24]
+
+
+def submitted_subject(job_id: str, tenant: str) -> str:
+    """Where a single job's submission is stored: `jobs.<job_id>.submitted.<tenant>`, so each
+    tenant's single jobs wait in their own durable (`singles_durable`) and one tenant's
+    flood queues behind nobody else's job. Four tokens with `submitted` third: no item's
+    subject (`jobs.<batch_id>.<index>.<event>`) looks like it. Submissions stored before
+    tenants had lanes are `jobs.<job_id>.submitted` (the legacy `renderer` durable)."""
+    return f"jobs.{job_id}.submitted.{lane_token(tenant)}"
+
+
+def singles_durable(tenant: str) -> str:
+    """The durable of `tenant`'s single jobs, made by the gateway before its first one."""
+    return f"{SINGLES}{lane_token(tenant)}"
+
+
+def singles_filter(tenant: str) -> str:
+    return f"jobs.*.submitted.{lane_token(tenant)}"
+
+
+def lane_bell(tenant: str) -> str:
+    return f"{LANE_BELL}.{lane_token(tenant)}"
 
 
 def item_job_id(batch_id: str, index: int) -> str:
@@ -523,6 +566,8 @@ def event_name(event: AnyEvent) -> str:
 
 
 def subject_of(event: AnyEvent) -> str:
+    if isinstance(event, JobSubmitted) and batch_of(event.job_id) is None:
+        return submitted_subject(event.job_id, event.tenant)
     return subject(event.job_id, event_name(event))
 
 

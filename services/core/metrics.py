@@ -24,6 +24,10 @@ RENDER_ATTEMPTS = Counter(
     "pressroom_render_attempts_total", "Render attempts by outcome", ["outcome"]
 )
 RENDERS_IN_FLIGHT = Gauge("pressroom_renders_in_flight", "Renders running now")
+RENDERER_TAKING_WORK = Gauge(
+    "pressroom_renderer_taking_work",
+    "1 while this renderer takes work (Chromium up, listening for its lanes), else 0",
+)
 HEARTBEAT_FAILURES = Counter(
     "pressroom_heartbeat_failures_total",
     "Progress notes (in_progress) of a running render that NATS did not take; retried",

@@ -64,15 +64,21 @@ async def last_event(
     JetStream API's JSON (about half the server's CPU): on a replicated stream the answer
     can lag the leader's, so only callers that tolerate a slightly old answer use it.
     """
-    try:
-        with bus.map_bus_errors():
-            raw = await js.get_last_msg(events.STREAM, events.subject(job_id, tag), direct=direct)
-    except NotFound:
-        return None
-    try:
-        return events.decode(raw.data or b"")
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        return None
+    subjects = [events.subject(job_id, tag)]
+    if tag == "submitted" and events.batch_of(job_id) is None:
+        # A single job's submission carries its tenant's lane token; before lanes, none.
+        subjects.insert(0, events.subject(job_id, "submitted.*"))
+    for subject in subjects:
+        try:
+            with bus.map_bus_errors():
+                raw = await js.get_last_msg(events.STREAM, subject, direct=direct)
+        except NotFound:
+            continue
+        try:
+            return events.decode(raw.data or b"")
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return None
+    return None
 
 
 async def terminal_event(

@@ -18,7 +18,17 @@ from services.core.settings import Settings
 from services.core.storage import open_storage
 from services.gateway import account, admin, batches, idempotency, jobs, logroom, templates
 from services.gateway.auth import AUTH_SETTINGS, CALLER_KEY, DIRECTORY, Directory
-from services.gateway.keys import IDEMPOTENCY, JAIL, JS, LOG_ROOM, NATS, POOL, SETTINGS, STORAGE
+from services.gateway.keys import (
+    IDEMPOTENCY,
+    JAIL,
+    JS,
+    LOG_ROOM,
+    NATS,
+    POOL,
+    SETTINGS,
+    SINGLES,
+    STORAGE,
+)
 from services.gateway.limits import LIMITS, Limits
 
 log = logging.getLogger(__name__)
@@ -185,6 +195,7 @@ def init_app(settings: Settings) -> web.Application:
     app[SETTINGS] = app[AUTH_SETTINGS] = settings
     app[DIRECTORY] = Directory()
     app[LOG_ROOM] = logroom.LogRoom()
+    app[SINGLES] = bus.SinglesLanes(settings)
     app[LIMITS] = Limits(settings, app[DIRECTORY])
     app.cleanup_ctx.extend([_nats_ctx, _db_ctx, _auth_ctx, _storage_ctx, _jail_ctx])
     app.on_response_prepare.append(_rate_headers)

@@ -16,7 +16,16 @@ from services.core.status import JobStatus
 from services.core.storage import LocalStorage
 from services.gateway import idempotency, templates
 from services.gateway.auth import caller_of, guarded
-from services.gateway.keys import IDEMPOTENCY, JS, LOG_ROOM, NATS, POOL, SETTINGS, STORAGE
+from services.gateway.keys import (
+    IDEMPOTENCY,
+    JS,
+    LOG_ROOM,
+    NATS,
+    POOL,
+    SETTINGS,
+    SINGLES,
+    STORAGE,
+)
 from services.gateway.limits import LIMITS
 from services.gateway.postgres import unavailable_without_postgres
 from services.gateway.requests import (
@@ -115,12 +124,14 @@ async def submit_job(request: web.Request) -> web.Response:
         return _accepted(job_id)
     event = await _submitted_event(request, job, tenant, job_id, key)
     try:
+        await request.app[SINGLES].ensure(request.app[JS], tenant)
         fresh = await bus.publish(request.app[JS], event)
     except PressroomError:  # not in the log: the key is free for the same request again
         if key is not None:
             await idempotency.release(request.app[IDEMPOTENCY], tenant, key)
         raise
     if fresh:
+        await bus.ring(request.app[NATS], tenant)
         request.app[LOG_ROOM].took(event)
         metrics.JOBS_SUBMITTED.inc()
     return _accepted(job_id)

@@ -8,6 +8,7 @@ from nats.aio.client import Client
 from nats.js import JetStreamContext
 from nats.js.kv import KeyValue
 
+from services.core import bus
 from services.core.jail import Jail
 from services.core.settings import Settings
 from services.core.storage import Storage
@@ -21,3 +22,4 @@ STORAGE = web.AppKey("storage", Storage)
 IDEMPOTENCY = web.AppKey("idempotency", KeyValue)
 JAIL = web.AppKey("jail", Jail)
 LOG_ROOM = web.AppKey("log_room", LogRoom)
+SINGLES = web.AppKey("singles", bus.SinglesLanes)

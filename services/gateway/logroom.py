@@ -96,23 +96,15 @@ class LogRoom:
         return self.used, self.limit
 
 
-CONSUMERS_PER_PAGE = 256
-"""What JetStream's consumer list answers at most at once."""
-
-
 async def _backlog(js: JetStreamContext) -> int:
-    """Messages the renderers have still to finish: pending or unacknowledged on the
-    `renderer` durable and on every batch's `bulk-…` durable, in one listing (paged)."""
-    total, offset = 0, 0
-    while True:
-        page = await js.consumers_info(events.STREAM, offset=offset or None)
-        for info in page:
-            name = info.name or ""
-            if name == events.RENDERER or name.startswith(events.bulk_durable("")):
-                total += (info.num_pending or 0) + (info.num_ack_pending or 0)
-        if len(page) < CONSUMERS_PER_PAGE:
-            return total
-        offset += len(page)
+    """Messages the renderers have still to finish: pending or unacknowledged on every
+    durable they take work from (each tenant's single jobs, each batch's items, the legacy
+    `renderer`), in one listing."""
+    total = 0
+    async for info in bus.durables(js):
+        if bus.renders_waiting(info):
+            total += (info.num_pending or 0) + (info.num_ack_pending or 0)
+    return total
 
 
 def _word(full: bool) -> str:

@@ -4,10 +4,11 @@ A job should move while it is `queued` or `running`. One that has had no news fo
 `stale_after` seconds and that the log no longer drives was lost somewhere (its message
 aged out or was lost by the log, a renderer hung, an advisory never came). "No longer
 drives" matters: in a backlog (a month-end run, renderers down for a while) a job may wait
-in the log far longer than `stale_after`, and that is not a stall. So while the renderers'
-consumer has messages pending or unacknowledged, a job whose last event is past the
-consumer's ack floor (its `submitted` message may be among them) is left alone; only jobs
-at or below the floor, or any job once the consumer has nothing outstanding, are stale.
+in the log far longer than `stale_after`, and that is not a stall. A single job waits in
+its tenant's durable (`singles-<tenant>`; before lanes, in `renderer`): while that durable
+has messages pending or unacknowledged, a job whose last event is past its ack floor (its
+`submitted` message may be among them) is left alone; only jobs at or below the floor, or
+any job once the durable has nothing outstanding, are stale.
 For a stale job the reconciler re-publishes its `submitted` event,
 rebuilt from the row's recorded input, under a new dedup id `<job>.redrive.<n>`; after
 `max_redrives` it publishes `failed` ("stalled") instead. Re-driving a job that is in fact
@@ -27,11 +28,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import asyncpg
 import msgspec
 from nats.js import JetStreamContext
+from nats.js.api import ConsumerInfo
 
 from services.core import bus, db, events, metrics, runtime
 from services.core.errors import NotFound, Unavailable
@@ -54,43 +56,81 @@ async def run(
 
     NATS or Postgres trouble only skips a sweep: stale jobs stay stale and are found again.
     """
-    floor: Floor | None = None  # the log's reading of the previous turn
+    floors: Floors | None = None  # the log's reading of the previous turn
     while not stop.is_set():
         try:
-            reading = await log_floor(js)
-            if floor is not None:
-                await sweep(js, pool, settings, floor)
-            floor = reading
-        except (Unavailable, NotFound) as exc:  # NotFound: no renderers' durable (yet)
+            reading = await singles_floors(js)
+            if floors is not None:
+                await sweep(js, pool, settings, floors)
+            floors = reading
+        except (Unavailable, NotFound) as exc:
             log.warning("reconciler: sweep skipped: %s", exc)
         await runtime.pause(stop, settings.reconcile_interval)
 
 
 @dataclass(frozen=True)
 class Floor:
-    """Where the renderers stood in the log: `seq` is their ack floor while they had work
-    outstanding, None when they had none (then the log drives no job at all)."""
+    """Where the renderers stood in one durable: `seq` is its ack floor while it had work
+    outstanding, None when it had none (then it drives no job at all)."""
 
     seq: int | None
 
 
-async def log_floor(js: JetStreamContext, durable: str = events.RENDERER) -> Floor:
-    """The renderers' consumer now (or the durable of a batch's items). A sweep uses the
-    reading of one interval earlier: a job acknowledged since may not have had its last
-    events projected yet."""
-    with bus.map_bus_errors():
-        info = await js.consumer_info(events.STREAM, durable)
+def _floor(info: ConsumerInfo) -> Floor:
     outstanding = (info.num_pending or 0) + (info.num_ack_pending or 0)
     if outstanding == 0:
         return Floor(None)
     return Floor(int(info.ack_floor.stream_seq or 0) if info.ack_floor else 0)
 
 
+async def log_floor(js: JetStreamContext, durable: str) -> Floor:
+    """One durable's floor now (a batch's items')."""
+    with bus.map_bus_errors():
+        info = await js.consumer_info(events.STREAM, durable)
+    return _floor(info)
+
+
+@dataclass(frozen=True)
+class Floors:
+    """Where the renderers stood in the single jobs' durables: the legacy `renderer`
+    durable's floor, and each tenant's whose durable had work outstanding. A sweep uses
+    the reading of one interval earlier: a job acknowledged since may not have had its
+    last events projected yet."""
+
+    legacy: int | None = None
+    tenants: dict[str, int] = field(default_factory=dict)
+
+    def of_tenants(self) -> dict[str, int]:
+        """The floor to judge each listed tenant's jobs by: its own, or the legacy
+        durable's if lower (a job submitted before lanes waits there). A tenant not
+        listed is judged by the legacy floor alone."""
+        if self.legacy is None:
+            return dict(self.tenants)
+        return {t: min(seq, self.legacy) for t, seq in self.tenants.items()}
+
+
+async def singles_floors(js: JetStreamContext) -> Floors:
+    """The floors of every durable of single jobs, in one listing."""
+    legacy: int | None = None
+    tenants: dict[str, int] = {}
+    async for info in bus.durables(js):
+        name = info.name or ""
+        if name == events.RENDERER:
+            legacy = _floor(info).seq
+        elif name.startswith(events.SINGLES):
+            tenant = ((info.config.metadata if info.config else None) or {}).get("tenant")
+            seq = _floor(info).seq
+            if tenant is not None and seq is not None:
+                tenants[tenant] = seq
+    return Floors(legacy, tenants)
+
+
 async def sweep(
-    js: JetStreamContext, pool: asyncpg.Pool, settings: Settings, floor: Floor
+    js: JetStreamContext, pool: asyncpg.Pool, settings: Settings, floors: Floors
 ) -> dict[str, str] | None:
     """One pass over the stale jobs: {job id: "redrive" or "fail"} for each one acted on.
-    A job past `floor` (read one interval earlier) may still wait in the log: not stale.
+    A job past its durable's floor (`floors`, read one interval earlier) may still wait in
+    the log: not stale.
 
     None when this projector did not sweep: another one holds the lock, or the projection
     is more than a batch behind the log.
@@ -102,7 +142,13 @@ async def sweep(
         if not await db.try_advisory_lock(conn, db.RECONCILER_LOCK_ID):
             return None
         try:
-            rows = await db.stale_jobs(conn, settings.stale_after, SWEEP_LIMIT, up_to_seq=floor.seq)
+            rows = await db.stale_jobs(
+                conn,
+                settings.stale_after,
+                SWEEP_LIMIT,
+                up_to_seq=floors.legacy,
+                tenant_floors=floors.of_tenants(),
+            )
             acted = {row.id: await reconcile(js, conn, settings, row) for row in rows}
             for batch_id in await db.batches_with_stale_items(
                 conn, settings.stale_after, BATCHES_PER_SWEEP
@@ -142,6 +188,8 @@ async def reconcile(
     job_id, redrives = row.id, row.redrives
     job = resubmission(row)
     if job is not None and redrives < settings.max_redrives:
+        if job.batch_id is None:  # its tenant's durable may have been deleted by hand
+            await bus.SinglesLanes(settings).ensure(js, job.tenant)
         await bus.publish(js, job, msg_id=f"{job_id}.redrive.{redrives + 1}")
         await db.mark_redriven(conn, job_id, redrives + 1)
         action = "redrive"

@@ -1,21 +1,30 @@
-"""What a renderer takes next: single jobs first, then batches' items, fairly.
+"""What a renderer takes next: single jobs first, each tenant in turn, then batches' items,
+each batch in turn.
 
-    a slot frees ──> the `renderer` durable, no wait: every single job it has (up to the
-                │    free slots)
+    a slot frees ──> the tenants' durables of single jobs (`singles-<tenant>`, and the
+                │    legacy `renderer`) that may have work, round robin: one job each in
+                │    turn while several have work, all it has when one alone does
                 └──> one item of the next running batch in turn (its durable
                      `bulk-<batch_id>`), again while slots are left and fewer than
                      `bulk_limit` items are in hand
 
-Turns go round robin over the tenants that have a running batch, and within a tenant over
-its running batches (`Rotation`), so two tenants' runs progress at the same rate whatever
-their sizes. At most `bulk_limit` items (the browser's pages) are in hand: items in hand
-queue for a page ahead of a single job that arrives after them, so with no more than
-the pages a single job waits for the shortest render in flight, never behind the run
-(docs/design-batches.md, "Choosing the next render").
+A tenant's flood of single jobs waits in its own durable, so another tenant's job is taken
+at the next free slot, not behind the flood. Which tenants may have work is learnt three
+ways (`Singles`): the gateway's bell (`events.LANE_BELL`, core NATS) right after it stores a
+job; a sweep every `SWEEP` seconds that asks every lane (a retry's delay ending, a message
+redelivered after a renderer died, a lost bell); and a listing of the durables every
+`DISCOVER` seconds (a tenant's first job, made while this renderer was away). A lane that
+answered nothing is not asked again until one of those says it may have work.
 
-With no batch running the loop is the plain worker's (`core/worker.py`): a long poll on
-`renderer`. With batches running and nothing to take anywhere it waits until a render
-ends, a batch's state changes or `IDLE_WAIT` has passed, then asks again.
+Batches' turns go round robin over the tenants that have a running batch, and within a
+tenant over its running batches (`Rotation`), so two tenants' runs progress at the same
+rate whatever their sizes. At most `bulk_limit` items (the browser's pages) are in hand:
+items in hand queue for a page ahead of a single job that arrives after them, so with no
+more than the pages a single job waits for the shortest render in flight, never behind
+the run (docs/design-batches.md, "Choosing the next render").
+
+With nothing to take anywhere the loop waits until a bell rings, a render ends, a batch's
+state changes, or the next sweep (`IDLE_WAIT` while batches run: their items have no bell).
 """
 
 from __future__ import annotations
@@ -27,20 +36,29 @@ import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
-from services.core import bus, events, worker
+from services.core import bus, events, metrics, worker
 from services.core.errors import NotFound, Unavailable
 from services.renderer.states import BatchStates
 
 log = logging.getLogger(__name__)
 
 IDLE_WAIT = 0.2
-"""Seconds between asks while batches run and no lane had anything: how long a single
-job arriving then waits at most to be taken, and what keeps the loop from spinning."""
+"""Seconds between asks while batches run and no lane had anything: how long an item
+that becomes available then waits at most to be taken, and what keeps the loop from
+spinning."""
+
+SWEEP = 1.0
+"""Seconds between two asks of every tenant's lane, whatever the bells said: how late at
+most a retry whose delay ended, or a job whose bell was lost, is taken."""
+
+DISCOVER = 5.0
+"""Seconds between two listings of the durables (tenants' lanes made since)."""
 
 TROUBLE_WAIT = 1.0
 """Seconds before asking again after NATS did not answer a pull."""
@@ -85,28 +103,108 @@ def _after(names: list[str], last: str | None) -> list[str]:
     return names[start:] + names[:start]
 
 
-async def held(sub: JetStreamContext.PullSubscription, limit: int) -> list[Msg]:
-    """Up to `limit` single jobs the subscription already holds: late answers to a long
-    poll (`bus.fetch` while no batch ran) that arrived after it timed out here. Read
-    without asking the server again: `fetch` would send a pull of its own, whose expiry
-    (a status message) also lands late, so every later look waited `IDLE_WAIT` for
-    nothing and pages stood idle between items (`bench/batch_run.py`: 40% of a batch).
-    Status messages are dropped: they answered pulls that are over."""
-    msgs: list[Msg] = []
-    while sub.pending_msgs and len(msgs) < limit:
-        try:  # nats-py reads what a pull subscription holds only through a new pull
-            msg = await sub._sub.next_msg(timeout=IDLE_WAIT)
-        except TimeoutError:
-            break
-        if not (msg.headers or {}).get("Status"):
-            msgs.append(msg)
-    return msgs
-
-
 def bulk_room(free: int, interactive: int, bulk_in_hand: int, bulk_limit: int) -> int:
     """How many items to take now: the slots single jobs left free (`interactive` of the
     `free` slots went to them), and no more than `bulk_limit` items in hand in all."""
     return max(0, min(free - interactive, bulk_limit - bulk_in_hand))
+
+
+class Singles:
+    """The lanes of single jobs: one durable per tenant (and the legacy `renderer`), which
+    of them may have work now, and whose turn it is."""
+
+    def __init__(self, nc: Client, js: JetStreamContext, wake: asyncio.Event) -> None:
+        self.nc = nc
+        self.js = js
+        self._wake = wake
+        self._lanes: dict[str, bus.Lane] = {}  # durable -> its lane
+        self._flagged: set[str] = set()  # durables that may have work
+        self._rung: dict[str, int] = {}  # durable -> bells heard (a bell during an ask counts)
+        self._last: str | None = None  # the durable served last
+        self._next_sweep = 0.0
+        self._next_discover = 0.0
+        self._bells: Any = None
+        self.add(events.RENDERER)
+
+    async def open(self) -> None:
+        """Listen for bells; once NATS has the subscription (a bell rung from now on is
+        heard), the renderer counts as taking work."""
+        self._bells = await self.nc.subscribe(f"{events.LANE_BELL}.*", cb=self._bell)
+        with contextlib.suppress(Exception):  # disconnected: the sweep covers the gap
+            await self.nc.flush(timeout=2)
+
+    async def close(self) -> None:
+        if self._bells is not None:
+            with contextlib.suppress(Exception):
+                await self._bells.unsubscribe()
+        for lane in self._lanes.values():
+            await lane.close()
+        self._lanes.clear()
+
+    async def _bell(self, msg: Msg) -> None:
+        token = msg.subject.rsplit(".", 1)[-1]
+        self.flag(f"{events.SINGLES}{token}")
+        self._wake.set()
+
+    def add(self, durable: str) -> None:
+        if durable not in self._lanes:
+            self._lanes[durable] = bus.Lane(self.nc, durable)
+            self._flagged.add(durable)
+
+    def flag(self, durable: str) -> None:
+        """`durable` may have work: add it if new, ask it at the next turn."""
+        self.add(durable)
+        self._flagged.add(durable)
+        self._rung[durable] = self._rung.get(durable, 0) + 1
+
+    def next_sweep(self) -> float:
+        """Seconds until the next sweep."""
+        return max(0.0, self._next_sweep - time.monotonic())
+
+    async def _refresh(self) -> None:
+        now = time.monotonic()
+        if now >= self._next_discover:
+            self._next_discover = now + DISCOVER
+            try:
+                async for info in bus.durables(self.js):
+                    if (info.name or "").startswith(events.SINGLES):
+                        self.add(info.name or "")
+            except (Unavailable, NotFound) as exc:
+                log.warning("cannot list the tenants' lanes: %s", exc)
+        if now >= self._next_sweep:
+            self._next_sweep = now + SWEEP
+            self._flagged.update(self._lanes)
+
+    async def take(self, free: int) -> list[Msg]:
+        """Up to `free` single jobs, a tenant at a time in turn."""
+        await self._refresh()
+        msgs: list[Msg] = []
+        while len(msgs) < free and self._flagged:
+            took = False
+            for durable in _after(sorted(self._flagged), self._last):
+                if len(msgs) >= free:
+                    break
+                want = free - len(msgs) if len(self._flagged) == 1 else 1
+                got = await self._ask(durable, want)
+                if got:
+                    msgs += got
+                    self._last = durable
+                    took = True
+            if not took:
+                break
+        return msgs
+
+    async def _ask(self, durable: str, want: int) -> list[Msg]:
+        rung = self._rung.get(durable, 0)
+        try:
+            got = await self._lanes[durable].take(want)
+        except NotFound:  # deleted: listed again if it is made again
+            await self._lanes.pop(durable).close()
+            self._flagged.discard(durable)
+            return []
+        if len(got) < want and self._rung.get(durable, 0) == rung:
+            self._flagged.discard(durable)  # nothing more now, and no bell since asking
+        return got
 
 
 class Lanes:
@@ -140,54 +238,54 @@ class Lanes:
     async def run(self, stop: asyncio.Event, grace: float) -> None:
         """Take and handle messages until `stop` is set; then hand in-flight work
         `grace` seconds to finish, as `worker.work` does."""
-        sub = await bus.subscribe(self.js, events.RENDERER)
-        interactive = bus.Lane(self.nc, events.RENDERER)
+        singles = Singles(self.nc, self.js, self._wake)
+        await singles.open()
         waker = asyncio.create_task(self._wake_on(stop))
+        metrics.RENDERER_TAKING_WORK.set(1)
         try:
             while not stop.is_set():
                 self._wake.clear()  # before looking: whatever happens next wakes the wait
-                await self._step(sub, interactive)
+                await self._step(singles)
         finally:
+            metrics.RENDERER_TAKING_WORK.set(0)
             waker.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await waker
-            await self._close_lanes(interactive)
-            await bus.close_subscription(sub)
+            await singles.close()
+            await self._close_lanes()
             await worker.drain(self._inflight, grace)
 
     async def _wake_on(self, stop: asyncio.Event) -> None:
         await stop.wait()
         self._wake.set()
 
-    async def _step(self, sub: JetStreamContext.PullSubscription, interactive: bus.Lane) -> None:
+    async def _step(self, singles: Singles) -> None:
         free = self.limit - len(self._inflight)
         if free <= 0:
             await self._idle(None)
-        elif not self.states.running():
-            self._start(await bus.fetch(sub, free), bulk=False)
-        else:
-            try:
-                took = await self._fill(sub, interactive, free)
-            except Unavailable as exc:
-                log.warning("cannot take work: %s", exc)
-                await self._idle(TROUBLE_WAIT)
-                return
-            if not took:
-                await self._idle(IDLE_WAIT)
+            return
+        try:
+            took = await self._fill(singles, free)
+        except Unavailable as exc:
+            log.warning("cannot take work: %s", exc)
+            await self._idle(TROUBLE_WAIT)
+            return
+        if not took:
+            await self._idle(IDLE_WAIT if self.states.running() else singles.next_sweep())
 
     async def _idle(self, timeout: float | None) -> None:
-        """Wait until a render ends, a batch's state changes, stop, or `timeout`."""
+        """Wait until a render ends, a bell rings, a batch's state changes, stop, or
+        `timeout`."""
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._wake.wait(), timeout)
 
-    async def _fill(
-        self, sub: JetStreamContext.PullSubscription, interactive: bus.Lane, free: int
-    ) -> bool:
+    async def _fill(self, singles: Singles, free: int) -> bool:
         """Single jobs first, then items one at a time; whether anything was taken."""
-        msgs = await held(sub, free)
-        if len(msgs) < free:
-            msgs += await interactive.take(free - len(msgs))
+        msgs = await singles.take(free)
         self._start(msgs, bulk=False)
+        if not self.states.running():
+            await self._forget({})
+            return bool(msgs)
         room = bulk_room(free, len(msgs), len(self._bulk), self.bulk_limit)
         taken = 0
         while taken < room and await self._take_item():
@@ -243,8 +341,7 @@ class Lanes:
         self._bulk.discard(task)
         self._wake.set()
 
-    async def _close_lanes(self, interactive: bus.Lane) -> None:
-        await interactive.close()
+    async def _close_lanes(self) -> None:
         for lane in self._lanes.values():
             await lane.close()
         self._lanes.clear()

@@ -150,6 +150,10 @@ class Service:
 
     async def renders_in_flight(self) -> float:
         """`pressroom_renders_in_flight` of this renderer; 0 while it cannot be read."""
+        return await self.gauge("pressroom_renders_in_flight")
+
+    async def gauge(self, name: str) -> float:
+        """A gauge of this service's `/metrics`; 0 while it cannot be read."""
         url = f"http://127.0.0.1:{self.metrics_port}/metrics"
         try:
             async with (
@@ -159,7 +163,7 @@ class Service:
                 text = await response.text()
         except (aiohttp.ClientError, TimeoutError):
             return 0.0
-        found = re.search(r"^pressroom_renders_in_flight (\S+)$", text, re.M)
+        found = re.search(rf"^{name} (\S+)$", text, re.M)
         return float(found.group(1)) if found else 0.0
 
 
@@ -283,12 +287,13 @@ class Cluster:
                 )
 
     async def wait_consuming(self, renderers: int, timeout: float = 45) -> None:
-        """Until `renderers` renderers have a pull request waiting (Chromium is up by then)."""
+        """Until `renderers` renderers take work (Chromium up, their lanes' bells heard:
+        `pressroom_renderer_taking_work`)."""
 
         async def waiting() -> bool:
             self.check_alive()
-            info = await self.consumer_info("renderer")
-            return info is not None and info.num_waiting >= renderers
+            taking = [await r.gauge("pressroom_renderer_taking_work") for r in self.renderers()]
+            return sum(taking) >= renderers
 
         await poll(waiting, timeout, f"{renderers} renderer(s) pulling", interval=0.05)
 

@@ -139,7 +139,7 @@ async def test_sigterm_hands_back_renders_that_cannot_finish_within_the_grace(
 
     await poll(all_in_hand, 30, f"{in_hand} jobs in the victim's hands, {pages} pages loading")
     cluster.start("renderer")
-    await cluster.wait_consuming(1)
+    await cluster.wait_consuming(2)  # the victim's loop runs on, its hands full
     code, seconds = await cluster.terminate(victim, timeout=GRACE + 10)
     exited = time.time()
     held_pages.release.set()

@@ -13,7 +13,7 @@ import nats
 import pytest
 from aiohttp import web
 
-from services.core import events
+from services.core import bus
 from services.core.settings import Settings
 from tests.conftest import NatsServer, Receiver, Stack, eventually, serving
 from tests.integration.test_pipeline import HELLO, job_events
@@ -27,12 +27,13 @@ async def delete(stack: Stack, job_id: str) -> tuple[int, dict]:
 
 
 async def renderer_idle(settings: Settings) -> bool:
+    """Nothing pending or in hand on any durable of single jobs (every tenant's)."""
     nc = await nats.connect(settings.nats_url)
     try:
-        info = await nc.jetstream().consumer_info(events.STREAM, events.RENDERER)
+        infos = [info async for info in bus.durables(nc.jetstream()) if bus.renders_waiting(info)]
     finally:
         await nc.close()
-    return info.num_pending == 0 and info.num_ack_pending == 0
+    return all(info.num_pending == 0 and info.num_ack_pending == 0 for info in infos)
 
 
 async def test_cancelled_queued_job_is_never_rendered(settings: Settings):

@@ -60,14 +60,15 @@ async def advisories_handled(js: JetStreamContext, count: int) -> bool:
 async def test_crash_loop_job_ends_failed_worker_lost_once(crash_stack: Stack, js):
     accepted = await crash_stack.submit({"template": "<p>never rendered</p>"})
     job_id = accepted["id"]
-    dying_worker = await js.pull_subscribe_bind(events.RENDERER, stream=events.STREAM)
+    durable = events.singles_durable(crash_stack.tenant.id)
+    dying_worker = await js.pull_subscribe_bind(durable, stream=events.STREAM)
 
     async def take_delivery_then_die() -> dict | None:
         # Each pull also lets the server notice that the last delivery expired: nats-server
         # emits MAX_DELIVERIES when the consumer next handles a pull request.
         with contextlib.suppress(NatsTimeout):
             for msg in await dying_worker.fetch(1, timeout=0.3):
-                assert msg.subject == events.subject(job_id, "submitted")
+                assert msg.subject == events.submitted_subject(job_id, crash_stack.tenant.id)
         job = await crash_stack.job(job_id)
         return job if job["status"] == "failed" else None
 
@@ -81,7 +82,7 @@ async def test_crash_loop_job_ends_failed_worker_lost_once(crash_stack: Stack, j
 
     # The same advisory again (nats-server re-fired them before 2.12.9 / 2.14.1).
     stored = await js.get_msg(bus.ADVISORY_STREAM, 1)
-    ack = await js.publish(bus.MAX_DELIVERIES_SUBJECT, stored.data)
+    ack = await js.publish(stored.subject, stored.data)
     assert ack.stream == bus.ADVISORY_STREAM
     await eventually(lambda: advisories_handled(js, ack.seq), 10)
     assert await failed_events(crash_stack.settings.database_url, job_id) == 1

@@ -10,6 +10,7 @@ finishes it `done`; with no renderer, after `max_redrives` re-drives it fails as
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import uuid
 from collections.abc import AsyncIterator
@@ -22,11 +23,12 @@ from nats.js import JetStreamContext
 from prometheus_client import REGISTRY
 
 from services.core import bus, db, events
+from services.core.errors import NotFound
 from services.core.settings import Settings
 from services.projector import reconciler
 from tests.conftest import Stack, eventually
 
-IDLE = reconciler.Floor(None)  # the renderers had nothing outstanding
+IDLE = reconciler.Floors()  # the renderers had nothing outstanding
 HELLO = {"template": "<h1>Hi {{name}}</h1>", "data": {"name": "Ana"}, "options": {}}
 
 
@@ -79,7 +81,7 @@ def actions(action: str) -> float:
 
 
 async def last_submission_id(js: JetStreamContext, job_id: str) -> str:
-    msg = await js.get_last_msg(events.STREAM, events.subject(job_id, "submitted"))
+    msg = await js.get_last_msg(events.STREAM, events.subject(job_id, "submitted.*"))
     return str((msg.headers or {}).get("Nats-Msg-Id"))
 
 
@@ -101,23 +103,32 @@ async def test_lost_job_is_redriven_and_rendered(settings: Settings, js):
         await stack.close()
 
 
-async def black_hole(js: JetStreamContext, stop: asyncio.Event) -> None:
-    """A "renderer" that takes every message and acknowledges it without doing anything:
-    the log then no longer drives those jobs."""
-    sub = await js.pull_subscribe_bind(events.RENDERER, stream=events.STREAM)
-    while not stop.is_set():
-        try:
-            for msg in await sub.fetch(10, timeout=0.2):
+async def black_hole(nc: nats.NATS, tenant: str, stop: asyncio.Event) -> None:
+    """A "renderer" that takes every message of `tenant`'s single jobs and acknowledges it
+    without doing anything: the log then no longer drives those jobs. The tenant's durable
+    is made by the first re-drive."""
+    lane = bus.Lane(nc, events.singles_durable(tenant))
+    try:
+        while not stop.is_set():
+            try:
+                msgs = await lane.take(10)
+            except NotFound:
+                msgs = []
+            for msg in msgs:
                 await msg.ack()
-        except TimeoutError:
-            continue
+            if not msgs:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), 0.1)
+    finally:
+        await lane.close()
 
 
 async def test_job_still_stalled_after_max_redrives_fails_as_stalled(fast_settings, js):
     stack = Stack(fast_settings)  # no renderer, and re-driven messages are swallowed
     await stack.start("gateway", "projector")
     stop = asyncio.Event()
-    swallowing = asyncio.create_task(black_hole(js, stop))
+    nc = await nats.connect(fast_settings.nats_url)
+    swallowing = asyncio.create_task(black_hole(nc, stack.tenant.id, stop))
     try:
         before = actions("fail")
         job_id = await insert_lost_job(fast_settings.database_url, stack.tenant.id)
@@ -135,6 +146,7 @@ async def test_job_still_stalled_after_max_redrives_fails_as_stalled(fast_settin
     finally:
         stop.set()
         await swallowing
+        await nc.close()
         await stack.close()
 
 

@@ -240,7 +240,7 @@ async def test_per_job_secret_signs_instead_of_the_tenants_and_is_never_stored_p
     # Neither the log nor the projection holds it in plain text.
     nc = await nats.connect(stack.settings.nats_url)
     try:
-        raw = await nc.jetstream().get_last_msg("JOBS", f"jobs.{job['id']}.submitted")
+        raw = await nc.jetstream().get_last_msg("JOBS", f"jobs.{job['id']}.submitted.*")
     finally:
         await nc.close()
     key = own.removeprefix("whsec_").encode()
