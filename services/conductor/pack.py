@@ -9,7 +9,6 @@ are stored, not deflated: PDFs are compressed already.
 from __future__ import annotations
 
 import asyncio
-import io
 import json
 import logging
 import zipfile
@@ -18,8 +17,8 @@ from typing import Any
 
 import asyncpg
 import msgspec
-import pypdf
 
+from services.conductor.merge import Merger, NotMergeable
 from services.core import db
 from services.core.errors import NotFound
 from services.core.status import JobStatus
@@ -218,25 +217,25 @@ def _manifest(batch_id: str, items: list[Outcome], entries: list[dict[str, Any]]
 async def write_merged(storage: Storage, key: str, items: list[Outcome]) -> int:
     """Store one PDF of the done items' documents, in index order; its size in bytes.
 
-    Unlike the archive this holds every document in memory: a PDF's cross-reference
-    table needs the whole before it can be written.
+    Like the archive it is written as it goes: each document is read whole (one is tens
+    of KB), its pages copied into the output in a worker thread, and the bytes sent to
+    the storage writer, so memory is one document plus 8 bytes per object and per page.
+    A document that is not a PDF (an image output) or cannot be read is left out.
     """
-    merged = pypdf.PdfWriter()
-    for item in items:
-        if item.status != JobStatus.DONE or item.object_key is None:
-            continue
-        try:
-            data = b"".join([chunk async for chunk in storage.read(item.object_key)])
-        except NotFound:
-            continue
-        try:
-            await asyncio.to_thread(merged.append, io.BytesIO(data))
-        except pypdf.errors.PyPdfError as exc:  # not a PDF (an image output): left out
-            log.warning("item %s is left out of the merged PDF: %s", item.id, exc)
-    out = io.BytesIO()
-    await asyncio.to_thread(merged.write, out)
+    merger = Merger()
     async with storage.writer(key, "application/pdf") as sink:
-        with out.getbuffer() as view:
-            for start in range(0, len(view), 2**20):
-                await sink.write(bytes(view[start : start + 2**20]))
-    return out.tell()
+        await sink.write(merger.start())
+        for item in items:
+            if item.status != JobStatus.DONE or item.object_key is None:
+                continue
+            try:
+                data = b"".join([chunk async for chunk in storage.read(item.object_key)])
+            except NotFound:
+                continue
+            try:
+                await sink.write(await asyncio.to_thread(merger.add, data))
+            except NotMergeable as exc:
+                log.warning("item %s is left out of the merged PDF: %s", item.id, exc)
+        for piece in merger.end():
+            await sink.write(piece)
+    return merger.size
