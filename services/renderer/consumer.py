@@ -95,8 +95,8 @@ def document_key(job: events.JobSubmitted, result: RenderResult) -> str:
 
 
 HELD_BACK_DELAY = 1.0
-"""Seconds before an item handed back because its batch is paused or cancelling is offered
-again: the scheduler skips its batch meanwhile, so this only keeps a nak from spinning."""
+"""Seconds between two looks at the log for the `cancelled` of an item held in hand while
+its batch is cancelling (the conductor publishes the items' ends)."""
 
 TEMPLATES_CACHED = 64
 """Batches whose template a renderer keeps (least recently used go first)."""
@@ -222,25 +222,32 @@ class Renderer:
         await self._settle(msg, job, attempt, done, next_step(error, attempt, self.settings))
 
     async def _held_back(self, msg: Msg, job: events.JobSubmitted) -> bool:
-        """Hand back, unstarted, an item whose batch is paused or cancelled; True if so.
+        """Hold, unstarted, an item whose batch is paused or cancelling until it may run;
+        True if it is not to be rendered at all.
 
-        A paused batch's item is offered again after its delay (the scheduler takes none
-        of the batch's items until it runs again). A cancelled batch's item that has
-        ended (the conductor publishes the items' `cancelled`) is acked: nothing is left
-        to do; one not yet ended waits like a paused one for its `cancelled`.
+        The item stays in this renderer's hand (the handler's heartbeat keeps the message
+        from being redelivered), so a pause uses up none of its delivery attempts, however
+        often it is paused; it uses no page meanwhile (`BatchStates.parking`). When the
+        batch runs again the item renders here; when the batch is cancelled the item is
+        acked once its `cancelled` is in the log (the conductor publishes it); when the
+        batch has gone from the bucket (ended) the usual check of the item's end follows.
         """
-        state = None if job.batch_id is None else self.batches.state(job.batch_id)
+        if job.batch_id is None:
+            return False
+        state = self.batches.state(job.batch_id)
         if state not in (BatchStatus.PAUSED, BatchStatus.CANCELLED):
             return False
-        ended = None
-        if state == BatchStatus.CANCELLED:
-            ended = await timeline.terminal_event(self.js, job.job_id, direct=True)
-        if ended is None:
-            log.info("item %s: batch %s; handed back", job.job_id, state)
-            await msg.nak(delay=HELD_BACK_DELAY)
-        else:
-            await msg.ack()
-        return True
+        log.info("item %s: batch %s; held unstarted until it runs again", job.job_id, state)
+        with self.batches.parking():
+            while state in (BatchStatus.PAUSED, BatchStatus.CANCELLED):
+                if state == BatchStatus.CANCELLED and await timeline.terminal_event(
+                    self.js, job.job_id, direct=True
+                ):
+                    await msg.ack()
+                    return True
+                await self.batches.changed(HELD_BACK_DELAY)
+                state = self.batches.state(job.batch_id)
+        return False
 
     async def _ended_before(self, msg: Msg, job: events.JobSubmitted) -> events.AnyEvent | None:
         """The job's terminal event if it already has one, read by direct get (cheap;

@@ -253,6 +253,8 @@ class Lanes:
                 await waker
             await singles.close()
             await self._close_lanes()
+            for task in self.states.parked:  # waiting for a resume that may never come
+                task.cancel()  # their handlers hand the items back
             await worker.drain(self._inflight, grace)
 
     async def _wake_on(self, stop: asyncio.Event) -> None:
@@ -260,7 +262,7 @@ class Lanes:
         self._wake.set()
 
     async def _step(self, singles: Singles) -> None:
-        free = self.limit - len(self._inflight)
+        free = self.limit - (len(self._inflight) - len(self.states.parked))
         if free <= 0:
             await self._idle(None)
             return
@@ -286,7 +288,8 @@ class Lanes:
         if not self.states.running():
             await self._forget({})
             return bool(msgs)
-        room = bulk_room(free, len(msgs), len(self._bulk), self.bulk_limit)
+        in_hand = len(self._bulk) - len(self.states.parked)
+        room = bulk_room(free, len(msgs), in_hand, self.bulk_limit)
         taken = 0
         while taken < room and await self._take_item():
             taken += 1

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import msgspec
@@ -53,6 +53,10 @@ class BatchStates:
     def __init__(self) -> None:
         self._states: dict[str, events.BatchState] = {}
         self._listeners: list[Callable[[], None]] = []
+        self._change = asyncio.Event()
+        self.parked: set[asyncio.Task[Any]] = set()
+        """The handlers holding an item, unstarted, while its batch is paused (or
+        cancelling): they use no page, so the scheduler does not count them."""
 
     def listen(self, listener: Callable[[], None]) -> None:
         """Call `listener` (no arguments, no awaiting) after every change."""
@@ -84,8 +88,31 @@ class BatchStates:
         self._changed()
 
     def _changed(self) -> None:
+        self._change.set()
+        self._change = asyncio.Event()
         for listener in self._listeners:
             listener()
+
+    async def changed(self, timeout: float) -> None:
+        """Wait for the next change of any batch's state, or `timeout` seconds."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._change.wait(), timeout)
+
+    @contextlib.contextmanager
+    def parking(self) -> Iterator[None]:
+        """The current task holds an item of a batch that may not start: not counted by
+        the scheduler while inside (listeners hear both edges, so it refills the slot)."""
+        task = asyncio.current_task()
+        assert task is not None
+        self.parked.add(task)
+        for listener in self._listeners:
+            listener()
+        try:
+            yield
+        finally:
+            self.parked.discard(task)
+            for listener in self._listeners:
+                listener()
 
 
 async def follow(js: JetStreamContext, states: BatchStates) -> None:

@@ -8,10 +8,12 @@ its items' submissions and its state in `BATCH_STATE`) and run the gateway and a
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import io
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -204,41 +206,63 @@ def holder(settings: Settings, js: JetStreamContext, batch: Batch, state: str) -
     return consumer.Renderer(settings, js, None, None, None, known)  # type: ignore[arg-type]
 
 
-async def test_an_item_in_hand_when_its_batch_pauses_is_handed_back_unstarted(
+async def test_an_item_in_hand_when_its_batch_pauses_waits_there_using_no_attempt(
     settings: Settings,
 ) -> None:
+    """Paused for several ack waits, the item stays in the renderer's hand (its heartbeat
+    keeps it): never redelivered, so a pause costs none of its attempts; it uses no page
+    meanwhile (parked); once its batch is cancelled and its `cancelled` is in the log, it
+    is acked, never started."""
+    settings = replace(settings, ack_wait=1.0)
     async with bus.open_bus(settings, name="test") as (nc, js):
         batch = await add_batch(js, settings, "held", 1)
         lane = bus.Lane(nc, events.bulk_durable(batch.id))
         [msg] = await lane.take(1)
-        await holder(settings, js, batch, "paused").handle(msg)
-        again = await eventually(lambda: lane.take(1), 10, "the item offered again")
-        assert again[0].metadata.num_delivered == 2
-        assert await first_seqs(js, batch, "started") == {}
-        await lane.close()
-
-
-async def test_an_item_of_a_cancelled_batch_is_dropped_once_it_has_ended(
-    settings: Settings,
-) -> None:
-    async with bus.open_bus(settings, name="test") as (nc, js):
-        batch = await add_batch(js, settings, "gone", 1)
-        lane = bus.Lane(nc, events.bulk_durable(batch.id))
-        renderer = holder(settings, js, batch, "cancelled")
-        [msg] = await lane.take(1)
-        await renderer.handle(msg)  # no `cancelled` yet: handed back to wait for it
-        msg = (await eventually(lambda: lane.take(1), 10, "the item offered again"))[0]
+        renderer = holder(settings, js, batch, "paused")
+        handling = asyncio.create_task(renderer.handle(msg))
+        await eventually(lambda: len(renderer.batches.parked) == 1, 10, "the item parked")
+        # What must not happen (a redelivery) can only be waited for: three ack waits.
+        await asyncio.sleep(3 * settings.ack_wait)
+        assert not handling.done()
+        info = await js.consumer_info(events.STREAM, events.bulk_durable(batch.id))
+        assert (info.num_ack_pending, info.num_redelivered, info.num_pending) == (1, 0, 0)
+        renderer.batches.set(batch.id, events.BatchState(batch.tenant, "cancelled"))
         job_id = batch.job_ids()[0]
         await bus.publish(js, events.JobCancelled(job_id=job_id, tenant=batch.tenant))
-        await renderer.handle(msg)
+        await asyncio.wait_for(handling, 10)
+        assert renderer.batches.parked == set()
 
         async def settled() -> bool:
             info = await js.consumer_info(events.STREAM, events.bulk_durable(batch.id))
             return (info.num_pending, info.num_ack_pending) == (0, 0)
 
         await eventually(settled, 10, "the item acked")
+        assert msg.metadata.num_delivered == 1
         assert await first_seqs(js, batch, "started") == {}
         assert isinstance(await timeline.terminal_event(js, job_id), events.JobCancelled)
+        await lane.close()
+
+
+async def test_an_item_held_while_paused_renders_when_its_batch_runs_again(
+    settings: Settings,
+) -> None:
+    """Resumed, the held item goes on to its attempt, the first (here it fails: this
+    renderer has no browser, which is beside the point): `started` with attempt 1."""
+    async with bus.open_bus(settings, name="test") as (nc, js):
+        batch = await add_batch(js, settings, "resumed", 1)
+        lane = bus.Lane(nc, events.bulk_durable(batch.id))
+        [msg] = await lane.take(1)
+        renderer = holder(settings, js, batch, "paused")
+        handling = asyncio.create_task(renderer.handle(msg))
+        await eventually(lambda: len(renderer.batches.parked) == 1, 10, "the item parked")
+        assert await first_seqs(js, batch, "started") == {}
+        renderer.batches.set(batch.id, events.BatchState(batch.tenant, "running"))
+        await eventually(lambda: _at_least(js, batch, "started", 1), 10, "the item started")
+        started = await timeline.last_event(js, batch.job_ids()[0], "started")
+        assert isinstance(started, events.JobStarted) and started.attempt == 1
+        handling.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await handling
         await lane.close()
 
 
