@@ -3,14 +3,19 @@
 In one run, on this machine (machine speed varies from day to day: only figures of the
 same run are compared):
 
-(a) the ceiling: the example invoice printed by the naive pyppeteer loop of
-    `render_throughput.py` at the renderer's page concurrency, `--ceiling-count` PDFs,
-    before and after the invoice batches (their mean is the ceiling);
-(b) for comparison, `--singles` invoice jobs through `POST /jobs` by 16 clients;
+(a) the ceiling: the invoice (`--template`: by default the shared workload's,
+    `bench/workload/`, a copy of the team's `shared/workload/`) printed by the naive
+    pyppeteer loop of `render_throughput.py` at the renderer's page concurrency,
+    `--ceiling-count` PDFs, before and after the invoice batches (their mean is the
+    ceiling);
+(b) for comparison, `--singles` jobs of the example invoice through `POST /jobs` by 16
+    clients;
 (d) a batch of `--items` invoices (each its own invoice number) from `POST /batches` until
-    `GET /batches/{id}` shows `done` with its archive's url, beside the issue's bar:
-    seconds <= 1.2 x (items ÷ ceiling PDFs/s); meanwhile one single job (`POST /jobs`, the
-    same invoice) every `PROBE_EVERY` seconds, polled to done: its p50/p99 latency;
+    `GET /batches/{id}` shows `done` with its archive's url, alone, beside the issue's
+    bar: seconds <= 1.2 x (items ÷ ceiling PDFs/s);
+(d') the same batch again with one single job (`POST /jobs`, the same invoice) every
+    `PROBE_EVERY` seconds, polled to done: their p50/p99 latency while a batch runs (the
+    batch's own time then includes rendering those jobs, so the bar is judged on (d));
 (e) the same batch with `output: "merged"` (one PDF);
 (f) a batch of 1,000 and one of 10,000 items of a tiny template (one small page): accept
     latency, time to done, and the conductor's peak RSS, which should not grow with size
@@ -27,7 +32,8 @@ conductor; the renderer keeps one browser throughout (`PRESSROOM_BROWSER_RECYCLE
 the run's size), so Chromium's CPU can be counted.
 
     .venv/bin/python bench/batch_run.py [--items 2000] [--pages 2] [--ceiling-count 300]
-        [--template invoice|tiny] [--skip-merged] [--skip-10k] [--quick]
+        [--template shared|invoice|tiny] [--skip-probed] [--skip-merged] [--skip-10k]
+        [--quick]
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import os
 import statistics
 import sys
@@ -57,6 +64,7 @@ from render_throughput import (
     ceiling,
     environment,
     percentile,
+    render_html,
     seconds,
     services,
     submit,
@@ -80,16 +88,31 @@ POLL = 0.2
 NAMES = ["gateway", "projector", "renderer", "notifier", "conductor"]
 
 
-def invoice(index: int) -> dict[str, Any]:
-    """The example invoice's data with a number of its own."""
-    return {**DATA, "invoice": {**DATA["invoice"], "number": f"B-{index:05d}"}}
+WORKLOAD = Path(__file__).resolve().parent / "workload"
+"""The team's standard benchmark workload (a copy of `shared/workload/`): a 30-line
+invoice template and its data, what the issue's bar is measured on."""
+SHARED_TEMPLATE = (WORKLOAD / "invoice.html.j2").read_text()
+SHARED_DATA = json.loads((WORKLOAD / "data.json").read_text())
+
+
+def workload(template: str) -> tuple[str, dict[str, Any]]:
+    """The invoice template and data `--template` names."""
+    if template == "shared":
+        return SHARED_TEMPLATE, SHARED_DATA
+    return TEMPLATE, DATA
+
+
+def invoice(data: dict[str, Any], index: int) -> dict[str, Any]:
+    """An invoice's data with a number of its own."""
+    return {**data, "invoice": {**data["invoice"], "number": f"B-{index:05d}"}}
 
 
 def batch_body(template: str, items: int, output: str) -> dict[str, Any]:
     if template == "tiny":
         return {"template": TINY, "items": [{"data": {"n": i}} for i in range(items)],
                 "output": output}  # fmt: skip
-    return {"template": TEMPLATE, "items": [{"data": invoice(i)} for i in range(items)],
+    source, data = workload(template)
+    return {"template": source, "items": [{"data": invoice(data, i)} for i in range(items)],
             "output": output}  # fmt: skip
 
 
@@ -144,12 +167,14 @@ class Probe:
     """Single jobs submitted while a batch runs, and their latencies (server clocks)."""
 
     client: Client
+    template: str  # `--template`: the batch's invoice ("tiny" batches probe the example's)
     latencies: list[float] = field(default_factory=list)
     failed: int = 0
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
     async def run(self, until: asyncio.Event) -> None:
-        body = {"template": TEMPLATE, "data": invoice(99_999)}
+        template, data = workload(self.template)
+        body = {"template": template, "data": invoice(data, 99_999)}
         while not until.is_set():
             job_id = (await self.client.post("/jobs", body))["id"]
             self.tasks.append(asyncio.create_task(self._follow(job_id)))
@@ -195,7 +220,7 @@ async def run_batch(
     env: dict[str, str],
     label: str,
     body: dict[str, Any],
-    probe: bool = False,
+    probe: str | None = None,
 ) -> Result:
     """Submit one batch and follow it to its end; see the module's docstring."""
     items = len(body["items"])
@@ -210,7 +235,7 @@ async def run_batch(
     accept = time.time() - sent
     batch_id = accepted["id"]
     ended = asyncio.Event()
-    prober = Probe(client) if probe else None
+    prober = Probe(client, probe) if probe else None
     probing = asyncio.create_task(prober.run(ended)) if prober else None
     deadline = time.monotonic() + 3600
     while True:
@@ -339,9 +364,28 @@ async def measure_ceiling(args: argparse.Namespace, loops: list[dict[str, float]
     chromium = os.environ.get("PRESSROOM_CHROMIUM", "/usr/bin/chromium")
     print(f"(a) ceiling: naive pyppeteer loop, {args.pages} tabs, {args.ceiling_count} PDFs")
     loops.append({})
-    rate = await ceiling(chromium, args.pages, args.ceiling_count, tuned=False, cpu=loops[-1])
+    source, data = workload(args.template)
+    html = render_html(source, data)
+    rate = await ceiling(
+        chromium, args.pages, args.ceiling_count, tuned=False, cpu=loops[-1], html=html
+    )
     print(f"    {rate:.1f} PDFs/s")
     return rate
+
+
+async def zip_runs(
+    args: argparse.Namespace,
+    client: Client,
+    procs: dict[str, Any],
+    env: dict[str, str],
+    body: dict[str, Any],
+) -> list[Result]:
+    """(d) alone, then (d') with single jobs meanwhile."""
+    runs = [await run_batch(client, procs, env, "(d) zip", body)]
+    if not args.skip_probed:
+        label = "(d') zip, single jobs meanwhile"
+        runs.append(await run_batch(client, procs, env, label, body, probe=args.template))
+    return runs
 
 
 async def bench(args: argparse.Namespace, tmp: Path) -> None:
@@ -367,9 +411,9 @@ async def bench(args: argparse.Namespace, tmp: Path) -> None:
             meter.start()
             single = await singles(client, args.singles)
             meter.report(args.singles)
-        runs = invoices if args.template == "invoice" else tiny
+        runs = invoices if args.template != "tiny" else tiny
         body = batch_body(args.template, args.items, "zip")
-        runs.append(await run_batch(client, procs, env, "(d) zip", body, probe=True))
+        runs += await zip_runs(args, client, procs, env, body)
         if not args.skip_10k:  # before (e): a merged PDF is packed in memory, which the
             for count in (1000, 10_000):  # conductor keeps after (RSS stays up)
                 tiny_body = batch_body("tiny", count, "zip")
@@ -396,8 +440,11 @@ async def main() -> None:
     parser.add_argument("--items", type=int, default=2000)
     parser.add_argument("--pages", type=int, default=2)
     parser.add_argument("--ceiling-count", type=int, default=300)
-    parser.add_argument("--template", choices=["invoice", "tiny"], default="invoice",
-                        help="what (d) and (e) render")  # fmt: skip
+    parser.add_argument("--template", choices=["shared", "invoice", "tiny"], default="shared",
+                        help="what (a), (d) and (e) render: the shared workload's invoice, "
+                        "the example invoice or a tiny page")  # fmt: skip
+    parser.add_argument("--skip-probed", action="store_true",
+                        help="no (d'): the batch again with single jobs meanwhile")  # fmt: skip
     parser.add_argument("--singles", type=int, default=300,
                         help="(b): single jobs for comparison; 0: none")  # fmt: skip
     parser.add_argument("--keep", action="store_true", help="keep the services' logs and data")

@@ -91,8 +91,10 @@ async def ceiling(
     tuned: bool,
     fresh: bool = False,
     cpu: dict[str, float] | None = None,
+    html: str | None = None,
 ) -> float:
-    """PDFs/s of a bare setContent → pdf loop on `pages` reused tabs of one browser.
+    """PDFs/s of a bare setContent → pdf loop on `pages` reused tabs of one browser, of
+    `html` (the example invoice by default).
 
     Naive: pyppeteer as it comes. Tuned: with the renderer's Chromium flags (site isolation
     and the popup blocker on, as in the renderer) and DevTools connection, so (b)/(tuned)
@@ -103,7 +105,7 @@ async def ceiling(
 
     `cpu`, if given, receives the CPU seconds per PDF of Chromium and of the loop.
     """
-    html = render_html(TEMPLATE, DATA)
+    html = html if html is not None else render_html(TEMPLATE, DATA)
     pyppeteer.connection.ws_connect = websocket_connect
     if tuned:
         uncompressed_devtools()
