@@ -65,6 +65,15 @@ def submitted_subject(job_id: str, tenant: str) -> str:
     return f"jobs.{job_id}.submitted.{lane_token(tenant)}"
 
 
+def kind_of(subject: str) -> str:
+    """The event type a subject of the log carries: its last token, but `submitted` for
+    a single job's submission (whose last token is its tenant's lane)."""
+    tokens = subject.split(".")
+    if len(tokens) == 4 and tokens[0] == "jobs" and tokens[2] == "submitted":
+        return "submitted"
+    return tokens[-1]
+
+
 def singles_durable(tenant: str) -> str:
     """The durable of `tenant`'s single jobs, made by the gateway before its first one."""
     return f"{SINGLES}{lane_token(tenant)}"

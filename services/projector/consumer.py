@@ -177,7 +177,7 @@ async def _apply_or_skip(target: Projection, msgs: list[Msg]) -> None:
                 # U+FFFD instead rather than leave the job without its event.
                 await apply_batch(target, [msg], clean=True)
         except Refused as exc:
-            kind = msg.subject.rsplit(".", 1)[-1]
+            kind = events.kind_of(msg.subject)
             log.error(
                 "skipping event %d (%s): PostgreSQL refuses it: %s",
                 msg.metadata.sequence.stream, msg.subject, exc,

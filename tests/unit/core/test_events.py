@@ -33,3 +33,18 @@ def test_a_job_with_options_this_version_does_not_know_still_decodes():
     assert job.options.margin == events.Margin(top="1cm")
     assert job.options.metadata == events.Metadata(title="T")
     assert job.options.wait_for == events.WaitFor(selector="#x")
+
+
+def test_a_single_job_s_submission_carries_its_tenant_s_lane_and_an_item_s_does_not():
+    single = events.JobSubmitted(job_id="j1", tenant="ten_ab12", template="t")
+    item = events.JobSubmitted(job_id="b1.7", tenant="ten_ab12", batch_id="b1", template="")
+    assert events.subject_of(single) == "jobs.j1.submitted.ten_ab12"
+    assert events.subject_of(item) == "jobs.b1.7.submitted"
+    assert events.singles_durable("ten_ab12") == "singles-ten_ab12"
+    # An id that could not be one subject token gets a digest of itself, stable.
+    odd = events.lane_token("a.b *>")
+    assert odd == events.lane_token("a.b *>") and odd.isalnum() and odd != "a.b *>"
+    assert events.kind_of(events.subject_of(single)) == "submitted"
+    assert events.kind_of(events.subject_of(item)) == "submitted"
+    assert events.kind_of("jobs.j1.done") == "done"
+    assert events.kind_of("jobs.b1.7.done") == "done"
