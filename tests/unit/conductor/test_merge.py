@@ -2,33 +2,39 @@
 other readers accept, and memory that does not grow with the number of documents.
 
 Documents are made here byte by byte (to control what a page inherits and links to) or
-by pypdf, and once by the real Chromium; the merge is the production `write_merged` into
-local storage. Each result is checked by pypdf, by its own cross-reference table (every
-offset starts its object: pypdf and pdfinfo repair a wrong one silently) and by
-`qpdf --check`, or `pdfinfo` where qpdf is not installed.
+by pypdf, and by the real Chromium; the merge is the production `write_merged` into
+local storage, or the `Merger` itself where a test asks which way a document was copied
+(as bytes, or parsed by pypdf). Each result is checked by pypdf, by its own
+cross-reference table (every offset starts its object: pypdf and pdfinfo repair a wrong
+one silently) and by `qpdf --check`, or `pdfinfo` where qpdf is not installed.
 """
 
 from __future__ import annotations
 
 import gc
 import io
+import json
 import re
 import shutil
 import subprocess
 import tracemalloc
 from pathlib import Path
+from typing import Any
 
 import pypdf
 import pytest
+from pypdf.generic import ArrayObject, NameObject, NumberObject
 
 from services.conductor import pack
 from services.conductor.merge import Merger, NotMergeable
 from services.core.events import PageOptions
 from services.core.status import JobStatus
 from services.core.storage import LocalStorage
+from services.core.templating import render_html
 from services.renderer.browser import BrowserPool, Html
 
 KEY = "batches/t/b.pdf"
+WORKLOAD = Path(__file__).resolve().parents[3] / "bench" / "workload"
 
 
 def document(*objects: bytes) -> bytes:
@@ -89,6 +95,38 @@ LINKED = document(
 )
 
 
+# Two pages with their own size and font, the first linking to the second by name.
+NAMED = document(
+    b"<< /Type /Catalog /Pages 2 0 R /Names << /Dests 8 0 R >> >>",
+    b"<< /Type /Pages /Kids [3 0 R 4 0 R] /Count 2 >>",
+    b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 300 150] /Contents 6 0 R"
+    b" /Resources << /Font << /F1 5 0 R >> >> /Annots [9 0 R] >>",
+    b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 300 150] /Contents 7 0 R"
+    b" /Resources << /Font << /F1 5 0 R >> >> >>",
+    b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    text("named one"),
+    text("named two"),
+    b"<< /Names [(second) [4 0 R /Fit]] >>",
+    b"<< /Type /Annot /Subtype /Link /Rect [0 0 50 50] /A << /S /GoTo /D (second) >> >>",
+)
+
+# A page whose annotation and dictionary hold strings that read like references (escaped
+# and nested parentheses, a hex string), whose text does too, and whose content stream's
+# length is an object of its own.
+SHOWN = b"BT /F1 12 Tf 10 40 Td (see 5 0 R) Tj ET"
+STRINGS = document(
+    b"<< /Type /Catalog /Pages 2 0 R >>",
+    b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+    b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 100 100] /Contents 4 0 R /Annots [6 0 R]"
+    b" /Resources << /Font << /F1 5 0 R >> >> /PieceInfo << /X << /Private (5 0 R) >> >> >>",
+    b"<< /Length 7 0 R >>\nstream\n%s\nendstream" % SHOWN,
+    b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    b"<< /Type /Annot /Subtype /Text /Rect [0 0 50 50]"
+    b" /Contents (note \\(5 0 R\\) (and 5 0 R\\)) \\\\) /NM <35203020 52> >>",
+    b"%d" % len(SHOWN),
+)
+
+
 def blank(*widths: int) -> bytes:
     """A PDF made by pypdf: blank pages of these widths."""
     writer = pypdf.PdfWriter()
@@ -97,6 +135,48 @@ def blank(*widths: int) -> bytes:
     out = io.BytesIO()
     writer.write(out)
     return out.getvalue()
+
+
+def inherited(width: int) -> bytes:
+    """A PDF made by pypdf whose two pages take their size from the page tree."""
+    writer = pypdf.PdfWriter()
+    for _ in range(2):
+        writer.add_blank_page(width=width, height=100)
+    tree = entry(writer.root_object, "/Pages")
+    tree[NameObject("/MediaBox")] = ArrayObject(NumberObject(n) for n in (0, 0, width, 100))
+    for page in writer.pages:
+        del page["/MediaBox"]
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+def with_xref_stream(data: bytes, tmp_path: Path) -> bytes:
+    """`data` rewritten by qpdf with object streams and a cross-reference stream."""
+    if not shutil.which("qpdf"):
+        pytest.skip("qpdf is not installed")
+    source, target = tmp_path / "plain.pdf", tmp_path / "streams.pdf"
+    source.write_bytes(data)
+    subprocess.run(["qpdf", "--object-streams=generate", str(source), str(target)], check=True)
+    made = target.read_bytes()
+    assert b"/XRef" in made and b"/ObjStm" in made
+    return made
+
+
+async def invoice(chromium: str) -> bytes:
+    """The shared workload's invoice as Chromium prints it."""
+    template = (WORKLOAD / "invoice.html.j2").read_text()
+    html = render_html(template, json.loads((WORKLOAD / "data.json").read_text()))
+    pool = BrowserPool(chromium, pages=1, timeout=30, max_output_bytes=10**7, recycle_after=10)
+    async with pool:
+        return (await pool.render(Html(html), PageOptions())).data
+
+
+def merged_by(*documents: bytes) -> tuple[bytes, int]:
+    """The `Merger`'s PDF of `documents`, and how many of them it copied as bytes."""
+    merger = Merger()
+    data = merger.start() + b"".join(map(merger.add, documents)) + b"".join(merger.end())
+    return data, merger.copied_as_bytes
 
 
 async def merged(tmp_path: Path, *documents: bytes) -> bytes:
@@ -118,6 +198,13 @@ def outcome(index: int, key: str, status: JobStatus = JobStatus.DONE) -> pack.Ou
         id=f"b.{index}", item_index=index, status=status, attempts=1, error_type=None,
         error_message=None, object_key=key, filename=f"{index}.pdf",
     )  # fmt: skip
+
+
+def entry(obj: Any, *keys: str | int) -> Any:
+    """What `keys` lead to from `obj`, references followed."""
+    for key in keys:
+        obj = obj.get_object()[key]
+    return obj.get_object()
 
 
 def texts(data: bytes) -> list[str]:
@@ -230,7 +317,8 @@ async def test_chromiums_pdfs_merge_with_their_fonts_and_links(
     tmp_path: Path, chromium: str
 ) -> None:
     """Chromium's own output (embedded font subsets, named destinations, a web link):
-    merged twice, each copy's in-page links lead within it and the web link stays."""
+    merged twice, each copy's in-page links lead within it and the web link stays. Its
+    links by name make it one the byte copy leaves to pypdf."""
     html = (
         '<h1 id="top">Contents</h1><p><a href="#end">to the end</a>'
         ' <a href="https://example.com/x">outside</a></p>'
@@ -240,6 +328,7 @@ async def test_chromiums_pdfs_merge_with_their_fonts_and_links(
     async with pool:
         made = (await pool.render(Html(html), PageOptions())).data
     data = await merged(tmp_path, pages("before"), made, made)
+    assert merged_by(made)[1] == 0  # links by name: pypdf's way, which resolves them
     reader = pypdf.PdfReader(io.BytesIO(data))
     assert [t.split("\n")[0] for t in texts(data)] == [
         "before", "Contents", "The end", "Contents", "The end",
@@ -254,4 +343,63 @@ async def test_chromiums_pdfs_merge_with_their_fonts_and_links(
         for page in reader.pages
     ]
     assert links == [[], [2, "https://example.com/x"], [1], [4, "https://example.com/x"], [3]]
+    check(data, tmp_path)
+
+
+async def test_chromiums_invoice_is_copied_as_bytes_with_its_text_and_fonts(
+    tmp_path: Path, chromium: str
+) -> None:
+    """The invoice the batch bench renders takes the byte copy, and each copy of it keeps
+    its pages' text and fonts."""
+    made = await invoice(chromium)
+    data, as_bytes = merged_by(made, pages("between"), made)
+    assert as_bytes == 3
+    alone = texts(made)
+    assert texts(data) == [*alone, "between", *alone]
+
+    def fonts(data: bytes) -> list[list[str]]:
+        return [
+            sorted(entry(f, "/BaseFont") for f in entry(page, "/Resources", "/Font").values())
+            for page in pypdf.PdfReader(io.BytesIO(data)).pages
+        ]
+
+    assert fonts(data) == [*fonts(made), fonts(pages("between"))[0], *fonts(made)]
+    check(data, tmp_path)
+
+
+async def test_strings_that_read_like_references_come_out_as_they_were(tmp_path: Path) -> None:
+    """In a document copied as bytes (and numbered anew, after another), `5 0 R` in a
+    string of an annotation, of a nested dictionary and of a content stream is left as
+    it is, and a stream's length given as an object of its own is found."""
+    data, as_bytes = merged_by(pages("first"), STRINGS)
+    assert as_bytes == 2
+    page = pypdf.PdfReader(io.BytesIO(data)).pages[1]
+    assert entry(page, "/Annots", 0, "/Contents") == "note (5 0 R) (and 5 0 R)) \\"
+    assert entry(page, "/Annots", 0, "/NM").original_bytes == b"5 0 R"
+    assert entry(page, "/PieceInfo", "/X", "/Private") == "5 0 R"
+    assert texts(data) == ["first", "see 5 0 R"]
+    check(data, tmp_path)
+
+
+@pytest.mark.parametrize(
+    "kind", ["named destinations", "inherited attributes", "cross-reference stream"]
+)
+async def test_documents_the_byte_copy_does_not_read_are_merged_by_pypdf(
+    tmp_path: Path, kind: str
+) -> None:
+    """A link by name (which only pypdf's way resolves), a page size inherited from a
+    pypdf-made page tree, and qpdf's object and cross-reference streams: each document is
+    parsed by pypdf, and its pages come out as well as the byte copy's."""
+    source, expected, width = {
+        "named destinations": (NAMED, ["named one", "named two"], 300),
+        "inherited attributes": (inherited(130), ["", ""], 130),
+        "cross-reference stream": (b"", ["streamed", "pages"], 100),
+    }[kind]
+    if kind == "cross-reference stream":
+        source = with_xref_stream(pages(*expected), tmp_path)
+    data, as_bytes = merged_by(pages("first"), source, pages("last"))
+    assert as_bytes == 2
+    assert texts(data) == ["first", *expected, "last"]
+    sizes = [float(p.mediabox.width) for p in pypdf.PdfReader(io.BytesIO(data)).pages]
+    assert sizes == [100, width, width, 100]
     check(data, tmp_path)
