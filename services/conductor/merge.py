@@ -78,9 +78,13 @@ REF_BEFORE = re.compile(_BEFORE + rb"(?P<num>\d+)\s+(?P<gen>\d+)\s+\Z")
 REF_REACH = 64  # how far before its `R` a reference starts, at most (but for odd spacing)
 ENDS = (b"stream", b"endobj")
 _BEFORE_OK = re.compile(rb"[\s\[\]<>(){}]")  # what may stand before a keyword
-ATOM = re.compile(
-    rb"(?P<ref>" + _REF + rb")|/[^\s\[\]<>(){}/%]*|<[0-9A-Fa-f\s]*>|[^\s\[\]<>(){}/%]+"
+# One token of a small object the byte reader reads whole (trailer, catalog, page tree).
+PARSED = re.compile(
+    rb"(?:\s|%[^\r\n]*)*(?:(?P<ref>" + _REF + rb")|(?P<dictionary><<)|(?P<close>>>)"
+    rb"|(?P<array>\[)|(?P<end>\])|(?P<string>\()"
+    rb"|(?P<atom>/[^\s\[\]<>(){}/%]*|<[0-9A-Fa-f\s]*>|[^\s\[\]<>(){}/%]+))"
 )
+CLOSERS = (b">>", b"]")
 BLANK = re.compile(rb"(?:\s|%[^\r\n]*)*")
 STRING_PART = re.compile(rb"\\.|[()]", re.S)
 LENGTH = re.compile(rb"\s*(?P<num>\d+)(?:\s+(?P<gen>\d+)\s+R)?" + _AFTER)
@@ -584,38 +588,42 @@ def _string_end(data: bytes, pos: int) -> int:
 
 def _parse(data: bytes, pos: int) -> tuple[object, int]:
     """The object at `pos` (a dictionary, an array, a reference as a `Key`, anything else
-    as its bytes; a string's content is not kept) and where it ends."""
-    pos = _skipped(data, pos)
-    if data.startswith(b"<<", pos):
-        return _parse_dictionary(data, pos + 2)
-    if data.startswith(b"[", pos):
-        return _parse_array(data, pos + 1)
-    if data.startswith(b"(", pos):
-        return b"()", _string_end(data, pos + 1)
-    atom = ATOM.match(data, pos)
-    if atom is None:
+    as its bytes; a string's content is not kept) and where it ends. The end of a
+    dictionary or an array comes as `>>` or `]`."""
+    token = PARSED.match(data, pos)
+    if token is None:
         raise _Unfit(f"nothing readable at byte {pos}")
-    if atom["ref"]:
-        return _key_matched(atom), atom.end()
-    return atom[0], atom.end()
+    kind, end = token.lastgroup, token.end()
+    if kind == "dictionary":
+        return _parse_dictionary(data, end)
+    if kind == "array":
+        return _parse_array(data, end)
+    if kind == "string":
+        return b"()", _string_end(data, end)
+    if kind == "ref":
+        return _key_matched(token), end
+    return token[kind or 0], end
 
 
 def _parse_dictionary(data: bytes, pos: int) -> tuple[dict[bytes, object], int]:
     entries: dict[bytes, object] = {}
-    while not data.startswith(b">>", pos := _skipped(data, pos)):
-        key, pos = _parse(data, pos)
-        if not isinstance(key, bytes) or not key.startswith(b"/"):
-            raise _Unfit("a dictionary key that is not a name")
-        entries[key], pos = _parse(data, pos)
-    return entries, pos + 2
+    while (entry := _parse(data, pos))[0] != b">>":
+        key, pos = entry
+        value, pos = _parse(data, pos)
+        if not isinstance(key, bytes) or not key.startswith(b"/") or value in CLOSERS:
+            raise _Unfit("a dictionary entry that is not a name and a value")
+        entries[key] = value
+    return entries, entry[1]
 
 
 def _parse_array(data: bytes, pos: int) -> tuple[list[object], int]:
     items: list[object] = []
-    while not data.startswith(b"]", pos := _skipped(data, pos)):
-        item, pos = _parse(data, pos)
-        items.append(item)
-    return items, pos + 1
+    while (item := _parse(data, pos))[0] != b"]":
+        if item[0] == b">>":
+            raise _Unfit("an array ended by >>")
+        items.append(item[0])
+        pos = item[1]
+    return items, item[1]
 
 
 def _key_matched(match: re.Match[bytes]) -> Key:
