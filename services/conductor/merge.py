@@ -85,6 +85,7 @@ PARSED = re.compile(
     rb"|(?P<atom>/[^\s\[\]<>(){}/%]*|<[0-9A-Fa-f\s]*>|[^\s\[\]<>(){}/%]+))"
 )
 CLOSERS = (b">>", b"]")
+PAGE = re.compile(rb"\s*<<\s*/Type\s*/Page" + _AFTER)  # as Chromium and pypdf begin a page
 BLANK = re.compile(rb"(?:\s|%[^\r\n]*)*")
 STRING_PART = re.compile(rb"\\.|[()]", re.S)
 LENGTH = re.compile(rb"\s*(?P<num>\d+)(?:\s+(?P<gen>\d+)\s+R)?" + _AFTER)
@@ -424,6 +425,9 @@ class _Raw:
         if key in seen:
             raise _Unfit("a loop in the page tree")
         seen.add(key)
+        if PAGE.match(self.data, self.xref.body(key)):  # a page: no need to read it all
+            yield key
+            return
         node = self.xref.dictionary(key)
         kind = node.get(b"/Type")
         if kind == b"/Page":
