@@ -14,13 +14,14 @@ A link to another page of the same document points to that page's copy; a link b
 (`/Dest (name)`, whose target the source's catalog holds) is turned into a link to the
 page the name points to, or dropped if the name leads nowhere.
 
-Two ways to copy a document, with the same result. Most documents (Chromium's, and
-any other with a plain cross-reference table and page tree) are copied as bytes: the
-objects the pages reach are read where the table says they are, their references
-renumbered in their text (never inside a string, nor in stream data, which is copied as
-it is). Everything else (an object or cross-reference stream, an incremental update,
-encryption, attributes inherited from the page tree, links by name, a file that surprises
-the byte reader in any way) is parsed by pypdf and written again: about ten times slower.
+Two ways to copy a document, with the same result. A document with one plain
+cross-reference table and a page tree (Chromium's, unless it links within itself) is
+copied as bytes (`_Raw`): the objects its pages reach are read where the table says they
+are, their references renumbered in their text (never inside a string, nor in stream
+data, which is copied as it is). Everything else (an object or cross-reference stream,
+an incremental update, encryption, attributes inherited from the page tree, links by
+name, a file that surprises the byte reader in any way) is parsed by pypdf and written
+again (`_Copy`), at about ten times the CPU.
 """
 
 from __future__ import annotations
