@@ -138,36 +138,10 @@ class BatchWebhookDelivery(BatchWebhookAttempt, kw_only=True, frozen=True):
     at: dt.datetime
 
 
-class TemplateSummary(msgspec.Struct, kw_only=True, frozen=True):
-    """A stored template in a list: its latest version and when it was stored."""
-
-    id: str
-    name: str
-    latest_version: int
-    updated_at: dt.datetime
-
-
-class VersionStamp(msgspec.Struct, kw_only=True, frozen=True):
-    """Which version of a template, stored when."""
-
-    version: int
-    created_at: dt.datetime
-
-
-class TemplateVersion(VersionStamp, kw_only=True, frozen=True):
-    """One version of a stored template, with the template's id and name."""
-
-    id: str
-    name: str
-    body: str
-    header: str | None
-    footer: str | None
-
-
 _Row = TypeVar("_Row", bound=msgspec.Struct)
 
 
-def _typed(record: asyncpg.Record, kind: type[_Row]) -> _Row:
+def typed(record: asyncpg.Record, kind: type[_Row]) -> _Row:
     """A row as `kind` (columns it does not name are ignored)."""
     return msgspec.convert(dict(record), kind)
 
@@ -295,13 +269,13 @@ async def ping(pool: asyncpg.Pool, timeout: float) -> None:
 @map_db_errors()
 async def get_job(pool: asyncpg.Pool, job_id: str) -> JobRow | None:
     row = await pool.fetchrow("SELECT * FROM jobs WHERE id = $1", job_id)
-    return _typed(row, JobRow) if row is not None else None
+    return typed(row, JobRow) if row is not None else None
 
 
 @map_db_errors()
 async def get_batch(pool: asyncpg.Pool, batch_id: str) -> BatchRow | None:
     row = await pool.fetchrow("SELECT * FROM batches WHERE id = $1", batch_id)
-    return _typed(row, BatchRow) if row is not None else None
+    return typed(row, BatchRow) if row is not None else None
 
 
 @map_db_errors()
@@ -309,7 +283,7 @@ async def webhook_deliveries(pool: asyncpg.Pool, job_id: str) -> list[WebhookDel
     rows = await pool.fetch(
         "SELECT * FROM webhook_deliveries WHERE job_id = $1 ORDER BY stream_seq", job_id
     )
-    return [_typed(r, WebhookDelivery) for r in rows]
+    return [typed(r, WebhookDelivery) for r in rows]
 
 
 @map_db_errors()
@@ -332,7 +306,7 @@ async def batch_webhook_deliveries(
         batch_id,
         tenant,
     )
-    return [_typed(r, BatchWebhookDelivery) for r in rows]
+    return [typed(r, BatchWebhookDelivery) for r in rows]
 
 
 @map_db_errors()
@@ -392,7 +366,7 @@ async def stale_jobs(
         list(floors),
         list(floors.values()),
     )
-    return [_typed(r, StaleJob) for r in rows]
+    return [typed(r, StaleJob) for r in rows]
 
 
 @map_db_errors()
@@ -474,105 +448,6 @@ async def batch_counts(pool: asyncpg.Pool) -> dict[str, int]:
     return {r["status"]: int(r["n"]) for r in rows}
 
 
-TEMPLATE_LOCK_CLASS = 0x74706C  # "tpl": with hashtext(id), one advisory lock per template
-
-# Writers of one template queue on this lock first. The upsert alone is not enough: while
-# the name is new, concurrent speculative inserts meet on two unique indexes (id and name)
-# and PostgreSQL can answer "deadlock detected".
-_LOCK_TEMPLATE = "SELECT pg_advisory_xact_lock($1, hashtext($2))"
-
-# The upsert holds the template's row lock until the transaction ends, so each writer sees
-# the previous one's `latest_version`. clock_timestamp(), not now(): now() is the
-# transaction's start, which for a writer that waited can be earlier than the version it
-# follows.
-_NEXT_VERSION = """
-INSERT INTO templates AS t (id, tenant_id, name, latest_version, created_at, updated_at)
-VALUES ($1, $3, $2, 1, clock_timestamp(), clock_timestamp())
-ON CONFLICT (id) DO UPDATE
-    SET latest_version = t.latest_version + 1, updated_at = clock_timestamp()
-RETURNING latest_version, updated_at
-"""
-
-_INSERT_VERSION = """
-INSERT INTO template_versions (template_id, version, body, header, footer, created_at)
-VALUES ($1, $2, $3, $4, $5, $6)
-"""
-
-
-@map_db_errors()
-async def create_template_version(
-    pool: asyncpg.Pool,
-    tenant: str,
-    template_id: str,
-    name: str,
-    body: str,
-    header: str | None,
-    footer: str | None,
-) -> VersionStamp:
-    """Store the next version of template `template_id` (version 1 if the name is new).
-
-    Returns the version stored and when. Atomic: two concurrent calls for one template get
-    consecutive versions, never the same one.
-    """
-    async with pool.acquire() as conn, conn.transaction():
-        await conn.execute(_LOCK_TEMPLATE, TEMPLATE_LOCK_CLASS, template_id)
-        row = await conn.fetchrow(_NEXT_VERSION, template_id, name, tenant)
-        version, created_at = row["latest_version"], row["updated_at"]
-        await conn.execute(_INSERT_VERSION, template_id, version, body, header, footer, created_at)
-    return VersionStamp(version=version, created_at=created_at)
-
-
-@map_db_errors()
-async def list_templates(
-    pool: asyncpg.Pool, tenant: str, limit: int, offset: int
-) -> list[TemplateSummary]:
-    """A tenant's templates, most recently updated first."""
-    rows = await pool.fetch(
-        "SELECT id, name, latest_version, updated_at FROM templates WHERE tenant_id = $3 "
-        "ORDER BY updated_at DESC, id LIMIT $1 OFFSET $2",
-        limit,
-        offset,
-        tenant,
-    )
-    return [_typed(r, TemplateSummary) for r in rows]
-
-
-@map_db_errors()
-async def get_template_version(
-    pool: asyncpg.Pool, tenant: str, template_id: str, version: int | None
-) -> TemplateVersion | None:
-    """One version of a tenant's template (the latest if `version` is None), with the
-    template's name; None if the tenant has no such template or version."""
-    row = await pool.fetchrow(
-        """
-        SELECT t.id, t.name, v.version, v.body, v.header, v.footer, v.created_at
-        FROM templates t
-        JOIN template_versions v
-          ON v.template_id = t.id AND v.version = COALESCE($2::integer, t.latest_version)
-        WHERE t.id = $1 AND t.tenant_id = $3
-        """,
-        template_id,
-        version,
-        tenant,
-    )
-    return _typed(row, TemplateVersion) if row is not None else None
-
-
-@map_db_errors()
-async def template_versions(
-    pool: asyncpg.Pool, tenant: str, template_id: str
-) -> list[VersionStamp]:
-    """Every version of a tenant's template, oldest first."""
-    rows = await pool.fetch(
-        "SELECT v.version, v.created_at FROM template_versions v "
-        "JOIN templates t ON t.id = v.template_id AND t.tenant_id = $2 "
-        "WHERE v.template_id = $1 ORDER BY v.version",
-        template_id,
-        tenant,
-    )
-    return [_typed(r, VersionStamp) for r in rows]
-
-
 class BatchItemRow(msgspec.Struct, kw_only=True, frozen=True):
     """One item of a batch as `GET /batches/{id}/items` shows it: an item the conductor
     has not expanded yet is `queued`, with no filename known here."""
@@ -599,7 +474,7 @@ async def list_batches(
         limit,
         offset,
     )
-    return [_typed(r, BatchRow) for r in rows]
+    return [typed(r, BatchRow) for r in rows]
 
 
 @map_db_errors()
@@ -624,4 +499,4 @@ async def batch_items(
         limit,
         offset,
     )
-    return [_typed(r, BatchItemRow) for r in rows]
+    return [typed(r, BatchItemRow) for r in rows]

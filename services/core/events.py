@@ -13,6 +13,8 @@ from typing import Any, ClassVar
 
 import msgspec
 
+from services.core.pageoptions import PageOptions
+
 STREAM = "JOBS"
 SUBJECTS = ["jobs.>", "batches.>"]
 
@@ -131,68 +133,6 @@ def batch_archive_key(tenant: str, batch_id: str, extension: str = "zip") -> str
 def now() -> float:
     """Event timestamps are Unix seconds."""
     return time.time()
-
-
-class Margin(msgspec.Struct, omit_defaults=True):
-    """Page margins as CSS lengths (`"10mm"`, `"0.5in"`, `"12px"`)."""
-
-    top: str = "0"
-    right: str = "0"
-    bottom: str = "0"
-    left: str = "0"
-
-
-class WaitFor(msgspec.Struct, omit_defaults=True):
-    """What to wait for after `load` before printing: exactly one of the three.
-
-    `timeout` is in seconds; None means as long as the render time limit allows, and a
-    larger value is cut to it.
-    """
-
-    selector: str | None = None
-    expression: str | None = None
-    network_idle: bool = False
-    timeout: float | None = None
-
-
-class Metadata(msgspec.Struct, omit_defaults=True):
-    """The PDF's document information (`/Title`, `/Author`, `/Subject`, `/Keywords`)."""
-
-    title: str | None = None
-    author: str | None = None
-    subject: str | None = None
-    keywords: str | None = None
-
-
-class PageOptions(msgspec.Struct, omit_defaults=True):
-    """How the page is printed; validated at the gateway, used by the renderer.
-
-    Inside events these structs ignore fields they do not know, so a renderer older than
-    the gateway still renders a job that uses a newer option (without it); the gateway
-    refuses unknown fields in requests with its strict subclasses (`gateway/requests.py`).
-
-    `services/core/options.check_options` holds every rule beyond the types (ranges,
-    units, known values, combinations); the README's "Print options" table documents them.
-    """
-
-    format: str = "A4"
-    landscape: bool = False
-    margin: Margin | None = None
-    print_background: bool = True
-    scale: float = 1.0
-    header_template: str | None = None
-    footer_template: str | None = None
-    width: str | None = None
-    height: str | None = None
-    prefer_css_page_size: bool = False
-    page_ranges: str | None = None
-    wait_for: WaitFor | None = None
-    emulate_media: str = "print"
-    metadata: Metadata | None = None
-    tagged: bool = True
-    output: str = "pdf"
-    receipt_width: int | None = None
-    javascript: bool | None = None  # None: on only if the document can run script
 
 
 class ErrorInfo(msgspec.Struct, omit_defaults=True):

@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Iterable
 
 from services.core.errors import RequestError
-from services.core.events import PageOptions
+from services.core.pageoptions import PageOptions
 
 MM_PER_INCH = 25.4
 CSS_PX_PER_INCH = 96.0  # CSS fixes 1in = 96px, and Chromium prints at that ratio

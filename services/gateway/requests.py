@@ -15,8 +15,9 @@ from aiohttp import web
 
 from services.core import crypto
 from services.core.errors import RequestError
-from services.core.events import BatchItem, Margin, Metadata, PageOptions, WaitFor
+from services.core.events import BatchItem
 from services.core.options import check_options
+from services.core.pageoptions import Margin, Metadata, PageOptions, WaitFor
 from services.core.signing import parse_secrets
 
 _PATH = re.compile(r"at `\$\.?([^`]*)`")

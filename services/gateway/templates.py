@@ -16,7 +16,7 @@ import asyncpg
 from aiohttp import web
 from msgspec.structs import replace
 
-from services.core import db, events
+from services.core import events, pageoptions, templatedb
 from services.core.errors import NotFound, RequestError, TemplateError
 from services.core.events import DEFAULT_TENANT
 from services.core.jail import Jail
@@ -61,7 +61,7 @@ async def create_template(request: web.Request) -> web.Response:
     tenant = caller_of(request).tenant
     template_id = template_id_for(tenant, template.name)
     with unavailable_without_postgres("cannot store the template"):
-        created = await db.create_template_version(
+        created = await templatedb.create_template_version(
             request.app[POOL],
             tenant,
             template_id,
@@ -99,7 +99,9 @@ async def list_templates(request: web.Request) -> web.Response:
     limit = int_param(request.query, "limit", 1, _MAX_LIST_LIMIT) or _LIST_LIMIT
     offset = int_param(request.query, "offset", 0, _MAX_OFFSET) or 0
     with unavailable_without_postgres("templates are unavailable"):
-        rows = await db.list_templates(request.app[POOL], caller_of(request).tenant, limit, offset)
+        rows = await templatedb.list_templates(
+            request.app[POOL], caller_of(request).tenant, limit, offset
+        )
     listed = [
         {
             "id": r.id,
@@ -116,7 +118,9 @@ async def list_templates(request: web.Request) -> web.Response:
     )
 
 
-def _template_view(row: db.TemplateVersion, versions: list[db.VersionStamp]) -> dict[str, Any]:
+def _template_view(
+    row: templatedb.TemplateVersion, versions: list[templatedb.VersionStamp]
+) -> dict[str, Any]:
     return {
         "id": row.id,
         "name": row.name,
@@ -138,8 +142,8 @@ async def get_template(request: web.Request) -> web.Response:
         raise NotFound(f"no template {template_id!r}")
     pool, tenant = request.app[POOL], caller_of(request).tenant
     with unavailable_without_postgres("templates are unavailable"):
-        row = await db.get_template_version(pool, tenant, template_id, version)
-        versions = await db.template_versions(pool, tenant, template_id) if row else []
+        row = await templatedb.get_template_version(pool, tenant, template_id, version)
+        versions = await templatedb.template_versions(pool, tenant, template_id) if row else []
     if row is None:
         which = f"version {version} of template" if version is not None else "template"
         raise NotFound(f"no {which} {template_id!r}")
@@ -150,7 +154,7 @@ async def _missing(
     pool: asyncpg.Pool, tenant: str, template_id: str, version: int | None
 ) -> RequestError:
     """Why a lookup found nothing: an unknown template, or an unknown version of one."""
-    if version is not None and await db.template_versions(pool, tenant, template_id):
+    if version is not None and await templatedb.template_versions(pool, tenant, template_id):
         return RequestError(
             f"template {template_id!r} has no version {version}", field="template_version"
         )
@@ -159,16 +163,18 @@ async def _missing(
 
 async def _lookup(
     pool: asyncpg.Pool, tenant: str, template_id: str, version: int | None
-) -> db.TemplateVersion:
+) -> templatedb.TemplateVersion:
     """The stored version a job names; `RequestError` naming the field if there is none."""
     with unavailable_without_postgres("cannot resolve template_id"):
-        row = await db.get_template_version(pool, tenant, template_id, version)
+        row = await templatedb.get_template_version(pool, tenant, template_id, version)
         if row is None:
             raise await _missing(pool, tenant, template_id, version)
     return row
 
 
-def _with_chrome(options: events.PageOptions, stored: db.TemplateVersion) -> events.PageOptions:
+def _with_chrome(
+    options: pageoptions.PageOptions, stored: templatedb.TemplateVersion
+) -> pageoptions.PageOptions:
     """`options` with the stored header and footer wherever the request set none.
 
     Only for PDF output: a header and footer decorate printed pages, and the option rules
@@ -187,7 +193,7 @@ _Submitted = TypeVar("_Submitted", events.JobSubmitted, events.BatchSubmitted)
 """What names a stored template: a job's or a batch's submission."""
 
 
-def _with_stored(event: _Submitted, stored: db.TemplateVersion) -> _Submitted:
+def _with_stored(event: _Submitted, stored: templatedb.TemplateVersion) -> _Submitted:
     """`event` rendering `stored`: its body as the template, its id and version recorded,
     and its header and footer in the page options (see `_with_chrome`)."""
     return replace(

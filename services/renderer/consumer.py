@@ -28,7 +28,7 @@ import msgspec
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
-from services.core import bus, events, metrics, timeline
+from services.core import bus, events, metrics, pageoptions, timeline
 from services.core.errors import (
     InvalidEvent,
     PageCrashed,
@@ -71,7 +71,7 @@ async def source_of(job: events.JobSubmitted, jail: Jail) -> Source:
     return Html(await rendered(jail, job.template, job.data))
 
 
-async def options_of(job: events.JobSubmitted, jail: Jail) -> events.PageOptions:
+async def options_of(job: events.JobSubmitted, jail: Jail) -> pageoptions.PageOptions:
     """The job's options, with header and footer templates rendered with the job's data
     (so an invoice number can stand in every page's header) for template sources."""
     options = job.options

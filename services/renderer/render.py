@@ -17,7 +17,7 @@ from pypdf.generic import (
     TextStringObject,
 )
 
-from services.core.events import Metadata
+from services.core.pageoptions import Metadata
 
 _STARTXREF = re.compile(rb"startxref\s+(\d+)\s+%%EOF")
 

@@ -33,7 +33,7 @@ from services.core.errors import (
     RequestError,
     WaitTimeout,
 )
-from services.core.events import Margin, PageOptions, WaitFor
+from services.core.pageoptions import Margin, PageOptions, WaitFor
 from services.core.settings import Settings
 from services.renderer.browser import BrowserPool, Html, count_pages, privileges
 from services.renderer.browser import tab as tab_module

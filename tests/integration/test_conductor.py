@@ -25,7 +25,7 @@ from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
 
 from services.conductor import pack
-from services.core import bus, db, events, storage
+from services.core import bus, db, events, pageoptions, storage
 from services.core.settings import Settings
 from services.core.status import JobStatus
 from services.core.storage import Storage, open_storage
@@ -157,7 +157,7 @@ async def test_a_submitted_batch_becomes_one_job_per_item_once(conductor: Conduc
     """Every item is submitted as job `<batch>.<index>` with its own data and file name,
     the batch's options and no template; the batch runs (bulk durable, state `running`);
     a second copy of the batch's submission adds no item."""
-    options = events.PageOptions(format="Letter", landscape=True)
+    options = pageoptions.PageOptions(format="Letter", landscape=True)
     batch = await conductor.submit(items(300), options=options, webhook_url="http://x/h")
     submitted = await conductor.expanded(batch)
     assert [s.job_id for s in submitted] == [f"{batch.batch_id}.{i}" for i in range(300)]

@@ -27,7 +27,7 @@ import pytest_asyncio
 from aiohttp import web
 from pypdf import PdfReader
 
-from services.core.events import PageOptions, WaitFor
+from services.core.pageoptions import PageOptions, WaitFor
 from services.renderer.browser import BrowserPool, Html, RenderResult, Url
 from services.renderer.egress import Egress
 from tests.conftest import eventually, serving

@@ -26,7 +26,7 @@ from services.core.errors import (
     SourceUnreachable,
     WaitTimeout,
 )
-from services.core.events import Margin, Metadata, PageOptions, WaitFor
+from services.core.pageoptions import Margin, Metadata, PageOptions, WaitFor
 from services.renderer.browser import PNG, BrowserPool, Html, RenderResult, Url
 from tests.conftest import free_port, serving
 from tests.integration.test_browser import CHROMIUM, text_of

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from services.core.errors import OutputTooLarge
-from services.core.events import Margin, PageOptions
 from services.core.options import CSS_PX_PER_INCH, css_px, inches, paper_inches
+from services.core.pageoptions import Margin, PageOptions
 from services.renderer.browser.documents import Html, Source, Url
 
 # Skia writes one `/Type /Page` dictionary per page, and `/Type /Pages` for the tree.

@@ -28,7 +28,7 @@ from services.core.errors import (
     PressroomError,
     RenderTimeout,
 )
-from services.core.events import PageOptions
+from services.core.pageoptions import PageOptions
 from services.core.settings import Settings
 from services.renderer.browser.documents import PDF, PNG, RenderResult, Source
 from services.renderer.browser.params import count_pages

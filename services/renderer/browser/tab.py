@@ -37,8 +37,8 @@ from services.core.errors import (
     SourceUnreachable,
     WaitTimeout,
 )
-from services.core.events import PageOptions, WaitFor
 from services.core.options import CSS_PX_PER_INCH, MAX_PAPER_INCHES
+from services.core.pageoptions import PageOptions, WaitFor
 from services.renderer.browser.documents import Source, Url
 from services.renderer.browser.params import Emulation, check_png_size, emulation_for, print_params
 from services.renderer.browser.tasks import describe

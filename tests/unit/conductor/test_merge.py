@@ -27,7 +27,7 @@ from pypdf.generic import ArrayObject, NameObject, NumberObject
 
 from services.conductor import pack
 from services.conductor.merge import Merger, NotMergeable
-from services.core.events import PageOptions
+from services.core.pageoptions import PageOptions
 from services.core.status import JobStatus
 from services.core.storage import LocalStorage
 from services.core.templating import render_html

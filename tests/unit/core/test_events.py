@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from services.core import events
+from services.core import events, pageoptions
 
 
 def test_terminal_events_share_one_dedup_id():
@@ -30,9 +30,9 @@ def test_a_job_with_options_this_version_does_not_know_still_decodes():
     job = events.decode(newer)
     assert isinstance(job, events.JobSubmitted)
     assert job.options.format == "A5"
-    assert job.options.margin == events.Margin(top="1cm")
-    assert job.options.metadata == events.Metadata(title="T")
-    assert job.options.wait_for == events.WaitFor(selector="#x")
+    assert job.options.margin == pageoptions.Margin(top="1cm")
+    assert job.options.metadata == pageoptions.Metadata(title="T")
+    assert job.options.wait_for == pageoptions.WaitFor(selector="#x")
 
 
 def test_a_single_job_s_submission_carries_its_tenant_s_lane_and_an_item_s_does_not():

@@ -10,8 +10,8 @@ import pytest
 
 from services.core import events
 from services.core.errors import RequestError
-from services.core.events import PageOptions
 from services.core.options import check_options, css_px, inches
+from services.core.pageoptions import PageOptions
 from services.gateway.requests import OptionsRequest
 from services.renderer.browser import (
     DEFAULT_VIEWPORT,
