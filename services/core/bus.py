@@ -166,14 +166,21 @@ def bulk_config(settings: Settings, batch_id: str) -> ConsumerConfig:
     """The durable of one batch's items: made by the conductor when it expands the batch,
     read by every renderer (one item at a time, after interactive jobs), deleted when the
     batch has ended. Attempts are counted as for single jobs."""
+    return _render_durable(settings, events.bulk_durable(batch_id), events.bulk_filter(batch_id))
+
+
+def _render_durable(settings: Settings, name: str, subject: str, **extra: Any) -> ConsumerConfig:
+    """A durable renderers take work from: every attempt counted against
+    `PRESSROOM_MAX_ATTEMPTS`, the renderers' ack wait."""
     return ConsumerConfig(
-        durable_name=events.bulk_durable(batch_id),
-        filter_subject=events.bulk_filter(batch_id),
+        durable_name=name,
+        filter_subject=subject,
         ack_policy=AckPolicy.EXPLICIT,
         deliver_policy=DeliverPolicy.ALL,
         ack_wait=settings.ack_wait,
         max_deliver=settings.max_attempts,
         max_ack_pending=1000,
+        **extra,
     )
 
 
@@ -181,14 +188,10 @@ def singles_config(settings: Settings, tenant: str) -> ConsumerConfig:
     """The durable of one tenant's single jobs: the same terms as the legacy `renderer`
     durable (attempts, ack wait), on that tenant's submissions only. Its metadata names the
     tenant, for readers that start from the durable (the reconciler)."""
-    return ConsumerConfig(
-        durable_name=events.singles_durable(tenant),
-        filter_subject=events.singles_filter(tenant),
-        ack_policy=AckPolicy.EXPLICIT,
-        deliver_policy=DeliverPolicy.ALL,
-        ack_wait=settings.ack_wait,
-        max_deliver=settings.max_attempts,
-        max_ack_pending=1000,
+    return _render_durable(
+        settings,
+        events.singles_durable(tenant),
+        events.singles_filter(tenant),
         metadata={"tenant": tenant},
     )
 

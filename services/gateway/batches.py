@@ -28,6 +28,7 @@ from services.core.errors import (
 from services.core.status import BatchStatus, JobStatus
 from services.gateway import idempotency, templates
 from services.gateway.auth import caller_of, guarded
+from services.gateway.jobs import attempt_view
 from services.gateway.keys import IDEMPOTENCY, JS, LOG_ROOM, NATS, POOL, SETTINGS, STORAGE
 from services.gateway.limits import LIMITS
 from services.gateway.postgres import unavailable_without_postgres
@@ -440,21 +441,7 @@ async def get_webhooks(request: web.Request) -> web.Response:
         raise NotFound(f"no batch {batch_id!r}")
     with unavailable_without_postgres("webhook log is unavailable"):
         rows = await db.batch_webhook_deliveries(request.app[POOL], tenant, batch_id)
-    attempts = [
-        {
-            "webhook_id": r.webhook_id,
-            "event": r.event,
-            "attempt": r.attempt,
-            "url": r.url,
-            "outcome": r.outcome,
-            "status_code": r.status_code,
-            "error": r.error,
-            "latency_ms": r.latency_ms,
-            "at": _iso(r.at),
-        }
-        for r in rows
-    ]
-    return web.json_response({"id": batch_id, "attempts": attempts})
+    return web.json_response({"id": batch_id, "attempts": [attempt_view(r) for r in rows]})
 
 
 async def _state_of(request: web.Request, batch_id: str) -> tuple[str, BatchStatus, bool]:

@@ -221,20 +221,24 @@ async def get_webhooks(request: web.Request) -> web.Response:
     await _job_or_404(request, job_id)
     with unavailable_without_postgres("webhook log is unavailable"):
         rows = await db.webhook_deliveries(request.app[POOL], job_id)
-    attempts = [
-        {
-            "webhook_id": r.webhook_id,
-            "attempt": r.attempt,
-            "url": r.url,
-            "outcome": r.outcome,
-            "status_code": r.status_code,
-            "error": r.error,
-            "latency_ms": r.latency_ms,
-            "at": _iso(r.at),
-        }
-        for r in rows
-    ]
-    return web.json_response({"id": job_id, "attempts": attempts})
+    return web.json_response({"id": job_id, "attempts": [attempt_view(r) for r in rows]})
+
+
+def attempt_view(row: db.WebhookDelivery | db.BatchWebhookDelivery) -> dict[str, Any]:
+    """One recorded webhook attempt as `GET /jobs/{id}/webhooks` and
+    `GET /batches/{id}/webhooks` show it (a batch's also names its event)."""
+    event = {"event": row.event} if isinstance(row, db.BatchWebhookDelivery) else {}
+    return {
+        "webhook_id": row.webhook_id,
+        **event,
+        "attempt": row.attempt,
+        "url": row.url,
+        "outcome": row.outcome,
+        "status_code": row.status_code,
+        "error": row.error,
+        "latency_ms": row.latency_ms,
+        "at": _iso(row.at),
+    }
 
 
 async def download(request: web.Request) -> web.FileResponse:

@@ -90,6 +90,9 @@ class BatchStates:
     def _changed(self) -> None:
         self._change.set()
         self._change = asyncio.Event()
+        self._notify()
+
+    def _notify(self) -> None:
         for listener in self._listeners:
             listener()
 
@@ -105,14 +108,12 @@ class BatchStates:
         task = asyncio.current_task()
         assert task is not None
         self.parked.add(task)
-        for listener in self._listeners:
-            listener()
+        self._notify()
         try:
             yield
         finally:
             self.parked.discard(task)
-            for listener in self._listeners:
-                listener()
+            self._notify()
 
 
 async def follow(js: JetStreamContext, states: BatchStates) -> None:
