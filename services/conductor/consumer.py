@@ -28,7 +28,7 @@ from nats.js import JetStreamContext
 
 from services.conductor import expand, pack
 from services.conductor.state import CANCELLED, PAUSED, RUNNING, BatchStates
-from services.core import bus, events, timeline
+from services.core import bus, events, runtime, timeline
 from services.core.errors import (
     DeterministicError,
     InvalidEvent,
@@ -114,9 +114,7 @@ class Conductor:
             log.exception("%s: unexpected failure; handled again later", msg.subject)
             await _settle(msg.nak(delay=RETRY_DELAY))
         finally:
-            alive.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await alive
+            await runtime.cancelled(alive)
 
     async def _dispatch(self, event: events.LogEvent) -> None:
         if isinstance(event, events.BatchSubmitted):

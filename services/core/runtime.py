@@ -10,6 +10,7 @@ import os
 import signal
 import sys
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from services.core.errors import PressroomError
 from services.core.settings import Settings, SettingsError
@@ -21,6 +22,27 @@ async def pause(stop: asyncio.Event, seconds: float) -> None:
     """Wait `seconds`, or less if `stop` is set meanwhile (a backoff that yields to shutdown)."""
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(stop.wait(), seconds)
+
+
+CANCEL_AGAIN = 0.5
+"""Seconds a cancelled task gets to end before it is cancelled again (`cancelled`)."""
+
+
+async def cancelled(*tasks: asyncio.Task[Any]) -> None:
+    """Cancel `tasks` and return once every one has ended, whatever each raised.
+
+    Python 3.11's `asyncio.wait_for` returns the result instead of raising when the cancel
+    arrives as the awaited future completes (gh-86296), and nats-py awaits every request
+    that way: a background task cancelled at such a moment runs on. A renderer stopped
+    while its batch-state watch was being set up waited for updates forever, so its
+    shutdown never ended. The cancel is therefore repeated until the task is gone.
+    """
+    pending = {task for task in tasks if not task.done()}
+    while pending:
+        for task in pending:
+            task.cancel()
+        _, pending = await asyncio.wait(pending, timeout=CANCEL_AGAIN)
+    await asyncio.gather(*tasks, return_exceptions=True)  # retrieved: never "never retrieved"
 
 
 def setup_logging(level: str, service: str) -> None:

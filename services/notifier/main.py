@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 
 from services.core import bus, db, events, metrics, runtime, signing, worker
 from services.core.settings import Settings, SettingsError
@@ -41,9 +40,7 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
                 grace=settings.webhook_timeout,
             )
         finally:
-            backlog.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await backlog
+            await runtime.cancelled(backlog)
 
 
 def main() -> None:

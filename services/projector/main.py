@@ -43,9 +43,7 @@ async def run_together(*loops: Coroutine[Any, Any, None]) -> None:
     try:
         done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
     finally:
-        for task in tasks:
-            task.cancel()  # no-op on finished tasks
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await runtime.cancelled(*tasks)
     for task in done:
         error = None if task.cancelled() else task.exception()
         if error is not None:

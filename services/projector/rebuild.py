@@ -67,9 +67,7 @@ async def rebuild(settings: Settings, stop: asyncio.Event) -> Summary:
         try:
             await consumer.run(consumer.Projection(js, pool, settings.free_tier), caught_up)
         finally:
-            watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await watcher
+            await runtime.cancelled(watcher)
         events_applied, jobs = await db.projection_counts(pool)
         batches = await db.batch_counts(pool)
     return Summary(events_applied, jobs, complete=not stop.is_set(), batches=batches)

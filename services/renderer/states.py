@@ -17,7 +17,7 @@ from typing import Any
 import msgspec
 from nats.js import JetStreamContext
 
-from services.core import bus, events
+from services.core import bus, events, runtime
 from services.core.status import BatchStatus
 
 log = logging.getLogger(__name__)
@@ -169,6 +169,4 @@ async def watched(js: JetStreamContext) -> AsyncIterator[BatchStates]:
     try:
         yield states
     finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await runtime.cancelled(task)
