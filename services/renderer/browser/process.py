@@ -106,6 +106,12 @@ def _write_preferences(profile: str, uid: int | None) -> None:
 CLOSE_GRACE = 5.0
 """Seconds a tab or the browser gets to close before it is dropped or killed."""
 
+OPEN_GRACE = 20.0
+"""Seconds a new tab (its browser context, renderer process and proxy door) gets to open
+before the browser is judged broken. Milliseconds on an idle machine, but a renderer
+starting beside busy browsers on a loaded 2-core machine took over 5 s, and at start-up
+that failure stops the renderer."""
+
 # Exec'd between pyppeteer's fork and Chromium (pyppeteer offers no preexec hook): changes
 # user when asked, then asks the kernel to SIGKILL Chromium when the renderer process dies,
 # however it dies (a SIGKILLed renderer would otherwise leave a ~1 GB browser behind). The
@@ -299,7 +305,7 @@ class Chromium:
 
     async def _open_tabs(self, pages: int) -> None:
         # At once: each tab waits mostly on Chromium starting a renderer for its context.
-        opened = [self.spawn(self.run(self.open_tab(), CLOSE_GRACE)) for _ in range(pages)]
+        opened = [self.spawn(self.run(self.open_tab(), OPEN_GRACE)) for _ in range(pages)]
         try:
             await asyncio.gather(*opened)
             for task in opened:
@@ -392,7 +398,7 @@ class Chromium:
         """
         try:
             self._dispose_later(tab)  # a hung renderer may never confirm; don't wait
-            self.idle.put_nowait(await self.run(self.open_tab(), CLOSE_GRACE))
+            self.idle.put_nowait(await self.run(self.open_tab(), OPEN_GRACE))
         except BrowserError:
             self.idle.put_nowait(tab)
             raise
