@@ -18,10 +18,11 @@ answered nothing is not asked again until one of those says it may have work.
 
 Batches' turns go round robin over the tenants that have a running batch, and within a
 tenant over its running batches (`Rotation`), so two tenants' runs progress at the same
-rate whatever their sizes. At most `bulk_limit` items (the browser's pages) are in hand:
-items in hand queue for a page ahead of a single job that arrives after them, so with no
-more than the pages a single job waits for the shortest render in flight, never behind
-the run (docs/design-batches.md, "Choosing the next render").
+rate whatever their sizes. Items and single jobs in hand together take at most
+`bulk_limit` of the items' slots (the browser's pages): items in hand queue for a page
+ahead of a single job that arrives after them, and while a single job is in hand no new
+item takes the page it will need, so a single job waits for the shortest render in
+flight, never behind the run (docs/design-batches.md, "Choosing the next render").
 
 With nothing to take anywhere the loop waits until a bell rings, a render ends, a batch's
 state changes, or the next sweep (`IDLE_WAIT` while batches run: their items have no bell).
@@ -103,10 +104,17 @@ def _after(names: list[str], last: str | None) -> list[str]:
     return names[start:] + names[:start]
 
 
-def bulk_room(free: int, interactive: int, bulk_in_hand: int, bulk_limit: int) -> int:
-    """How many items to take now: the slots single jobs left free (`interactive` of the
-    `free` slots went to them), and no more than `bulk_limit` items in hand in all."""
-    return max(0, min(free - interactive, bulk_limit - bulk_in_hand))
+def bulk_room(free: int, taken: int, singles_in_hand: int, bulk_in_hand: int, pages: int) -> int:
+    """How many items to take now: no more than the slots left free after this turn's
+    single jobs (`taken` of the `free` slots), and no more than the pages that neither an
+    item nor a single job in hand (this turn's included) will need.
+
+    A single job in hand counts against the items' pages until it ends: an item taken
+    while it is still on its way to a page (its bookkeeping before the render) would get
+    the page first, and with every item finishing in turn the single job could be
+    overtaken again and again.
+    """
+    return max(0, min(free - taken, pages - singles_in_hand - bulk_in_hand))
 
 
 class Singles:
@@ -289,7 +297,8 @@ class Lanes:
             await self._forget({})
             return bool(msgs)
         in_hand = len(self._bulk) - len(self.states.parked)
-        room = bulk_room(free, len(msgs), in_hand, self.bulk_limit)
+        singles_in_hand = len(self._inflight) - len(self._bulk)
+        room = bulk_room(free, len(msgs), singles_in_hand, in_hand, self.bulk_limit)
         taken = 0
         while taken < room and await self._take_item():
             taken += 1

@@ -71,11 +71,18 @@ def test_a_batch_joining_takes_its_place_without_resetting_turns() -> None:
 
 
 def test_single_jobs_take_the_free_slots_first_and_items_are_never_hoarded() -> None:
-    assert bulk_room(free=4, interactive=4, bulk_in_hand=0, bulk_limit=2) == 0
-    assert bulk_room(free=4, interactive=3, bulk_in_hand=0, bulk_limit=2) == 1
-    assert bulk_room(free=4, interactive=0, bulk_in_hand=0, bulk_limit=2) == 2
-    assert bulk_room(free=2, interactive=0, bulk_in_hand=2, bulk_limit=2) == 0
-    assert bulk_room(free=1, interactive=0, bulk_in_hand=0, bulk_limit=2) == 1
+    assert bulk_room(free=4, taken=2, singles_in_hand=2, bulk_in_hand=0, pages=2) == 0
+    assert bulk_room(free=4, taken=1, singles_in_hand=1, bulk_in_hand=0, pages=2) == 1
+    assert bulk_room(free=4, taken=0, singles_in_hand=0, bulk_in_hand=0, pages=2) == 2
+    assert bulk_room(free=2, taken=0, singles_in_hand=0, bulk_in_hand=2, pages=2) == 0
+    assert bulk_room(free=1, taken=0, singles_in_hand=0, bulk_in_hand=0, pages=2) == 1
+
+
+def test_a_single_job_in_hand_keeps_its_page_from_the_next_item() -> None:
+    """A single job taken on an earlier turn, still on its way to a page, leaves the
+    items one page of two: the item that just ended is not replaced."""
+    assert bulk_room(free=2, taken=0, singles_in_hand=1, bulk_in_hand=1, pages=2) == 0
+    assert bulk_room(free=3, taken=0, singles_in_hand=1, bulk_in_hand=0, pages=2) == 1
 
 
 def test_the_bucket_entries_give_states_and_deletions_remove_batches() -> None:
