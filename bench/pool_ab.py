@@ -3,8 +3,8 @@
 In one process, in interleaved rounds (the order rotates every round), Chromium CPU per
 PDF of the example invoice on `--pages` tabs, by kind of Chromium process, for:
 
-- loop (a'): the bench's tuned loop (the renderer's flags, `--no-sandbox`, root, the
-  default context, setContent → pdf);
+- loop (a'): the bench's tuned loop (the renderer's flags and DevTools pipe,
+  `--no-sandbox`, root, the default context, setContent → pdf as base64);
 - pool as built: `BrowserPool.render` as the renderer calls it;
 - pool variants, each changing one thing by patching this process only: tabs in the
   default context (no context and proxy per tab), in a context each without a proxy of
@@ -44,26 +44,19 @@ from typing import Any
 from unittest import mock
 
 import psutil
-import pyppeteer
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from render_throughput import TunedLoop  # noqa: E402
 
 from services.core.events import PageOptions  # noqa: E402
 from services.core.jail import Jail, TemplateLimits  # noqa: E402
 from services.core.templating import render_html  # noqa: E402
-from services.renderer.browser import (  # noqa: E402
-    CHROMIUM_ARGS,
-    WITHOUT_DEFAULTS,
-    BrowserPool,
-    Html,
-    process,
-    tab,
-    uncompressed_devtools,
-)
+from services.renderer.browser import BrowserPool, Html, process, tab  # noqa: E402
 from services.renderer.browser.params import print_params  # noqa: E402
 from services.renderer.browser.privileges import Confinement  # noqa: E402
-from services.renderer.egress import RequestFilter  # noqa: E402
 
 CHROMIUM = os.environ.get("PRESSROOM_CHROMIUM", "/usr/bin/chromium")
 SETTLE = 3.0
@@ -162,42 +155,51 @@ async def measured(
 
 async def tuned_loop(html: str, count: int, pages: int) -> Sample:
     """(a') as `render_throughput.ceiling(tuned=True)` runs it."""
-    uncompressed_devtools()
-    browser = await pyppeteer.launch(
-        executablePath=CHROMIUM, args=[*CHROMIUM_ARGS, "--no-sandbox"],
-        ignoreDefaultArgs=WITHOUT_DEFAULTS,
-        handleSIGINT=False, handleSIGTERM=False, handleSIGHUP=False,
-    )  # fmt: skip
+    loop = TunedLoop()
+    await loop.start(CHROMIUM)
     try:
-        tabs = [await browser.newPage() for _ in range(pages)]
+        tabs = [await loop.new_tab(False) for _ in range(pages)]
 
         async def one(index: int) -> int:
-            await tabs[index].setContent(html)
-            pdf = await tabs[index].pdf({"format": "A4", "printBackground": True})
-            return len(pdf)
+            await loop.pdf(tabs[index], html)
+            return 0
 
-        return await measured(browser.process.pid, count, pages, one)
+        return await measured(loop.pid, count, pages, one)
     finally:
-        await browser.close()
+        await loop.close()
 
 
 # The pool variants: each patches the production code in this process only.
 
 
+async def _tab_in(chromium: process.Chromium, context_id: str | None) -> tab.Tab:
+    """A tab wired as `Chromium.open_tab` wires it, in `context_id` (None: the default
+    context), its traffic through the browser's own proxy door."""
+    root = chromium.connection.browser
+    params: dict[str, Any] = {"url": "about:blank"}
+    if context_id is not None:
+        params["browserContextId"] = context_id
+    target_id = str((await root.send("Target.createTarget", params))["targetId"])
+    attached = await root.send("Target.attachToTarget", {"targetId": target_id, "flatten": True})
+    door = await chromium.proxy.open_door()
+    made = await chromium._wire(
+        chromium.connection.session(str(attached["sessionId"])), target_id, "", door
+    )
+    chromium._targets[target_id] = made
+    return made
+
+
 async def _open_tab_in_default_context(self: process.Chromium) -> tab.Tab:
-    """`Chromium.open_tab` with the tab in the browser's default context (its traffic
-    through the browser's own proxy door), the request filter still on."""
-    return await _tab_on(self, await self.browser.newPage(), "")
+    """`Chromium.open_tab` with the tab in the browser's default context (no context and
+    proxy of its own), the request filter still on."""
+    return await _tab_in(self, None)
 
 
 async def _open_tab_in_context_without_proxy(self: process.Chromium) -> tab.Tab:
     """`Chromium.open_tab` with the tab in a context of its own that has no proxy of its
     own (its traffic through the browser's proxy door), the request filter still on."""
-    reply = await self.browser._connection.send("Target.createBrowserContext", {})
-    context_id = str(reply["browserContextId"])
-    made = await _tab_on(self, await self.browser._createPageInContext(context_id), context_id)
-    self._tabs[context_id] = made
-    return made
+    reply = await self.connection.browser.send("Target.createBrowserContext")
+    return await _tab_in(self, str(reply["browserContextId"]))
 
 
 _SHARED: dict[int, str] = {}  # a browser's one context for all its tabs, by id(Chromium)
@@ -207,22 +209,12 @@ async def _open_tab_in_shared_context(self: process.Chromium) -> tab.Tab:
     """`Chromium.open_tab` with every tab of the browser in one context made for them
     (no proxy of its own), the request filter still on."""
     if id(self) not in _SHARED:
-        reply = await self.browser._connection.send("Target.createBrowserContext", {})
+        reply = await self.connection.browser.send("Target.createBrowserContext")
         _SHARED[id(self)] = str(reply["browserContextId"])
-    context_id = _SHARED[id(self)]
-    return await _tab_on(self, await self.browser._createPageInContext(context_id), "")
+    return await _tab_in(self, _SHARED[id(self)])
 
 
-async def _tab_on(chromium: process.Chromium, page: Any, context_id: str) -> tab.Tab:
-    page.on("error", lambda exc: None)
-    crashed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-    session = await page.target.createCDPSession()
-    gate = RequestFilter(chromium.egress, main_frame_id=page.target._targetId)
-    await process.guard(session, gate, chromium.spawn)  # type: ignore[attr-defined]
-    return tab.Tab(page, session, gate, crashed, chromium.foreground, context_id=context_id)
-
-
-async def _no_guard(session: Any, gate: RequestFilter, spawn: Any) -> None:
+async def _no_guard(session: Any, gate: Any, spawn: Any) -> None:
     """`guard` without Fetch interception (and without auto-attaching child targets)."""
 
 

@@ -4,8 +4,9 @@ In one run, on this machine, side by side:
 
 (a) the ceiling: the example invoice (examples/) printed by a naive pyppeteer loop
     (setContent → pdf, pyppeteer's defaults) on one Chromium with `--pages` tabs;
-(a') the same loop with the renderer's Chromium flags and DevTools connection: what
-    those save, apart from what the pipeline costs;
+(a') the same loop with the renderer's Chromium flags and DevTools connection (a pipe,
+    flat sessions), tabs in the default context: what those save, apart from what the
+    pipeline and the renderer's per-tab isolation cost;
 (a'') that loop with a new browser context and tab for every PDF (a quarter of the
     PDFs), shown as a ratio to (a'): what isolating every single job would cost;
 (b) Pressroom end to end: `--jobs` of the same invoice submitted through the gateway by
@@ -62,11 +63,8 @@ sys.path.insert(0, str(ROOT))
 
 from services.core.templating import render_html  # noqa: E402
 from services.dev import embedded_nats, embedded_postgres, free_port  # noqa: E402
-from services.renderer.browser import (  # noqa: E402
-    CHROMIUM_ARGS,
-    WITHOUT_DEFAULTS,
-    uncompressed_devtools,
-)
+from services.renderer.browser import CHROMIUM_ARGS  # noqa: E402
+from services.renderer.browser.process import start_browser  # noqa: E402
 
 TEMPLATE = (ROOT / "examples" / "invoice.html.j2").read_text()
 DATA = json.loads((ROOT / "examples" / "invoice.json").read_text())
@@ -83,6 +81,94 @@ TUNED_ARGS = [*CHROMIUM_ARGS, "--no-sandbox"]
 """The renderer's flags, plus `--no-sandbox`: this loop runs Chromium as root, without the
 renderer's change to an unprivileged user that lets Chromium sandbox itself."""
 
+# pyppeteer's `setContent`: the document written into the tab, without waiting for `load`.
+SET_CONTENT = "(html) => { document.open(); document.write(html); document.close(); }"
+
+
+class Loop:
+    """One browser of a bare setContent → pdf loop: `new_tab()` and `pdf(tab)`."""
+
+    pid: int
+
+    async def new_tab(self, fresh: bool) -> Any: ...
+
+    async def pdf(self, tab: Any, html: str) -> None: ...
+
+    async def close_tab(self, tab: Any) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+class NaiveLoop(Loop):
+    """pyppeteer as it comes: its launch, its default flags, its websocket, its pages."""
+
+    async def start(self, chromium: str) -> None:
+        pyppeteer.connection.ws_connect = websocket_connect
+        self.browser = await pyppeteer.launch(
+            executablePath=chromium, args=NAIVE_ARGS,
+            handleSIGINT=False, handleSIGTERM=False, handleSIGHUP=False,
+        )  # fmt: skip
+        self.pid = self.browser.process.pid
+
+    async def new_tab(self, fresh: bool) -> Any:
+        return await self.browser.newPage()
+
+    async def pdf(self, tab: Any, html: str) -> None:
+        await tab.setContent(html)
+        await tab.pdf({"format": "A4", "printBackground": True})
+
+    async def close(self) -> None:
+        await self.browser.close()
+
+
+class TunedLoop(Loop):
+    """The renderer's Chromium flags and DevTools connection (a pipe, flat sessions), the
+    least a loop can do per PDF: write the document, print it (base64, one answer)."""
+
+    async def start(self, chromium: str) -> None:
+        self.folder = tempfile.mkdtemp(prefix="bench-chromium-")
+        profile = os.path.join(self.folder, "profile")
+        os.mkdir(profile)
+        args = [*TUNED_ARGS, f"--user-data-dir={profile}", "about:blank"]
+        env = {**os.environ, "HOME": profile}
+        self.browser = await start_browser(chromium, args, env=env, uid=None, folder=self.folder)
+        self.pid = self.browser.process.pid
+
+    async def new_tab(self, fresh: bool) -> Any:
+        root = self.browser.connection.browser
+        params: dict[str, Any] = {"url": "about:blank"}
+        if fresh:
+            made = await root.send("Target.createBrowserContext")
+            params["browserContextId"] = made["browserContextId"]
+        target = (await root.send("Target.createTarget", params))["targetId"]
+        attached = await root.send("Target.attachToTarget", {"targetId": target, "flatten": True})
+        return self.browser.connection.session(attached["sessionId"]), params
+
+    async def pdf(self, tab: Any, html: str) -> None:
+        session, _ = tab
+        await session.send(
+            "Runtime.evaluate",
+            {"expression": f"({SET_CONTENT})({json.dumps(html)})", "returnByValue": True},
+        )
+        reply = await session.send(
+            "Page.printToPDF",
+            {"paperWidth": 8.27, "paperHeight": 11.7, "printBackground": True},
+        )
+        base64.b64decode(reply["data"])
+
+    async def close_tab(self, tab: Any) -> None:
+        _, params = tab
+        await self.browser.connection.browser.send(
+            "Target.disposeBrowserContext", {"browserContextId": params["browserContextId"]}
+        )
+
+    async def close(self) -> None:
+        with contextlib.suppress(Exception):
+            await self.browser.connection.browser.send("Browser.close")
+        await asyncio.to_thread(self.browser.process.wait, 10)
+        self.browser.connection.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
 
 async def ceiling(
     chromium: str,
@@ -97,46 +183,39 @@ async def ceiling(
     `html` (the example invoice by default).
 
     Naive: pyppeteer as it comes. Tuned: with the renderer's Chromium flags (site isolation
-    and the popup blocker on, as in the renderer) and DevTools connection, so (b)/(tuned)
-    is what the pipeline costs and tuned/naive what the renderer's settings save or cost.
-    Fresh (tuned too): every PDF in a new browser context and tab, closed after it: what
-    isolating every job would cost (Pressroom pays it only after a job that went to the
-    network).
+    and the popup blocker on, as in the renderer) and DevTools connection (a pipe, flat
+    sessions), tabs in the browser's default context, so (b)/(tuned) is what the pipeline
+    and the renderer's isolation cost, and tuned/naive what the renderer's settings and
+    connection save. Fresh (tuned too): every PDF in a new browser context and tab, closed
+    after it: what isolating every job would cost (Pressroom pays it only after a job that
+    went to the network).
 
     `cpu`, if given, receives the CPU seconds per PDF of Chromium and of the loop.
     """
     html = html if html is not None else render_html(TEMPLATE, DATA)
-    pyppeteer.connection.ws_connect = websocket_connect
-    if tuned:
-        uncompressed_devtools()
-    browser = await pyppeteer.launch(
-        executablePath=chromium, args=TUNED_ARGS if tuned else NAIVE_ARGS,
-        ignoreDefaultArgs=WITHOUT_DEFAULTS if tuned else False,
-        handleSIGINT=False, handleSIGTERM=False, handleSIGHUP=False,
-    )  # fmt: skip
+    loop: NaiveLoop | TunedLoop = TunedLoop() if tuned else NaiveLoop()
+    await loop.start(chromium)
     try:
-        tabs = [await browser.newPage() for _ in range(pages)]
+        tabs = [await loop.new_tab(False) for _ in range(pages)]
 
-        async def loop(tab: Any, todo: Any) -> None:
+        async def run(tab: Any, todo: Any) -> None:
             for _ in todo:
                 if fresh:
-                    context = await browser.createIncognitoBrowserContext()
-                    tab = await context.newPage()
-                await tab.setContent(html)
-                await tab.pdf({"format": "A4", "printBackground": True})
-                if fresh:
-                    await context.close()
+                    own = await loop.new_tab(True)
+                    await loop.pdf(own, html)
+                    await loop.close_tab(own)
+                else:
+                    await loop.pdf(tab, html)
 
         warm_up = iter(range(2 * pages))
-        await asyncio.gather(*(loop(tab, warm_up) for tab in tabs))
+        await asyncio.gather(*(run(tab, warm_up) for tab in tabs))
         todo = iter(range(count))
-        chromium_pid = browser.process.pid
-        before = tree_cpu_seconds(chromium_pid, True), cpu_seconds(os.getpid())
+        before = tree_cpu_seconds(loop.pid, True), cpu_seconds(os.getpid())
         machine = psutil.cpu_times()
         started = time.perf_counter()
-        await asyncio.gather(*(loop(tab, todo) for tab in tabs))
+        await asyncio.gather(*(run(tab, todo) for tab in tabs))
         elapsed = time.perf_counter() - started
-        after = tree_cpu_seconds(chromium_pid, True), cpu_seconds(os.getpid())
+        after = tree_cpu_seconds(loop.pid, True), cpu_seconds(os.getpid())
         now = psutil.cpu_times()
         busy = sum(now) - now.idle - (sum(machine) - machine.idle)
         if cpu is not None:
@@ -145,14 +224,13 @@ async def ceiling(
         kind = "fresh" if fresh else "tuned" if tuned else "naive"
         print(
             f"    ({kind} loop) CPU per PDF, µs: chromium "
-            f"{(after[0] - before[0]) / count * 1e6:,.0f}, pyppeteer loop "
+            f"{(after[0] - before[0]) / count * 1e6:,.0f}, loop "
             f"{(after[1] - before[1]) / count * 1e6:,.0f}; machine CPU busy: "
             f"{busy / (elapsed * (psutil.cpu_count() or 1)):.0%}"
         )
         return count / elapsed
     finally:
-        await browser.close()
-        pyppeteer.connection.ws_connect = websocket_connect
+        await loop.close()
 
 
 @contextlib.asynccontextmanager

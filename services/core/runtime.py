@@ -52,8 +52,6 @@ def setup_logging(level: str, service: str) -> None:
         stream=sys.stderr,
     )
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
-    logging.getLogger("pyppeteer").setLevel(logging.WARNING)
-    logging.getLogger("websockets").setLevel(logging.WARNING)
 
 
 def load_settings() -> Settings:

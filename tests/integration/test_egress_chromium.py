@@ -1,10 +1,10 @@
 """The egress policy in front of a real Chromium, wired as the renderer wires it.
 
-Each test launches Chromium with the renderer's flags and gives a tab a `RequestFilter`,
-wired by the renderer's own `guard`: `Fetch.enable` on the tab's CDP session, plus
-auto-attach to its out-of-process iframes and workers, each of which gets `Fetch.enable`
-too. A local aiohttp server on 127.0.0.1 serves pages, images and redirects and records
-every request.
+Each test launches Chromium with the renderer's flags (and its DevTools pipe) and gives a
+tab (the renderer's `Tab`) a `RequestFilter`, wired by the renderer's own `guard`:
+`Fetch.enable` on the tab's CDP session, plus auto-attach to its out-of-process iframes
+and workers, each of which gets `Fetch.enable` too. A local aiohttp server on 127.0.0.1
+serves pages, images and redirects and records every request.
 
 A "public" host is simulated: `public.test` and `other.test` resolve, for the policy, to
 public addresses (a fake resolver), while Chromium maps every `*.test` name to 127.0.0.1
@@ -30,18 +30,21 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
+import json
 import os
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-import pyppeteer
 import pytest
 from aiohttp import web
-from pyppeteer.errors import PageError
 
 from services.renderer.browser import CHROMIUM_ARGS
 from services.renderer.browser.interception import guard
+from services.renderer.browser.process import start_browser
+from services.renderer.browser.tab import NavigationFailed, Tab, navigate
 from services.renderer.egress import Egress, RequestFilter
 from tests.conftest import eventually
 
@@ -132,26 +135,27 @@ def fake_dns(table: dict[str, list[str]]) -> Callable[[str], Coroutine[Any, Any,
 class Browser:
     """A Chromium with the renderer's flags; its CDP handlers run as tasks kept here."""
 
-    def __init__(self, site: Site) -> None:
+    def __init__(self, site: Site, folder: Path) -> None:
         self.site = site
+        self.folder = folder
         self.tasks: set[asyncio.Task[Any]] = set()
         self.chromium: Any = None
 
     async def start(self) -> None:
-        self.chromium = await pyppeteer.launch(
-            executablePath=CHROMIUM,
-            args=[
-                *CHROMIUM_ARGS,
-                "--no-sandbox",  # as root: this test does not change user as the renderer does
-                "--host-resolver-rules=MAP *.test 127.0.0.1",
-                # Service workers need a secure context; this makes the simulated public
-                # host one (in production such a page would be served over https).
-                f"--unsafely-treat-insecure-origin-as-secure={self.site.url('', 'public.test')}",
-            ],
-            headless=True,
-            handleSIGINT=False,
-            handleSIGTERM=False,
-            handleSIGHUP=False,
+        profile = self.folder / "profile"
+        profile.mkdir()
+        args = [
+            *CHROMIUM_ARGS,
+            "--no-sandbox",  # as root: this test does not change user as the renderer does
+            "--host-resolver-rules=MAP *.test 127.0.0.1",
+            # Service workers need a secure context; this makes the simulated public
+            # host one (in production such a page would be served over https).
+            f"--unsafely-treat-insecure-origin-as-secure={self.site.url('', 'public.test')}",
+            f"--user-data-dir={profile}",
+            "about:blank",
+        ]
+        self.chromium = await start_browser(
+            CHROMIUM, args, env=dict(os.environ), uid=None, folder=str(self.folder)
         )
 
     def spawn(self, work: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
@@ -160,50 +164,71 @@ class Browser:
         task.add_done_callback(self.tasks.discard)
         return task
 
-    async def tab(self, *, allow_private: bool) -> tuple[Any, RequestFilter]:
+    async def tab(self, *, allow_private: bool) -> tuple[Tab, RequestFilter]:
         """A new tab whose every request passes a `RequestFilter`, and that filter."""
-        page = await self.chromium.newPage()
-        session = await page.target.createCDPSession()
+        root = self.chromium.connection.browser
+        target_id = (await root.send("Target.createTarget", {"url": "about:blank"}))["targetId"]
+        attached = await root.send(
+            "Target.attachToTarget", {"targetId": target_id, "flatten": True}
+        )
+        session = self.chromium.connection.session(attached["sessionId"])
         gate = RequestFilter(
             Egress(allow_private=allow_private, resolve=fake_dns(PUBLIC_NAMES)),
-            main_frame_id=page.target._targetId,  # Chromium's main frame id is the target id
+            main_frame_id=target_id,  # Chromium's main frame id is the target id
         )
         await guard(session, gate, self.spawn)
-        return page, gate
+        crashed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        tab = Tab(session, target_id, gate, crashed, asyncio.Lock())
+        await tab.enable()
+        return tab, gate
 
     async def close(self) -> None:
-        await self.chromium.close()
+        with contextlib.suppress(Exception):
+            await self.chromium.connection.browser.send("Browser.close")
+        await asyncio.to_thread(self.chromium.process.wait, 10)
+        self.chromium.connection.close()
         await asyncio.gather(*self.tasks, return_exceptions=True)
 
 
 @pytest.fixture
-async def browser(site: Site) -> AsyncIterator[Browser]:
-    browser = Browser(site)
+async def browser(site: Site, tmp_path: Path) -> AsyncIterator[Browser]:
+    browser = Browser(site, tmp_path)
     await browser.start()
     yield browser
     await browser.close()
+
+
+async def evaluate(tab: Tab, function: str, *args: Any) -> Any:
+    """The value of the (async) JS `function` called with `args` on the tab's page."""
+    call = f"({function})({', '.join(json.dumps(arg) for arg in args)})"
+    reply = await tab.send(
+        "Runtime.evaluate", {"expression": call, "awaitPromise": True, "returnByValue": True}
+    )
+    assert "exceptionDetails" not in reply, reply
+    return reply["result"].get("value")
 
 
 def refused_urls(gate: RequestFilter) -> list[str]:
     return [refusal.url for refusal in gate.refused.refusals]
 
 
-async def image_widths(page: Any) -> dict[str, int]:
+async def image_widths(page: Tab) -> dict[str, int]:
     """Each `<img id>`'s naturalWidth once every image settled (0: not loaded)."""
     return dict(
-        await page.evaluate(
+        await evaluate(
+            page,
             """async () => {
               const images = [...document.images];
               await Promise.all(images.map((i) => i.decode().catch(() => null)));
               return images.map((i) => [i.id, i.naturalWidth]);
-            }"""
+            }""",
         )
     )
 
 
-async def open_public_page(site: Site, page: Any, body: str) -> None:
+async def open_public_page(site: Site, page: Tab, body: str) -> None:
     site.pages["/page.html"] = body
-    await page.goto(site.url("/page.html", "public.test"), {"waitUntil": "load"})
+    await navigate(page, site.url("/page.html", "public.test"))
 
 
 # --- subresources -------------------------------------------------------------------------
@@ -225,8 +250,8 @@ async def test_a_template_cannot_load_a_loopback_image(site: Site, browser: Brow
     """The renderer's own path: about:blank, then the template's HTML written into it."""
     page, gate = await browser.tab(allow_private=False)
     refused = gate.begin()
-    await page.goto("about:blank", {"waitUntil": "load"})
-    await page.evaluate(WRITE_HTML, f'<img id="a" src="{site.url("/a.png")}"><p>text</p>')
+    await navigate(page, "about:blank")
+    await evaluate(page, WRITE_HTML, f'<img id="a" src="{site.url("/a.png")}"><p>text</p>')
     assert await image_widths(page) == {"a": 0}
     assert [r.url for r in refused.refusals] == [site.url("/a.png")]
     assert "127.0.0.1" in refused.refusals[0].reason
@@ -265,8 +290,8 @@ async def test_a_url_job_redirected_to_loopback_fails_its_navigation(
 ) -> None:
     page, gate = await browser.tab(allow_private=False)
     refused = gate.begin()
-    with pytest.raises(PageError, match="ERR_BLOCKED_BY_CLIENT"):
-        await page.goto(site.url("/to/secret", "public.test"), {"waitUntil": "load"})
+    with pytest.raises(NavigationFailed, match="ERR_BLOCKED_BY_CLIENT"):
+        await navigate(page, site.url("/to/secret", "public.test"))
     assert refused.navigation is not None
     assert refused.navigation.url == site.url("/secret")
     assert not refused.navigation.transient
@@ -279,8 +304,8 @@ async def test_a_url_job_on_a_loopback_address_fails_before_any_request(
 ) -> None:
     page, gate = await browser.tab(allow_private=False)
     refused = gate.begin()
-    with pytest.raises(PageError, match="ERR_BLOCKED_BY_CLIENT"):
-        await page.goto(site.url("/page.html"), {"waitUntil": "load"})
+    with pytest.raises(NavigationFailed, match="ERR_BLOCKED_BY_CLIENT"):
+        await navigate(page, site.url("/page.html"))
     assert refused.navigation is not None
     assert refused.navigation.url == site.url("/page.html")
     assert site.hits == []

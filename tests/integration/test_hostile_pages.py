@@ -32,6 +32,14 @@ from services.renderer.browser import BrowserPool, Html, RenderResult, Url
 from services.renderer.egress import Egress
 from tests.conftest import eventually, serving
 
+
+async def targets(pool: BrowserPool) -> list[dict[str, Any]]:
+    """Every target of the pool's browser (`Target.getTargets`)."""
+    assert pool.chromium is not None
+    found = await pool.chromium.connection.browser.send("Target.getTargets")
+    return list(found["targetInfos"])
+
+
 pytestmark = [pytest.mark.chromium, pytest.mark.asyncio(loop_scope="module")]
 
 CHROMIUM = os.environ.get("PRESSROOM_CHROMIUM") or "/usr/bin/chromium"
@@ -184,8 +192,7 @@ async def test_a_popup_leaves_no_window_behind(pool: BrowserPool, canary: Canary
     html = ATTACKS["popup"].format(loopback=f"http://127.0.0.1:{canary.port}")
     await pool.render(Html(html), SCRIPTED)
     await pool.settle()
-    assert pool.chromium is not None
-    urls = [target.url for target in pool.chromium.browser.targets() if target.type == "page"]
+    urls = [target["url"] for target in await targets(pool) if target["type"] == "page"]
     assert not any(str(canary.port) in url for url in urls), urls
 
 
@@ -194,26 +201,28 @@ async def test_a_window_that_gets_past_the_popup_blocker_is_closed(pool: Browser
     way a window that got past it would appear (a new page target in a tab's context):
     it is closed, recorded as refused, and the tab's context is marked for replacement."""
     assert pool.chromium is not None
-    browser = pool.chromium.browser
+    browser = pool.chromium.connection.browser
     tab = pool.chromium.idle_tabs()[0]
 
-    def windows_in_context() -> list[Any]:
+    async def windows_in_context() -> list[Any]:
         return [
             target
-            for target in browser.targets()
-            if target.type == "page"
-            and target._targetInfo.get("browserContextId") == tab.context_id
+            for target in await targets(pool)
+            if target["type"] == "page" and target.get("browserContextId") == tab.context_id
         ]
 
-    await browser._connection.send(
+    await browser.send(
         "Target.createTarget", {"url": "about:blank", "browserContextId": tab.context_id}
     )
 
     def refused() -> bool:
         return any("other windows" in r["reason"] for r in tab.gate.refused.facts())
 
+    async def one_window() -> bool:
+        return len(await windows_in_context()) == 1
+
     await eventually(refused, 10, "the extra window refused")
-    await eventually(lambda: len(windows_in_context()) == 1, 10, "the extra window closed")
+    await eventually(one_window, 10, "the extra window closed")
     assert tab.kept_state
 
 

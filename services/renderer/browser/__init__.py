@@ -1,5 +1,5 @@
-"""The Chromium pool: HTML or a URL in, PDF or PNG bytes out. The only package that knows
-pyppeteer.
+"""The Chromium pool: HTML or a URL in, PDF or PNG bytes out. The only package that
+speaks Chromium's DevTools protocol.
 
 - `pool`: `BrowserPool`, which hands renders to tabs and replaces broken tabs and
   browsers.
@@ -10,11 +10,11 @@ pyppeteer.
 - `interception`: `guard`, the egress request filter wired onto a tab's CDP sessions.
 - `params`: pure code turning options into CDP parameters and tab settings.
 - `documents`: what a render takes and gives (`Html`, `Url`, `RenderResult`).
-- `tasks`: awaiting pyppeteer without cancelling it.
+- `cdp`: the DevTools protocol over a pipe, with flat sessions.
+- `tasks`: awaiting the browser with a deadline.
 
-pyppeteer 2.0 against Chromium 156 needs care in six places; each is noted in the
-docstring of the module that handles it (`tasks`, `tab`, `interception`, `process`,
-`pool`).
+What Chromium 156 needs care with is noted in the docstring of the module that handles
+it (`cdp`, `tab`, `interception`, `process`, `pool`).
 """
 
 from services.renderer.browser.documents import PDF, PNG, Html, RenderResult, Source, Url
@@ -27,12 +27,7 @@ from services.renderer.browser.params import (
     print_params,
 )
 from services.renderer.browser.pool import BrowserPool
-from services.renderer.browser.process import (
-    CHROMIUM_ARGS,
-    WITHOUT_DEFAULTS,
-    chromium_env,
-    uncompressed_devtools,
-)
+from services.renderer.browser.process import CHROMIUM_ARGS, chromium_env
 
 __all__ = [
     "CHROMIUM_ARGS",
@@ -40,7 +35,6 @@ __all__ = [
     "EMPTY_TEMPLATE",
     "PDF",
     "PNG",
-    "WITHOUT_DEFAULTS",
     "BrowserPool",
     "Html",
     "RenderResult",
@@ -51,5 +45,4 @@ __all__ = [
     "emulation_for",
     "javascript_for",
     "print_params",
-    "uncompressed_devtools",
 ]

@@ -93,7 +93,8 @@ class Viewport:
     scale: float
 
 
-# pyppeteer gives every new tab this viewport (its `defaultViewport`).
+# Every new tab gets this viewport (what pyppeteer gave its pages, so documents lay out
+# as they did).
 DEFAULT_VIEWPORT = Viewport(800, 600, 1.0)
 
 

@@ -5,9 +5,8 @@ would cost much of the throughput (docs/benchmarks.md). A tab that times out is
 replaced; a browser that crashed, disconnected or rendered `recycle_after` documents is
 replaced by a fresh one while renders still running on the old one finish there.
 
-A navigation under way when the browser dies is never settled by pyppeteer, so a render
-also stops waiting when the connection drops (`Chromium.gone`) instead of running into
-the timeout.
+A render waiting for an event (a page's `load`) when the browser dies would wait until
+its timeout, so a render also stops waiting when the connection drops (`Chromium.gone`).
 """
 
 from __future__ import annotations
@@ -48,8 +47,14 @@ PRINT_RESERVE = 1.0
 
 
 def _verdict_of(task: asyncio.Task[Any], exc: BaseException) -> bool:
-    """Whether `exc` is what the render task raised itself (not a timeout or crash)."""
-    return task.done() and not task.cancelled() and task.exception() is exc
+    """Whether `exc` is what the render task decided itself (not a timeout or crash, nor
+    an error of Chromium's, after which the tab is in doubt)."""
+    return (
+        task.done()
+        and not task.cancelled()
+        and task.exception() is exc
+        and not isinstance(exc, BrowserError)
+    )
 
 
 class BrowserPool:
@@ -236,8 +241,8 @@ class BrowserPool:
         """Return once `task` succeeded; raise `RenderTimeout` or `BrowserError` otherwise,
         or the `PressroomError` the task raised itself (a wait, a source, a limit).
 
-        A crash must not look like a timeout: pyppeteer leaves a navigation on a dead
-        browser waiting forever, so the wait also ends when the connection drops.
+        A crash must not look like a timeout: a render waiting for a dead browser's event
+        would wait forever, so the wait also ends when the connection drops.
         """
         await asyncio.wait(
             {task, chromium.gone, crashed},

@@ -2,7 +2,7 @@
 
 A renderer running as root (containers, CI) starts Chromium as an unprivileged user
 instead (`PRESSROOM_CHROMIUM_UID`, no /etc/passwd entry needed): the launcher drops to it
-between pyppeteer's fork and Chromium's exec (`DROP_TO_UID`). A renderer that is not root
+between the fork and Chromium's exec (`DROP_TO_UID`). A renderer that is not root
 starts Chromium as itself.
 
 Chromium's own sandbox (seccomp-bpf, and a user, PID and network namespace for every

@@ -1,52 +1,44 @@
 """Launching Chromium, and `Chromium`: one browser process with its DevTools connection,
 its profile directory and its idle tabs.
 
-Chromium starts with `CHROMIUM_ARGS` and without pyppeteer's `WITHOUT_DEFAULTS`, through
-a launcher that makes it die with the renderer and, when the renderer is root, run as an
-unprivileged user (`privileges`), with its own sandbox where user namespaces allow it, with
-none of the renderer's secrets in its environment (`chromium_env`), over a DevTools
-connection that is not deflated (`uncompressed_devtools`).
+Chromium starts with `CHROMIUM_ARGS` through a launcher (`_LAUNCHER`) that makes it die
+with the renderer and, when the renderer is root, run as an unprivileged user
+(`privileges`), with its own sandbox where user namespaces allow it, with none of the
+renderer's secrets in its environment (`chromium_env`). The DevTools protocol runs over
+two pipes (`cdp`), so Chromium opens no port; each tab is a target in a browser context
+of its own, attached as a flat session.
 
-pyppeteer needs care here in two places:
-
-- A tab crash is emitted as pyee's `error` event, which raises inside pyppeteer's receive
-  loop when nobody listens; every tab gets a listener.
-- With our own `userDataDir`, `Browser.close()` neither waits for nor kills the process;
-  `Chromium.close` does both. (`launch` also blocks the event loop for ~0.3 s while it
-  polls the DevTools port with `urlopen`; that happens once per browser.)
-
-And the change of user in two:
+What needs care:
 
 - The kernel clears a process's parent-death signal when it changes user, so the launcher
   asks for it only after the change.
 - Chromium's user must own nothing that root runs or writes: a browser taken over by a
   page could replace the next browser's launcher or plant a symlink where root writes.
-  So each browser gets a folder of its own in which the launcher and `fonts.conf` stay
+  So each browser gets a folder of its own in which `fonts.conf` and `chromium.log` stay
   the renderer's and only the `profile` folder is Chromium's. Root still kills Chromium
   and removes the folder.
+- A context whose page is still loading holds Chromium's exit after `Browser.close` until
+  it is killed: the contexts go first (`close`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
+import contextlib
 import json
 import logging
 import os
-import shlex
 import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Sequence
+from dataclasses import dataclass
 from typing import Any
 from xml.sax.saxutils import escape as xml_escape
 
-import pyppeteer
-import pyppeteer.connection
-from websockets.legacy.client import connect as websocket_connect
-
 from services.core.errors import BrowserError
+from services.renderer.browser.cdp import Connection, ConnectionLost, Session
 from services.renderer.browser.interception import guard
 from services.renderer.browser.privileges import DROP_TO_UID, confine, readable_by
 from services.renderer.browser.tab import Tab
@@ -56,22 +48,29 @@ from services.renderer.proxy import BYPASS_NOTHING, Door, EgressProxy
 
 log = logging.getLogger(__name__)
 
-WITHOUT_DEFAULTS = ["--disable-popup-blocking", "--disable-features=site-per-process"]
-"""pyppeteer's default flags Pressroom drops: Chromium's popup blocker stays on (a page's
-`window.open` or form to `_blank` opens no window the request filter never sees), and so
-does site isolation (a cross-site frame gets a renderer process of its own)."""
-
 CHROMIUM_ARGS = [
+    "--headless",
     # No `--no-sandbox`: Chromium's own sandbox stays on wherever it can work; where it
-    # cannot, `Confinement.args` adds the flag at launch (see `privileges`).
+    # cannot, `Confinement.args` adds the flag at launch (see `privileges`). Its popup
+    # blocker stays on (a page's `window.open` or form to `_blank` opens no window), and
+    # so does site isolation (a cross-site frame gets a renderer process of its own).
     "--disable-gpu",
     "--disable-dev-shm-usage",
     # Without these Chromium keeps trying to reach Google's servers.
     "--disable-background-networking",
     "--disable-component-update",
     "--disable-sync",
-    "--no-first-run",
+    "--disable-client-side-phishing-detection",
+    "--safebrowsing-disable-auto-update",
+    "--disable-default-apps",
     "--disable-extensions",
+    "--metrics-recording-only",
+    "--no-first-run",
+    "--password-store=basic",
+    "--use-mock-keychain",
+    "--disable-breakpad",
+    "--disable-hang-monitor",
+    "--disable-prompt-on-repost",
     "--mute-audio",
     "--hide-scrollbars",
     "--font-render-hinting=none",
@@ -79,10 +78,17 @@ CHROMIUM_ARGS = [
     # priority; with every tab printing, that cost throughput (docs/benchmarks.md).
     "--disable-renderer-backgrounding",
     "--disable-backgrounding-occluded-windows",
+    "--disable-background-timer-throttling",
     # A page that eats memory dies at 512 MB of JS heap (its tab crashes and is replaced)
     # instead of growing to V8's default of several GB beside the other tabs.
     "--js-flags=--max-old-space-size=512",
+    # Chromium 156 gives every browser context its windows' omnibox popups, WebUI pages
+    # preloaded in renderer processes of their own (three per context seen): nothing a
+    # headless tab uses, costing each new context CPU and memory.
+    "--disable-features=WebUIOmniboxPopup,WebUIOmniboxAimPopup,WebUIOmniboxFullPopup,"
+    "PreloadTopChromeWebUI",
 ]
+"""Chromium's flags, besides the profile, the proxy and the DevTools pipe."""
 
 PREFERENCES = {"webrtc": {"ip_handling_policy": "disable_non_proxied_udp"}}
 """The profile's preferences (every browser context inherits them): WebRTC may use TCP
@@ -112,33 +118,109 @@ before the browser is judged broken. Milliseconds on an idle machine, but a rend
 starting beside busy browsers on a loaded 2-core machine took over 5 s, and at start-up
 that failure stops the renderer."""
 
-# Exec'd between pyppeteer's fork and Chromium (pyppeteer offers no preexec hook): changes
-# user when asked, then asks the kernel to SIGKILL Chromium when the renderer process dies,
-# however it dies (a SIGKILLed renderer would otherwise leave a ~1 GB browser behind). The
-# parent-death signal comes after the change of user, which would clear it.
-_PDEATHSIG_SHIM = (
+START_GRACE = 30.0
+"""Seconds Chromium gets to answer its first DevTools command after it was started."""
+
+_LAUNCHER = (
     DROP_TO_UID
-    + """ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    + """# The DevTools pipes on fds 3 (commands in) and 4 (messages out), as Chromium expects:
+# copied out of the way first, so that neither lands on the other.
+given = [int(fd) for fd in sys.argv[2:4]]
+spare = [fd for fd in range(100, 104) if fd not in given][:2]
+for fd, copy in zip(given, spare):
+    os.dup2(fd, copy)
+for copy, fd in zip(spare, (3, 4)):
+    os.dup2(copy, fd)
+    os.close(copy)
+ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 if os.getppid() == 1:
     sys.exit(1)  # the renderer is already gone
-os.execv(sys.argv[2], sys.argv[2:])
+os.execv(sys.argv[4], sys.argv[4:])
 """
 )
+"""Run by `python -c` between the fork and Chromium: changes user when asked, puts the
+DevTools pipes where Chromium reads and writes them, then asks the kernel to SIGKILL
+Chromium when the renderer process dies, however it dies (a SIGKILLed renderer would
+otherwise leave a ~1 GB browser behind). The parent-death signal comes after the change
+of user, which would clear it. Its arguments: uid (-1: stay), the two pipe ends,
+Chromium's executable and flags."""
+
+LOG_NAME = "chromium.log"
+"""Chromium's stdout and stderr, in the browser's folder: the tail explains a failed start."""
 
 
-def _dying_with_us(executable: str, folder: str, uid: int | None) -> str:
-    """A launcher script for `executable` that runs it as `uid` (None: as this process)
-    and dies with this process (Linux only)."""
-    if not sys.platform.startswith("linux"):
-        return executable
-    script = os.path.join(folder, "launch-chromium.sh")
-    with open(script, "w", encoding="utf-8") as file:
-        file.write(
-            f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -c {shlex.quote(_PDEATHSIG_SHIM)} "
-            f'{-1 if uid is None else uid} {shlex.quote(executable)} "$@"\n'
+@dataclass
+class Browser:
+    """A started Chromium: its process and DevTools connection."""
+
+    process: subprocess.Popen[bytes]
+    connection: Connection
+    folder: str
+
+    def log_tail(self, lines: int = 5) -> str:
+        """The last lines Chromium wrote, for an error message."""
+        try:
+            with open(os.path.join(self.folder, LOG_NAME), "rb") as file:
+                text = file.read()[-4096:].decode(errors="replace")
+        except OSError:
+            return ""
+        return " | ".join(line for line in text.strip().splitlines()[-lines:] if line)
+
+
+def _spawn(
+    executable: str, args: Sequence[str], env: dict[str, str], uid: int | None, folder: str
+) -> tuple[subprocess.Popen[bytes], int, int]:
+    """Fork the launcher for `executable`; the process and this side's pipe ends (read
+    Chromium's messages, write commands)."""
+    commands_in, commands_out = os.pipe()  # Chromium reads commands_in (its fd 3)
+    messages_in, messages_out = os.pipe()  # Chromium writes messages_out (its fd 4)
+    try:
+        with open(os.path.join(folder, LOG_NAME), "wb") as output:
+            process = subprocess.Popen(
+                [sys.executable, "-I", "-S", "-c", _LAUNCHER, str(-1 if uid is None else uid),
+                 str(commands_in), str(messages_out), executable, *args,
+                 "--remote-debugging-pipe"],
+                pass_fds=(commands_in, messages_out), env=env, stdin=subprocess.DEVNULL,
+                stdout=output, stderr=output,
+                start_new_session=True,  # a terminal's Ctrl-C is the renderer's to handle
+            )  # fmt: skip
+    except OSError as exc:
+        for fd in (commands_out, messages_in):
+            os.close(fd)
+        raise BrowserError(f"cannot start Chromium ({executable}): {describe(exc)}") from exc
+    finally:
+        os.close(commands_in)
+        os.close(messages_out)
+    return process, messages_in, commands_out
+
+
+async def start_browser(
+    executable: str, args: Sequence[str], *, env: dict[str, str], uid: int | None, folder: str
+) -> Browser:
+    """Start `executable` with `args` and the DevTools pipe, as `uid` (None: as this
+    process), logging into `folder`; return once it answers. `BrowserError` if it cannot
+    start, with what it said."""
+    process, reads, writes = _spawn(executable, args, env, uid, folder)
+    browser = Browser(process, await Connection.open(reads, writes), folder)
+    try:
+        await asyncio.wait_for(
+            browser.connection.browser.send("Target.setDiscoverTargets", {"discover": True}),
+            START_GRACE,
         )
-    os.chmod(script, 0o700)
-    return script
+    except (BrowserError, TimeoutError) as exc:
+        await _end(browser)
+        said = browser.log_tail()
+        raise BrowserError(
+            f"cannot start Chromium ({executable}): {describe(exc)}" + (f": {said}" if said else "")
+        ) from exc
+    return browser
+
+
+async def _end(browser: Browser) -> None:
+    browser.connection.close()
+    with contextlib.suppress(ProcessLookupError):
+        browser.process.kill()
+    await asyncio.to_thread(browser.process.wait)
 
 
 def _make_folder(uid: int | None) -> tuple[str, str]:
@@ -151,18 +233,6 @@ def _make_folder(uid: int | None) -> tuple[str, str]:
         os.chmod(folder, 0o711)  # Chromium's user may go through it, not list or change it
         os.chown(profile, uid, uid)
     return folder, profile
-
-
-def uncompressed_devtools() -> None:
-    """Make pyppeteer's DevTools connections without permessage-deflate.
-
-    Chromium otherwise deflates every message on a loopback socket, a PDF's base64
-    included, and Python inflates it again: CPU both sides spend for nothing, a share of
-    a CPU-bound renderer's throughput (docs/benchmarks.md). pyppeteer offers no option,
-    so the connect function it calls is replaced; done at launch, so only processes that
-    launch through this module are affected.
-    """
-    pyppeteer.connection.ws_connect = functools.partial(websocket_connect, compression=None)
 
 
 _FONTS_CONF = """<?xml version="1.0"?>
@@ -186,11 +256,6 @@ def _check_fonts_dir(fonts_dir: str, uid: int | None) -> None:
             fonts_dir,
             uid,
         )
-
-
-def _settle(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
 
 
 _CHROMIUM_ENV = ("PATH", "LANG", "LANGUAGE", "TZ", "TMPDIR")
@@ -233,25 +298,29 @@ class Chromium:
     one (it gets the broken tab, fails at once and raises `BrowserError`).
     """
 
-    def __init__(self, browser: Any, folder: str, proxy: EgressProxy) -> None:
-        self.browser = browser
-        self.folder = folder
+    def __init__(self, browser: Browser, proxy: EgressProxy) -> None:
+        self.process = browser.process
+        self.connection = browser.connection
+        self.folder = browser.folder
         self.proxy = proxy
         self.egress = proxy.egress
-        # Every tab by its browser context id, so a window opened inside one is caught.
+        # Every tab by its browser context id, so a window opened inside one is caught,
+        # and by its target id, so a crash reaches it.
         self._tabs: dict[str, Tab] = {}
+        self._targets: dict[str, Tab] = {}
         self.idle: asyncio.Queue[Tab] = asyncio.Queue()
         self.renders = 0
         self.in_flight = 0
         self.retired = False
         self.closing = False
         # Done once the DevTools connection dropped: the browser exited or crashed.
-        self.gone: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.gone = self.connection.closed
         self.foreground = asyncio.Lock()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._disposals: set[asyncio.Task[None]] = set()  # contexts being thrown away
-        browser.on("disconnected", self._on_disconnected)
-        browser.on("targetcreated", self._on_target)
+        root = self.connection.browser
+        root.on("Target.targetCreated", self._on_target)
+        root.on("Target.targetCrashed", self._on_crash)
 
     @classmethod
     async def launch(
@@ -275,31 +344,23 @@ class Chromium:
         _check_fonts_dir(fonts_dir, confinement.uid)
         folder, profile = _make_folder(confinement.uid)
         _write_preferences(profile, confinement.uid)
-        uncompressed_devtools()
+        args = [
+            *CHROMIUM_ARGS,
+            *confinement.args,
+            f"--user-data-dir={profile}",
+            f"--proxy-server={door.url}",
+            f"--proxy-bypass-list={BYPASS_NOTHING}",
+            "about:blank",  # the first window's page: not the new-tab page
+        ]
+        env = chromium_env(fonts_dir, profile, folder)
         try:
-            browser = await pyppeteer.launch(
-                env=chromium_env(fonts_dir, profile, folder),
-                # Always ours: pyppeteer would otherwise download its own Chromium.
-                executablePath=_dying_with_us(executable, folder, confinement.uid),
-                args=[
-                    *CHROMIUM_ARGS,
-                    *confinement.args,
-                    f"--proxy-server={door.url}",
-                    f"--proxy-bypass-list={BYPASS_NOTHING}",
-                ],
-                ignoreDefaultArgs=WITHOUT_DEFAULTS,
-                headless=True,
-                handleSIGINT=False,  # shutdown is ours: drain renders, then close
-                handleSIGTERM=False,
-                handleSIGHUP=False,
-                userDataDir=profile,
-                autoClose=False,
-                dumpio=False,
+            browser = await start_browser(
+                executable, args, env=env, uid=confinement.uid, folder=folder
             )
-        except Exception as exc:
+        except BaseException:
             shutil.rmtree(folder, ignore_errors=True)
-            raise BrowserError(f"cannot start Chromium ({executable}): {describe(exc)}") from exc
-        chromium = cls(browser, folder, proxy)
+            raise
+        chromium = cls(browser, proxy)
         await chromium._open_tabs(pages)
         return chromium
 
@@ -316,25 +377,21 @@ class Chromium:
 
     @property
     def alive(self) -> bool:
-        return not self.gone.done() and self.browser.process.poll() is None
+        return not self.gone.done() and self.process.poll() is None
 
     @property
     def obituary(self) -> str:
-        code = self.browser.process.poll()
+        code = self.process.poll()
         return "Chromium disconnected" + (f" (exit code {code})" if code is not None else "")
 
     @property
     def pid(self) -> int:
-        return int(self.browser.process.pid)
+        return int(self.process.pid)
 
     def idle_tabs(self) -> tuple[Tab, ...]:
         """The tabs in the idle queue now, in the order renders will take them."""
         # asyncio.Queue has no public way to look at its items without taking them.
         return tuple(self.idle._queue)  # type: ignore[attr-defined]
-
-    def _on_disconnected(self) -> None:
-        if not self.gone.done():
-            self.gone.set_result(None)
 
     def spawn(self, work: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
         """Run `work` as a task this browser keeps until it ends (awaited on close)."""
@@ -349,15 +406,16 @@ class Chromium:
             log.debug("chromium background task failed: %r", task.exception())
 
     async def run(self, work: Coroutine[Any, Any, Any], seconds: float) -> Any:
-        """Await pyppeteer `work` for at most `seconds`, without cancelling it.
+        """Await `work` for at most `seconds`, in a task of this browser's.
 
         Raises `BrowserError` on timeout or on any error of the work itself.
         """
         task = self.spawn(work)
         if not await finished_within(task, seconds):
+            task.cancel()
             raise BrowserError(f"Chromium did not answer within {seconds:g} s")
         if (exc := task.exception()) is not None:
-            raise BrowserError(describe(exc)) from exc
+            raise exc if isinstance(exc, BrowserError) else BrowserError(describe(exc)) from exc
         return task.result()
 
     async def open_tab(self) -> Tab:
@@ -365,29 +423,58 @@ class Chromium:
         filters its requests and never blocks on a dialog or crash."""
         door = await self.proxy.open_door()
         context_id = ""
+        root = self.connection.browser
         try:
-            reply = await self.browser._connection.send(
+            reply = await root.send(
                 "Target.createBrowserContext",
                 {"proxyServer": door.url, "proxyBypassList": BYPASS_NOTHING},
             )
             context_id = str(reply["browserContextId"])
-            page = await self.browser._createPageInContext(context_id)
+            made = await root.send(
+                "Target.createTarget", {"url": "about:blank", "browserContextId": context_id}
+            )
+            target_id = str(made["targetId"])
+            attached = await root.send(
+                "Target.attachToTarget", {"targetId": target_id, "flatten": True}
+            )
+            session = self.connection.session(str(attached["sessionId"]))
+            tab = await self._wire(session, target_id, context_id, door)
         except BaseException:
             await door.close()
             if context_id:
                 self.spawn(self._dispose_context(context_id))
             raise
-        page.on("error", lambda exc: log.warning("Chromium tab crashed: %s", exc))
-        crashed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        page.on("error", lambda exc: _settle(crashed))
-        page.on("dialog", lambda dialog: self.spawn(dialog.dismiss()))
-        session = await page.target.createCDPSession()
-        gate = RequestFilter(self.egress, main_frame_id=page.target._targetId)
-        door.gate = gate
-        await guard(session, gate, self.spawn)
-        tab = Tab(page, session, gate, crashed, self.foreground, context_id=context_id, door=door)
         self._tabs[context_id] = tab
+        self._targets[target_id] = tab
         return tab
+
+    async def _wire(self, session: Session, target_id: str, context_id: str, door: Door) -> Tab:
+        """What a tab needs on its session: the request filter (its door reports to the
+        same filter), dialogs dismissed, crashes noticed, the domains its renders use."""
+        crashed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        gate = RequestFilter(self.egress, main_frame_id=target_id)
+        door.gate = gate
+        tab = Tab(
+            session, target_id, gate, crashed, self.foreground, context_id=context_id, door=door
+        )
+        session.on("Inspector.targetCrashed", lambda _: self._crashed(tab))
+        session.on(
+            "Page.javascriptDialogOpening",
+            lambda _: self.spawn(session.send("Page.handleJavaScriptDialog", {"accept": False})),
+        )
+        await guard(session, gate, self.spawn)
+        await tab.enable()
+        return tab
+
+    def _crashed(self, tab: Tab) -> None:
+        log.warning("Chromium tab crashed (out of memory, or a renderer fault)")
+        if not tab.crashed.done():
+            tab.crashed.set_result(None)
+
+    def _on_crash(self, params: dict[str, Any]) -> None:
+        tab = self._targets.get(str(params.get("targetId", "")))
+        if tab is not None:
+            self._crashed(tab)
 
     async def replace_tab(self, tab: Tab) -> None:
         """Throw `tab` away with its context (it may be stuck, or hold a job's state) and
@@ -412,20 +499,22 @@ class Chromium:
         """Close `tab`'s context with every target in it (windows it opened, workers), and
         its door with every connection still open through it."""
         self._tabs.pop(tab.context_id, None)
+        self._targets.pop(tab.target_id, None)
+        tab.session.forget()
         if tab.door is not None:
             await tab.door.close()
         if tab.context_id:
             await self._dispose_context(tab.context_id)
 
     async def _dispose_context(self, context_id: str) -> None:
-        await self.browser._connection.send(
+        await self.connection.browser.send(
             "Target.disposeBrowserContext", {"browserContextId": context_id}
         )
 
-    def _on_target(self, target: Any) -> None:
+    def _on_target(self, params: dict[str, Any]) -> None:
         """A window opened inside a tab's context (the popup blocker let it through): close
         it, record it as refused, and have the context thrown away after the job."""
-        info = target._targetInfo
+        info = params.get("targetInfo") or {}
         tab = self._tabs.get(str(info.get("browserContextId", "")))
         if tab is None or info.get("type") != "page" or info.get("targetId") == tab.target_id:
             return
@@ -434,7 +523,7 @@ class Chromium:
         tab.gate.refused.add(Refusal(clip(url), "a page may not open other windows"))
         log.info("closed a window a page opened: %s", clip(url))
         close = {"targetId": info["targetId"]}
-        self.spawn(self.browser._connection.send("Target.closeTarget", close))
+        self.spawn(self.connection.browser.send("Target.closeTarget", close))
 
     async def close(self) -> None:
         """Close the browser, kill it if not gone after `CLOSE_GRACE` s, remove its folder."""
@@ -444,8 +533,12 @@ class Chromium:
         # A context whose page is still loading holds Chromium's exit after Browser.close
         # until it is killed: the contexts (and doors) go first, which takes milliseconds.
         await finished_within(self.spawn(self._dispose_all()), CLOSE_GRACE / 2)
-        await finished_within(self.spawn(self.browser.close()), CLOSE_GRACE / 2)
-        await _reap(self.browser.process, max(0.0, deadline - loop.time()))
+        with contextlib.suppress(ConnectionLost):  # it may be gone already
+            await finished_within(
+                self.spawn(self.connection.browser.send("Browser.close")), CLOSE_GRACE / 2
+            )
+        await _reap(self.process, max(0.0, deadline - loop.time()))
+        self.connection.close()
         await self._end_tasks()
         log.info("Chromium (pid %d) closed in %.2f s", self.pid, loop.time() - started)
         shutil.rmtree(self.folder, ignore_errors=True)
@@ -457,10 +550,8 @@ class Chromium:
         await asyncio.gather(*self._disposals, return_exceptions=True)
 
     async def _end_tasks(self) -> None:
-        # The connection is disposed by now, which failed every pending protocol call, so
-        # those tasks end within a few loop turns. What is left waits for an event that
-        # will never come (a tab's "closed"), and with the connection gone it can be
-        # cancelled without harm.
+        # The connection is closed by now, which failed every pending command, so those
+        # tasks end within a few loop turns; whatever is left is cancelled.
         if not self._tasks:
             return
         _, pending = await asyncio.wait(set(self._tasks), timeout=0.1)

@@ -26,8 +26,6 @@ import time
 import urllib.parse
 from typing import Any
 
-from pyppeteer.errors import NetworkError, PageError
-
 from services.core.errors import (
     BrowserError,
     OutputTooLarge,
@@ -39,8 +37,16 @@ from services.core.errors import (
 )
 from services.core.options import CSS_PX_PER_INCH, MAX_PAPER_INCHES
 from services.core.pageoptions import PageOptions, WaitFor
+from services.renderer.browser.cdp import CommandError, Session
 from services.renderer.browser.documents import Source, Url
-from services.renderer.browser.params import Emulation, check_png_size, emulation_for, print_params
+from services.renderer.browser.params import (
+    DEFAULT_VIEWPORT,
+    Emulation,
+    Viewport,
+    check_png_size,
+    emulation_for,
+    print_params,
+)
 from services.renderer.browser.tasks import describe
 from services.renderer.egress import Refusal, RequestFilter
 from services.renderer.proxy import Door
@@ -73,18 +79,19 @@ NETWORK_QUIET = 0.5
 
 
 class Tab:
-    """A pooled page, our own CDP session on it (request filter, emulated media), what it
-    currently emulates, the requests it has in flight and its main document's status.
+    """A pooled page: its flat CDP session, what it currently emulates, the requests it
+    has in flight and its main document's status.
 
     Each tab lives alone in a browser context of its own (`context_id`: cookies, cache,
     storage, service workers, sockets), whose traffic goes through its own door of the
-    egress proxy (`door`); the context is thrown away with the tab.
+    egress proxy (`door`); the context is thrown away with the tab. The page target's id
+    is also its main frame's.
     """
 
     def __init__(
         self,
-        page: Any,
-        session: Any,
+        session: Session,
+        target_id: str,
         gate: RequestFilter,
         crashed: asyncio.Future[None],
         foreground: asyncio.Lock,
@@ -92,42 +99,64 @@ class Tab:
         context_id: str = "",
         door: Door | None = None,
     ) -> None:
-        self.page = page
+        self.session = session
+        self.target_id = target_id
         self.context_id = context_id
         self.door = door
         self.foreground = foreground  # shared by the browser's tabs: held to be in front
         self.crashed = crashed  # done once the tab's renderer died; the tab is then replaced
-        self.session = session
         self.gate = gate
         self.document_status = 0
         self.emulation = Emulation()
         # Whether the realm may hold state of an earlier job; a new tab's does not.
         self.dirty = False
-        self.requests: set[Any] = set()
+        self.requests: dict[str, str] = {}  # request id -> URL, of requests in flight
         self.quiet_since = time.monotonic()
-        page.on("request", self._started)
-        page.on("requestfinished", self._ended)
-        page.on("requestfailed", self._ended)
-        page.on("response", self._answered)
+        self._loads: dict[str, asyncio.Future[None]] = {}  # loader id -> its main-frame load
+        session.on("Network.requestWillBeSent", self._started)
+        session.on("Network.loadingFinished", self._ended)
+        session.on("Network.loadingFailed", self._ended)
+        session.on("Network.responseReceived", self._answered)
+        session.on("Page.lifecycleEvent", self._lifecycle)
 
-    def _started(self, request: Any) -> None:
-        self.requests.add(request)
+    async def enable(self) -> None:
+        """Turn on the events renders use, and the viewport `Emulation()` stands for."""
+        for method, params in (
+            ("Page.enable", {}),
+            ("Page.setLifecycleEventsEnabled", {"enabled": True}),
+            ("Network.enable", {}),
+            ("Inspector.enable", {}),
+        ):
+            await self.send(method, params)
+        await self._set_viewport(DEFAULT_VIEWPORT)
 
-    def _answered(self, response: Any) -> None:
+    def _started(self, params: dict[str, Any]) -> None:
+        self.requests[str(params["requestId"])] = str(params.get("request", {}).get("url", ""))
+
+    def _answered(self, params: dict[str, Any]) -> None:
         # The last response of the main frame's document: after redirects, the final one.
-        request = response.request
-        if request.resourceType == "document" and request.frame is self.page.mainFrame:
-            self.document_status = int(response.status)
+        if params.get("type") == "Document" and params.get("frameId") == self.target_id:
+            self.document_status = int(params.get("response", {}).get("status", 0))
 
-    def _ended(self, request: Any) -> None:
-        self.requests.discard(request)
+    def _ended(self, params: dict[str, Any]) -> None:
+        self.requests.pop(str(params.get("requestId")), None)
         if not self.requests:
             self.quiet_since = time.monotonic()
 
-    @property
-    def target_id(self) -> str:
-        """The tab's page target (also its main frame's id)."""
-        return str(self.page.target._targetId)
+    def _lifecycle(self, params: dict[str, Any]) -> None:
+        if params.get("name") != "load" or params.get("frameId") != self.target_id:
+            return
+        loaded = self._loads.setdefault(str(params.get("loaderId")), _future())
+        if not loaded.done():
+            loaded.set_result(None)
+
+    def loaded(self, loader_id: str) -> asyncio.Future[None]:
+        """Done once the main frame's document of navigation `loader_id` fired `load`
+        (it may have already: the event can come before `Page.navigate`'s answer)."""
+        return self._loads.setdefault(loader_id, _future())
+
+    def forget_loads(self) -> None:
+        self._loads.clear()
 
     @property
     def kept_state(self) -> bool:
@@ -144,9 +173,8 @@ class Tab:
         self.document_status = 0
 
     async def send(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
-        """A raw CDP call on the page's own session."""
-        reply: dict[str, Any] = await self.page._client.send(method, params or {})
-        return reply
+        """A raw CDP command on the tab's session."""
+        return await self.session.send(method, params)
 
     async def evaluate(self, expression: str) -> dict[str, Any]:
         """`Runtime.evaluate` by value; works with JavaScript disabled for the page."""
@@ -161,21 +189,37 @@ class Tab:
             # Runtime.evaluate (our loading, waits and measuring) still works without it.
             await self.send("Emulation.setScriptExecutionDisabled", {"value": not want.javascript})
         if want.media != have.media:
-            # On our session, not the page's: with two sessions on a tab, printing follows
-            # the media of the session attached last (seen with Chromium 156).
-            await self.session.send("Emulation.setEmulatedMedia", {"media": want.media})
+            await self.send("Emulation.setEmulatedMedia", {"media": want.media})
         if want.viewport != have.viewport:
-            size = want.viewport
-            await self.send(
-                "Emulation.setDeviceMetricsOverride",
-                {
-                    "width": size.width,
-                    "height": size.height,
-                    "deviceScaleFactor": size.scale,
-                    "mobile": False,
-                },
-            )
+            await self._set_viewport(want.viewport)
         self.emulation = want
+
+    async def _set_viewport(self, size: Viewport) -> None:
+        await self.send(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": size.width, "height": size.height, "deviceScaleFactor": size.scale,
+             "mobile": False},
+        )  # fmt: skip
+
+
+def _future() -> asyncio.Future[None]:
+    return asyncio.get_running_loop().create_future()
+
+
+class NavigationFailed(BrowserError):
+    """`Page.navigate` failed; the text starts with Chromium's error (`net::ERR_…`)."""
+
+
+async def navigate(tab: Tab, url: str) -> None:
+    """Load `url` in the tab's main frame up to its `load` event; `NavigationFailed` when
+    Chromium could not load it (refused, unreachable, no document)."""
+    tab.forget_loads()
+    reply = await tab.send("Page.navigate", {"url": url})
+    if reply.get("errorText"):
+        raise NavigationFailed(f"{reply['errorText']} at {url}")
+    loader = reply.get("loaderId")
+    if loader:  # none: a navigation within the document, which loads nothing
+        await tab.loaded(str(loader))
 
 
 async def produce(
@@ -209,9 +253,9 @@ async def _load(tab: Tab, source: Source) -> None:
         await _navigate(tab, source.address)
         return
     if was_dirty:
-        await tab.page.goto("about:blank", {"waitUntil": "load", "timeout": 0})
-    # Not pyppeteer's evaluate: it calls with `userGesture: true`, and the document's own
-    # scripts would then run with the user activation that lets them open popups.
+        await navigate(tab, "about:blank")
+    # Without a user gesture: the document's own scripts would otherwise run with the
+    # user activation that lets them open popups.
     reply = await tab.send(
         "Runtime.evaluate",
         {
@@ -244,8 +288,8 @@ async def _navigate(tab: Tab, url: str) -> None:
     """Load `url` up to its `load` event; raise `SourceError` if retrying cannot help
     (4xx, refused), `SourceUnreachable` if it may (DNS, connection, 5xx)."""
     try:
-        await tab.page.goto(url, {"waitUntil": "load", "timeout": 0})
-    except PageError as exc:
+        await navigate(tab, url)
+    except NavigationFailed as exc:
         _check_refusal(tab.gate.refused.navigation)
         # An error status with an empty body ends as net::ERR_HTTP_RESPONSE_CODE_FAILURE:
         # the status, seen on the response, says more.
@@ -347,7 +391,7 @@ async def _network_idle(tab: Tab, end: float) -> None:
 
 
 def _busy_message(tab: Tab, waited: float) -> str:
-    open_urls = sorted(str(request.url)[:200] for request in tab.requests)
+    open_urls = sorted(url[:200] for url in tab.requests.values())
     example = f", e.g. {open_urls[0]}" if open_urls else ""
     return (
         f"wait_for.network_idle: the network was still busy after {waited:.1f} s "
@@ -364,7 +408,7 @@ async def _print_pdf(tab: Tab, options: PageOptions, limit: int) -> bytes:
         params["paperHeight"] = await _receipt_height(tab, options, params)
     try:
         reply = await tab.send("Page.printToPDF", params)
-    except NetworkError as exc:
+    except CommandError as exc:
         # "Page range exceeds page count": the ranges were valid, but not for this document.
         if "Page range" in str(exc):
             message = str(exc).rsplit(": ", 1)[-1]

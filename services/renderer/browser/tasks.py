@@ -1,10 +1,8 @@
-"""Awaiting pyppeteer without ever cancelling it.
+"""Awaiting the browser with a deadline, in tasks the browser keeps.
 
-Never cancel an await on pyppeteer. Its protocol futures stay in its callback tables, and
-when the tab or connection closes later it calls `set_exception` on the cancelled future;
-the `InvalidStateError` escapes into its receive loop and silently kills the whole
-connection. Every pyppeteer call therefore runs in a task that is waited on with a
-deadline (`finished_within`) but never cancelled while the browser lives.
+A render, a new tab or a disposal runs in a task of its `Chromium` (`Chromium.spawn`),
+waited on with a deadline (`finished_within`), so a caller that gives up does not have
+to wait for Chromium to answer, and closing the browser can wait for whatever is left.
 """
 
 from __future__ import annotations
@@ -18,7 +16,7 @@ Spawn = Callable[[Coroutine[Any, Any, Any]], asyncio.Task[Any]]
 
 
 async def finished_within(task: asyncio.Future[Any], seconds: float) -> bool:
-    """Wait up to `seconds` for `task` without ever cancelling it; True if it finished."""
+    """Wait up to `seconds` for `task` without cancelling it; True if it finished."""
     done, _ = await asyncio.wait({task}, timeout=seconds)
     return bool(done)
 

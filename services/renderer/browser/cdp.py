@@ -1,0 +1,266 @@
+"""Chromium's DevTools protocol over a pipe: one `Connection` per browser, one `Session`
+per target, attached in flat mode.
+
+Why not pyppeteer's: its sessions are not flat, so every message to or from a tab went
+inside a second JSON layer (`Target.sendMessageToTarget`, `receivedMessageFromTarget`),
+the PDF's base64 included, over a websocket; the renderer spent ~7 ms of Python per
+invoice there, against ~2.4 ms with flat sessions (docs/benchmarks.md). Here:
+
+- Chromium runs with `--remote-debugging-pipe`: it reads commands on its fd 3 and writes
+  answers and events on its fd 4, each a JSON text ended by a NUL byte. No port listens
+  on loopback for a page to find, and there is no websocket framing to pay for.
+- A flat session is a `sessionId` on each message of one connection.
+- A command whose caller gives up (cancelled, timed out) is forgotten: its answer is
+  dropped when it comes. Awaits here can be cancelled like any other.
+- Event handlers run synchronously, in the order messages arrive, before any coroutine
+  awaiting an answer resumes: whoever waits for an event that a command causes
+  (`Session.expect`) asks before sending the command.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import os
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+
+from services.core.errors import BrowserError
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[dict[str, Any]], object]
+"""Called with an event's `params`; must not block (spawn a task for any I/O)."""
+
+_encode = msgspec.json.Encoder().encode
+_decode = msgspec.json.Decoder().decode
+
+
+class CommandError(BrowserError):
+    """Chromium answered a command with an error (`code`, and its message as the text)."""
+
+    def __init__(self, method: str, error: dict[str, Any]) -> None:
+        self.code = int(error.get("code", 0))
+        detail = f" ({error['data']})" if error.get("data") else ""
+        super().__init__(f"{method}: {error.get('message', 'error')}{detail}")
+
+
+class ConnectionLost(BrowserError):
+    """The DevTools connection closed: the browser exited, crashed or was closed."""
+
+
+class _Writer(asyncio.Protocol):
+    """Flow control of the command pipe: `drained` waits while the pipe is full."""
+
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
+        self._resumed: asyncio.Future[None] | None = None
+
+    def pause_writing(self) -> None:
+        self._resumed = asyncio.get_running_loop().create_future()
+
+    def resume_writing(self) -> None:
+        if self._resumed is not None and not self._resumed.done():
+            self._resumed.set_result(None)
+        self._resumed = None
+
+    async def drained(self) -> None:
+        if self._resumed is not None:
+            await asyncio.shield(self._resumed)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.resume_writing()
+        self.connection.lost("the command pipe closed")
+
+
+class Connection(asyncio.Protocol):
+    """The browser's DevTools connection: commands out, answers and events in.
+
+    Open it with `Connection.open(read_fd, write_fd)`; `browser` is the session of the
+    browser itself, `session(id)` that of an attached target. `closed` is done once the
+    connection is gone; every command waiting then fails with `ConnectionLost`.
+    """
+
+    def __init__(self) -> None:
+        self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.browser = Session(self, None)
+        self._ids = itertools.count(1)
+        self._pending: dict[int, tuple[str, asyncio.Future[dict[str, Any]]]] = {}
+        self._handlers: dict[tuple[str | None, str], list[Handler]] = {}
+        self.expected: set[asyncio.Future[dict[str, Any]]] = set()  # `Session.expect`s
+        self._buffer = bytearray()
+        self._transport: asyncio.WriteTransport | None = None
+        self._reader: asyncio.ReadTransport | None = None
+        self._writer: _Writer | None = None
+
+    @classmethod
+    async def open(cls, read_fd: int, write_fd: int) -> Connection:
+        """A connection reading Chromium's messages from `read_fd` and writing commands to
+        `write_fd` (both pipe ends this process owns; closed with the connection)."""
+        loop = asyncio.get_running_loop()
+        connection = cls()
+        reader, _ = await loop.connect_read_pipe(lambda: connection, os.fdopen(read_fd, "rb", 0))
+        writer = _Writer(connection)
+        transport, _ = await loop.connect_write_pipe(lambda: writer, os.fdopen(write_fd, "wb", 0))
+        connection._reader = reader
+        connection._transport = transport
+        connection._writer = writer
+        return connection
+
+    def session(self, session_id: str) -> Session:
+        return Session(self, session_id)
+
+    # --- sending ------------------------------------------------------------------------
+
+    async def send(
+        self, method: str, params: dict[str, Any] | None = None, session_id: str | None = None
+    ) -> dict[str, Any]:
+        """Send a command and return its `result`; `CommandError` if Chromium refused it,
+        `ConnectionLost` if the connection is (or goes) away first."""
+        if self.closed.done() or self._transport is None or self._writer is None:
+            raise ConnectionLost(f"{method}: Chromium is gone")
+        ident = next(self._ids)
+        message: dict[str, Any] = {"id": ident, "method": method}
+        if params:
+            message["params"] = params
+        if session_id is not None:
+            message["sessionId"] = session_id
+        answer: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._pending[ident] = (method, answer)
+        try:
+            self._transport.write(_encode(message) + b"\0")
+            await self._writer.drained()
+            return await answer
+        finally:
+            self._pending.pop(ident, None)  # a caller that gave up: its answer is dropped
+
+    # --- receiving ----------------------------------------------------------------------
+
+    def data_received(self, data: bytes) -> None:
+        self._buffer += data
+        if b"\0" not in data:
+            return  # a long message arrives in many reads; none ended in this one
+        *messages, rest = self._buffer.split(b"\0")
+        self._buffer = bytearray(rest)
+        for raw in messages:
+            self._dispatch(raw)
+
+    def _dispatch(self, raw: bytes | bytearray) -> None:
+        try:
+            message = _decode(raw)
+        except msgspec.DecodeError:
+            log.warning("unreadable DevTools message (%d bytes) ignored", len(raw))
+            return
+        ident = message.get("id")
+        if ident is not None:
+            self._answer(ident, message)
+            return
+        handlers = self._handlers.get((message.get("sessionId"), message.get("method", "")))
+        for handler in list(handlers or ()):
+            try:
+                handler(message.get("params") or {})
+            except Exception:  # one handler's bug must not end the connection
+                log.exception("DevTools event handler for %s failed", message.get("method"))
+
+    def _answer(self, ident: int, message: dict[str, Any]) -> None:
+        method, answer = self._pending.pop(ident, ("", None))
+        if answer is None or answer.done():
+            return
+        error = message.get("error")
+        if error is not None:
+            answer.set_exception(CommandError(method, error))
+        else:
+            answer.set_result(message.get("result") or {})
+
+    def eof_received(self) -> bool | None:
+        self.lost("Chromium closed its end of the DevTools pipe")
+        return None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost("the DevTools pipe closed")
+
+    def lost(self, why: str) -> None:
+        """The connection is gone: fail whatever waits for an answer."""
+        if self.closed.done():
+            return
+        self.closed.set_result(None)
+        pending, self._pending = self._pending, {}
+        for method, answer in pending.values():
+            if not answer.done():
+                answer.set_exception(ConnectionLost(f"{method}: {why}"))
+        for future in list(self.expected):
+            if not future.done():
+                future.set_exception(ConnectionLost(f"an awaited event: {why}"))
+        self._handlers.clear()
+
+    def close(self) -> None:
+        """Close both pipes (the browser sees its command pipe end)."""
+        for transport in (self._transport, self._reader):
+            if transport is not None:
+                with contextlib.suppress(Exception):
+                    transport.close()
+        self.lost("closed")
+
+    # --- events -------------------------------------------------------------------------
+
+    def on(self, session_id: str | None, event: str, handler: Handler) -> None:
+        self._handlers.setdefault((session_id, event), []).append(handler)
+
+    def off(self, session_id: str | None, event: str, handler: Handler) -> None:
+        handlers = self._handlers.get((session_id, event), [])
+        with contextlib.suppress(ValueError):
+            handlers.remove(handler)
+        if not handlers:
+            self._handlers.pop((session_id, event), None)
+
+    def forget(self, session_id: str) -> None:
+        """Drop every handler of `session_id` (its target is gone)."""
+        for key in [key for key in self._handlers if key[0] == session_id]:
+            del self._handlers[key]
+
+
+class Session:
+    """Commands to and events from one target (`id` None: the browser itself)."""
+
+    def __init__(self, connection: Connection, session_id: str | None) -> None:
+        self.connection = connection
+        self.id = session_id
+
+    async def send(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        return await self.connection.send(method, params, self.id)
+
+    def on(self, event: str, handler: Handler) -> None:
+        """Call `handler` with the `params` of every `event` of this session."""
+        self.connection.on(self.id, event, handler)
+
+    def expect(
+        self, event: str, matches: Callable[[dict[str, Any]], bool] | None = None
+    ) -> asyncio.Future[dict[str, Any]]:
+        """A future of the `params` of the next `event` (that `matches`); ask before the
+        command that causes it. Cancel the future to stop waiting."""
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+
+        def handler(params: dict[str, Any]) -> None:
+            if not future.done() and (matches is None or matches(params)):
+                future.set_result(params)
+
+        def done(_: asyncio.Future[dict[str, Any]]) -> None:
+            self.connection.off(self.id, event, handler)
+            self.connection.expected.discard(future)
+
+        if self.connection.closed.done():
+            future.set_exception(ConnectionLost(f"{event}: Chromium is gone"))
+            return future
+        self.connection.on(self.id, event, handler)
+        self.connection.expected.add(future)
+        future.add_done_callback(done)
+        return future
+
+    def forget(self) -> None:
+        """Drop this session's handlers (its target is gone or detached)."""
+        if self.id is not None:
+            self.connection.forget(self.id)
