@@ -26,6 +26,8 @@ import time
 import urllib.parse
 from typing import Any
 
+import msgspec
+
 from services.core.errors import (
     BrowserError,
     OutputTooLarge,
@@ -419,21 +421,33 @@ async def _print_pdf(tab: Tab, options: PageOptions, limit: int) -> bytes:
     return await _read_stream(tab, str(reply["stream"]), limit)
 
 
+class StreamChunk(msgspec.Struct):
+    """An `IO.read` answer for a binary stream (a PDF): Chromium sends it as base64,
+    which msgspec decodes while reading the message."""
+
+    data: bytes = b""
+    base64Encoded: bool = False
+    eof: bool = False
+
+
+_STREAM_CHUNK = msgspec.json.Decoder(StreamChunk)
+
+
 async def _read_stream(tab: Tab, handle: str, limit: int) -> bytes:
     """The bytes of a CDP `IO` stream, at most `limit` of them; the stream is closed."""
     chunks: list[bytes] = []
     size = 0
     try:
         while True:
-            reply = await tab.send("IO.read", {"handle": handle, "size": STREAM_CHUNK})
-            data = reply.get("data", "")
-            chunk = base64.b64decode(data) if reply.get("base64Encoded") else data.encode()
-            size += len(chunk)
+            chunk = await tab.session.send_as(
+                _STREAM_CHUNK, "IO.read", {"handle": handle, "size": STREAM_CHUNK}
+            )
+            size += len(chunk.data)
             if size > limit:
                 raise OutputTooLarge(f"PDF is over the limit of {limit} bytes")
-            chunks.append(chunk)
-            if reply.get("eof"):
-                return b"".join(chunks)
+            chunks.append(chunk.data)
+            if chunk.eof:
+                return chunks[0] if len(chunks) == 1 else b"".join(chunks)
     finally:
         await tab.send("IO.close", {"handle": handle})
 

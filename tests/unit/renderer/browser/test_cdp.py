@@ -5,6 +5,7 @@ messages, and a browser that goes away."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 from collections.abc import AsyncIterator
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 
 from services.renderer.browser.cdp import CommandError, Connection, ConnectionLost
+from services.renderer.browser.tab import _STREAM_CHUNK
 
 
 class FakeBrowser:
@@ -67,7 +69,7 @@ async def test_a_command_gets_its_answer_and_an_error_names_the_method(
         {"id": one["id"], "result": {"targetInfos": []}},
     )
     assert await first == {"targetInfos": []}
-    with pytest.raises(CommandError, match="Page.navigate: No frame") as raised:
+    with pytest.raises(CommandError, match=r"Page\.navigate: No frame") as raised:
         await second
     assert raised.value.code == -32000
 
@@ -138,3 +140,23 @@ async def test_a_browser_that_goes_away_fails_what_waits_and_what_comes(
     await asyncio.wait_for(asyncio.shield(connection.closed), 5)
     with pytest.raises(ConnectionLost):
         await connection.browser.send("Browser.close")
+
+
+async def test_a_typed_answer_decodes_the_stream_s_base64_and_a_wrong_one_is_an_error(
+    pair: tuple[Connection, FakeBrowser],
+) -> None:
+    connection, browser = pair
+    session = connection.session("T")
+    read = asyncio.create_task(session.send_as(_STREAM_CHUNK, "IO.read", {"handle": "h"}))
+    wrong = asyncio.create_task(session.send_as(_STREAM_CHUNK, "IO.read", {"handle": "h"}))
+    first, second = await browser.command(), await browser.command()
+    pdf = b"%PDF-1.4 \x00\xff binary"
+    await browser.write(
+        {"id": first["id"], "result": {"data": base64.b64encode(pdf).decode(),
+                                       "base64Encoded": True, "eof": True}},
+        {"id": second["id"], "result": {"data": 42}},
+    )  # fmt: skip
+    chunk = await read
+    assert (chunk.data, chunk.eof) == (pdf, True)
+    with pytest.raises(CommandError, match=r"IO\.read: unexpected answer"):
+        await wrong
