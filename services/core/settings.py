@@ -158,6 +158,12 @@ class Settings:
         _int(1, 2**32 - 2),
         "user and group id Chromium runs as when the renderer runs as root",
     )
+    chromium_nice: int = _var(
+        "PRESSROOM_CHROMIUM_NICE",
+        10,
+        _int(0, 19),
+        "CPU niceness of Chromium (0-19): the services go first when the cores are busy",
+    )
     render_concurrency: int = _var(
         "PRESSROOM_RENDER_CONCURRENCY", 2, _int(1, 64), "pages rendering at once per renderer"
     )

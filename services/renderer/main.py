@@ -23,6 +23,7 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
         allow_private_networks=settings.allow_private_networks,
         fonts_dir=settings.fonts_dir,
         chromium_uid=settings.chromium_uid,
+        chromium_nice=settings.chromium_nice,
         recycle_after=settings.browser_recycle,
     )
     async with (

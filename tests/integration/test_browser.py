@@ -528,6 +528,23 @@ async def test_as_root_every_chromium_process_runs_as_an_unprivileged_user(
 
 
 @shared_loop
+async def test_chromium_runs_at_a_lower_cpu_priority_than_the_services(pool: BrowserPool) -> None:
+    """Chromium and every process it starts run at niceness `PRESSROOM_CHROMIUM_NICE`,
+    and so does the scheduler's group for its session: a busy browser leaves a core to
+    the gateway and the pipeline first, while this process keeps its own priority."""
+    assert "niced" in text_of((await pool.render(Html("<p>niced</p>"), A4)).data)
+    processes = list(browser_and_helpers(pool))
+    assert len(processes) > 1
+    for proc in processes:
+        with contextlib.suppress(psutil.Error):  # a helper that just ended
+            assert proc.nice() == Settings.chromium_nice, proc
+    autogroup = Path(f"/proc/{pool.pid}/autogroup")
+    if autogroup.exists():  # a kernel with autogroups
+        assert autogroup.read_text().split()[-1] == str(Settings.chromium_nice)
+    assert os.getpriority(os.PRIO_PROCESS, 0) == 0
+
+
+@shared_loop
 async def test_chromium_sandboxes_its_renderers_where_user_namespaces_work(
     pool: BrowserPool,
 ) -> None:

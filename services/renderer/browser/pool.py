@@ -64,7 +64,8 @@ class BrowserPool:
     for a free tab: a render queued behind others is not stuck. `max_output_bytes` caps
     the document, `max_pages` a PDF's page count. After `recycle_after` renders the
     browser is replaced, so a slow leak in Chromium cannot grow forever. When this process
-    is root, Chromium runs as `chromium_uid` (user and group).
+    is root, Chromium runs as `chromium_uid` (user and group), at niceness
+    `chromium_nice`.
     """
 
     def __init__(
@@ -80,6 +81,7 @@ class BrowserPool:
         egress: Egress | None = None,
         fonts_dir: str = "",
         chromium_uid: int = Settings.chromium_uid,
+        chromium_nice: int = Settings.chromium_nice,
     ) -> None:
         self.executable = executable
         self.pages = pages
@@ -89,6 +91,7 @@ class BrowserPool:
         self.max_pages = max_pages
         self.fonts_dir = fonts_dir
         self.chromium_uid = chromium_uid
+        self.chromium_nice = chromium_nice
         # One policy (and DNS cache) for every tab of every browser this pool launches;
         # `egress` replaces the one built from `allow_private_networks` (tests give their
         # own resolver).
@@ -317,6 +320,7 @@ class BrowserPool:
                 self._door,
                 self.fonts_dir,
                 chromium_uid=self.chromium_uid,
+                nice=self.chromium_nice,
             )
         )
         try:

@@ -122,10 +122,20 @@ START_GRACE = 30.0
 """Seconds Chromium gets to answer its first DevTools command after it was started."""
 
 _LAUNCHER = (
-    DROP_TO_UID
+    """import os, sys
+nice = int(sys.argv[2])  # lower priority only: raising it would need root
+if nice > os.getpriority(os.PRIO_PROCESS, 0):
+    os.setpriority(os.PRIO_PROCESS, 0, nice)
+try:  # in a session of its own, the session's autogroup is what the scheduler weighs
+    with open("/proc/self/autogroup", "w") as autogroup:  # before a change of user makes
+        autogroup.write(str(nice))  # /proc/self root's
+except OSError:
+    pass  # no autogroups (a kernel without them, or turned off)
+"""
+    + DROP_TO_UID
     + """# The DevTools pipes on fds 3 (commands in) and 4 (messages out), as Chromium expects:
 # copied out of the way first, so that neither lands on the other.
-given = [int(fd) for fd in sys.argv[2:4]]
+given = [int(fd) for fd in sys.argv[3:5]]
 spare = [fd for fd in range(100, 104) if fd not in given][:2]
 for fd, copy in zip(given, spare):
     os.dup2(fd, copy)
@@ -135,14 +145,16 @@ for copy, fd in zip(spare, (3, 4)):
 ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 if os.getppid() == 1:
     sys.exit(1)  # the renderer is already gone
-os.execv(sys.argv[4], sys.argv[4:])
+os.execv(sys.argv[5], sys.argv[5:])
 """
 )
 """Run by `python -c` between the fork and Chromium: changes user when asked, puts the
 DevTools pipes where Chromium reads and writes them, then asks the kernel to SIGKILL
 Chromium when the renderer process dies, however it dies (a SIGKILLed renderer would
 otherwise leave a ~1 GB browser behind). The parent-death signal comes after the change
-of user, which would clear it. Its arguments: uid (-1: stay), the two pipe ends,
+of user, which would clear it. Chromium runs at a lower CPU priority (`nice`) than the
+services, so that a busy browser does not make the gateway's accepts and the pipeline's
+bookkeeping wait for a core. Its arguments: uid (-1: stay), niceness, the two pipe ends,
 Chromium's executable and flags."""
 
 LOG_NAME = "chromium.log"
@@ -168,7 +180,12 @@ class Browser:
 
 
 def _spawn(
-    executable: str, args: Sequence[str], env: dict[str, str], uid: int | None, folder: str
+    executable: str,
+    args: Sequence[str],
+    env: dict[str, str],
+    uid: int | None,
+    folder: str,
+    nice: int,
 ) -> tuple[subprocess.Popen[bytes], int, int]:
     """Fork the launcher for `executable`; the process and this side's pipe ends (read
     Chromium's messages, write commands)."""
@@ -178,7 +195,7 @@ def _spawn(
         with open(os.path.join(folder, LOG_NAME), "wb") as output:
             process = subprocess.Popen(
                 [sys.executable, "-I", "-S", "-c", _LAUNCHER, str(-1 if uid is None else uid),
-                 str(commands_in), str(messages_out), executable, *args,
+                 str(nice), str(commands_in), str(messages_out), executable, *args,
                  "--remote-debugging-pipe"],
                 pass_fds=(commands_in, messages_out), env=env, stdin=subprocess.DEVNULL,
                 stdout=output, stderr=output,
@@ -195,12 +212,19 @@ def _spawn(
 
 
 async def start_browser(
-    executable: str, args: Sequence[str], *, env: dict[str, str], uid: int | None, folder: str
+    executable: str,
+    args: Sequence[str],
+    *,
+    env: dict[str, str],
+    uid: int | None,
+    folder: str,
+    nice: int = 0,
 ) -> Browser:
     """Start `executable` with `args` and the DevTools pipe, as `uid` (None: as this
-    process), logging into `folder`; return once it answers. `BrowserError` if it cannot
-    start, with what it said."""
-    process, reads, writes = _spawn(executable, args, env, uid, folder)
+    process) at niceness `nice` (never above this process's priority), logging into
+    `folder`; return once it answers. `BrowserError` if it cannot start, with what it
+    said."""
+    process, reads, writes = _spawn(executable, args, env, uid, folder, nice)
     browser = Browser(process, await Connection.open(reads, writes), folder)
     try:
         await asyncio.wait_for(
@@ -332,13 +356,15 @@ class Chromium:
         fonts_dir: str = "",
         *,
         chromium_uid: int,
+        nice: int = 0,
     ) -> Chromium:
         """Start Chromium with `pages` idle tabs; `BrowserError` if it cannot start.
 
         Everything Chromium fetches goes through `proxy`: each tab's context through a
         door of its own, the rest (the default context) through `door`. With `fonts_dir`,
         the fonts in that folder are usable from documents by family name. When this
-        process is root, Chromium runs as `chromium_uid` (user and group).
+        process is root, Chromium runs as `chromium_uid` (user and group); it runs at
+        niceness `nice`.
         """
         confinement = await asyncio.to_thread(confine, chromium_uid)  # a child process, once
         _check_fonts_dir(fonts_dir, confinement.uid)
@@ -355,7 +381,7 @@ class Chromium:
         env = chromium_env(fonts_dir, profile, folder)
         try:
             browser = await start_browser(
-                executable, args, env=env, uid=confinement.uid, folder=folder
+                executable, args, env=env, uid=confinement.uid, folder=folder, nice=nice
             )
         except BaseException:
             shutil.rmtree(folder, ignore_errors=True)
