@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: up test bench lint typecheck chromium clean
+.PHONY: up test bench soak lint typecheck chromium clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is needed"'
@@ -32,8 +32,12 @@ test: lint typecheck chromium
 bench: $(STAMP) chromium
 	@scripts/ensure-wrk.sh
 	$(BIN)/python bench/render_throughput.py
+	$(BIN)/python bench/scale_out.py
 	$(BIN)/python bench/batch_run.py
 	$(BIN)/python bench/nats_durability.py
+
+soak: $(STAMP) chromium
+	$(BIN)/python bench/soak.py --plots docs/img
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

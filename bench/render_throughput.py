@@ -15,21 +15,28 @@ In one run, on this machine, side by side:
 (c) the gateway alone (gateway and projector, renderer not running): `--accepts`
     submissions by 16 concurrent clients, accepted jobs/s and p99 accept latency, twice:
     with API keys (as deployed) and with `PRESSROOM_AUTH=disabled`, each on fresh NATS and
-    PostgreSQL, so what authentication costs shows.
+    PostgreSQL, so what authentication costs shows;
+(d) the front door while Chromium fills the cores: with the renderer working through
+    `--backlog` jobs, wrk submits from 16 connections for 5 s; accepted jobs/s, accept p99
+    and the PDFs/s rendered meanwhile, with Chromium at the services' CPU priority
+    (`PRESSROOM_CHROMIUM_NICE=0`) and below it (10, the default), each on a fresh stack;
+(e) (b) with every job's status read every 0.5 s from its accept until about when the
+    last should end, by wrk over 16 keep-alive connections (~400 reads/s for 200 jobs):
+    PDFs/s, their ratio to (a), status reads/s and read p99; a 404 fails the run.
 
 Every run generates its own admin and server keys. With keys on, (b) and (c) make a tenant
 whose rate limit is far above what the bench submits, and a key of it that every request
 sends (the Python client's and wrk's); with keys off the installation's default rate limit
 (which the implicit tenant gets) is raised as far.
 
-(a), (a') and (b) alternate for `--rounds` rounds. Prints the medians of PDFs/s of each,
+(a), (a'), (b), (e) and (d) alternate for `--rounds` rounds. Prints the medians of PDFs/s of each,
 of the ratios (b)/(a) and (b)/(a') per round, of p50/p99 job latency and of accept p99
 while rendering; the renderer's peak memory (Chromium included); (c)'s jobs/s and accept
 p99 by the Python client and by wrk (when installed), keys on and keys off side by side
 with their ratio (keys on / keys off); and CPU per job of every process.
 
     .venv/bin/python bench/render_throughput.py [--jobs 200] [--pages 2] [--rounds 3]
-        [--accepts 4000] [--accepts-only]
+        [--accepts 4000] [--accepts-only] [--backlog 300]
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ import argparse
 import asyncio
 import base64
 import contextlib
+import dataclasses
 import json
 import os
 import re
@@ -237,11 +245,12 @@ async def ceiling(
 async def services(
     names: list[str], env: dict[str, str], logs: Path
 ) -> AsyncIterator[dict[str, asyncio.subprocess.Process]]:
+    """Each of `names` started as `pressroom <name>`; `renderer#2` is a second renderer."""
     procs = {}
     for name in names:
         log = (logs / f"{name}.log").open("ab")
         procs[name] = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "services.cli", name, env={**env,
+            sys.executable, "-m", "services.cli", name.partition("#")[0], env={**env,
             "PRESSROOM_METRICS_PORT": str(free_port())}, stdout=log, stderr=log, cwd=ROOT,
         )  # fmt: skip
     try:
@@ -412,8 +421,9 @@ class CpuMeter:
         self.groups: dict[str, tuple[int, bool]] = {
             name: (proc.pid, False) for name, proc in procs.items()
         }
-        if "renderer" in procs:  # the renderer's tree less the renderer: Chromium
-            self.groups["chromium"] = (procs["renderer"].pid, True)
+        for name, proc in procs.items():  # a renderer's tree less the renderer: Chromium
+            if name.partition("#")[0] == "renderer":
+                self.groups[name.replace("renderer", "chromium")] = (proc.pid, True)
         for proc in psutil.process_iter(["name", "cmdline"]):
             line = " ".join(proc.info["cmdline"] or [])
             if proc.info["name"] == "nats-server" and data in line:
@@ -427,8 +437,9 @@ class CpuMeter:
         spent = {}
         for name, (pid, children) in self.groups.items():
             spent[name] = tree_cpu_seconds(pid, children)
-        if "chromium" in spent:
-            spent["chromium"] -= spent["renderer"]
+        for name in spent:
+            if name.partition("#")[0] == "chromium":
+                spent[name] -= spent[name.replace("chromium", "renderer")]
         return spent
 
     def start(self) -> None:
@@ -459,23 +470,70 @@ def seconds(value: str) -> float:
     return datetime.fromisoformat(value).timestamp()
 
 
-async def end_to_end(env: dict[str, str], logs: Path, jobs: int) -> dict[str, float]:
+POLL_EVERY = 0.5
+"""Seconds between two status reads of one job in the polled run (e)."""
+
+
+async def poll_all(
+    url: str, key: str | None, ids: list[str], folder: Path, seconds: float
+) -> dict[str, float]:
+    """(e)'s clients: wrk reads the status of every job in `ids` in turn over CLIENTS
+    keep-alive connections for `seconds`, each connection pausing so that each job is
+    read about every POLL_EVERY s (a C load generator, so the figure is the gateway's,
+    not a Python client's on the same two cores). Every read must be a 200: a job just
+    accepted is never a 404. Reads/s and read p99 (ms)."""
+    pause_ms = max(1, round(POLL_EVERY * 1000 * CLIENTS / len(ids)))
+    script = folder / "poll.lua"
+    script.write_text(
+        "".join(
+            f"wrk.headers[{json.dumps(name)}] = {json.dumps(value)}\n"
+            for name, value in authorization(key).items()
+        )
+        + "local ids = {" + ", ".join(json.dumps(job_id) for job_id in ids) + "}\n"
+        "local i = 0\n"
+        "request = function()\n"
+        "  i = i % #ids + 1\n"
+        '  return wrk.format("GET", "/jobs/" .. ids[i])\n'
+        "end\n"
+        f"delay = function() return {pause_ms} end\n"
+    )  # fmt: skip
+    proc = await asyncio.create_subprocess_exec(
+        "wrk", "-t1", f"-c{CLIENTS}", f"-d{max(1, round(seconds))}s", "--latency", "-s",
+        str(script), url, stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out = (await proc.communicate())[0].decode()
+    assert "Non-2xx" not in out and "Socket errors" not in out, out
+    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
+    p99 = _ms(re.search(r"99%\s+(\S+)", out).group(1))  # type: ignore[union-attr]
+    return {"reads": rate, "read_p99": p99}
+
+
+async def end_to_end(
+    env: dict[str, str], logs: Path, jobs: int, polled: float = 0.0, renderers: int = 1
+) -> dict[str, float]:
+    """(b); with `polled` (e): every job's status read every POLL_EVERY s for `polled`
+    seconds from their accept; with several `renderers`, as many renderer processes."""
     url = f"http://127.0.0.1:{env['PRESSROOM_PORT']}"
     names = ["gateway", "projector", "renderer", "notifier"]
+    names += [f"renderer#{n}" for n in range(2, renderers + 1)]
     async with services(names, env, logs) as procs, aiohttp.ClientSession() as http:
         await wait_ready(http, url)
         key = await tenant_key(http, url, env)
-        await wait_done(http, url, key, (await submit(http, url, key, 4))[0])  # warm-up
+        # Warm-up: enough jobs that every renderer has launched Chromium and rendered.
+        await wait_done(http, url, key, (await submit(http, url, key, 8 * renderers))[0])
         memory = PeakMemory(procs["renderer"].pid)
         meter = CpuMeter(env, procs)
         meter.start()
         started = time.time()
         ids, accept, submitted = await submit(http, url, key, jobs)
+        reads = None
+        if polled:  # polled from their accept until about when the last one ends
+            reads = asyncio.create_task(poll_all(url, key, ids, logs, polled))
         done = await wait_done(http, url, key, ids)
         meter.report(jobs)
         last = max(seconds(job["finished_at"]) for job in done)
         latency = [seconds(j["finished_at"]) - seconds(j["created_at"]) for j in done]
-        return {
+        result = {
             "rate": jobs / (last - started),
             "p50": statistics.median(latency),
             "p99": percentile(latency, 0.99),
@@ -484,6 +542,37 @@ async def end_to_end(env: dict[str, str], logs: Path, jobs: int) -> dict[str, fl
             "memory": await memory.stop() / 2**20,
             "failed": sum(j["status"] != "done" for j in done),
         }
+        if reads is not None:
+            result.update(await reads)
+        return result
+
+
+def documents(env: dict[str, str]) -> int:
+    """How many documents local storage holds."""
+    return sum(1 for _ in Path(env["PRESSROOM_STORAGE_DIR"]).rglob("*.pdf"))
+
+
+async def busy_front_door(
+    env: dict[str, str], logs: Path, backlog: int, seconds: int = 5
+) -> dict[str, float]:
+    """(d) the gateway's accepts by wrk while the renderer works through `backlog` jobs
+    (Chromium filling the cores), and the PDFs/s rendered meanwhile. The stack stops
+    after, with what wrk submitted unrendered."""
+    url = f"http://127.0.0.1:{env['PRESSROOM_PORT']}"
+    names = ["gateway", "projector", "renderer", "notifier"]
+    async with services(names, env, logs) as procs, aiohttp.ClientSession() as http:
+        await wait_ready(http, url)
+        key = await tenant_key(http, url, env)
+        await wait_done(http, url, key, (await submit(http, url, key, 4))[0])  # warm-up
+        ids, _, _ = await submit(http, url, key, backlog)
+        await wait_done(http, url, key, ids[: backlog // 5])  # rendering in full swing
+        rendered = documents(env)
+        started = time.monotonic()
+        rate, p99 = await wrk(url, key, logs, CpuMeter(env, procs), seconds)
+        pdfs = (documents(env) - rendered) / (time.monotonic() - started)
+        left = len(ids) - (documents(env) - 4)
+        assert left > 0, "the backlog ran out before wrk ended: raise --backlog"
+        return {"rate": rate, "p99": p99, "pdfs": pdfs}
 
 
 async def accepts(env: dict[str, str], logs: Path, count: int) -> dict[str, tuple[float, float]]:
@@ -565,55 +654,65 @@ async def wrk(
     return rate, p99
 
 
-async def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--jobs", type=int, default=200)
-    parser.add_argument("--pages", type=int, default=2)
-    parser.add_argument("--accepts", type=int, default=4000)
-    parser.add_argument("--rounds", type=int, default=3, help="(a)-(b) pairs; medians shown")
-    parser.add_argument("--accepts-only", action="store_true", help="only measure (c)")
-    args = parser.parse_args()
-    if args.accepts_only:
-        with tempfile.TemporaryDirectory() as tmp:
-            gateway = await gateway_alone(Path(tmp), args.accepts)
-        print_accepts(gateway)
+@dataclasses.dataclass
+class Rounds:
+    """What each round measured, by part."""
+
+    naives: list[float] = dataclasses.field(default_factory=list)
+    tuneds: list[float] = dataclasses.field(default_factory=list)
+    freshes: list[float] = dataclasses.field(default_factory=list)
+    runs: list[dict[str, float]] = dataclasses.field(default_factory=list)
+    polls: list[dict[str, float]] = dataclasses.field(default_factory=list)
+    doors: dict[str, list[dict[str, float]]] = dataclasses.field(
+        default_factory=lambda: {"0": [], "10": []}  # PRESSROOM_CHROMIUM_NICE
+    )
+
+
+async def one_round(
+    rounds: Rounds, chromium: str, tmp: Path, args: argparse.Namespace, index: int
+) -> None:
+    """Every part once; they alternate, so a slow spell of the shared machine hits all."""
+    rounds.naives.append(await ceiling(chromium, args.pages, args.jobs, tuned=False))
+    rounds.tuneds.append(await ceiling(chromium, args.pages, args.jobs, tuned=True))
+    fresh = await ceiling(chromium, args.pages, args.jobs // 4, tuned=True, fresh=True)
+    rounds.freshes.append(fresh / rounds.tuneds[-1])
+    async with environment(tmp / f"e2e{index}") as env:
+        run = await end_to_end(env, tmp, args.jobs)
+    run["ratio"] = run["rate"] / rounds.naives[-1]
+    run["overhead"] = run["rate"] / rounds.tuneds[-1]
+    rounds.runs.append(run)
+    if not shutil.which("wrk"):
         return
-    chromium = os.environ.get("PRESSROOM_CHROMIUM", "/usr/bin/chromium")
-    os.environ["PRESSROOM_RENDER_CONCURRENCY"] = str(args.pages)
-    naives, tuneds, freshes, runs = [], [], [], []
-    with tempfile.TemporaryDirectory() as tmp:
-        for round_ in range(args.rounds):
-            # The parts alternate, so a slow spell of the shared machine hits all of them.
-            print(f"round {round_ + 1} of {args.rounds}")
-            naives.append(await ceiling(chromium, args.pages, args.jobs, tuned=False))
-            tuneds.append(await ceiling(chromium, args.pages, args.jobs, tuned=True))
-            fresh = await ceiling(chromium, args.pages, args.jobs // 4, tuned=True, fresh=True)
-            freshes.append(fresh / tuneds[-1])
-            async with environment(Path(tmp) / f"e2e{round_}") as env:
-                runs.append(await end_to_end(env, Path(tmp), args.jobs))
-            runs[-1]["ratio"] = runs[-1]["rate"] / naives[-1]
-            runs[-1]["overhead"] = runs[-1]["rate"] / tuneds[-1]
-        gateway = await gateway_alone(Path(tmp), args.accepts)
+    async with environment(tmp / f"poll{index}") as env:  # polled while (b) would render
+        poll = await end_to_end(env, tmp, args.jobs, polled=args.jobs / run["rate"])
+    poll["ratio"] = poll["rate"] / rounds.naives[-1]
+    rounds.polls.append(poll)
+    for nice, results in rounds.doors.items():  # at the services' priority, then below
+        print(f"(d) accepts while rendering, PRESSROOM_CHROMIUM_NICE={nice}")
+        async with environment(tmp / f"door{index}-{nice}") as env:
+            env = {**env, "PRESSROOM_CHROMIUM_NICE": nice}
+            results.append(await busy_front_door(env, tmp, args.backlog))
+
+
+def line(label: str, values: list[float], unit: str = "", digits: int = 1) -> None:
+    """`label`, the median of `values` and each value."""
+    each = ", ".join(f"{v:.{digits}f}" for v in values)
+    print(f"{label:<46}{statistics.median(values):7.{digits}f} {unit:<7} (rounds: {each})")
+
+
+def print_rounds(rounds: Rounds, args: argparse.Namespace) -> None:
+    runs, polls = rounds.runs, rounds.polls
 
     def median(key: str) -> float:
         return statistics.median(run[key] for run in runs)
 
-    def each(values: list[float], digits: int = 1) -> str:
-        return "rounds: " + ", ".join(f"{v:.{digits}f}" for v in values)
-
-    def line(label: str, value: float, unit: str, rounds: list[float], digits: int = 1) -> None:
-        print(f"{label:<46}{value:7.{digits}f} {unit:<7} ({each(rounds, digits)})")
-
     print(f"medians of {args.rounds} rounds, {args.pages} tabs, {args.jobs} PDFs each")
-    line("(a) naive pyppeteer loop (the ceiling)", statistics.median(naives), "PDFs/s", naives)
-    line("(a') the same loop, Pressroom's Chromium set-up", statistics.median(tuneds), "PDFs/s",
-         tuneds)  # fmt: skip
-    line("    (a'') a fresh browser context per PDF / (a')", statistics.median(freshes), "",
-         freshes, 2)  # fmt: skip
-    line("(b) Pressroom end to end", median("rate"), "PDFs/s", [r["rate"] for r in runs])
-    line("    ratio (b)/(a)", median("ratio"), "", [r["ratio"] for r in runs], 2)
-    line("    ratio (b)/(a'): what the pipeline costs", median("overhead"), "",
-         [r["overhead"] for r in runs], 2)  # fmt: skip
+    line("(a) naive pyppeteer loop (the ceiling)", rounds.naives, "PDFs/s")
+    line("(a') the same loop, Pressroom's Chromium set-up", rounds.tuneds, "PDFs/s")
+    line("    (a'') a fresh browser context per PDF / (a')", rounds.freshes, "", 2)
+    line("(b) Pressroom end to end", [r["rate"] for r in runs], "PDFs/s")
+    line("    ratio (b)/(a)", [r["ratio"] for r in runs], "", 2)
+    line("    ratio (b)/(a'): what the pipeline costs", [r["overhead"] for r in runs], "", 2)
     print(f"    job latency p50 / p99:             {median('p50'):.2f} s / {median('p99'):.2f} s")
     print(
         f"    submissions while rendering:       {median('submissions'):.0f} jobs/s, "
@@ -621,6 +720,40 @@ async def main() -> None:
     )
     print(f"    renderer peak RSS (with Chromium): {max(r['memory'] for r in runs):.0f} MiB")
     print(f"    jobs not done:                     {sum(r['failed'] for r in runs)}")
+    if not polls:
+        print("(d) and (e) not measured: install wrk")
+        return
+    line(f"(e) (b), every job polled every {POLL_EVERY} s", [p["rate"] for p in polls], "PDFs/s")
+    line("    ratio (e)/(a)", [p["ratio"] for p in polls], "", 2)
+    line("    status reads", [p["reads"] for p in polls], "reads/s", 0)
+    line("    status read p99", [p["read_p99"] for p in polls], "ms")
+    print(f"    jobs not done:                     {sum(p['failed'] for p in polls)}")
+    for nice, results in rounds.doors.items():
+        line(f"(d) accepts while rendering, Chromium nice {nice}", [r["rate"] for r in results],
+             "jobs/s", 0)  # fmt: skip
+        line("    accept p99", [r["p99"] for r in results], "ms")
+        line("    PDFs rendered meanwhile", [r["pdfs"] for r in results], "PDFs/s")
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--jobs", type=int, default=200)
+    parser.add_argument("--pages", type=int, default=2)
+    parser.add_argument("--accepts", type=int, default=4000)
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of every part; medians shown")
+    parser.add_argument("--accepts-only", action="store_true", help="only measure (c)")
+    parser.add_argument("--backlog", type=int, default=300, help="jobs rendering during (d)")
+    args = parser.parse_args()
+    chromium = os.environ.get("PRESSROOM_CHROMIUM", "/usr/bin/chromium")
+    os.environ["PRESSROOM_RENDER_CONCURRENCY"] = str(args.pages)
+    rounds = Rounds()
+    with tempfile.TemporaryDirectory() as tmp:
+        for index in range(0 if args.accepts_only else args.rounds):
+            print(f"round {index + 1} of {args.rounds}")
+            await one_round(rounds, chromium, Path(tmp), args, index)
+        gateway = await gateway_alone(Path(tmp), args.accepts)
+    if not args.accepts_only:
+        print_rounds(rounds, args)
     print_accepts(gateway)
 
 
