@@ -77,7 +77,7 @@ async def soak(env: dict[str, str], logs: Path, args: argparse.Namespace) -> dic
         while len(finished_at) < args.jobs:
             assert time.monotonic() < deadline, f"{args.jobs - len(finished_at)} jobs unfinished"
             room = min(args.in_flight - len(unfinished), args.jobs - submitted)
-            if room >= bench.CLIENTS:
+            if room >= bench.CLIENTS or (room > 0 and submitted + room == args.jobs):
                 ids = (await bench.submit(http, url, key, room))[0]
                 unfinished.extend(ids)
                 submitted += room
