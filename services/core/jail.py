@@ -1,11 +1,12 @@
 """Hostile templates run in a jail: worker processes with a memory limit, a time limit and
 an output cap, so nothing a template does blocks an event loop or another job.
 
-A `Jail` keeps `slots` worker processes, each its own single-process pool, each with
-`RLIMIT_AS` set to the memory limit. Workers are forked from a forkserver (a clean process
-started once, with `core/templating` imported): no copy of the service's threads,
-sockets or memory, and a new worker in milliseconds. `call(fn, *args)` runs `fn` (an
-importable function) in an idle worker:
+A `Jail` keeps `slots` worker processes, each with `RLIMIT_AS` set to the memory limit,
+each answering calls over a pipe of its own that the event loop reads (no executor thread
+in between: a call costs a fraction of a millisecond). Workers are forked from a
+forkserver (a clean process started once, with `core/templating` imported): no copy of
+the service's threads, sockets or memory, and a new worker in milliseconds.
+`call(fn, *args)` runs `fn` (an importable function) in an idle worker:
 
 - a `MemoryError` in the worker (`'x' * 10**9`) becomes `TemplateError` naming the limit;
 - a call that outlives the time limit (`range(10**5)` twice, a huge compile, `9**9**9`) has
@@ -27,9 +28,8 @@ import multiprocessing
 import resource
 import signal
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -70,25 +70,87 @@ def _start_worker(memory_bytes: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+def _serve(conn: Connection, memory_bytes: int) -> None:
+    """A worker's life: answer each `(fn, args)` with `("ok", result)` or `("error",
+    exception)` until the service closes its end."""
+    _start_worker(memory_bytes)
+    while True:
+        try:
+            fn, args = conn.recv()
+        except EOFError:
+            return
+        try:
+            answer: tuple[str, Any] = ("ok", fn(*args))
+        except BaseException as exc:  # the caller decides what it means
+            answer = ("error", exc)
+        try:
+            conn.send(answer)
+        except MemoryError:  # the result is too large to pickle within the limit
+            conn.send(("error", MemoryError()))
+        except Exception as exc:  # what cannot be pickled (a bug here, not the template's)
+            conn.send(("error", RuntimeError(f"the jail cannot send back {answer[1]!r}: {exc}")))
+
+
 def _ready() -> bool:
     return True
 
 
-def _start(pool: ProcessPoolExecutor) -> None:
-    """Start the pool's worker and wait until it answers (blocking: call it in a thread)."""
-    pool.submit(_ready).result()
+class _WorkerDied(Exception):
+    """The worker ended (killed by the kernel, or crashed) before it answered."""
 
 
-def _kill(pool: ProcessPoolExecutor) -> None:
-    """Kill the pool's worker at once (a template may be spinning in C code)."""
-    kill_workers = getattr(pool, "kill_workers", None)  # Python 3.14+
-    if kill_workers is not None:
-        kill_workers()
-    else:
-        for process in list(getattr(pool, "_processes", {}).values()):
-            with contextlib.suppress(Exception):
-                process.kill()
-    pool.shutdown(wait=False, cancel_futures=True)
+class _Slot:
+    """One worker process and this side's end of its pipe. Requests and answers are
+    pickled over the pipe, the answer read when the event loop sees the pipe readable: no
+    executor thread between the loop and the worker."""
+
+    def __init__(self, memory_bytes: int) -> None:
+        self.conn, theirs = _CONTEXT.Pipe(duplex=True)
+        self.process = _CONTEXT.Process(
+            target=_serve, args=(theirs, memory_bytes), name="pressroom-jail", daemon=True
+        )
+        self.process.start()  # a fork of the forkserver (which the first start starts)
+        theirs.close()
+
+    def wait_ready(self) -> None:
+        """Block until the worker answers (call it in a thread)."""
+        self.conn.send((_ready, ()))
+        kind, value = self.conn.recv()
+        assert kind == "ok" and value is True, (kind, value)
+
+    async def call(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[tuple[str, Any]] = loop.create_future()
+        fd = self.conn.fileno()
+
+        def readable() -> None:
+            loop.remove_reader(fd)
+            if answer.done():
+                return
+            try:  # the worker writes its answer at once: the rest follows at pipe speed
+                answer.set_result(self.conn.recv())
+            except (EOFError, OSError) as exc:
+                answer.set_exception(_WorkerDied(str(exc)))
+
+        try:
+            self.conn.send((fn, args))  # the worker is idle, reading: this does not wait
+        except OSError as exc:  # a worker that died while idle
+            raise _WorkerDied(str(exc)) from exc
+        loop.add_reader(fd, readable)
+        try:
+            kind, value = await answer
+        finally:
+            loop.remove_reader(fd)
+        if kind == "error":
+            raise value
+        result: T = value
+        return result
+
+    def kill(self) -> None:
+        """Kill the worker at once (a template may be spinning in C code)."""
+        with contextlib.suppress(Exception):
+            self.process.kill()
+        self.conn.close()
 
 
 class Jail:
@@ -98,27 +160,22 @@ class Jail:
         self.slots = slots
         self.limits = limits
         self.what = what
-        self._idle: asyncio.Queue[ProcessPoolExecutor] = asyncio.Queue()
-        self._all: set[ProcessPoolExecutor] = set()
+        self._idle: asyncio.Queue[_Slot] = asyncio.Queue()
+        self._all: set[_Slot] = set()
 
-    def _new_slot(self) -> ProcessPoolExecutor:
-        pool = ProcessPoolExecutor(
-            max_workers=1,
-            mp_context=_CONTEXT,
-            initializer=_start_worker,
-            initargs=(self.limits.memory_bytes,),
-        )
-        self._all.add(pool)
-        return pool
+    def _new_slot(self) -> _Slot:
+        slot = _Slot(self.limits.memory_bytes)
+        self._all.add(slot)
+        return slot
 
     async def __aenter__(self) -> Jail:
         # Workers start in a thread: the first one waits for the forkserver to come up
         # (it imports the templates module), which would block the event loop. Later
         # ones, replacements included, are forks of it: milliseconds.
         for _ in range(self.slots):
-            pool = self._new_slot()
-            await asyncio.to_thread(_start, pool)
-            self._idle.put_nowait(pool)
+            slot = await asyncio.to_thread(self._new_slot)
+            await asyncio.to_thread(slot.wait_ready)
+            self._idle.put_nowait(slot)
         return self
 
     async def __aexit__(
@@ -127,36 +184,35 @@ class Jail:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        for pool in self._all:
-            _kill(pool)
+        for slot in self._all:
+            slot.kill()
         self._all.clear()
 
-    def _replace(self, pool: ProcessPoolExecutor) -> ProcessPoolExecutor:
-        _kill(pool)
-        self._all.discard(pool)
+    def _replace(self, slot: _Slot) -> _Slot:
+        slot.kill()
+        self._all.discard(slot)
         return self._new_slot()
 
     async def call(self, fn: Callable[..., T], *args: Any) -> T:
         """`fn(*args)` in an idle worker, within the limits (see the module docstring)."""
-        pool = await self._idle.get()
+        slot = await self._idle.get()
         try:
-            future = asyncio.get_running_loop().run_in_executor(pool, fn, *args)
-            return await asyncio.wait_for(future, self.limits.seconds)
+            return await asyncio.wait_for(slot.call(fn, args), self.limits.seconds)
         except TimeoutError:
-            pool = self._replace(pool)
+            slot = self._replace(slot)
             raise TemplateError(
                 f"{self.what} took longer than {self.limits.seconds:g} s and was stopped"
             ) from None
         except MemoryError:
             raise TemplateError(self._memory_message()) from None
-        except BrokenProcessPool:
-            pool = self._replace(pool)
+        except _WorkerDied:
+            slot = self._replace(slot)
             raise TemplateError(self._memory_message() + ", or crashed its worker") from None
         except asyncio.CancelledError:
-            pool = self._replace(pool)  # the call may still be running: never reuse it
+            slot = self._replace(slot)  # the call may still be running: never reuse it
             raise
         finally:
-            self._idle.put_nowait(pool)
+            self._idle.put_nowait(slot)
 
     def _memory_message(self) -> str:
         mib = self.limits.memory_bytes // 2**20

@@ -12,11 +12,15 @@ within 100 ms.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import signal
 import time
 from collections.abc import AsyncIterator
 from dataclasses import replace
 
 import aiohttp
+import psutil
 import pytest
 
 from services.core import events
@@ -89,6 +93,36 @@ async def test_output_over_the_cap_fails_naming_it(jail: Jail):
     with pytest.raises(TemplateError) as raised:
         await render(jail, "{% for i in range(20000) %}<p>{{ i }}</p>{% endfor %}")
     assert "larger than 100000 characters" in raised.value.message
+
+
+async def test_a_worker_killed_mid_call_fails_the_call_and_is_replaced(jail: Jail):
+    """A worker that dies while it renders (the kernel's OOM killer, a crash) fails that
+    call with a `TemplateError` saying so at once, not at the time limit, and the next
+    calls get a fresh worker."""
+    workers = {slot.process.pid for slot in jail._all}
+    bomb = asyncio.ensure_future(render(jail, LOOP_BOMB))
+    started = time.monotonic()
+
+    def cpu(pid: int) -> float:
+        with contextlib.suppress(psutil.Error):
+            return sum(psutil.Process(pid).cpu_times()[:2])
+        return 0.0
+
+    async def busy_worker() -> int | None:
+        """The worker that spends CPU now: the bomb's."""
+        before = {pid: cpu(pid) for pid in workers}
+        await asyncio.sleep(0.1)
+        return next((pid for pid in workers if cpu(pid) - before[pid] > 0.05), None)
+
+    while (victim := await busy_worker()) is None:
+        assert time.monotonic() - started < 1.5, "no worker took the call"
+    os.kill(victim, signal.SIGKILL)
+    with pytest.raises(TemplateError) as raised:
+        await bomb
+    assert "crashed its worker" in raised.value.message
+    assert time.monotonic() - started < LIMITS.seconds  # not the time limit's message
+    assert [await render(jail, "{{ n }}", {"n": n}) for n in range(4)] == ["0", "1", "2", "3"]
+    assert victim not in {slot.process.pid for slot in jail._all}
 
 
 async def test_other_calls_go_on_while_one_worker_is_stuck(jail: Jail):
