@@ -25,8 +25,11 @@ import asyncio
 import contextlib
 import logging
 import multiprocessing
+import pickle
 import resource
 import signal
+import socket
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -99,58 +102,70 @@ class _WorkerDied(Exception):
     """The worker ended (killed by the kernel, or crashed) before it answered."""
 
 
+_HEADER = struct.Struct("!i")  # `multiprocessing.connection`'s framing, which the
+_LONG = struct.Struct("!Q")  # worker's end speaks: a length, or -1 and a 64-bit one
+
+
 class _Slot:
-    """One worker process and this side's end of its pipe. Requests and answers are
-    pickled over the pipe, the answer read when the event loop sees the pipe readable: no
-    executor thread between the loop and the worker."""
+    """One worker process and this side's end of a socket pair to it. Requests and
+    answers are pickled in `multiprocessing.connection`'s framing; this side reads and
+    writes through the event loop (the socket is non-blocking: no executor thread, and a
+    large answer arriving in pieces never blocks the loop), the worker blockingly."""
 
     def __init__(self, memory_bytes: int) -> None:
-        self.conn, theirs = _CONTEXT.Pipe(duplex=True)
+        self.sock, theirs = socket.socketpair()
+        self.sock.setblocking(False)
+        end = Connection(theirs.detach())
         self.process = _CONTEXT.Process(
-            target=_serve, args=(theirs, memory_bytes), name="pressroom-jail", daemon=True
+            target=_serve, args=(end, memory_bytes), name="pressroom-jail", daemon=True
         )
-        self.process.start()  # a fork of the forkserver (which the first start starts)
-        theirs.close()
-
-    def wait_ready(self) -> None:
-        """Block until the worker answers (call it in a thread)."""
-        self.conn.send((_ready, ()))
-        kind, value = self.conn.recv()
-        assert kind == "ok" and value is True, (kind, value)
+        try:
+            self.process.start()  # a fork of the forkserver (which the first start starts)
+        except BaseException:
+            self.sock.close()
+            raise
+        finally:
+            # The worker has its own copy now: with this one open, its death would never
+            # show as the end of the socket here.
+            end.close()
 
     async def call(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
         loop = asyncio.get_running_loop()
-        answer: asyncio.Future[tuple[str, Any]] = loop.create_future()
-        fd = self.conn.fileno()
-
-        def readable() -> None:
-            loop.remove_reader(fd)
-            if answer.done():
-                return
-            try:  # the worker writes its answer at once: the rest follows at pipe speed
-                answer.set_result(self.conn.recv())
-            except (EOFError, OSError) as exc:
-                answer.set_exception(_WorkerDied(str(exc)))
-
+        request = pickle.dumps((fn, args), protocol=pickle.HIGHEST_PROTOCOL)
+        if len(request) > 0x7FFFFFFF:
+            header = _HEADER.pack(-1) + _LONG.pack(len(request))
+        else:
+            header = _HEADER.pack(len(request))
         try:
-            self.conn.send((fn, args))  # the worker is idle, reading: this does not wait
-        except OSError as exc:  # a worker that died while idle
+            await loop.sock_sendall(self.sock, header + request)
+            (size,) = _HEADER.unpack(await self._read(_HEADER.size))
+            if size == -1:
+                (size,) = _LONG.unpack(await self._read(_LONG.size))
+            kind, value = pickle.loads(await self._read(size))
+        except OSError as exc:  # the worker's end closed: it died
             raise _WorkerDied(str(exc)) from exc
-        loop.add_reader(fd, readable)
-        try:
-            kind, value = await answer
-        finally:
-            loop.remove_reader(fd)
         if kind == "error":
             raise value
         result: T = value
         return result
 
+    async def _read(self, size: int) -> bytes:
+        loop = asyncio.get_running_loop()
+        buffer = bytearray(size)
+        view = memoryview(buffer)
+        got = 0
+        while got < size:
+            n = await loop.sock_recv_into(self.sock, view[got:])
+            if n == 0:
+                raise _WorkerDied("the worker closed its end")
+            got += n
+        return bytes(buffer)
+
     def kill(self) -> None:
         """Kill the worker at once (a template may be spinning in C code)."""
         with contextlib.suppress(Exception):
             self.process.kill()
-        self.conn.close()
+        self.sock.close()
 
 
 class Jail:
@@ -174,7 +189,7 @@ class Jail:
         # ones, replacements included, are forks of it: milliseconds.
         for _ in range(self.slots):
             slot = await asyncio.to_thread(self._new_slot)
-            await asyncio.to_thread(slot.wait_ready)
+            assert await slot.call(_ready, ()) is True
             self._idle.put_nowait(slot)
         return self
 

@@ -22,6 +22,7 @@ from dataclasses import replace
 import aiohttp
 import psutil
 import pytest
+import uvloop
 
 from services.core import events
 from services.core.errors import TemplateError
@@ -123,6 +124,28 @@ async def test_a_worker_killed_mid_call_fails_the_call_and_is_replaced(jail: Jai
     assert time.monotonic() - started < LIMITS.seconds  # not the time limit's message
     assert [await render(jail, "{{ n }}", {"n": n}) for n in range(4)] == ["0", "1", "2", "3"]
     assert victim not in {slot.process.pid for slot in jail._all}
+
+
+def test_large_data_and_output_pass_whole_on_the_services_event_loop():
+    """Megabytes each way, on uvloop as the services run: the socket to a worker is
+    non-blocking there, so data and a document that arrive in pieces must be read whole,
+    not taken for a worker that died."""
+
+    rows = "{% for i in range(rows) %}<p>{{ n }}.{{ i }}</p>{% endfor %}"  # ~38 KB out
+
+    async def main() -> tuple[str, list[int]]:
+        async with Jail(2, replace(LIMITS, output_chars=5_000_000)) as jail:
+            big = await jail.call(render_html, "{{ s }}{{ s }}", {"s": "x" * 1_500_000}, 5_000_000)
+            sizes = []
+            for _ in range(10):  # two calls a slot at once, as a renderer's pages do
+                calls = [jail.call(render_html, rows, {"n": n, "rows": 3000}, 10**6)
+                         for n in range(4)]  # fmt: skip
+                sizes += [len(out) for out in await asyncio.gather(*calls)]
+            return big, sizes
+
+    big, sizes = uvloop.run(main())
+    assert big == "x" * 3_000_000
+    assert sizes == [37_890] * 40
 
 
 async def test_other_calls_go_on_while_one_worker_is_stuck(jail: Jail):
