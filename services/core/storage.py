@@ -115,7 +115,9 @@ class LocalStorage:
     @staticmethod
     def _write(path: Path, data: bytes) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        # A name of its own per write: two writes of one key at once (a redelivered job
+        # racing its first attempt) would otherwise truncate and rename each other's file.
+        tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
         tmp.write_bytes(data)
         os.replace(tmp, path)
 
