@@ -72,7 +72,7 @@ sys.path.insert(0, str(ROOT))
 from services.core.templating import render_html  # noqa: E402
 from services.dev import embedded_nats, embedded_postgres, free_port  # noqa: E402
 from services.renderer.browser import CHROMIUM_ARGS  # noqa: E402
-from services.renderer.browser.process import start_browser  # noqa: E402
+from services.renderer.browser.launch import start_browser  # noqa: E402
 
 TEMPLATE = (ROOT / "examples" / "invoice.html.j2").read_text()
 DATA = json.loads((ROOT / "examples" / "invoice.json").read_text())

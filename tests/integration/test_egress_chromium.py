@@ -43,7 +43,7 @@ from aiohttp import web
 
 from services.renderer.browser import CHROMIUM_ARGS
 from services.renderer.browser.interception import guard
-from services.renderer.browser.process import start_browser
+from services.renderer.browser.launch import start_browser
 from services.renderer.browser.tab import NavigationFailed, Tab, navigate
 from services.renderer.egress import Egress, RequestFilter
 from tests.conftest import eventually

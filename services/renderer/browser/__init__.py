@@ -3,8 +3,9 @@ speaks Chromium's DevTools protocol.
 
 - `pool`: `BrowserPool`, which hands renders to tabs and replaces broken tabs and
   browsers.
-- `process`: launching Chromium (flags, environment, fonts, a launcher that dies with the
-  renderer) and `Chromium`, one browser process with its idle tabs.
+- `launch`: starting Chromium (flags, environment, fonts, a launcher that dies with the
+  renderer and runs it below the services' CPU priority).
+- `process`: `Chromium`, one running browser process with its idle tabs.
 - `privileges`: who Chromium runs as, and whether its own sandbox is on.
 - `tab`: `Tab`, and what one render does on it (load, wait, print, capture).
 - `interception`: `guard`, the egress request filter wired onto a tab's CDP sessions.
@@ -14,10 +15,11 @@ speaks Chromium's DevTools protocol.
 - `tasks`: awaiting the browser with a deadline.
 
 What Chromium 156 needs care with is noted in the docstring of the module that handles
-it (`cdp`, `tab`, `interception`, `process`, `pool`).
+it (`cdp`, `launch`, `tab`, `interception`, `process`, `pool`).
 """
 
 from services.renderer.browser.documents import PDF, PNG, Html, RenderResult, Source, Url
+from services.renderer.browser.launch import CHROMIUM_ARGS, chromium_env
 from services.renderer.browser.params import (
     DEFAULT_VIEWPORT,
     EMPTY_TEMPLATE,
@@ -27,7 +29,6 @@ from services.renderer.browser.params import (
     print_params,
 )
 from services.renderer.browser.pool import BrowserPool
-from services.renderer.browser.process import CHROMIUM_ARGS, chromium_env
 
 __all__ = [
     "CHROMIUM_ARGS",
