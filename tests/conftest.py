@@ -134,6 +134,7 @@ class NatsServer:
 
     root: Path
     port: int = 0
+    monitor_port: int = 0  # its HTTP monitoring endpoint (/jsz, /varz), when not 0
     proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -144,9 +145,10 @@ class NatsServer:
         """Start on a port the server picks (`-p -1`) and reports; a restart reuses that
         port, since the services reconnect to the URL they were given."""
         self.root.mkdir(parents=True, exist_ok=True)
+        monitor = ["-m", str(self.monitor_port)] if self.monitor_port else []
         self.proc = subprocess.Popen(
             [str(BIN / "nats-server"), "-js", "-sd", str(self.root), "-a", "127.0.0.1",
-             "-p", str(self.port or -1), "--ports_file_dir", str(self.root)],
+             "-p", str(self.port or -1), "--ports_file_dir", str(self.root), *monitor],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
         if not self.port:

@@ -18,11 +18,12 @@ one conductor from flooding the log or storage; more conductors share the durabl
 
 async def serve(settings: Settings, stop: asyncio.Event) -> None:
     async with (
-        metrics.serve(settings.host, settings.metrics_port),
-        bus.open_bus(settings, name="conductor") as (_, js),
+        metrics.serve(settings.host, settings.metrics_port) as health,
+        bus.open_bus(settings, name="conductor") as (nc, js),
         db.open_pool(settings, size=2) as pool,
         open_storage(settings) as storage,
     ):
+        health.check("nats", lambda: nc.is_connected)
         conductor = Conductor(settings, js, pool, storage, await open_states(js))
         await worker.work(
             js,

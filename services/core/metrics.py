@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
@@ -24,6 +24,17 @@ RENDER_ATTEMPTS = Counter(
     "pressroom_render_attempts_total", "Render attempts by outcome", ["outcome"]
 )
 RENDERS_IN_FLIGHT = Gauge("pressroom_renders_in_flight", "Renders running now")
+RENDER_BACKLOG = Gauge(
+    "pressroom_render_backlog",
+    "Jobs the renderers have yet to finish (pending + unacknowledged in every renderers' "
+    "durable), by lane: singles (tenants' single jobs) or bulk (batches' items); "
+    "the autoscaling signal, read by the projector",
+    ["lane"],
+)
+RENDER_OLDEST_SECONDS = Gauge(
+    "pressroom_render_oldest_seconds",
+    "Age of the oldest job the renderers have not finished (0 with none), read by the projector",
+)
 RENDERER_TAKING_WORK = Gauge(
     "pressroom_renderer_taking_work",
     "1 while this renderer takes work (Chromium up, listening for its lanes), else 0",
@@ -80,18 +91,58 @@ async def handle_metrics(request: web.Request) -> web.Response:
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
+class Health:
+    """What a service's `/readyz` reports: named checks, each a cheap function of the
+    service's state (no I/O), added once the part it watches exists. `/healthz` only says
+    the event loop answers: a wedged loop fails it, and Kubernetes restarts the pod."""
+
+    def __init__(self) -> None:
+        self._checks: dict[str, Callable[[], bool]] = {}
+
+    def check(self, name: str, probe: Callable[[], bool]) -> None:
+        self._checks[name] = probe
+
+    def report(self) -> dict[str, bool]:
+        """Each check's result; none yet (still starting) counts as not ready."""
+        return {name: bool(probe()) for name, probe in self._checks.items()}
+
+    def ready(self) -> bool:
+        report = self.report()
+        return bool(report) and all(report.values())
+
+
+HEALTH = web.AppKey("health", Health)
+
+
+async def handle_healthz(request: web.Request) -> web.Response:
+    return web.json_response({"status": "ok"})
+
+
+async def handle_readyz(request: web.Request) -> web.Response:
+    health = request.app[HEALTH]
+    ready = health.ready()
+    return web.json_response(
+        {"ready": ready, "checks": health.report()}, status=200 if ready else 503
+    )
+
+
 @contextlib.asynccontextmanager
-async def serve(host: str, port: int) -> AsyncIterator[None]:
-    """Serve `/metrics` on its own port (services without an HTTP API); 0 disables it."""
+async def serve(host: str, port: int) -> AsyncIterator[Health]:
+    """Serve `/metrics`, `/healthz` and `/readyz` on their own port (the probes of
+    services without an HTTP API); 0 disables it (the checks are then only kept)."""
+    health = Health()
     if port == 0:
-        yield
+        yield health
         return
     app = web.Application()
+    app[HEALTH] = health
     app.router.add_get("/metrics", handle_metrics)
+    app.router.add_get("/healthz", handle_healthz)
+    app.router.add_get("/readyz", handle_readyz)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     try:
         await web.TCPSite(runner, host, port).start()
-        yield
+        yield health
     finally:
         await runner.cleanup()

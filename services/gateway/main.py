@@ -17,6 +17,7 @@ from aiohttp import web
 from services.core import metrics, runtime
 from services.core.settings import Settings
 from services.gateway.app import init_app
+from services.gateway.keys import NATS
 
 log = logging.getLogger(__name__)
 
@@ -70,8 +71,10 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
     )
     await runner.setup()
     try:
-        async with metrics.serve(settings.host, settings.metrics_port):
+        async with metrics.serve(settings.host, settings.metrics_port) as health:
             listener = await listen(runner, settings)
+            nc = runner.app[NATS]
+            health.check("nats", lambda: nc.is_connected)
             try:
                 log.info("gateway listening on %s", settings.base_url)
                 await stop.wait()

@@ -22,12 +22,13 @@ def check_secret(settings: Settings) -> None:
 async def serve(settings: Settings, stop: asyncio.Event) -> None:
     check_secret(settings)
     async with (
-        metrics.serve(settings.host, settings.metrics_port),
-        bus.open_bus(settings, name="notifier") as (_, js),
+        metrics.serve(settings.host, settings.metrics_port) as health,
+        bus.open_bus(settings, name="notifier") as (nc, js),
         db.open_pool(settings, size=2) as pool,
         open_storage(settings) as storage,
         delivery.open_session(allow_private=settings.allow_private_networks) as session,
     ):
+        health.check("nats", lambda: nc.is_connected)
         notifier = Notifier(settings, js, storage, session, Keyring(settings, pool), pool)
         backlog = asyncio.create_task(track_backlog(js, stop))
         try:

@@ -1,8 +1,9 @@
 """`pressroom projector`: keep the Postgres read model in step with the log.
 
-Three loops share one NATS connection and one pool: the consumer (every event into
-Postgres), the finalizer (jobs whose render deliveries ran out) and the reconciler (jobs
-the log no longer drives). `pressroom projector --rebuild` instead replays the whole log
+Four loops share one NATS connection and one pool: the consumer (every event into
+Postgres), the finalizer (jobs whose render deliveries ran out), the reconciler (jobs
+the log no longer drives) and the renderers' backlog (`pressroom_render_backlog`, the
+autoscaling signal). `pressroom projector --rebuild` instead replays the whole log
 into empty tables and exits.
 """
 
@@ -16,20 +17,22 @@ from typing import Any
 
 from services.core import bus, db, metrics, runtime
 from services.core.settings import Settings
-from services.projector import consumer, finalizer, rebuild, reconciler
+from services.projector import backlog, consumer, finalizer, rebuild, reconciler
 
 
 async def serve(settings: Settings, stop: asyncio.Event) -> None:
-    """Run the three loops until `stop` is set; if one fails, stop the others and raise."""
+    """Run the four loops until `stop` is set; if one fails, stop the others and raise."""
     async with (
-        metrics.serve(settings.host, settings.metrics_port),
-        bus.open_bus(settings, name="projector") as (_, js),
+        metrics.serve(settings.host, settings.metrics_port) as health,
+        bus.open_bus(settings, name="projector") as (nc, js),
         db.open_pool(settings, size=4) as pool,
     ):
+        health.check("nats", lambda: nc.is_connected)
         await run_together(
             consumer.run(consumer.Projection(js, pool, settings.free_tier), stop),
             finalizer.run(js, pool, stop),
             reconciler.run(js, pool, settings, stop),
+            backlog.track(js, stop),
         )
 
 

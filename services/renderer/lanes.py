@@ -242,6 +242,7 @@ class Lanes:
         self._missing: dict[str, float] = {}  # batch id -> skipped until (monotonic)
         self._wake = asyncio.Event()  # a render ended, a state changed, or stop
         states.listen(self._wake.set)
+        self.taking = False  # listening for bells and taking work (the pod is ready)
 
     async def run(self, stop: asyncio.Event, grace: float) -> None:
         """Take and handle messages until `stop` is set; then hand in-flight work
@@ -250,12 +251,14 @@ class Lanes:
         await singles.open()
         waker = asyncio.create_task(self._wake_on(stop))
         metrics.RENDERER_TAKING_WORK.set(1)
+        self.taking = True
         try:
             while not stop.is_set():
                 self._wake.clear()  # before looking: whatever happens next wakes the wait
                 await self._step(singles)
         finally:
             metrics.RENDERER_TAKING_WORK.set(0)
+            self.taking = False
             waker.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await waker
@@ -369,7 +372,11 @@ async def work(
     bulk_limit: int,
     stop: asyncio.Event,
     grace: float,
+    health: metrics.Health | None = None,
 ) -> None:
-    """Run `handler` on single jobs and batches' items until `stop` is set."""
+    """Run `handler` on single jobs and batches' items until `stop` is set; `health`
+    reports whether work is being taken (`taking_work`)."""
     lanes = Lanes(nc, js, handler, states, limit=limit, bulk_limit=bulk_limit)
+    if health is not None:
+        health.check("taking_work", lambda: lanes.taking)
     await lanes.run(stop, grace)

@@ -27,13 +27,14 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
         recycle_after=settings.browser_recycle,
     )
     async with (
-        metrics.serve(settings.host, settings.metrics_port),
+        metrics.serve(settings.host, settings.metrics_port) as health,
         bus.open_bus(settings, name="renderer") as (nc, js),
         open_storage(settings) as storage,
         browser,
         Jail(settings.render_concurrency, TemplateLimits.of(settings)) as jail,
         states.watched(js) as batches,
     ):
+        health.check("nats", lambda: nc.is_connected)
         renderer = consumer.Renderer(settings, js, storage, browser, jail, batches)
         await lanes.work(
             nc,
@@ -47,6 +48,7 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
             bulk_limit=settings.render_concurrency,
             stop=stop,
             grace=settings.shutdown_grace,
+            health=health,
         )
 
 

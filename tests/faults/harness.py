@@ -152,6 +152,19 @@ class Service:
         """`pressroom_renders_in_flight` of this renderer; 0 while it cannot be read."""
         return await self.gauge("pressroom_renders_in_flight")
 
+    async def probe(self, path: str) -> tuple[int, Any]:
+        """Status and JSON body of this service's `/healthz` or `/readyz` (on its metrics
+        port, where a Kubernetes probe asks); (0, None) while it does not answer."""
+        url = f"http://127.0.0.1:{self.metrics_port}{path}"
+        try:
+            async with (
+                aiohttp.ClientSession() as http,
+                http.get(url, timeout=aiohttp.ClientTimeout(total=2)) as response,
+            ):
+                return response.status, await response.json()
+        except (aiohttp.ClientError, TimeoutError):
+            return 0, None
+
     async def gauge(self, name: str) -> float:
         """A gauge of this service's `/metrics`; 0 while it cannot be read."""
         url = f"http://127.0.0.1:{self.metrics_port}/metrics"

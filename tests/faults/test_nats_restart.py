@@ -4,9 +4,11 @@ Verifies, with a client submitting all the time (three requests at a time, every
 each job with its own Idempotency-Key) while nats-server is stopped for about 8 s and then
 started again on the same store dir and port:
 - every POST /jobs answers 202 or 503, within 6 s; during the outage it is 503 with a JSON
-  error of type `unavailable`, and /readyz answers 503 naming NATS;
-- after the restart the services reconnect by themselves (none is restarted) and 202s
-  resume;
+  error of type `unavailable`, and /readyz answers 503 naming NATS — the gateway's and
+  every service's own (on its metrics port, where Kubernetes' readiness probe asks), while
+  their /healthz (the liveness probe) stays 200;
+- after the restart the services reconnect by themselves (none is restarted), 202s
+  resume and every service is ready again;
 - the client resubmits each refused job with the same Idempotency-Key and gets 202; how
   many of those refused submissions had reached the log after all is printed;
 - every job that got 202 ends `done` exactly once, with one object.
@@ -66,6 +68,7 @@ async def test_nats_outage_answers_503_and_loses_no_accepted_job(
     cluster: Cluster, nats_server: NatsServer
 ) -> None:
     await cluster.up(renderers=1)
+    await poll(lambda: _every_service(cluster, "/readyz", 200), 20, "every service ready")
     client = Client(cluster)
     tasks = [asyncio.create_task(client.run()) for _ in range(CLIENTS)]
     try:
@@ -75,10 +78,14 @@ async def test_nats_outage_answers_503_and_loses_no_accepted_job(
         await poll(lambda: _at_least(client.count(503), 3), 20, "503s during the outage")
         async with cluster.http.get(f"{cluster.url}/readyz") as response:
             readiness = (response.status, await response.json())
+        await poll(lambda: _every_service(cluster, "/readyz", 503), 10, "no service ready")
+        probes = {s.name: await s.probe("/readyz") for s in cluster.services}
+        alive = {s.name: (await s.probe("/healthz"))[0] for s in cluster.services}
         await asyncio.sleep(max(0.0, stopped + OUTAGE - time.monotonic()))  # hold the outage
         await asyncio.to_thread(nats_server.start)
         restarted = time.monotonic()
         await poll(lambda: _at_least(client.count(202, restarted), 20), 40, "202s after restart")
+        await poll(lambda: _every_service(cluster, "/readyz", 200), 30, "every service ready")
     finally:
         client.stop.set()
         results = await asyncio.gather(*tasks, return_exceptions=True)
@@ -96,6 +103,8 @@ async def test_nats_outage_answers_503_and_loses_no_accepted_job(
     wrong = [r for r in answers if r.status == 503 and _error_type(r) != "unavailable"]
     assert not wrong, f"503s without a JSON `unavailable` error: {wrong[:5]}"
     assert readiness[0] == 503 and readiness[1]["checks"]["nats"] is False, readiness
+    assert all(body["checks"]["nats"] is False for _, body in probes.values()), probes
+    assert set(alive.values()) == {200}, alive
     ghosts = await _submitted_before(cluster, resubmitted, resubmitted_at)
     back = min(r.started + r.seconds for r in answers if r.started > restarted and r.status == 202)
     print(
@@ -105,6 +114,12 @@ async def test_nats_outage_answers_503_and_loses_no_accepted_job(
         f"{back - restarted:.1f}s after the restart; {len(outcome.statuses)} jobs checked; "
         f"503 messages: {sorted({str(r.body) for r in answers if r.status == 503})}"
     )
+
+
+async def _every_service(cluster: Cluster, path: str, status: int) -> bool:
+    """Whether every service's own probe at `path` answers `status`."""
+    answers = [(await s.probe(path))[0] for s in cluster.services]
+    return all(answer == status for answer in answers)
 
 
 async def _resubmit_refused(client: Client) -> list[str]:

@@ -1,0 +1,94 @@
+"""The renderers' backlog, for dashboards, alerts and autoscaling.
+
+Renderers take work from many durables: one per tenant's single jobs (`singles-<tenant>`,
+and the legacy `renderer`) and one per running batch (`bulk-<batch_id>`). What a renderer
+fleet has to do is the sum over all of them of what each holds undelivered
+(`num_pending`) and delivered but unfinished (`num_ack_pending`): the same count KEDA's
+`nats-jetstream` scaler takes of one durable, summed over every renderers' durable. The
+projector (always running, unlike renderers scaled to zero) reads it every `EVERY`
+seconds into `pressroom_render_backlog{lane}` and the age of the oldest job still waiting
+into `pressroom_render_oldest_seconds`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass, field
+
+from nats.js import JetStreamContext
+from nats.js.api import ConsumerInfo
+
+from services.core import bus, events, metrics, runtime
+from services.core.errors import NotFound, Unavailable
+
+log = logging.getLogger(__name__)
+
+EVERY = 5.0
+"""Seconds between two readings (KEDA polls every 30 s by default; Prometheus scrapes
+every 15 s)."""
+
+LANES = ("singles", "bulk")
+
+
+def lane_of(info: ConsumerInfo) -> str | None:
+    """`singles` or `bulk` for a renderers' durable, None for any other."""
+    if not bus.renders_waiting(info):
+        return None
+    return "bulk" if (info.name or "").startswith(events.bulk_durable("")) else "singles"
+
+
+def outstanding(info: ConsumerInfo) -> int:
+    """What KEDA counts of one durable: pending plus delivered and not yet acknowledged."""
+    return (info.num_pending or 0) + (info.num_ack_pending or 0)
+
+
+@dataclass
+class Reading:
+    """One look at every renderers' durable."""
+
+    backlog: dict[str, int] = field(default_factory=lambda: dict.fromkeys(LANES, 0))
+    oldest: float = 0.0  # seconds the oldest unfinished job has waited; 0 with none
+
+
+async def read(js: JetStreamContext, now: float | None = None) -> Reading:
+    """The backlog of every lane now, and the age of its oldest job."""
+    reading = Reading()
+    floors: list[int] = []
+    async for info in bus.durables(js):
+        lane = lane_of(info)
+        if lane is None or outstanding(info) == 0:
+            continue
+        reading.backlog[lane] += outstanding(info)
+        floor = info.ack_floor.stream_seq if info.ack_floor else 0
+        floors.append(int(floor or 0))
+    if floors:
+        reading.oldest = await _age_after(js, min(floors), time.time() if now is None else now)
+    return reading
+
+
+async def _age_after(js: JetStreamContext, floor: int, now: float) -> float:
+    """How long ago the first message after `floor` was stored: no durable has finished a
+    job older than that (it may be another lane's event, which is only younger, so the
+    age is never overstated)."""
+    with contextlib.suppress(NotFound), bus.map_bus_errors("cannot read the log"):
+        msg = await js.get_msg(events.STREAM, seq=floor + 1, next=True)
+        if msg.time is not None:
+            return max(0.0, now - msg.time.timestamp())
+    return 0.0
+
+
+async def track(js: JetStreamContext, stop: asyncio.Event) -> None:
+    """Keep the backlog gauges current until `stop` is set; NATS trouble skips a reading."""
+    while not stop.is_set():
+        try:
+            reading = await read(js)
+        except (Unavailable, NotFound) as exc:
+            log.warning("render backlog not read: %s", exc)
+        else:
+            for lane, count in reading.backlog.items():
+                metrics.RENDER_BACKLOG.labels(lane).set(count)
+            metrics.RENDER_OLDEST_SECONDS.set(reading.oldest)
+        await runtime.pause(stop, EVERY)
