@@ -221,7 +221,7 @@ def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     proc.wait(10)
 
 
-LAYERS = ("unit", "integration", "faults")
+LAYERS = ("unit", "integration", "faults", "deploy")
 """The folders of tests/, each a marker: `pytest -m unit` runs the pure logic alone."""
 
 
