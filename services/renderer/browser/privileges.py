@@ -47,6 +47,11 @@ flags = 0x10000000 | 0x20000000 | 0x40000000  # CLONE_NEWUSER | CLONE_NEWPID | C
 if ctypes.CDLL(None, use_errno=True).unshare(flags) != 0:
     print(os.strerror(ctypes.get_errno()))
     sys.exit(3)
+try:  # what Chromium's sandbox does next; a seccomp profile may refuse it (containers
+    os.chroot("/proc/self/fdinfo/")  # without CAP_SYS_CHROOT), and Chromium then dies
+except OSError as exc:
+    print(f"chroot: {exc.strerror}")
+    sys.exit(3)
 """
 )
 
