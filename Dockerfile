@@ -1,0 +1,45 @@
+# One image for every service: `pressroom gateway|renderer|projector|notifier|conductor`
+# (docs/deploy.md). Build it with scripts/build-image.sh, which first builds the
+# project's wheels on the host (build/wheels/): the image installs them with no index and
+# compiles nothing, so no build tool reaches either stage.
+#
+# BASE is any Debian bookworm: the default is Docker Hub's; where no registry can be
+# reached, scripts/build-image.sh makes one from Debian's packages with mmdebstrap.
+ARG BASE=docker.io/library/debian:bookworm-slim
+
+FROM ${BASE} AS build
+# hadolint ignore=DL3008
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends python3 python3-venv \
+    && rm -rf /var/lib/apt/lists/*
+COPY build/wheels/ /wheels/
+RUN python3 -m venv /opt/pressroom \
+    && /opt/pressroom/bin/pip install --no-cache-dir --no-index --find-links /wheels pressroom \
+    && /opt/pressroom/bin/pip uninstall --yes pip \
+    && find /opt/pressroom -name __pycache__ -prune -exec rm -rf {} +
+
+FROM ${BASE}
+# Debian's stable packages, updated for security by Debian: not pinned (DL3008).
+# tini is PID 1: it forwards SIGTERM to the service and reaps what Chromium leaves.
+# hadolint ignore=DL3008
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends \
+        python3 chromium fonts-dejavu-core fonts-liberation ca-certificates tini \
+    && rm -rf /var/lib/apt/lists/* /var/cache/apt/* /var/log/apt /var/log/dpkg.log \
+        /usr/share/man /usr/share/info \
+    && find /usr/share/doc -type f ! -name copyright -delete \
+    && echo "pressroom:x:10001:10001:Pressroom:/tmp:/usr/sbin/nologin" >> /etc/passwd \
+    && echo "pressroom:x:10001:" >> /etc/group
+COPY --from=build /opt/pressroom /opt/pressroom
+ENV PATH=/opt/pressroom/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PRESSROOM_HOST=0.0.0.0 \
+    PRESSROOM_CHROMIUM=/usr/bin/chromium
+# A numeric user, so Kubernetes' runAsNonRoot can verify it; the root filesystem may be
+# read-only: everything writes under /tmp.
+USER 10001:10001
+WORKDIR /tmp
+EXPOSE 8080 9100
+ENTRYPOINT ["/usr/bin/tini", "--", "pressroom"]
+CMD ["gateway"]
