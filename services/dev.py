@@ -242,6 +242,23 @@ def service_env(settings: Settings, overrides: dict[str, str]) -> dict[str, dict
     return envs
 
 
+TARGETS = "prometheus-targets.json"
+"""Where `pressroom dev` lists its services' metrics endpoints for Prometheus, in the
+format of its `file_sd_configs` (each target labelled `service`)."""
+
+
+def write_targets(path: Path, envs: dict[str, dict[str, str]]) -> None:
+    """The metrics endpoint of every service, for a Prometheus on this machine."""
+    targets = [
+        {"targets": [f"127.0.0.1:{env['PRESSROOM_METRICS_PORT']}"], "labels": {"service": name}}
+        for name, env in envs.items()
+    ]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(targets, indent=2))
+    os.replace(tmp, path)
+
+
 async def wait_healthy(url: str, stop: asyncio.Event) -> bool:
     async with aiohttp.ClientSession() as session:
         end = time.monotonic() + 120
@@ -266,6 +283,7 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
             pg = await stack.enter_async_context(embedded_postgres(data))
             overrides["PRESSROOM_DATABASE_URL"] = pg
         envs = service_env(settings, overrides)
+        write_targets(data / "run" / TARGETS, envs)
         tasks = [
             asyncio.create_task(supervise(name, envs[name], stop, settings.shutdown_grace + 5))
             for name in SERVICES
@@ -402,8 +420,9 @@ async def announce(settings: Settings, data: Path) -> None:
     if not settings.auth_enabled or not signing.exists():
         signing = data / "secrets.json"
     lines.append(
-        f"Data: {data}; webhook secret in {signing}; NATS and PostgreSQL logs in {data / 'run'}\n"
+        f"Data: {data}; webhook secret in {signing}; NATS and PostgreSQL logs in {data / 'run'}"
     )
+    lines.append(f"Metrics: Prometheus targets (file_sd) in {data / 'run' / TARGETS}\n")
     print("\n".join(lines), flush=True)
 
 

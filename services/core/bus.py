@@ -34,7 +34,7 @@ from nats.js.api import (
 )
 from nats.js.errors import APIError, KeyWrongLastSequenceError, NotFoundError
 
-from services.core import events, timeline
+from services.core import events, metrics, timeline
 from services.core.boundary import ErrorMap, describe
 from services.core.errors import (
     Conflict,
@@ -305,17 +305,19 @@ async def _on_error(exc: Exception) -> None:
 
 
 async def _on_disconnect() -> None:
+    metrics.NATS_CONNECTED.set(0)
     log.warning("nats: disconnected, reconnecting")
 
 
 async def _on_reconnect() -> None:
+    metrics.NATS_CONNECTED.set(1)
     log.info("nats: reconnected")
 
 
 async def connect(settings: Settings, *, name: str) -> Client:
     """Connect, retrying forever in the background once connected (pods should not give up)."""
     with map_bus_errors(f"cannot reach NATS at {settings.nats_url}"):
-        return await nats.connect(
+        nc = await nats.connect(
             [url.strip() for url in settings.nats_url.split(",")],
             name=f"pressroom-{name}",
             max_reconnect_attempts=-1,
@@ -325,6 +327,8 @@ async def connect(settings: Settings, *, name: str) -> Client:
             disconnected_cb=_on_disconnect,
             reconnected_cb=_on_reconnect,
         )
+    metrics.NATS_CONNECTED.set(1)
+    return nc
 
 
 def usage_stream_config(settings: Settings) -> StreamConfig:
@@ -392,7 +396,16 @@ async def publish_terminal(js: JetStreamContext, event: events.Terminal) -> bool
             events.event_name(event),
         )
         return False
-    return await publish(js, event)
+    stored = await publish(js, event)
+    if stored:
+        count_finished(event)
+    return stored
+
+
+def count_finished(event: events.Terminal) -> None:
+    """`pressroom_jobs_finished_total` for a terminal event just stored."""
+    error_type = event.error.type if isinstance(event, events.JobFailed) else "none"
+    metrics.JOBS_FINISHED.labels(events.event_name(event), error_type).inc()
 
 
 @map_bus_errors("NATS did not acknowledge the event")

@@ -13,12 +13,20 @@ REQUESTS_REJECTED = Counter(
     "pressroom_requests_rejected_total", "Requests answered with an error", ["status"]
 )
 JOBS_FINISHED = Counter(
-    "pressroom_jobs_finished_total", "Jobs that reached a terminal status", ["status"]
+    "pressroom_jobs_finished_total",
+    "Jobs that reached a terminal status (done, failed, cancelled), counted by the service "
+    "that stored the end; error_type is the failure's type (none for done and cancelled)",
+    ["status", "error_type"],
 )
 RENDER_SECONDS = Histogram(
     "pressroom_render_seconds",
     "Template to stored PDF, per attempt",
     buckets=(0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1, 2, 5, 10, 30, 60),
+)
+RENDER_BYTES = Histogram(
+    "pressroom_render_bytes",
+    "Size of each stored document",
+    buckets=(10e3, 30e3, 100e3, 300e3, 1e6, 3e6, 10e6, 30e6, 100e6),
 )
 RENDER_ATTEMPTS = Counter(
     "pressroom_render_attempts_total", "Render attempts by outcome", ["outcome"]
@@ -47,6 +55,13 @@ BROWSER_LAUNCHES = Counter(
     "pressroom_browser_launches_total",
     "Chromium launches by reason: start, recycle (after PRESSROOM_BROWSER_RECYCLE renders), crash",
     ["reason"],
+)
+NATS_CONNECTED = Gauge(
+    "pressroom_nats_connected", "1 while this service is connected to NATS, else 0"
+)
+PROJECTION_LAG = Gauge(
+    "pressroom_projection_lag",
+    "Events in the log the projector has not applied to PostgreSQL yet",
 )
 EVENTS_PROJECTED = Counter(
     "pressroom_events_projected_total", "Events applied to Postgres", ["type"]

@@ -7,7 +7,8 @@ fleet has to do is the sum over all of them of what each holds undelivered
 `nats-jetstream` scaler takes of one durable, summed over every renderers' durable. The
 projector (always running, unlike renderers scaled to zero) reads it every `EVERY`
 seconds into `pressroom_render_backlog{lane}` and the age of the oldest job still waiting
-into `pressroom_render_oldest_seconds`.
+into `pressroom_render_oldest_seconds`; and, from the same listing, how far the projection
+is behind the log (`pressroom_projection_lag`: what its own durable has yet to apply).
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ class Reading:
 
     backlog: dict[str, int] = field(default_factory=lambda: dict.fromkeys(LANES, 0))
     oldest: float = 0.0  # seconds the oldest unfinished job has waited; 0 with none
+    projection_lag: int = 0  # events the projector has yet to apply
 
 
 async def read(js: JetStreamContext, now: float | None = None) -> Reading:
@@ -58,6 +60,8 @@ async def read(js: JetStreamContext, now: float | None = None) -> Reading:
     reading = Reading()
     floors: list[int] = []
     async for info in bus.durables(js):
+        if info.name == events.PROJECTOR:
+            reading.projection_lag = outstanding(info)
         lane = lane_of(info)
         if lane is None or outstanding(info) == 0:
             continue
@@ -91,4 +95,5 @@ async def track(js: JetStreamContext, stop: asyncio.Event) -> None:
             for lane, count in reading.backlog.items():
                 metrics.RENDER_BACKLOG.labels(lane).set(count)
             metrics.RENDER_OLDEST_SECONDS.set(reading.oldest)
+            metrics.PROJECTION_LAG.set(reading.projection_lag)
         await runtime.pause(stop, EVERY)

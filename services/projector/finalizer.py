@@ -28,7 +28,7 @@ from nats.js import JetStreamContext
 
 from services.core import bus, db, events, metrics
 from services.core.errors import NotFound, Unavailable
-from services.core.status import TERMINAL, JobStatus
+from services.core.status import TERMINAL
 
 log = logging.getLogger(__name__)
 
@@ -100,8 +100,7 @@ async def finalize(js: JetStreamContext, pool: asyncpg.Pool, payload: bytes) -> 
         return "skipped"
     if await db.job_status(pool, job.job_id) in TERMINAL:
         return "terminal"
-    if await bus.publish_terminal(js, worker_lost(job, advisory.deliveries)):
-        metrics.JOBS_FINISHED.labels(JobStatus.FAILED).inc()
+    await bus.publish_terminal(js, worker_lost(job, advisory.deliveries))
     log.warning("job %s: %d deliveries, no answer: failed", job.job_id, advisory.deliveries)
     return "failed"
 

@@ -309,6 +309,7 @@ class Renderer:
         await self.storage.put(key, result.data, result.content_type)
         elapsed = time.perf_counter() - started
         metrics.RENDER_SECONDS.observe(elapsed)
+        metrics.RENDER_BYTES.observe(len(result.data))
         return events.JobDone(
             job_id=job.job_id,
             tenant=job.tenant,
@@ -328,7 +329,7 @@ class Renderer:
         other way round."""
         status = events.event_name(event)
         if await bus.publish(self.js, event):
-            metrics.JOBS_FINISHED.labels(status).inc()
+            bus.count_finished(event)
         elif isinstance(event, events.JobDone):
             await self._discard_if_cancelled(event)
         metrics.RENDER_ATTEMPTS.labels(status).inc()
