@@ -270,3 +270,18 @@ def wait_until_value(check: Any, timeout: float, what: str) -> Any:
             return value
         time.sleep(0.2)
     raise AssertionError(f"{what}: not met within {timeout:g}s; last value: {value!r}")
+
+
+def test_docs_list_every_metric_and_explain_every_alert() -> None:
+    docs = (REPO / "docs" / "deploy.md").read_text()
+    table = set(re.findall(r"^\| `(pressroom_\w+)` \|", docs, re.M))
+    exported = {
+        _sample_names(m.name, m.type)[0].removesuffix("_bucket")
+        for m in REGISTRY.collect()
+        if m.name.startswith("pressroom_")
+    }
+    assert table == exported, (exported - table, table - exported)
+    headings = set(re.findall(r"^### (\w+)$", docs, re.M))
+    for rule in alert_rules():
+        assert rule["alert"] in headings, rule["alert"]
+        assert rule["annotations"]["runbook"] == f"docs/deploy.md#{rule['alert'].lower()}"
