@@ -28,7 +28,7 @@ from nats.js import JetStreamContext
 
 from services.conductor import expand, pack
 from services.conductor.state import CANCELLED, PAUSED, RUNNING, BatchStates
-from services.core import bus, events, runtime, timeline
+from services.core import bus, events, logs, runtime, timeline
 from services.core.errors import (
     DeterministicError,
     InvalidEvent,
@@ -95,6 +95,11 @@ class Conductor:
             with contextlib.suppress(Exception):
                 await msg.term()
             return
+        batch_id = event.batch_id if isinstance(event, events.BatchEvent) else None
+        with logs.bound(batch_id=batch_id, tenant=event.tenant):
+            await self._handle(msg, event)
+
+    async def _handle(self, msg: Msg, event: events.LogEvent) -> None:
         alive = asyncio.create_task(keep_alive(msg))
         try:
             with bus.map_bus_errors():

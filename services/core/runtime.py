@@ -12,6 +12,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from services.core import logs
 from services.core.errors import PressroomError
 from services.core.settings import Settings, SettingsError
 
@@ -45,13 +46,8 @@ async def cancelled(*tasks: asyncio.Task[Any]) -> None:
     await asyncio.gather(*tasks, return_exceptions=True)  # retrieved: never "never retrieved"
 
 
-def setup_logging(level: str, service: str) -> None:
-    logging.basicConfig(
-        level=level,
-        format=f"%(asctime)s {service:<9} %(levelname)-7s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+def setup_logging(level: str, service: str, form: str = "text") -> None:
+    logs.setup(level, service, form)
 
 
 def load_settings() -> Settings:
@@ -121,7 +117,7 @@ def tune_gc() -> None:
 def run(name: str, service_main: ServiceMain) -> None:
     """Run one service until SIGINT/SIGTERM; startup failures exit 1 with one clear line."""
     settings = load_settings()
-    setup_logging(settings.log_level, name)
+    setup_logging(settings.log_level, name, settings.log_format)
     tune_gc()
     try:
         with asyncio.Runner(loop_factory=_loop_factory()) as runner:

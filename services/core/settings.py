@@ -347,6 +347,12 @@ class Settings:
     log_level: str = _var(
         "PRESSROOM_LOG_LEVEL", "INFO", _choice("DEBUG", "INFO", "WARNING", "ERROR"), "log level"
     )
+    log_format: str = _var(
+        "PRESSROOM_LOG_FORMAT",
+        "text",
+        _choice("text", "json"),
+        "log lines: text, or json (one object per line, with job, batch, tenant and attempt)",
+    )
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Settings:

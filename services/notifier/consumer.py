@@ -29,7 +29,7 @@ import msgspec
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
-from services.core import bus, db, events, metrics, runtime, signing, timeline
+from services.core import bus, db, events, logs, metrics, runtime, signing, timeline
 from services.core.errors import NotFound, Refused, StorageError, Unavailable
 from services.core.settings import Settings
 from services.core.storage import Storage
@@ -129,8 +129,11 @@ class Notifier:
         event = await _decode_or_term(msg)
         if event is None:
             return
+        job_id = None if isinstance(event, events.BatchEvent) else event.job_id
+        batch_id = event.batch_id if isinstance(event, events.BatchEvent) else None
+        about = logs.bound(job_id=job_id, batch_id=batch_id, tenant=event.tenant)
         try:
-            with bus.map_bus_errors():  # acks and naks, besides what `bus` itself does
+            with about, bus.map_bus_errors():  # acks and naks, besides what `bus` does
                 if isinstance(event, events.BatchEvent):
                     await self._notify_batch(msg, event)
                 else:

@@ -28,7 +28,7 @@ import msgspec
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
-from services.core import bus, events, metrics, pageoptions, timeline
+from services.core import bus, events, logs, metrics, pageoptions, timeline
 from services.core.errors import (
     InvalidEvent,
     PageCrashed,
@@ -184,6 +184,11 @@ class Renderer:
         if not isinstance(event, events.JobSubmitted):
             await msg.term()
             return
+        about = {"tenant": event.tenant, "batch_id": event.batch_id}
+        with logs.bound(job_id=event.job_id, attempt=msg.metadata.num_delivered, **about):
+            await self._deliver(msg, event)
+
+    async def _deliver(self, msg: Msg, event: events.JobSubmitted) -> None:
         heartbeat = asyncio.create_task(keep_alive(msg, self.settings.ack_wait / 3))
         metrics.RENDERS_IN_FLIGHT.inc()
         try:
@@ -296,6 +301,7 @@ class Renderer:
                 error=step.error,
                 webhook_url=job.webhook_url,
             )
+            log.info("job %s failed: %s: %s", job.job_id, step.error.type, step.error.message)
             await self._finish(msg, failed, step)
         elif done is not None:  # next_step acks only an attempt without error
             await self._finish(msg, done, step)
