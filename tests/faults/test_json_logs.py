@@ -25,7 +25,9 @@ async def test_every_line_is_json_and_says_which_job_it_is_about(cluster: Cluste
             try:
                 parsed = json.loads(line)
             except ValueError:
-                raise AssertionError(f"{service.name} wrote a line that is no JSON: {line!r}")
+                raise AssertionError(
+                    f"{service.name} wrote a line that is no JSON: {line!r}"
+                ) from None
             assert {"time", "level", "service", "logger", "message"} <= parsed.keys(), parsed
             assert parsed["service"] == service.name, parsed
             lines.setdefault(service.name, []).append(parsed)
