@@ -14,7 +14,9 @@ ways (`Singles`): the gateway's bell (`events.LANE_BELL`, core NATS) right after
 job; a sweep every `SWEEP` seconds that asks every lane (a retry's delay ending, a message
 redelivered after a renderer died, a lost bell); and a listing of the durables every
 `DISCOVER` seconds (a tenant's first job, made while this renderer was away). A lane that
-answered nothing is not asked again until one of those says it may have work.
+answered nothing is not asked again until one of those says it may have work, but for
+one more ask `RACE_WAIT` later when its bell had rang (JetStream's answer to a no-wait
+pull can miss a message stored a moment before).
 
 Batches' turns go round robin over the tenants that have a running batch, and within a
 tenant over its running batches (`Rotation`), so two tenants' runs progress at the same
@@ -63,6 +65,12 @@ DISCOVER = 5.0
 
 TROUBLE_WAIT = 1.0
 """Seconds before asking again after NATS did not answer a pull."""
+
+RACE_WAIT = 0.05
+"""Seconds before a lane whose bell rang, and which answered nothing, is asked once more:
+JetStream may answer a no-wait pull "no messages" for a message stored a moment before
+(seen about once in 500 right after the publish), and without a second ask the job
+would wait for the next sweep."""
 
 MISSING_WAIT = 1.0
 """Seconds a running batch without a durable is skipped: the conductor may write the
@@ -128,6 +136,7 @@ class Singles:
         self._lanes: dict[str, bus.Lane] = {}  # durable -> its lane
         self._flagged: set[str] = set()  # durables that may have work
         self._rung: dict[str, int] = {}  # durable -> bells heard (a bell during an ask counts)
+        self._fresh: set[str] = set()  # durables rung since they last answered nothing
         self._last: str | None = None  # the durable served last
         self._next_sweep = 0.0
         self._next_discover = 0.0
@@ -151,7 +160,9 @@ class Singles:
 
     async def _bell(self, msg: Msg) -> None:
         token = msg.subject.rsplit(".", 1)[-1]
-        self.flag(f"{events.SINGLES}{token}")
+        durable = f"{events.SINGLES}{token}"
+        self.flag(durable)
+        self._fresh.add(durable)
         self._wake.set()
 
     def add(self, durable: str) -> None:
@@ -212,7 +223,17 @@ class Singles:
             return []
         if len(got) < want and self._rung.get(durable, 0) == rung:
             self._flagged.discard(durable)  # nothing more now, and no bell since asking
+            if not got and durable in self._fresh:  # rung, yet empty: ask once more soon
+                self._fresh.discard(durable)
+                asyncio.get_running_loop().call_later(RACE_WAIT, self._ask_again, durable)
+        elif got:
+            self._fresh.discard(durable)
         return got
+
+    def _ask_again(self, durable: str) -> None:
+        if durable in self._lanes:
+            self._flagged.add(durable)
+            self._wake.set()
 
 
 class Lanes:
