@@ -34,7 +34,7 @@ from nats.js.api import (
 )
 from nats.js.errors import APIError, KeyWrongLastSequenceError, NotFoundError
 
-from services.core import events, metrics, timeline
+from services.core import events, metrics, timeline, tracing
 from services.core.boundary import ErrorMap, describe
 from services.core.errors import (
     Conflict,
@@ -428,7 +428,7 @@ async def publish(
             events.encode(event),
             timeout=timeout,
             stream=events.STREAM,
-            headers={"Nats-Msg-Id": msg_id or events.msg_id(event)},
+            headers={"Nats-Msg-Id": msg_id or events.msg_id(event), **tracing.headers()},
         )
     except (APIError, MaxPayloadError) as exc:
         raise _refusal(exc, event) from exc

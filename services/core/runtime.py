@@ -12,7 +12,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from services.core import logs
+from services.core import logs, tracing
 from services.core.errors import PressroomError
 from services.core.settings import Settings, SettingsError
 
@@ -118,6 +118,7 @@ def run(name: str, service_main: ServiceMain) -> None:
     """Run one service until SIGINT/SIGTERM; startup failures exit 1 with one clear line."""
     settings = load_settings()
     setup_logging(settings.log_level, name, settings.log_format)
+    tracing.setup(name, settings.otlp_endpoint)
     tune_gc()
     try:
         with asyncio.Runner(loop_factory=_loop_factory()) as runner:
@@ -125,3 +126,5 @@ def run(name: str, service_main: ServiceMain) -> None:
     except (PressroomError, SettingsError) as exc:
         logging.getLogger(name).error("%s", exc)
         raise SystemExit(1) from None
+    finally:
+        tracing.shutdown()

@@ -347,6 +347,12 @@ class Settings:
     log_level: str = _var(
         "PRESSROOM_LOG_LEVEL", "INFO", _choice("DEBUG", "INFO", "WARNING", "ERROR"), "log level"
     )
+    otlp_endpoint: str = _var(
+        "PRESSROOM_OTLP_ENDPOINT",
+        "",
+        doc="OpenTelemetry collector (OTLP over HTTP, e.g. http://otel-collector:4318): "
+        "traces are exported there; empty: none",
+    )
     log_format: str = _var(
         "PRESSROOM_LOG_FORMAT",
         "text",

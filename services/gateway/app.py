@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
 
-from services.core import bus, db, metrics, runtime
+from services.core import bus, db, metrics, runtime, tracing
 from services.core.errors import PayloadTooLarge, PressroomError, RequestTimeout, Unavailable
 from services.core.jail import Jail, TemplateLimits
 from services.core.settings import Settings
@@ -187,9 +187,21 @@ async def _rate_headers(request: web.Request, response: web.StreamResponse) -> N
         response.headers.update(request.app[LIMITS].bucket(caller.tenant).headers())
 
 
+@web.middleware
+async def traced(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """A server span per request, continuing the client's `traceparent` (only installed
+    when traces are exported)."""
+    route = request.match_info.route.resource
+    name = f"{request.method} {route.canonical if route is not None else request.path}"
+    with tracing.span(name, request.headers, tracing.SERVER, **{"http.method": request.method}):
+        return await handler(request)
+
+
 def init_app(settings: Settings) -> web.Application:
+    first = [traced] if tracing.active() else []
     app = web.Application(
-        middlewares=[route_body_limit, errors_as_json], client_max_size=settings.max_body_bytes
+        middlewares=[*first, route_body_limit, errors_as_json],
+        client_max_size=settings.max_body_bytes,
     )
     settings.server_key_bytes()  # fail at start, naming the variable, if it is not set
     app[SETTINGS] = app[AUTH_SETTINGS] = settings

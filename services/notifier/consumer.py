@@ -29,7 +29,7 @@ import msgspec
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
-from services.core import bus, db, events, logs, metrics, runtime, signing, timeline
+from services.core import bus, db, events, logs, metrics, runtime, signing, timeline, tracing
 from services.core.errors import NotFound, Refused, StorageError, Unavailable
 from services.core.settings import Settings
 from services.core.storage import Storage
@@ -131,9 +131,13 @@ class Notifier:
             return
         job_id = None if isinstance(event, events.BatchEvent) else event.job_id
         batch_id = event.batch_id if isinstance(event, events.BatchEvent) else None
-        about = logs.bound(job_id=job_id, batch_id=batch_id, tenant=event.tenant)
+        about = {"job_id": job_id, "batch_id": batch_id, "tenant": event.tenant}
         try:
-            with about, bus.map_bus_errors():  # acks and naks, besides what `bus` does
+            with (
+                logs.bound(**about),
+                tracing.span("webhook", msg.headers, tracing.CONSUMER, **about),
+                bus.map_bus_errors(),  # acks and naks, besides what `bus` does
+            ):
                 if isinstance(event, events.BatchEvent):
                     await self._notify_batch(msg, event)
                 else:

@@ -28,7 +28,7 @@ import msgspec
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
-from services.core import bus, events, logs, metrics, pageoptions, timeline
+from services.core import bus, events, logs, metrics, pageoptions, timeline, tracing
 from services.core.errors import (
     InvalidEvent,
     PageCrashed,
@@ -184,8 +184,12 @@ class Renderer:
         if not isinstance(event, events.JobSubmitted):
             await msg.term()
             return
-        about = {"tenant": event.tenant, "batch_id": event.batch_id}
-        with logs.bound(job_id=event.job_id, attempt=msg.metadata.num_delivered, **about):
+        about = {"job_id": event.job_id, "tenant": event.tenant, "batch_id": event.batch_id}
+        attempt = msg.metadata.num_delivered
+        with (
+            logs.bound(attempt=attempt, **about),
+            tracing.span("render", msg.headers, tracing.CONSUMER, attempt=attempt, **about),
+        ):
             await self._deliver(msg, event)
 
     async def _deliver(self, msg: Msg, event: events.JobSubmitted) -> None:
