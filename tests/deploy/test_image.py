@@ -14,18 +14,13 @@ The containers share the host's network (`--network host`), so what the test sta
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import dataclasses
 import json
-import os
-import shutil
 import subprocess
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 import aiohttp
 import pytest
@@ -33,35 +28,7 @@ import pytest
 from services.core.settings import Settings
 from tests.conftest import BIN, Stack, eventually, free_port, make_tenant
 from tests.deploy.k8s import REPO
-
-TAG = "localhost/pressroom:test"
-CONF = str(REPO / "scripts" / "podman" / "containers.conf")
-PODMAN_ENV = {**os.environ, "CONTAINERS_CONF": os.environ.get("CONTAINERS_CONF", CONF)}
-
-needs_podman = pytest.mark.skipif(
-    shutil.which("podman") is None or shutil.which("mmdebstrap") is None,
-    reason="needs podman and mmdebstrap (.ci/run installs them)",
-)
-
-
-def podman(*args: str, timeout: float = 120, check: bool = True) -> str:
-    done = subprocess.run(
-        ["podman", *args], capture_output=True, text=True, timeout=timeout, env=PODMAN_ENV
-    )
-    if check:
-        assert done.returncode == 0, f"podman {' '.join(args)}: {done.stderr}"
-    return done.stdout
-
-
-@pytest.fixture(scope="module")
-def image() -> str:
-    env = {**PODMAN_ENV, "PYTHON": str(BIN / "python")}
-    built = subprocess.run(
-        [str(REPO / "scripts" / "build-image.sh"), TAG],
-        capture_output=True, text=True, timeout=1200, env=env, cwd=REPO,
-    )  # fmt: skip
-    assert built.returncode == 0, built.stderr[-4000:]
-    return TAG
+from tests.deploy.podman import container_logs, needs_podman, podman, postgres_over_tcp
 
 
 def test_hadolint_passes_the_dockerfile() -> None:
@@ -112,13 +79,6 @@ def containers() -> Iterator[list[str]]:
         podman("rm", "--force", "--time", "5", name, check=False)
 
 
-def container_logs(name: str) -> str:
-    logs = subprocess.run(
-        ["podman", "logs", "--tail", "40", name], capture_output=True, text=True, env=PODMAN_ENV
-    )
-    return logs.stdout + logs.stderr
-
-
 def run_container(image: str, names: list[str], env: list[str], *args: str) -> str:
     name = f"pressroom-test-{uuid.uuid4().hex[:8]}"
     names.append(name)
@@ -141,32 +101,6 @@ async def test_containers_serve_and_render_a_job_end_to_end(
     async with postgres_over_tcp(settings.database_url) as database_url:
         env += ["-e", f"PRESSROOM_DATABASE_URL={database_url}"]
         await _serve_and_render(image, settings, env, containers)
-
-
-@contextlib.asynccontextmanager
-async def postgres_over_tcp(url: str) -> AsyncIterator[str]:
-    """The test's PostgreSQL listens on a Unix socket only (in a folder a container's user
-    may not enter): the same database through a TCP port on 127.0.0.1, relayed here."""
-    parts = urlsplit(url)
-    socket_path = f"{parse_qs(parts.query)['host'][0]}/.s.PGSQL.5432"
-
-    async def pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        with contextlib.suppress(OSError):
-            while data := await reader.read(65536):
-                writer.write(data)
-                await writer.drain()
-        writer.close()
-
-    async def relay(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        upstream_reader, upstream_writer = await asyncio.open_unix_connection(socket_path)
-        await asyncio.gather(pump(reader, upstream_writer), pump(upstream_reader, writer))
-
-    server = await asyncio.start_server(relay, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    try:
-        yield f"postgresql://postgres@127.0.0.1:{port}{parts.path}"
-    finally:
-        server.close()
 
 
 async def _serve_and_render(
