@@ -100,12 +100,14 @@ def logged_port(log: Path, pattern: str) -> int | None:
     return int(found.group(1)) if found else None
 
 
-def wait_until(check: Callable[[], bool], timeout: float, what: str) -> None:
+def wait_until(check: Callable[[], Any], timeout: float, what: str) -> Any:
+    """Poll `check` until it returns something truthy, and return that."""
     end = time.monotonic() + timeout
-    while not check():
+    while not (value := check()):
         if time.monotonic() > end:
-            raise TimeoutError(f"{what} not ready within {timeout}s")
+            raise TimeoutError(f"{what} not ready within {timeout}s; last value: {value!r}")
         time.sleep(0.02)
+    return value
 
 
 async def eventually(

@@ -243,6 +243,12 @@ async def durables(js: JetStreamContext) -> AsyncIterator[ConsumerInfo]:
         offset += len(page)
 
 
+def outstanding(info: ConsumerInfo) -> int:
+    """What a durable has yet to finish: pending, plus delivered and not acknowledged (what
+    KEDA's nats-jetstream scaler counts of one durable)."""
+    return (info.num_pending or 0) + (info.num_ack_pending or 0)
+
+
 def renders_waiting(info: ConsumerInfo) -> bool:
     """Whether `info` is a durable renderers take work from (single jobs or items)."""
     name = info.name or ""

@@ -46,10 +46,6 @@ async def cancelled(*tasks: asyncio.Task[Any]) -> None:
     await asyncio.gather(*tasks, return_exceptions=True)  # retrieved: never "never retrieved"
 
 
-def setup_logging(level: str, service: str, form: str = "text") -> None:
-    logs.setup(level, service, form)
-
-
 def load_settings() -> Settings:
     """Settings from the process environment; a bad value ends the process with status 2."""
     try:
@@ -117,7 +113,7 @@ def tune_gc() -> None:
 def run(name: str, service_main: ServiceMain) -> None:
     """Run one service until SIGINT/SIGTERM; startup failures exit 1 with one clear line."""
     settings = load_settings()
-    setup_logging(settings.log_level, name, settings.log_format)
+    logs.setup(settings.log_level, name, settings.log_format)
     tracing.setup(name, settings.otlp_endpoint)
     tune_gc()
     try:

@@ -103,7 +103,7 @@ async def _backlog(js: JetStreamContext) -> int:
     total = 0
     async for info in bus.durables(js):
         if bus.renders_waiting(info):
-            total += (info.num_pending or 0) + (info.num_ack_pending or 0)
+            total += bus.outstanding(info)
     return total
 
 

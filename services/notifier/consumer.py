@@ -339,5 +339,5 @@ async def track_backlog(js: JetStreamContext, stop: asyncio.Event, every: float 
     while not stop.is_set():
         with contextlib.suppress(Unavailable, NotFound), bus.map_bus_errors():
             info = await js.consumer_info(events.STREAM, events.NOTIFIER)
-            metrics.WEBHOOK_BACKLOG.set((info.num_pending or 0) + (info.num_ack_pending or 0))
+            metrics.WEBHOOK_BACKLOG.set(bus.outstanding(info))
         await runtime.pause(stop, every)

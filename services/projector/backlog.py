@@ -4,7 +4,8 @@ Renderers take work from many durables: one per tenant's single jobs (`singles-<
 and the legacy `renderer`) and one per running batch (`bulk-<batch_id>`). What a renderer
 fleet has to do is the sum over all of them of what each holds undelivered
 (`num_pending`) and delivered but unfinished (`num_ack_pending`): the same count KEDA's
-`nats-jetstream` scaler takes of one durable, summed over every renderers' durable. The
+`nats-jetstream` scaler takes of one durable (`bus.outstanding`), summed over every
+renderers' durable, as the gateway's log room also counts it. The
 projector (always running, unlike renderers scaled to zero) reads it every `EVERY`
 seconds into `pressroom_render_backlog{lane}` and the age of the oldest job still waiting
 into `pressroom_render_oldest_seconds`; and, from the same listing, how far the projection
@@ -41,11 +42,6 @@ def lane_of(info: ConsumerInfo) -> str | None:
     return "bulk" if (info.name or "").startswith(events.bulk_durable("")) else "singles"
 
 
-def outstanding(info: ConsumerInfo) -> int:
-    """What KEDA counts of one durable: pending plus delivered and not yet acknowledged."""
-    return (info.num_pending or 0) + (info.num_ack_pending or 0)
-
-
 @dataclass
 class Reading:
     """One look at every renderers' durable."""
@@ -60,12 +56,13 @@ async def read(js: JetStreamContext, now: float | None = None) -> Reading:
     reading = Reading()
     floors: list[int] = []
     async for info in bus.durables(js):
+        waiting = bus.outstanding(info)
         if info.name == events.PROJECTOR:
-            reading.projection_lag = outstanding(info)
+            reading.projection_lag = waiting
         lane = lane_of(info)
-        if lane is None or outstanding(info) == 0:
+        if lane is None or waiting == 0:
             continue
-        reading.backlog[lane] += outstanding(info)
+        reading.backlog[lane] += waiting
         floor = info.ack_floor.stream_seq if info.ack_floor else 0
         floors.append(int(floor or 0))
     if floors:

@@ -77,8 +77,7 @@ class Floor:
 
 
 def _floor(info: ConsumerInfo) -> Floor:
-    outstanding = (info.num_pending or 0) + (info.num_ack_pending or 0)
-    if outstanding == 0:
+    if bus.outstanding(info) == 0:
         return Floor(None)
     return Floor(int(info.ack_floor.stream_seq or 0) if info.ack_floor else 0)
 

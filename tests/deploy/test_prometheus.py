@@ -20,7 +20,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -220,9 +219,10 @@ def test_a_live_prometheus_runs_every_panel_and_alert_against_make_up(
                 ]
 
             # rate() needs two samples after the events: poll, do not sleep
-            with contextlib.suppress(AssertionError):
+            with contextlib.suppress(TimeoutError):
                 wait_until(lambda: not panels_without_data(), 30, "every panel has data")
-            assert not panels_without_data(), "panels without data"
+            empty = panels_without_data()
+            assert not empty, f"panels without data: {empty}"
             failed = query(url, f"sum by (error_type) ({FAILED})")
             assert [r["metric"]["error_type"] for r in failed] == ["template"], failed
             for rule in alert_rules():
@@ -234,7 +234,7 @@ def test_a_live_prometheus_runs_every_panel_and_alert_against_make_up(
                 done = [r for r in rules if r.get("lastEvaluation", "").startswith("2")]
                 return rules if rules and len(done) == len(rules) else None
 
-            rules = wait_until_value(evaluated, 30, "every rule evaluated")
+            rules = wait_until(evaluated, 30, "every rule evaluated")
             assert {r["name"] for r in rules} == {r["alert"] for r in alert_rules()}
             unhealthy = [(r["name"], r.get("lastError")) for r in rules if r["health"] != "ok"]
             assert not unhealthy, unhealthy
@@ -259,17 +259,6 @@ def stop(stack: Dev) -> None:
 
 def _ended(stack: Dev, job_id: str) -> bool:
     return stack.job(job_id)["status"] in {"done", "failed"}
-
-
-def wait_until_value(check: Any, timeout: float, what: str) -> Any:
-    end = time.monotonic() + timeout
-    value = None
-    while time.monotonic() < end:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"{what}: not met within {timeout:g}s; last value: {value!r}")
 
 
 def test_docs_list_every_metric_and_explain_every_alert() -> None:
