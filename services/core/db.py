@@ -273,6 +273,31 @@ async def get_job(pool: asyncpg.Pool, job_id: str) -> JobRow | None:
 
 
 @map_db_errors()
+async def list_jobs(
+    pool: asyncpg.Pool,
+    tenant: str,
+    status: str | None,
+    prefix: str | None,
+    limit: int,
+    offset: int,
+) -> list[JobRow]:
+    """A tenant's single jobs (never batch items), newest first, optionally only those in
+    `status` and those whose id starts with `prefix` (the partial index
+    `jobs_tenant_recent`)."""
+    rows = await pool.fetch(
+        "SELECT * FROM jobs WHERE tenant_id = $1 AND batch_id IS NULL "
+        "AND ($2::text IS NULL OR status = $2) AND ($3::text IS NULL OR starts_with(id, $3)) "
+        "ORDER BY created_at DESC, id LIMIT $4 OFFSET $5",
+        tenant,
+        status,
+        prefix,
+        limit,
+        offset,
+    )
+    return [typed(r, JobRow) for r in rows]
+
+
+@map_db_errors()
 async def get_batch(pool: asyncpg.Pool, batch_id: str) -> BatchRow | None:
     row = await pool.fetchrow("SELECT * FROM batches WHERE id = $1", batch_id)
     return typed(row, BatchRow) if row is not None else None

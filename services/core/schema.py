@@ -208,4 +208,10 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX batch_webhook_deliveries_batch ON batch_webhook_deliveries (batch_id, id);
     """,
+    # 8: a tenant's single jobs, newest first (`GET /jobs`); batch items are listed by
+    # their batch (`jobs_batch_items`), never here.
+    """
+    CREATE INDEX jobs_tenant_recent ON jobs (tenant_id, created_at DESC, id)
+        WHERE batch_id IS NULL;
+    """,
 ]

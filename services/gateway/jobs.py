@@ -159,7 +159,8 @@ async def _in_log(request: web.Request, job_id: str, tenant: str) -> bool:
     return submitted is not None and submitted.tenant == tenant
 
 
-async def _view(request: web.Request, row: db.JobRow) -> dict[str, Any]:
+async def job_view(request: web.Request, row: db.JobRow) -> dict[str, Any]:
+    """One projected job as `GET /jobs/{id}` shows it (and each entry of `GET /jobs`)."""
     error = None
     if row.error_message is not None:
         error = {"type": row.error_type, "message": row.error_message}
@@ -194,7 +195,7 @@ async def get_job(request: web.Request) -> web.Response:
     job_id = _job_id(request)
     row = await _load_row(request, job_id)
     if row is not None:
-        return web.json_response(await _view(request, row))
+        return web.json_response(await job_view(request, row))
     if await _in_log(request, job_id, caller_of(request).tenant):
         return web.json_response({"id": job_id, "status": JobStatus.QUEUED, "attempts": 0})
     raise NotFound(f"no job {job_id!r}")
