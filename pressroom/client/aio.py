@@ -1,0 +1,259 @@
+"""`AsyncClient`: the API from asyncio code; the same calls as `Client`, awaited."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any, BinaryIO, TypeVar
+
+import httpx
+
+from pressroom.client import calls, target
+from pressroom.client.calls import Call, Deadline, Page, SseMessage
+from pressroom.client.models import Batch, BatchItem, Job, JobEvent, Template, Usage
+
+T = TypeVar("T")
+
+
+class AsyncClient:
+    """A Pressroom gateway from asyncio code, acting for the tenant of `key`.
+
+    >>> from pressroom.client import AsyncClient
+    >>> async def hello() -> None:  # doctest: +SKIP
+    ...     async with AsyncClient("http://127.0.0.1:8080", "prk_…") as pressroom:
+    ...         job = await pressroom.submit(html="<h1>Hi</h1>")
+    ...         job = await pressroom.wait(job.id, timeout=60)
+    ...         await pressroom.download(job, "hi.pdf")
+
+    Every method is the awaitable twin of `Client`'s (listings and `progress()` are
+    async iterators); both build their requests and read their answers in
+    `pressroom.client.calls`.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        key: str | None = None,
+        *,
+        timeout: float = 30.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.url, self.key = url.rstrip("/"), key
+        self._http = httpx.AsyncClient(base_url=self.url, timeout=timeout, transport=transport)
+        self._streams = True  # False once the gateway said it has no stream routes
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **kwargs: Any) -> AsyncClient:
+        """As `Client.from_env`."""
+        found = target.resolve(None, None, os.environ if environ is None else environ)
+        return cls(found.url, found.key, **kwargs)
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def _run(self, call: Call[T]) -> T:
+        with calls.transport_errors(self.url):
+            response = await self._http.send(call.request(self._http, self.key))
+        calls.check(response)
+        return call.decode(response.content)
+
+    # Jobs
+
+    async def submit(
+        self,
+        *,
+        template: str | None = None,
+        html: str | None = None,
+        url: str | None = None,
+        template_id: str | None = None,
+        template_version: int | None = None,
+        data: Mapping[str, Any] | None = None,
+        options: Mapping[str, Any] | None = None,
+        webhook_url: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Job:
+        """As `Client.submit`."""
+        source = calls.Source(template, html, url, template_id, template_version)
+        return await self._run(calls.submit(source, data, options, webhook_url, idempotency_key))
+
+    async def get(self, job_id: str) -> Job:
+        return await self._run(calls.get_job(job_id))
+
+    async def cancel(self, job_id: str) -> Job:
+        return await self._run(calls.cancel(job_id))
+
+    async def events(self, job_id: str) -> list[JobEvent]:
+        return await self._run(calls.job_events(job_id))
+
+    def jobs(self, status: str | None = None, limit: int | None = None) -> AsyncIterator[Job]:
+        """As `Client.jobs`: `async for job in pressroom.jobs(status="failed"): …`."""
+        return self._paged(lambda size, offset: calls.jobs_page(status, size, offset), limit)
+
+    async def wait(self, job_id: str, timeout: float | None = 300.0) -> Job:
+        """As `Client.wait`; the deadline holds exactly (the stream is read under it)."""
+        deadline = Deadline(timeout)
+        try:
+            async with asyncio.timeout(deadline.remaining()):
+                await self._follow_job(job_id, deadline)
+                return await self._poll_job(job_id, deadline)
+        except TimeoutError:
+            raise deadline.expired(f"job {job_id}") from None
+
+    async def _follow_job(self, job_id: str, deadline: Deadline) -> None:
+        path = f"/jobs/{calls.segment(job_id)}/stream"
+        async for message in self._stream(path, deadline, f"job {job_id}"):
+            if calls.job_status_of(message) in {"done", "failed", "cancelled"}:
+                return
+
+    async def _poll_job(self, job_id: str, deadline: Deadline) -> Job:
+        for delay in calls.backoff():
+            job = await self.get(job_id)
+            if job.terminal:
+                return job
+            if deadline.passed():
+                raise deadline.expired(f"job {job_id}")
+            await asyncio.sleep(deadline.sleep_for(delay))
+        raise AssertionError("unreachable")  # backoff() never ends
+
+    async def download(self, job: str | Job | Batch, to: str | os.PathLike[str] | BinaryIO) -> int:
+        """As `Client.download`."""
+        found = await self.get(job) if isinstance(job, str) else job
+        url = calls.download_url(found)
+        with calls.transport_errors(self.url):
+            async with self._http.stream("GET", url) as response:
+                if response.status_code >= 400:
+                    await response.aread()
+                    calls.check(response)
+                with calls.Sink(to) as sink:
+                    async for chunk in response.aiter_bytes():
+                        sink.write(chunk)
+        return sink.written
+
+    # Batches
+
+    async def submit_batch(
+        self,
+        items: list[Mapping[str, Any]],
+        *,
+        idempotency_key: str | None = None,
+        **fields: Any,
+    ) -> Batch:
+        """As `Client.submit_batch`."""
+        body = {"items": items, **{k: v for k, v in fields.items() if v is not None}}
+        return await self._run(calls.submit_batch(body, idempotency_key))
+
+    async def batch(self, batch_id: str) -> Batch:
+        return await self._run(calls.get_batch(batch_id))
+
+    async def pause_batch(self, batch_id: str) -> None:
+        await self._run(calls.control_batch(batch_id, "pause"))
+
+    async def resume_batch(self, batch_id: str) -> None:
+        await self._run(calls.control_batch(batch_id, "resume"))
+
+    async def cancel_batch(self, batch_id: str) -> None:
+        await self._run(calls.control_batch(batch_id, "cancel"))
+
+    def batch_items(self, batch_id: str, status: str | None = None) -> AsyncIterator[BatchItem]:
+        def page(size: int, offset: int) -> Call[calls.ItemsPage]:
+            return calls.batch_items_page(batch_id, status, size, offset)
+
+        return self._paged(page, None, largest=1000)
+
+    async def progress(
+        self, batch_id: str, timeout: float | None = None, interval: float = 1.0
+    ) -> AsyncIterator[Batch]:
+        """As `Client.progress`: `async for batch in pressroom.progress(id): …`."""
+        deadline = Deadline(timeout)
+        path = f"/batches/{calls.segment(batch_id)}/stream"
+        async for message in self._stream(path, deadline, f"batch {batch_id}"):
+            batch = calls.batch_of(message)
+            if batch is not None:
+                yield batch
+                if batch.terminal:
+                    return
+        async for batch in self._poll_batch(batch_id, deadline, interval):
+            yield batch
+
+    async def _poll_batch(
+        self, batch_id: str, deadline: Deadline, interval: float
+    ) -> AsyncIterator[Batch]:
+        while True:
+            batch = await self.batch(batch_id)
+            yield batch
+            if batch.terminal:
+                return
+            if deadline.passed():
+                raise deadline.expired(f"batch {batch_id}")
+            await asyncio.sleep(deadline.sleep_for(interval))
+
+    # Templates and usage
+
+    async def create_template(
+        self, name: str, body: str, header: str | None = None, footer: str | None = None
+    ) -> Template:
+        return await self._run(calls.create_template(name, body, header, footer))
+
+    def templates(self) -> AsyncIterator[Template]:
+        return self._paged(calls.templates_page, None, largest=100)
+
+    async def template(self, template_id: str, version: int | None = None) -> Template:
+        return await self._run(calls.get_template(template_id, version))
+
+    async def usage(self, month: str | None = None) -> Usage:
+        return await self._run(calls.usage(month))
+
+    # The I/O of listings and streams
+
+    async def _paged(
+        self,
+        page: Callable[[int, int], Call[Any]],
+        limit: int | None,
+        largest: int = calls.PAGE_MAX,
+    ) -> AsyncIterator[Any]:
+        cursor = calls.Cursor(limit, largest)
+        while size := cursor.size():
+            found: Page[Any] = await self._run(page(size, cursor.offset))
+            for entry in cursor.take(found):
+                yield entry
+
+    async def _stream(self, path: str, deadline: Deadline, what: str) -> AsyncIterator[SseMessage]:
+        """As `Client._stream`."""
+        if not self._streams:
+            return
+        request = calls.stream_call(path).request(self._http, self.key)
+        request.extensions["timeout"] = calls.stream_timeout(deadline).as_dict()
+        try:
+            response = await self._http.send(request, stream=True)
+        except httpx.TransportError:
+            return
+        try:
+            if response.status_code != 200:
+                await response.aread()
+                self._streams = calls.stream_verdict(response) != calls.ABSENT
+                return
+            async for message in self._messages(response, deadline, what):
+                yield message
+        finally:
+            await response.aclose()
+
+    async def _messages(
+        self, response: httpx.Response, deadline: Deadline, what: str
+    ) -> AsyncIterator[SseMessage]:
+        parser = calls.SseParser()
+        try:
+            async for line in response.aiter_lines():
+                if (message := parser.feed(line)) is not None:
+                    yield message
+                if deadline.passed():
+                    raise deadline.expired(what)
+        except httpx.TransportError:
+            if deadline.passed():
+                raise deadline.expired(what) from None

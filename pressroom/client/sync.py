@@ -1,0 +1,273 @@
+"""`Client`: the API from ordinary (blocking) Python code."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, BinaryIO, TypeVar
+
+import httpx
+
+from pressroom.client import calls, target
+from pressroom.client.calls import Call, Deadline, Page, SseMessage
+from pressroom.client.models import Batch, BatchItem, Job, JobEvent, Template, Usage
+
+T = TypeVar("T")
+
+
+class Client:
+    """A Pressroom gateway, acting for the tenant of `key`.
+
+    >>> from pressroom.client import Client
+    >>> with Client("http://127.0.0.1:8080", "prk_…") as pressroom:  # doctest: +SKIP
+    ...     job = pressroom.submit(template="<h1>Hi {{ name }}</h1>", data={"name": "Ana"})
+    ...     job = pressroom.wait(job.id, timeout=60)
+    ...     pressroom.download(job, "hi.pdf")
+
+    Every error answer raises a subclass of `pressroom.client.PressroomError` (see
+    `pressroom.client.errors`); `Client.from_env()` finds the gateway and key as the
+    `pressroom` command does.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        key: str | None = None,
+        *,
+        timeout: float = 30.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.url, self.key = url.rstrip("/"), key
+        self._http = httpx.Client(base_url=self.url, timeout=timeout, transport=transport)
+        self._streams = True  # False once the gateway said it has no stream routes
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **kwargs: Any) -> Client:
+        """A client of `PRESSROOM_URL` with `PRESSROOM_API_KEY`, else of the `make up`
+        run of this folder (its `.pressroom/api-key`)."""
+        found = target.resolve(None, None, os.environ if environ is None else environ)
+        return cls(found.url, found.key, **kwargs)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _run(self, call: Call[T]) -> T:
+        with calls.transport_errors(self.url):
+            response = self._http.send(call.request(self._http, self.key))
+        calls.check(response)
+        return call.decode(response.content)
+
+    # Jobs
+
+    def submit(
+        self,
+        *,
+        template: str | None = None,
+        html: str | None = None,
+        url: str | None = None,
+        template_id: str | None = None,
+        template_version: int | None = None,
+        data: Mapping[str, Any] | None = None,
+        options: Mapping[str, Any] | None = None,
+        webhook_url: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Job:
+        """Submit one job; the accepted job (`queued`). Give exactly one source:
+        `template` (Jinja2, with `data`), `html`, `url` or `template_id` (with
+        `template_version`, default the latest).
+
+        >>> job = pressroom.submit(html="<p>Hello</p>", options={"format": "A4"})  # doctest: +SKIP
+        """
+        source = calls.Source(template, html, url, template_id, template_version)
+        return self._run(calls.submit(source, data, options, webhook_url, idempotency_key))
+
+    def get(self, job_id: str) -> Job:
+        """The job's status now (`url` is its signed download link once `done`)."""
+        return self._run(calls.get_job(job_id))
+
+    def cancel(self, job_id: str) -> Job:
+        """Cancel an unfinished job, or delete a finished one's file (idempotent)."""
+        return self._run(calls.cancel(job_id))
+
+    def events(self, job_id: str) -> list[JobEvent]:
+        """The job's timeline, oldest first."""
+        return self._run(calls.job_events(job_id))
+
+    def jobs(self, status: str | None = None, limit: int | None = None) -> Iterator[Job]:
+        """The tenant's single jobs, newest first, at most `limit` (all when None),
+        fetched page by page as the iteration goes on."""
+        return self._paged(lambda size, offset: calls.jobs_page(status, size, offset), limit)
+
+    def wait(self, job_id: str, timeout: float | None = 300.0) -> Job:
+        """The job once it has ended (`done`, `failed` or `cancelled`: check `status`);
+        `WaitTimeout` after `timeout` seconds. Follows the job's live stream where the
+        gateway has one, else polls with backoff (0.1 s doubling up to 2 s)."""
+        deadline = Deadline(timeout)
+        path = f"/jobs/{calls.segment(job_id)}/stream"
+        for message in self._stream(path, deadline, f"job {job_id}"):
+            if calls.job_status_of(message) in {"done", "failed", "cancelled"}:
+                break
+        return self._poll_job(job_id, deadline)
+
+    def _poll_job(self, job_id: str, deadline: Deadline) -> Job:
+        for delay in calls.backoff():
+            job = self.get(job_id)
+            if job.terminal:
+                return job
+            if deadline.passed():
+                raise deadline.expired(f"job {job_id}")
+            time.sleep(deadline.sleep_for(delay))
+        raise AssertionError("unreachable")  # backoff() never ends
+
+    def download(self, job: str | Job | Batch, to: str | os.PathLike[str] | BinaryIO) -> int:
+        """Stream the file of a done job (an id or a `Job`), or a finished batch's
+        archive, to a path or an open binary file; the bytes written."""
+        found = self.get(job) if isinstance(job, str) else job
+        url = calls.download_url(found)
+        with calls.transport_errors(self.url), self._http.stream("GET", url) as response:
+            if response.status_code >= 400:
+                response.read()
+                calls.check(response)
+            with calls.Sink(to) as sink:
+                for chunk in response.iter_bytes():
+                    sink.write(chunk)
+        return sink.written
+
+    # Batches
+
+    def submit_batch(
+        self,
+        items: list[Mapping[str, Any]],
+        *,
+        idempotency_key: str | None = None,
+        **fields: Any,
+    ) -> Batch:
+        """Submit a batch: `items` (each `{"data"?, "filename"?, "url"?}`) and the
+        fields of `POST /batches` (`template=` or `template_id=`, `options=`,
+        `output="zip"|"merged"`, `webhook_url=`, `progress_webhooks=`)."""
+        body = {"items": items, **{k: v for k, v in fields.items() if v is not None}}
+        return self._run(calls.submit_batch(body, idempotency_key))
+
+    def batch(self, batch_id: str) -> Batch:
+        """The batch's progress now."""
+        return self._run(calls.get_batch(batch_id))
+
+    def pause_batch(self, batch_id: str) -> None:
+        self._run(calls.control_batch(batch_id, "pause"))
+
+    def resume_batch(self, batch_id: str) -> None:
+        self._run(calls.control_batch(batch_id, "resume"))
+
+    def cancel_batch(self, batch_id: str) -> None:
+        self._run(calls.control_batch(batch_id, "cancel"))
+
+    def batch_items(self, batch_id: str, status: str | None = None) -> Iterator[BatchItem]:
+        """Every item of the batch by index (only those of `status` if given)."""
+
+        def page(size: int, offset: int) -> Call[calls.ItemsPage]:
+            return calls.batch_items_page(batch_id, status, size, offset)
+
+        return self._paged(page, None, largest=1000)
+
+    def progress(
+        self, batch_id: str, timeout: float | None = None, interval: float = 1.0
+    ) -> Iterator[Batch]:
+        """Snapshots of the batch until it has ended (the last one is terminal), from
+        its live stream where the gateway has one, else polled every `interval` s.
+
+        >>> for batch in pressroom.progress(batch.id):  # doctest: +SKIP
+        ...     print(f"{batch.done}/{batch.total}")
+        """
+        deadline = Deadline(timeout)
+        path = f"/batches/{calls.segment(batch_id)}/stream"
+        for message in self._stream(path, deadline, f"batch {batch_id}"):
+            batch = calls.batch_of(message)
+            if batch is not None:
+                yield batch
+                if batch.terminal:
+                    return
+        yield from self._poll_batch(batch_id, deadline, interval)
+
+    def _poll_batch(self, batch_id: str, deadline: Deadline, interval: float) -> Iterator[Batch]:
+        while True:
+            batch = self.batch(batch_id)
+            yield batch
+            if batch.terminal:
+                return
+            if deadline.passed():
+                raise deadline.expired(f"batch {batch_id}")
+            time.sleep(deadline.sleep_for(interval))
+
+    # Templates and usage
+
+    def create_template(
+        self, name: str, body: str, header: str | None = None, footer: str | None = None
+    ) -> Template:
+        """Store a template (the same `name` again stores its next version)."""
+        return self._run(calls.create_template(name, body, header, footer))
+
+    def templates(self) -> Iterator[Template]:
+        """The stored templates, most recently updated first."""
+        return self._paged(calls.templates_page, None, largest=100)
+
+    def template(self, template_id: str, version: int | None = None) -> Template:
+        """One version of a stored template (the latest by default)."""
+        return self._run(calls.get_template(template_id, version))
+
+    def usage(self, month: str | None = None) -> Usage:
+        """The tenant's usage of `month` (`YYYY-MM`, default this one)."""
+        return self._run(calls.usage(month))
+
+    # The I/O of listings and streams
+
+    def _paged(
+        self,
+        page: Callable[[int, int], Call[Any]],
+        limit: int | None,
+        largest: int = calls.PAGE_MAX,
+    ) -> Iterator[Any]:
+        cursor = calls.Cursor(limit, largest)
+        while size := cursor.size():
+            found: Page[Any] = self._run(page(size, cursor.offset))
+            yield from cursor.take(found)
+
+    def _stream(self, path: str, deadline: Deadline, what: str) -> Iterator[SseMessage]:
+        """The messages of a stream until it closes. Ends early, and the caller polls
+        on, if this gateway has no such stream, has too many open, or the connection
+        breaks; `WaitTimeout` once `deadline` passes."""
+        if not self._streams:
+            return
+        request = calls.stream_call(path).request(self._http, self.key)
+        request.extensions["timeout"] = calls.stream_timeout(deadline).as_dict()
+        try:
+            response = self._http.send(request, stream=True)
+        except httpx.TransportError:
+            return
+        with contextlib.closing(response):
+            if response.status_code != 200:
+                response.read()
+                self._streams = calls.stream_verdict(response) != calls.ABSENT
+                return
+            yield from self._messages(response, deadline, what)
+
+    def _messages(
+        self, response: httpx.Response, deadline: Deadline, what: str
+    ) -> Iterator[SseMessage]:
+        parser = calls.SseParser()
+        try:
+            for line in response.iter_lines():
+                if (message := parser.feed(line)) is not None:
+                    yield message
+                if deadline.passed():
+                    raise deadline.expired(what)
+        except httpx.TransportError:
+            if deadline.passed():
+                raise deadline.expired(what) from None
