@@ -11,6 +11,7 @@
     │   ├── IdempotencyConflict   an Idempotency-Key reused with another body (HTTP 422)
     │   ├── RateLimited           over the tenant's submission rate (HTTP 429)
     │   ├── QuotaExceeded         over the tenant's monthly quota (HTTP 429)
+    │   ├── TooManyStreams        the tenant has its most live-update streams open (HTTP 429)
     │   ├── Conflict              not possible in the job's current state (HTTP 409)
     │   ├── TemplateError         Jinja2 could not parse or render the template
     │   ├── OutputTooLarge        the rendered document is over the output limit
@@ -143,6 +144,12 @@ class RateLimited(TooManyRequests):
     """The tenant submits faster than its rate limit."""
 
     kind = "rate_limited"
+
+
+class TooManyStreams(TooManyRequests):
+    """The tenant has `PRESSROOM_MAX_STREAMS` live-update streams open in this gateway."""
+
+    kind = "too_many_streams"
 
 
 class QuotaExceeded(TooManyRequests):

@@ -332,6 +332,12 @@ class Settings:
         _int(1, 1_000_000),
         "gateway: open client connections at most; more are closed at once",
     )
+    max_streams: int = _var(
+        "PRESSROOM_MAX_STREAMS",
+        20,
+        _int(1, 100_000),
+        "gateway: open live-update streams (SSE) per tenant at most; more get 429",
+    )
     template_timeout: float = _var(
         "PRESSROOM_TEMPLATE_TIMEOUT",
         10.0,

@@ -24,14 +24,16 @@ Stored = tuple[int, dt.datetime, events.AnyEvent]
 """An event as the log holds it: (stream sequence, when the log stored it, the event)."""
 
 
-async def messages(js: JetStreamContext, subjects: str) -> AsyncIterator[RawStreamMsg]:
-    """Every message on `subjects` still in the stream, in order.
+async def messages(
+    js: JetStreamContext, subjects: str, start: int = 1
+) -> AsyncIterator[RawStreamMsg]:
+    """Every message on `subjects` still in the stream from sequence `start` on, in order.
 
     One message get per message ("the next message at or after this sequence on these
     subjects"), so reading a timeline leaves no state on the server: a dashboard polling
     timelines cannot pile up consumers, as an ephemeral consumer per call would.
     """
-    seq = 1
+    seq = start
     while True:
         try:
             with bus.map_bus_errors():

@@ -16,7 +16,17 @@ from services.core.errors import PayloadTooLarge, PressroomError, RequestTimeout
 from services.core.jail import Jail, TemplateLimits
 from services.core.settings import Settings
 from services.core.storage import open_storage
-from services.gateway import account, admin, batches, idempotency, joblist, jobs, logroom, templates
+from services.gateway import (
+    account,
+    admin,
+    batches,
+    idempotency,
+    joblist,
+    jobs,
+    logroom,
+    streams,
+    templates,
+)
 from services.gateway.auth import AUTH_SETTINGS, CALLER_KEY, DIRECTORY, Directory
 from services.gateway.keys import (
     IDEMPOTENCY,
@@ -213,6 +223,7 @@ def init_app(settings: Settings) -> web.Application:
     app.on_response_prepare.append(_rate_headers)
     jobs.add_routes(app)
     joblist.add_routes(app)
+    streams.add_routes(app)
     batches.add_routes(app)
     templates.add_routes(app)
     account.add_routes(app)
