@@ -28,6 +28,7 @@ from services.gateway import (
     templates,
 )
 from services.gateway.auth import AUTH_SETTINGS, CALLER_KEY, DIRECTORY, Directory
+from services.gateway.console import add_routes as add_console_routes
 from services.gateway.keys import (
     IDEMPOTENCY,
     JAIL,
@@ -228,4 +229,5 @@ def init_app(settings: Settings) -> web.Application:
     templates.add_routes(app)
     account.add_routes(app)
     admin.add_routes(app)
+    add_console_routes(app)
     return app
