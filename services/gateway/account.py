@@ -17,6 +17,7 @@ from aiohttp import web
 from services.core import crypto, tenancy
 from services.core.errors import Conflict, NotFound, RequestError
 from services.core.signing import new_secret, parse_secrets
+from services.gateway import answers
 from services.gateway.auth import caller_of, guarded
 from services.gateway.keys import POOL, SETTINGS
 from services.gateway.postgres import unavailable_without_postgres
@@ -40,7 +41,7 @@ def month_param(request: web.Request) -> dt.date:
 
 def usage_view(used: tenancy.MonthUsage | None, free_tier: int) -> dict[str, Any]:
     """One tenant's usage of a month (nothing used: zeros); `billable` is what exceeds the
-    free tier (failed and cancelled jobs never count)."""
+    free tier (failed and cancelled jobs never count). The fields of `answers.Usage`."""
     used = used or tenancy.MonthUsage("", None, 0, 0, 0, 0, 0, 0)
     return {
         "succeeded": used.succeeded,
@@ -61,7 +62,9 @@ async def get_usage(request: web.Request) -> web.Response:
     with unavailable_without_postgres("usage is unavailable"):
         rows = await tenancy.usage(request.app[POOL], month, tenant)
     view = usage_view(rows[0] if rows else None, request.app[SETTINGS].free_tier)
-    return web.json_response({"month": month.strftime("%Y-%m"), "tenant": tenant, **view})
+    return answers.respond(
+        answers.TenantUsage(month=month.strftime("%Y-%m"), tenant=tenant, **view)
+    )
 
 
 class SecretRequest(msgspec.Struct, forbid_unknown_fields=True):
@@ -89,7 +92,7 @@ async def _chosen(request: web.Request) -> str | None:
 
 async def add_secret(
     request: web.Request, tenant_id: str, chosen: str | None = None
-) -> dict[str, Any]:
+) -> answers.SecretCreated:
     """Seal and store a signing secret for `tenant_id`: `chosen`, else a new random one.
     Returns `{"id","secret","created_at"}` for a new one (the only time it is shown) and
     `{"id","created_at"}` for a chosen one (never echoed)."""
@@ -98,8 +101,10 @@ async def add_secret(
     key = request.app[SETTINGS].server_key_bytes()
     sealed = crypto.seal(key, secret, tenant_id)
     created = await tenancy.add_webhook_secret(request.app[POOL], secret_id, tenant_id, sealed)
-    made = {"id": secret_id, "created_at": created.isoformat()}
-    return made if chosen else {**made, "secret": secret}
+    made = answers.SecretCreated(id=secret_id, created_at=created.isoformat())
+    if not chosen:
+        made.secret = secret
+    return made
 
 
 async def create_secret(request: web.Request) -> web.Response:
@@ -115,7 +120,7 @@ async def create_secret(request: web.Request) -> web.Response:
                 field="webhook_secrets",
             )
         created = await add_secret(request, tenant, chosen)
-    return web.json_response(created, status=201)
+    return answers.respond(created, 201)
 
 
 async def list_secrets(request: web.Request) -> web.Response:
@@ -123,8 +128,8 @@ async def list_secrets(request: web.Request) -> web.Response:
     tenant = caller_of(request).tenant
     with unavailable_without_postgres("secrets are unavailable"):
         rows = await tenancy.webhook_secrets(request.app[POOL], tenant)
-    listed = [{"id": r.id, "created_at": r.created_at.isoformat()} for r in rows]
-    return web.json_response({"secrets": listed})
+    listed = [answers.SecretSummary(id=r.id, created_at=r.created_at.isoformat()) for r in rows]
+    return answers.respond(answers.SecretList(secrets=listed))
 
 
 async def delete_secret(request: web.Request) -> web.Response:

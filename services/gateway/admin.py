@@ -16,7 +16,7 @@ from aiohttp import web
 
 from services.core import crypto, tenancy
 from services.core.errors import Conflict, NotFound, RequestError
-from services.gateway import account
+from services.gateway import account, answers
 from services.gateway.auth import DIRECTORY, SCOPES, admin_only
 from services.gateway.keys import POOL, SETTINGS
 from services.gateway.postgres import unavailable_without_postgres
@@ -63,30 +63,33 @@ def _iso(value: dt.datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
 
 
-def tenant_view(tenant: tenancy.Tenant) -> dict[str, Any]:
-    rate = None
-    if tenant.rate_per_second is not None:
-        rate = {"per_second": tenant.rate_per_second, "burst": tenant.rate_burst}
-    return {
-        "id": tenant.id,
-        "name": tenant.name,
-        "rate_limit": rate,
-        "monthly_quota": tenant.monthly_quota,
-        "created_at": _iso(tenant.created_at),
-    }
+def _rate(tenant: tenancy.Tenant) -> answers.RateLimit | None:
+    if tenant.rate_per_second is None:
+        return None
+    return answers.RateLimit(per_second=tenant.rate_per_second, burst=tenant.rate_burst)
 
 
-def key_view(key: tenancy.ApiKey) -> dict[str, Any]:
+def tenant_view(tenant: tenancy.Tenant) -> answers.Tenant:
+    return answers.Tenant(
+        id=tenant.id,
+        name=tenant.name,
+        rate_limit=_rate(tenant),
+        monthly_quota=tenant.monthly_quota,
+        created_at=_iso(tenant.created_at),
+    )
+
+
+def key_view(key: tenancy.ApiKey) -> answers.Key:
     """A key as listings show it: never the key itself, only its first characters."""
-    return {
-        "id": key.id,
-        "tenant_id": key.tenant_id,
-        "prefix": key.prefix,
-        "scopes": list(key.scopes),
-        "created_at": _iso(key.created_at),
-        "revoked_at": _iso(key.revoked_at),
-        "last_used_at": _iso(key.last_used_at),
-    }
+    return answers.Key(
+        id=key.id,
+        tenant_id=key.tenant_id,
+        prefix=key.prefix,
+        scopes=list(key.scopes),
+        created_at=_iso(key.created_at),
+        revoked_at=_iso(key.revoked_at),
+        last_used_at=_iso(key.last_used_at),
+    )
 
 
 async def create_tenant(request: web.Request) -> web.Response:
@@ -103,13 +106,14 @@ async def create_tenant(request: web.Request) -> web.Response:
         secret = await account.add_secret(request, tenant.id)
     request.app[DIRECTORY].add_tenants([tenant])
     log.info("tenant %s (%s) created", tenant.id, tenant.name)
-    return web.json_response({**tenant_view(tenant), "webhook_secret": secret}, status=201)
+    view = msgspec.structs.asdict(tenant_view(tenant))
+    return answers.respond(answers.TenantCreated(**view, webhook_secret=secret), 201)
 
 
 async def list_tenants(request: web.Request) -> web.Response:
     with unavailable_without_postgres("tenants are unavailable"):
         tenants = await tenancy.list_tenants(request.app[POOL])
-    return web.json_response({"tenants": [tenant_view(t) for t in tenants]})
+    return answers.respond(answers.TenantList(tenants=[tenant_view(t) for t in tenants]))
 
 
 async def _tenant_or_404(request: web.Request) -> tenancy.Tenant:
@@ -122,7 +126,7 @@ async def _tenant_or_404(request: web.Request) -> tenancy.Tenant:
 
 
 async def get_tenant(request: web.Request) -> web.Response:
-    return web.json_response(tenant_view(await _tenant_or_404(request)))
+    return answers.respond(tenant_view(await _tenant_or_404(request)))
 
 
 def _limits(change: TenantChange) -> dict[str, Any]:
@@ -147,7 +151,7 @@ async def change_tenant(request: web.Request) -> web.Response:
             changed = await tenancy.update_tenant(request.app[POOL], tenant.id, limits)
         tenant = changed or tenant
         request.app[DIRECTORY].add_tenants([tenant])
-    return web.json_response(tenant_view(tenant))
+    return answers.respond(tenant_view(tenant))
 
 
 def _scopes(body: KeyRequest) -> list[str]:
@@ -181,15 +185,21 @@ async def create_key(request: web.Request) -> web.Response:
         )  # fmt: skip
     request.app[DIRECTORY].add_keys([stored])
     log.info("key %s for tenant %s created", stored.id, tenant.id)
-    view = {"id": stored.id, "key": key, "tenant_id": tenant.id, "scopes": scopes}
-    return web.json_response({**view, "created_at": _iso(stored.created_at)}, status=201)
+    created = answers.KeyCreated(
+        id=stored.id,
+        key=key,
+        tenant_id=tenant.id,
+        scopes=scopes,
+        created_at=_iso(stored.created_at),
+    )
+    return answers.respond(created, 201)
 
 
 async def list_keys(request: web.Request) -> web.Response:
     tenant = await _tenant_or_404(request)
     with unavailable_without_postgres("keys are unavailable"):
         keys = await tenancy.list_keys(request.app[POOL], tenant.id)
-    return web.json_response({"keys": [key_view(k) for k in keys]})
+    return answers.respond(answers.KeyList(keys=[key_view(k) for k in keys]))
 
 
 async def revoke_key(request: web.Request) -> web.Response:
@@ -212,10 +222,12 @@ async def all_usage(request: web.Request) -> web.Response:
         rows = await tenancy.usage(request.app[POOL], month, None)
     free = request.app[SETTINGS].free_tier
     listed = [
-        {"tenant_id": row.tenant_id, "name": row.name, **account.usage_view(row, free)}
+        answers.UsageOfTenant(
+            tenant_id=row.tenant_id, name=row.name, **account.usage_view(row, free)
+        )
         for row in rows
     ]
-    return web.json_response({"month": month.strftime("%Y-%m"), "tenants": listed})
+    return answers.respond(answers.AllUsage(month=month.strftime("%Y-%m"), tenants=listed))
 
 
 def add_routes(app: web.Application) -> None:

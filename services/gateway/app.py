@@ -19,11 +19,13 @@ from services.core.storage import open_storage
 from services.gateway import (
     account,
     admin,
+    answers,
     batches,
     idempotency,
     joblist,
     jobs,
     logroom,
+    openapi,
     streams,
     templates,
 )
@@ -58,12 +60,12 @@ def error_response(
     field: str | None = None,
     headers: dict[str, str] | None = None,
 ) -> web.Response:
-    error = {"type": kind, "message": message}
+    error = answers.ErrorDetail(type=kind, message=message)
     if field is not None:
-        error["field"] = field
+        error.field = field
     if status >= 400:
         metrics.REQUESTS_REJECTED.labels(str(status)).inc()
-    return web.json_response({"error": error}, status=status, headers=headers)
+    return answers.respond(answers.ErrorBody(error=error), status, headers)
 
 
 async def _read_body(request: web.Request) -> None:
@@ -229,5 +231,6 @@ def init_app(settings: Settings) -> web.Application:
     templates.add_routes(app)
     account.add_routes(app)
     admin.add_routes(app)
+    openapi.add_routes(app)
     add_console_routes(app)
     return app

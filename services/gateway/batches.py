@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 from aiohttp import web
@@ -26,9 +26,9 @@ from services.core.errors import (
     Unavailable,
 )
 from services.core.status import BatchStatus, JobStatus
-from services.gateway import idempotency, templates
+from services.gateway import answers, idempotency, templates
 from services.gateway.auth import caller_of, guarded
-from services.gateway.jobs import attempt_view
+from services.gateway.jobs import attempt_view, failure
 from services.gateway.keys import IDEMPOTENCY, JS, LOG_ROOM, NATS, POOL, SETTINGS, STORAGE
 from services.gateway.limits import LIMITS
 from services.gateway.postgres import unavailable_without_postgres
@@ -155,8 +155,8 @@ async def _submitted_event(
 
 def _accepted(batch_id: str, total: int) -> web.Response:
     location = f"/batches/{batch_id}"
-    body = {"id": batch_id, "status": BatchStatus.QUEUED, "total": total, "url": location}
-    return web.json_response(body, status=202, headers={"Location": location})
+    body = answers.BatchAccepted(id=batch_id, status=BatchStatus.QUEUED, total=total, url=location)
+    return answers.respond(body, 202, {"Location": location})
 
 
 def _admit(request: web.Request, tenant: str, total: int, lines: list[bytes]) -> int:
@@ -259,57 +259,58 @@ def _pace(row: db.BatchRow, now: dt.datetime) -> tuple[float | None, str | None]
     return rate, eta.isoformat()
 
 
-async def _view(request: web.Request, row: db.BatchRow) -> dict[str, Any]:
-    error = None
-    if row.error_message is not None:
-        error = {"type": row.error_type, "message": row.error_message}
+async def _view(request: web.Request, row: db.BatchRow) -> answers.Batch:
     url = None
     if row.status.terminal and row.object_key:
         url = await request.app[STORAGE].url(row.object_key, request.app[SETTINGS].url_ttl)
     ended = row.done + row.failed + row.cancelled
     rate, eta = _pace(row, dt.datetime.now(dt.UTC))
-    return {
-        "id": row.id,
-        "status": row.status,
-        "total": row.total,
-        "done": row.done,
-        "failed": row.failed,
-        "cancelled": row.cancelled,
-        "progress": min(1.0, ended / row.total) if row.total else 0.0,
-        "rate": rate,
-        "eta": eta,
-        "output": row.output,
-        "error": error,
-        "url": url,
-        "bytes": row.bytes,
-        "webhook_url": row.webhook_url,
-        "created_at": _iso(row.created_at),
-        "started_at": _iso(row.started_at),
-        "finished_at": _iso(row.finished_at),
-    }
+    return answers.Batch(
+        id=row.id,
+        status=row.status,
+        total=row.total,
+        done=row.done,
+        failed=row.failed,
+        cancelled=row.cancelled,
+        progress=min(1.0, ended / row.total) if row.total else 0.0,
+        rate=rate,
+        eta=eta,
+        output=_output(row.output),
+        error=failure(row.error_type, row.error_message),
+        url=url,
+        bytes=row.bytes,
+        webhook_url=row.webhook_url,
+        created_at=_iso(row.created_at),
+        started_at=_iso(row.started_at),
+        finished_at=_iso(row.finished_at),
+    )
 
 
-def _queued_view(submitted: events.BatchSubmitted) -> dict[str, Any]:
+def _output(output: str) -> Literal["zip", "merged"]:
+    return "merged" if output == "merged" else "zip"
+
+
+def _queued_view(submitted: events.BatchSubmitted) -> answers.Batch:
     """What a batch only the log knows yet looks like: queued, nothing ended."""
-    return {
-        "id": submitted.batch_id,
-        "status": BatchStatus.QUEUED,
-        "total": submitted.total,
-        "done": 0,
-        "failed": 0,
-        "cancelled": 0,
-        "progress": 0.0,
-        "rate": None,
-        "eta": None,
-        "output": submitted.output,
-        "error": None,
-        "url": None,
-        "bytes": None,
-        "webhook_url": submitted.webhook_url,
-        "created_at": dt.datetime.fromtimestamp(submitted.at, dt.UTC).isoformat(),
-        "started_at": None,
-        "finished_at": None,
-    }
+    return answers.Batch(
+        id=submitted.batch_id,
+        status=BatchStatus.QUEUED,
+        total=submitted.total,
+        done=0,
+        failed=0,
+        cancelled=0,
+        progress=0.0,
+        rate=None,
+        eta=None,
+        output=_output(submitted.output),
+        error=None,
+        url=None,
+        bytes=None,
+        webhook_url=submitted.webhook_url,
+        created_at=dt.datetime.fromtimestamp(submitted.at, dt.UTC).isoformat(),
+        started_at=None,
+        finished_at=None,
+    )
 
 
 async def get_batch(request: web.Request) -> web.Response:
@@ -320,14 +321,14 @@ async def get_batch(request: web.Request) -> web.Response:
         raise NotFound(f"no batch {batch_id!r}")
     row = await _load_row(request, batch_id)
     if row is not None:
-        return web.json_response(await _view(request, row))
+        return answers.respond(await _view(request, row))
     try:
         submitted = await timeline.batch_submission(request.app[JS], batch_id)
     except Unavailable as exc:
         raise Unavailable(f"batch status is unavailable: {exc.message}") from exc
     if submitted is None or submitted.tenant != caller_of(request).tenant:
         raise NotFound(f"no batch {batch_id!r}")
-    return web.json_response(_queued_view(submitted))
+    return answers.respond(_queued_view(submitted))
 
 
 _LIST_LIMIT = 50
@@ -350,11 +351,9 @@ def _page(request: web.Request) -> tuple[int, int]:
     return limit, offset
 
 
-def _paged(name: str, listed: list[Any], limit: int, offset: int) -> web.Response:
-    next_offset = offset + len(listed) if len(listed) == limit else None
-    return web.json_response(
-        {name: listed, "limit": limit, "offset": offset, "next_offset": next_offset}
-    )
+def _next_offset(listed: list[Any], limit: int, offset: int) -> int | None:
+    """Where the next page starts: a full page may have a successor, a short one is last."""
+    return offset + len(listed) if len(listed) == limit else None
 
 
 async def list_batches(request: web.Request) -> web.Response:
@@ -366,7 +365,10 @@ async def list_batches(request: web.Request) -> web.Response:
         rows = await db.list_batches(request.app[POOL], tenant, status, limit, offset)
     except Unavailable as exc:
         raise Unavailable(f"batches are unavailable: {exc.message}") from exc
-    return _paged("batches", [await _view(request, row) for row in rows], limit, offset)
+    listed = [await _view(request, row) for row in rows]
+    next_offset = _next_offset(listed, limit, offset)
+    page = answers.BatchPage(batches=listed, limit=limit, offset=offset, next_offset=next_offset)
+    return answers.respond(page)
 
 
 async def _batch_or_404(request: web.Request) -> db.BatchRow:
@@ -389,21 +391,20 @@ async def get_items(request: web.Request) -> web.Response:
     except Unavailable as exc:
         raise Unavailable(f"batch items are unavailable: {exc.message}") from exc
     listed = [
-        {
-            "index": item.index,
-            "filename": item.filename,
-            "job_id": item.job_id,
-            "status": item.status,
-            "attempts": item.attempts,
-            "error": (
-                {"type": item.error_type, "message": item.error_message}
-                if item.error_message is not None
-                else None
-            ),
-        }
+        answers.BatchItem(
+            index=item.index,
+            filename=item.filename,
+            job_id=item.job_id,
+            status=item.status,
+            attempts=item.attempts,
+            error=failure(item.error_type, item.error_message),
+        )
         for item in items
     ]
-    return _paged("items", listed, limit, offset)
+    next_offset = _next_offset(listed, limit, offset)
+    return answers.respond(
+        answers.ItemPage(items=listed, limit=limit, offset=offset, next_offset=next_offset)
+    )
 
 
 async def get_batch_events(request: web.Request) -> web.Response:
@@ -425,7 +426,7 @@ async def get_batch_events(request: web.Request) -> web.Response:
         entry.pop("tenant", None)
         entry["at"] = at.isoformat()
         listed.append(entry)
-    return web.json_response({"id": batch_id, "events": listed})
+    return answers.respond(answers.Timeline(id=batch_id, events=listed))
 
 
 async def get_webhooks(request: web.Request) -> web.Response:
@@ -441,7 +442,9 @@ async def get_webhooks(request: web.Request) -> web.Response:
         raise NotFound(f"no batch {batch_id!r}")
     with unavailable_without_postgres("webhook log is unavailable"):
         rows = await db.batch_webhook_deliveries(request.app[POOL], tenant, batch_id)
-    return web.json_response({"id": batch_id, "attempts": [attempt_view(r) for r in rows]})
+    return answers.respond(
+        answers.WebhookAttempts(id=batch_id, attempts=[attempt_view(r) for r in rows])
+    )
 
 
 async def _state_of(request: web.Request, batch_id: str) -> tuple[str, BatchStatus, bool]:
@@ -485,12 +488,14 @@ async def _control(request: web.Request, action: str) -> web.Response:
     else:
         event, answer = events.BatchCancel(batch_id=batch_id, tenant=tenant), status
         if cancelling or status.terminal:
-            return web.json_response({"id": batch_id, "status": status, "cancelling": True})
+            return answers.respond(
+                answers.BatchControl(id=batch_id, status=status, cancelling=True)
+            )
     await bus.publish_batch(request.app[JS], event)
-    body: dict[str, Any] = {"id": batch_id, "status": answer}
+    body = answers.BatchControl(id=batch_id, status=answer)
     if action == "cancel":
-        body["cancelling"] = True
-    return web.json_response(body, status=202)
+        body.cancelling = True
+    return answers.respond(body, 202)
 
 
 async def pause_batch(request: web.Request) -> web.Response:

@@ -14,7 +14,7 @@ from services.core import bus, crypto, db, events, metrics, netpolicy, timeline
 from services.core.errors import Conflict, NotFound, PressroomError, Unavailable
 from services.core.status import JobStatus
 from services.core.storage import LocalStorage
-from services.gateway import idempotency, templates
+from services.gateway import answers, idempotency, templates
 from services.gateway.auth import caller_of, guarded
 from services.gateway.keys import (
     IDEMPOTENCY,
@@ -90,8 +90,8 @@ async def _submitted_event(
 
 def _accepted(job_id: str) -> web.Response:
     location = f"/jobs/{job_id}"
-    body = {"id": job_id, "status": JobStatus.QUEUED, "url": location}
-    return web.json_response(body, status=202, headers={"Location": location})
+    body = answers.JobAccepted(id=job_id, status=JobStatus.QUEUED, url=location)
+    return answers.respond(body, 202, {"Location": location})
 
 
 async def _repeated(
@@ -159,28 +159,36 @@ async def _in_log(request: web.Request, job_id: str, tenant: str) -> bool:
     return submitted is not None and submitted.tenant == tenant
 
 
-async def job_view(request: web.Request, row: db.JobRow) -> dict[str, Any]:
+def failure(error_type: str | None, message: str | None) -> answers.Failure | None:
+    """A row's error as answers show it; None if it has none."""
+    return answers.Failure(type=error_type, message=message) if message is not None else None
+
+
+async def job_answer(request: web.Request, row: db.JobRow) -> answers.Job:
     """One projected job as `GET /jobs/{id}` shows it (and each entry of `GET /jobs`)."""
-    error = None
-    if row.error_message is not None:
-        error = {"type": row.error_type, "message": row.error_message}
     url = None
     if row.status == JobStatus.DONE and row.object_key:
         url = await request.app[STORAGE].url(row.object_key, request.app[SETTINGS].url_ttl)
-    return {
-        "id": row.id,
-        "status": row.status,
-        "attempts": row.attempts,
-        "error": error,
-        "url": url,
-        "pages": row.pages,
-        "bytes": row.bytes,
-        "render_ms": row.render_ms,
-        "webhook_url": row.webhook_url,
-        "created_at": _iso(row.created_at),
-        "started_at": _iso(row.started_at),
-        "finished_at": _iso(row.finished_at),
-    }
+    return answers.Job(
+        id=row.id,
+        status=row.status,
+        attempts=row.attempts,
+        error=failure(row.error_type, row.error_message),
+        url=url,
+        pages=row.pages,
+        bytes=row.bytes,
+        render_ms=row.render_ms,
+        webhook_url=row.webhook_url,
+        created_at=_iso(row.created_at),
+        started_at=_iso(row.started_at),
+        finished_at=_iso(row.finished_at),
+    )
+
+
+async def job_view(request: web.Request, row: db.JobRow) -> dict[str, Any]:
+    """`job_answer` as plain data, for answers that embed it."""
+    view: dict[str, Any] = msgspec.to_builtins(await job_answer(request, row))
+    return view
 
 
 def _job_id(request: web.Request) -> str:
@@ -195,9 +203,9 @@ async def get_job(request: web.Request) -> web.Response:
     job_id = _job_id(request)
     row = await _load_row(request, job_id)
     if row is not None:
-        return web.json_response(await job_view(request, row))
+        return answers.respond(await job_answer(request, row))
     if await _in_log(request, job_id, caller_of(request).tenant):
-        return web.json_response({"id": job_id, "status": JobStatus.QUEUED, "attempts": 0})
+        return answers.respond(answers.Job(id=job_id, status=JobStatus.QUEUED, attempts=0))
     raise NotFound(f"no job {job_id!r}")
 
 
@@ -213,7 +221,7 @@ async def redeliver_webhook(request: web.Request) -> web.Response:
         raise Conflict(f"job {job_id} has no webhook_url")
     event = events.WebhookRedeliver(job_id=job_id, tenant=row.tenant_id, request=uuid.uuid4().hex)
     await bus.publish(request.app[JS], event)
-    return web.json_response({"id": job_id, "redelivery": "queued"}, status=202)
+    return answers.respond(answers.Redelivery(id=job_id), 202)
 
 
 async def get_webhooks(request: web.Request) -> web.Response:
@@ -222,24 +230,26 @@ async def get_webhooks(request: web.Request) -> web.Response:
     await _job_or_404(request, job_id)
     with unavailable_without_postgres("webhook log is unavailable"):
         rows = await db.webhook_deliveries(request.app[POOL], job_id)
-    return web.json_response({"id": job_id, "attempts": [attempt_view(r) for r in rows]})
+    return answers.respond(
+        answers.WebhookAttempts(id=job_id, attempts=[attempt_view(r) for r in rows])
+    )
 
 
-def attempt_view(row: db.WebhookDelivery | db.BatchWebhookDelivery) -> dict[str, Any]:
+def attempt_view(row: db.WebhookDelivery | db.BatchWebhookDelivery) -> answers.WebhookAttempt:
     """One recorded webhook attempt as `GET /jobs/{id}/webhooks` and
     `GET /batches/{id}/webhooks` show it (a batch's also names its event)."""
-    event = {"event": row.event} if isinstance(row, db.BatchWebhookDelivery) else {}
-    return {
-        "webhook_id": row.webhook_id,
-        **event,
-        "attempt": row.attempt,
-        "url": row.url,
-        "outcome": row.outcome,
-        "status_code": row.status_code,
-        "error": row.error,
-        "latency_ms": row.latency_ms,
-        "at": _iso(row.at),
-    }
+    event = row.event if isinstance(row, db.BatchWebhookDelivery) else msgspec.UNSET
+    return answers.WebhookAttempt(
+        webhook_id=row.webhook_id,
+        event=event,
+        attempt=row.attempt,
+        url=row.url,
+        outcome=row.outcome,
+        status_code=row.status_code,
+        error=row.error,
+        latency_ms=row.latency_ms,
+        at=_iso(row.at),
+    )
 
 
 async def download(request: web.Request) -> web.FileResponse:
@@ -265,18 +275,19 @@ def download_headers(key: str) -> dict[str, str]:
 
 
 async def healthz(request: web.Request) -> web.Response:
-    return web.json_response({"status": "ok"})
+    return answers.respond(answers.Health())
 
 
 async def readyz(request: web.Request) -> web.Response:
     """Ready when NATS is connected and Postgres answers."""
-    checks = {"nats": request.app[NATS].is_connected, "postgres": True}
+    postgres = True
     try:
         await db.ping(request.app[POOL], timeout=2)
     except Unavailable:
-        checks["postgres"] = False
-    status = 200 if all(checks.values()) else 503
-    return web.json_response({"ready": status == 200, "checks": checks}, status=status)
+        postgres = False
+    checks = answers.Checks(nats=request.app[NATS].is_connected, postgres=postgres)
+    ready = checks.nats and checks.postgres
+    return answers.respond(answers.Readiness(ready=ready, checks=checks), 200 if ready else 503)
 
 
 async def _job_or_404(request: web.Request, job_id: str) -> db.JobState:
@@ -315,7 +326,7 @@ async def cancel_job(request: web.Request) -> web.Response:
         terminal = await _cancel(request, job_id, row.tenant_id)
         if not isinstance(terminal, events.JobDone):
             status = events.event_name(terminal) if terminal is not None else JobStatus.CANCELLED
-            return web.json_response({"id": job_id, "status": status, "url": None})
+            return answers.respond(answers.JobRemoved(id=job_id, status=JobStatus(status)))
         # The render ended first and the projection has not caught up: the job is
         # finished, so its file goes as any finished job's does. Otherwise what a DELETE
         # does would depend on the projector's lag, and its `"url": null` would be untrue.
@@ -324,7 +335,7 @@ async def cancel_job(request: web.Request) -> web.Response:
         await request.app[STORAGE].delete(row.object_key)
         deleted = events.JobDeleted(job_id=job_id, tenant=row.tenant_id, object_key=row.object_key)
         await bus.publish(js, deleted)
-    return web.json_response({"id": job_id, "status": row.status, "url": None})
+    return answers.respond(answers.JobRemoved(id=job_id, status=row.status))
 
 
 def _timeline_entry(seq: int, at: dt.datetime, event: events.AnyEvent) -> dict[str, Any]:
@@ -343,8 +354,8 @@ async def get_events(request: web.Request) -> web.Response:
         raise Unavailable(f"job history is unavailable: {exc.message}") from exc
     if not found or found[0][2].tenant != caller_of(request).tenant:
         raise NotFound(f"no job {job_id!r}")
-    return web.json_response(
-        {"id": job_id, "events": [_timeline_entry(*stored) for stored in found]}
+    return answers.respond(
+        answers.Timeline(id=job_id, events=[_timeline_entry(*stored) for stored in found])
     )
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import asyncpg
 from aiohttp import web
@@ -21,6 +21,7 @@ from services.core.errors import NotFound, RequestError, TemplateError
 from services.core.events import DEFAULT_TENANT
 from services.core.jail import Jail
 from services.core.templating import check_jinja
+from services.gateway import answers
 from services.gateway.auth import caller_of, guarded
 from services.gateway.keys import JAIL, POOL
 from services.gateway.postgres import unavailable_without_postgres
@@ -71,14 +72,11 @@ async def create_template(request: web.Request) -> web.Response:
             template.footer,
         )
     version = created.version
-    body = {
-        "id": template_id,
-        "name": template.name,
-        "version": version,
-        "created_at": _iso(created.created_at),
-    }
+    body = answers.TemplateCreated(
+        id=template_id, name=template.name, version=version, created_at=_iso(created.created_at)
+    )
     location = f"/templates/{template_id}?version={version}"
-    return web.json_response(body, status=201, headers={"Location": location})
+    return answers.respond(body, 201, {"Location": location})
 
 
 async def _check_compiles(jail: Jail, template: TemplateRequest) -> None:
@@ -103,34 +101,33 @@ async def list_templates(request: web.Request) -> web.Response:
             request.app[POOL], caller_of(request).tenant, limit, offset
         )
     listed = [
-        {
-            "id": r.id,
-            "name": r.name,
-            "latest_version": r.latest_version,
-            "updated_at": _iso(r.updated_at),
-        }
+        answers.TemplateSummary(
+            id=r.id, name=r.name, latest_version=r.latest_version, updated_at=_iso(r.updated_at)
+        )
         for r in rows
     ]
     # A full page may have a successor; a short one is the last.
     next_offset = offset + len(rows) if len(rows) == limit else None
-    return web.json_response(
-        {"templates": listed, "limit": limit, "offset": offset, "next_offset": next_offset}
+    return answers.respond(
+        answers.TemplatePage(templates=listed, limit=limit, offset=offset, next_offset=next_offset)
     )
 
 
 def _template_view(
     row: templatedb.TemplateVersion, versions: list[templatedb.VersionStamp]
-) -> dict[str, Any]:
-    return {
-        "id": row.id,
-        "name": row.name,
-        "version": row.version,
-        "body": row.body,
-        "header": row.header,
-        "footer": row.footer,
-        "created_at": _iso(row.created_at),
-        "versions": [{"version": v.version, "created_at": _iso(v.created_at)} for v in versions],
-    }
+) -> answers.Template:
+    return answers.Template(
+        id=row.id,
+        name=row.name,
+        version=row.version,
+        body=row.body,
+        header=row.header,
+        footer=row.footer,
+        created_at=_iso(row.created_at),
+        versions=[
+            answers.VersionStamp(version=v.version, created_at=_iso(v.created_at)) for v in versions
+        ],
+    )
 
 
 async def get_template(request: web.Request) -> web.Response:
@@ -147,7 +144,7 @@ async def get_template(request: web.Request) -> web.Response:
     if row is None:
         which = f"version {version} of template" if version is not None else "template"
         raise NotFound(f"no {which} {template_id!r}")
-    return web.json_response(_template_view(row, versions))
+    return answers.respond(_template_view(row, versions))
 
 
 async def _missing(

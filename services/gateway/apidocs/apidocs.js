@@ -1,0 +1,171 @@
+// Renders /openapi.json: routes grouped by tag, their parameters, bodies and answers, and
+// every schema. Each value of the document becomes a text node (or an attribute set with
+// setAttribute on an element this script made), never markup: no innerHTML anywhere.
+
+const METHODS = ["get", "post", "put", "patch", "delete"];
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs || {})) node.setAttribute(name, value);
+  for (const child of children.flat()) {
+    if (child === null || child === undefined || child === "") continue;
+    node.append(typeof child === "string" ? document.createTextNode(child) : child);
+  }
+  return node;
+}
+
+function anchor(kind, name) {
+  return `${kind}-${String(name).replace(/[^A-Za-z0-9_-]/g, "-")}`;
+}
+
+function refName(ref) {
+  return ref.split("/").pop();
+}
+
+function limits(schema) {
+  const said = [];
+  const words = {
+    minimum: "≥", maximum: "≤", exclusiveMinimum: ">", exclusiveMaximum: "<",
+    minLength: "min length", maxLength: "max length", minItems: "min items",
+    maxItems: "max items", pattern: "pattern", format: "format", default: "default",
+  };
+  for (const [key, word] of Object.entries(words)) {
+    if (key in schema) said.push(`${word} ${JSON.stringify(schema[key])}`);
+  }
+  return said.length ? ` (${said.join(", ")})` : "";
+}
+
+// The type of `schema` as nodes: links for references, text for the rest.
+function typeOf(schema) {
+  if (!schema || typeof schema !== "object") return ["any"];
+  if (schema.$ref) {
+    const name = refName(schema.$ref);
+    return [el("a", { href: `#${anchor("schema", name)}` }, name)];
+  }
+  const union = schema.anyOf || schema.oneOf;
+  if (union) return union.flatMap((part, i) => (i ? [" | ", ...typeOf(part)] : typeOf(part)));
+  if (schema.enum) return [`one of ${schema.enum.map((v) => JSON.stringify(v)).join(", ")}`];
+  if (schema.type === "array") return ["array of ", ...typeOf(schema.items), limits(schema)];
+  if (schema.type === "object" && !schema.properties) return ["object", limits(schema)];
+  return [String(schema.type || "object"), limits(schema)];
+}
+
+function table(headings, rows) {
+  const head = el("tr", {}, headings.map((h) => el("th", { scope: "col" }, h)));
+  return el("table", {}, el("thead", {}, head), el("tbody", {}, rows));
+}
+
+function parameters(operation) {
+  const params = operation.parameters || [];
+  if (!params.length) return null;
+  const rows = params.map((p) =>
+    el("tr", {},
+      el("td", {}, el("code", {}, p.name)),
+      el("td", {}, p.in),
+      el("td", {}, p.required ? "yes" : "no"),
+      el("td", {}, typeOf(p.schema)),
+      el("td", {}, p.description || "")));
+  return [el("h3", {}, "Parameters"), table(["name", "in", "required", "type", "meaning"], rows)];
+}
+
+function example(media) {
+  if (!("example" in media)) return null;
+  const text = typeof media.example === "string"
+    ? media.example : JSON.stringify(media.example, null, 2);
+  return el("pre", {}, el("code", {}, text));
+}
+
+function requestBody(operation) {
+  const body = operation.requestBody;
+  if (!body) return null;
+  const parts = Object.entries(body.content || {}).map(([kind, media]) =>
+    el("div", {},
+      el("p", {}, el("code", {}, kind), ": ", typeOf(media.schema),
+        body.required ? "" : " (optional)"),
+      example(media)));
+  return [el("h3", {}, "Body"), parts];
+}
+
+function responses(operation) {
+  const rows = Object.entries(operation.responses || {}).map(([status, answer]) => {
+    const content = Object.entries(answer.content || {}).flatMap(([kind, media], i) =>
+      [i ? el("br") : null, el("code", {}, kind), " ", ...typeOf(media.schema)]);
+    return el("tr", {},
+      el("td", {}, status), el("td", {}, answer.description || ""), el("td", {}, content));
+  });
+  return [el("h3", {}, "Answers"), table(["status", "meaning", "body"], rows)];
+}
+
+function operationView(method, path, operation) {
+  const secured = (operation.security || []).map((s) => Object.keys(s).join(", ")).join(", ");
+  const summary = el("summary", {},
+    el("span", { class: `method ${method}` }, method),
+    el("span", { class: "path" }, path), " — ", operation.summary || "",
+    secured ? el("span", { class: "lock" }, `(${secured})`) : null);
+  return el("details", { id: anchor("op", operation.operationId || `${method}${path}`) },
+    summary,
+    operation.description ? el("p", {}, operation.description) : null,
+    parameters(operation), requestBody(operation), responses(operation));
+}
+
+function schemaView(name, schema) {
+  const required = new Set(schema.required || []);
+  const rows = Object.entries(schema.properties || {}).map(([field, property]) =>
+    el("tr", {},
+      el("td", {}, el("code", {}, field)),
+      el("td", {}, typeOf(property)),
+      el("td", {}, required.has(field) ? "yes" : "no"),
+      el("td", {}, property.description || property.title || "")));
+  return el("details", { id: anchor("schema", name) },
+    el("summary", {}, el("code", {}, name)),
+    schema.description ? el("p", {}, schema.description) : null,
+    rows.length ? table(["field", "type", "required", "meaning"], rows) : el("p", {}, typeOf(schema)),
+    schema.additionalProperties === false ? el("p", {}, "Unknown fields are refused.") : null);
+}
+
+function byTag(doc) {
+  const groups = new Map((doc.tags || []).map((t) => [t.name, { tag: t, operations: [] }]));
+  for (const [path, item] of Object.entries(doc.paths || {})) {
+    for (const method of METHODS.filter((m) => item[m])) {
+      const name = (item[method].tags || ["other"])[0];
+      if (!groups.has(name)) groups.set(name, { tag: { name }, operations: [] });
+      groups.get(name).operations.push([method, path, item[method]]);
+    }
+  }
+  return [...groups.values()].filter((g) => g.operations.length);
+}
+
+function render(doc) {
+  const main = document.getElementById("api");
+  const toc = document.getElementById("toc");
+  const groups = byTag(doc);
+  const schemas = Object.entries((doc.components || {}).schemas || {});
+  const links = groups.map(({ tag }) =>
+    el("li", {}, el("a", { href: `#${anchor("tag", tag.name)}` }, tag.name)));
+  links.push(el("li", {}, el("a", { href: "#schemas" }, "schemas")));
+  toc.replaceChildren(el("ul", {}, links));
+  const sections = groups.map(({ tag, operations }) =>
+    el("section", { id: anchor("tag", tag.name) },
+      el("h2", {}, tag.name),
+      tag.description ? el("p", {}, tag.description) : null,
+      operations.map(([method, path, op]) => operationView(method, path, op))));
+  const info = doc.info || {};
+  main.replaceChildren(
+    el("p", {}, `${info.title || "API"} ${info.version || ""} — ${info.description || ""}`),
+    ...sections,
+    el("section", { id: "schemas" }, el("h2", {}, "Schemas"),
+      schemas.map(([name, schema]) => schemaView(name, schema))));
+}
+
+async function main() {
+  const main = document.getElementById("api");
+  try {
+    const answer = await fetch("/openapi.json", { headers: { Accept: "application/json" } });
+    if (!answer.ok) throw new Error(`/openapi.json answered ${answer.status}`);
+    render(await answer.json());
+  } catch (error) {
+    main.replaceChildren(el("p", { role: "alert" }, `Could not load the document: ${error}`));
+  }
+}
+
+main();

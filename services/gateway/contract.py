@@ -1,0 +1,545 @@
+"""What each public route takes and answers: one small entry per route, which
+`openapi.py` turns into the OpenAPI document.
+
+Entries are keyed by method and path as the README names them (`/jobs/{id}`); the
+router's own names (`/jobs/{job_id}`) are mapped by `public_path`. Bodies and answers are
+the msgspec Structs the handlers decode and encode (`requests.py`, `answers.py`, the
+admin and account modules), so the schemas are the code's; what the table adds is what a
+type cannot say: a summary, the scope, the parameters, the statuses and an example.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from services.core.status import BatchStatus, JobStatus
+from services.gateway import account, admin, answers, batches, requests, templates
+
+API_KEY = "apiKey"
+ADMIN_KEY = "adminKey"
+
+_ID_NAMES = re.compile(r"\{(?:job|batch|template|secret|tenant)_id(?::[^}]*)?\}")
+_PATTERNS = re.compile(r"\{(\w+):[^}]*\}")
+
+
+def public_path(canonical: str) -> str:
+    """The README's name of a router path: `/jobs/{job_id}` → `/jobs/{id}`,
+    `/files/{key:.+}` → `/files/{key}`."""
+    return _PATTERNS.sub(r"{\1}", _ID_NAMES.sub("{id}", canonical))
+
+
+@dataclass(frozen=True)
+class Param:
+    """A path, query or header parameter, with its JSON Schema."""
+
+    name: str
+    where: str  # path, query or header
+    schema: dict[str, Any]
+    description: str
+    required: bool = False
+
+
+@dataclass(frozen=True)
+class Media:
+    """A non-JSON answer (a file, a page, an event stream): content types and a schema."""
+
+    types: tuple[str, ...]
+    description: str
+    schema: dict[str, Any] = field(default_factory=lambda: {"type": "string"})
+
+
+@dataclass(frozen=True)
+class Body:
+    """A JSON request body: its Struct and an example (and a JSON Lines form, if any)."""
+
+    struct: type
+    example: Any
+    required: bool = True
+    lines_example: str | None = None
+
+
+Answer = type | Media | None  # None: no body (204)
+
+
+@dataclass(frozen=True)
+class Route:
+    summary: str
+    tag: str
+    answers: dict[int, Answer]
+    errors: tuple[int, ...] = ()
+    security: str | None = API_KEY
+    scope: str | None = None
+    params: tuple[Param, ...] = ()
+    body: Body | None = None
+    description: str = ""
+
+
+def path_id(what: str, pattern: re.Pattern[str] | None = None) -> Param:
+    schema: dict[str, Any] = {"type": "string"}
+    if pattern is not None:
+        schema["pattern"] = pattern.pattern
+    return Param("id", "path", schema, f"the {what}'s id", required=True)
+
+
+def query_int(name: str, low: int, high: int, default: int | None, what: str) -> Param:
+    schema: dict[str, Any] = {"type": "integer", "minimum": low, "maximum": high}
+    if default is not None:
+        schema["default"] = default
+    return Param(name, "query", schema, what)
+
+
+def query_enum(name: str, values: list[str], what: str) -> Param:
+    return Param(name, "query", {"type": "string", "enum": values}, what)
+
+
+def page_params(max_limit: int, max_offset: int, default: int = 50) -> tuple[Param, ...]:
+    return (
+        query_int("limit", 1, max_limit, default, "how many to list"),
+        query_int("offset", 0, max_offset, 0, "how many to skip (`next_offset` of a page)"),
+    )
+
+
+IDEMPOTENCY_KEY = Param(
+    "Idempotency-Key",
+    "header",
+    {"type": "string", "minLength": 1, "maxLength": 255},
+    "the same key with the same body gives the first answer back, with another body a 422",
+)
+MONTH = Param(
+    "month",
+    "query",
+    {"type": "string", "pattern": r"^\d{4}-\d{2}$"},
+    "the month, `YYYY-MM` (UTC); this month by default",
+)
+LAST_EVENT_ID = Param(
+    "Last-Event-ID",
+    "header",
+    {"type": "string", "pattern": r"^[0-9]{1,19}$"},
+    "resume after this event id (a stream sequence): only later events are sent",
+)
+LAST_EVENT_QUERY = Param(
+    "last_event_id",
+    "query",
+    {"type": "string", "pattern": r"^[0-9]{1,19}$"},
+    "the same as the `Last-Event-ID` header, for clients that cannot set it",
+)
+
+JOB_STATUSES = [str(s) for s in JobStatus]
+BATCH_STATUSES = [str(s) for s in BatchStatus]
+JOB_ID = path_id("job", requests.JOB_ID)
+BATCH_ID = path_id("batch", requests.BATCH_ID)
+TENANT_ID = path_id("tenant")
+
+EVENT_STREAM = Media(
+    ("text/event-stream",),
+    "Server-Sent Events: `id: <stream sequence>`, `event: <name>`, `data: <one-line JSON>`; "
+    "`: keep-alive` comments while idle; the stream closes after the terminal event",
+)
+HTML = Media(("text/html",), "an HTML page")
+STATIC = Media(("text/html", "text/javascript", "text/css"), "a static file")
+
+READ_ERRORS = (401, 403, 404, 503)
+WRITE_ERRORS = (400, 401, 403, 408, 413, 503)
+
+JOB_EXAMPLE = {
+    "template": "<h1>Invoice {{ number }}</h1><p>{{ customer }}</p>",
+    "data": {"number": "2026-0042", "customer": "Ana"},
+    "options": {"format": "A4", "margin": {"top": "15mm", "bottom": "15mm"}},
+    "webhook_url": "https://example.com/hooks/pressroom",
+}
+BATCH_EXAMPLE = {
+    "template": "<h1>Invoice {{ number }}</h1>",
+    "items": [
+        {"data": {"number": 1}, "filename": "invoice-1.pdf"},
+        {"data": {"number": 2}, "filename": "invoice-2.pdf"},
+    ],
+    "output": "zip",
+}
+BATCH_LINES = (
+    '{"template": "<h1>Invoice {{ number }}</h1>", "output": "zip"}\n'
+    '{"data": {"number": 1}, "filename": "invoice-1.pdf"}\n'
+    '{"data": {"number": 2}, "filename": "invoice-2.pdf"}\n'
+)
+TEMPLATE_EXAMPLE = {
+    "name": "invoice",
+    "body": "<h1>Invoice {{ number }}</h1>",
+    "footer": '<div style="font-size:8px">page <span class="pageNumber"></span></div>',
+}
+
+JOBS: dict[tuple[str, str], Route] = {
+    ("POST", "/jobs"): Route(
+        "Submit a job",
+        "jobs",
+        {202: answers.JobAccepted},
+        (*WRITE_ERRORS, 422, 429),
+        scope="jobs:write",
+        params=(IDEMPOTENCY_KEY,),
+        body=Body(requests.JobRequest, JOB_EXAMPLE),
+        description="Exactly one of `template`, `template_id`, `html` and `url` is the "
+        "source. 202 once the job is durable in the log; poll `url`, or follow "
+        "`/jobs/{id}/stream`.",
+    ),
+    ("GET", "/jobs"): Route(
+        "List the tenant's jobs, newest first",
+        "jobs",
+        {200: answers.JobPage},
+        (400, 401, 403, 503),
+        scope="jobs:read",
+        params=(
+            query_enum("status", JOB_STATUSES, "only jobs with this status"),
+            *page_params(200, 10_000_000),
+            Param(
+                "q",
+                "query",
+                {"type": "string", "pattern": "^[A-Za-z0-9_-]{0,64}$"},
+                "jobs whose id starts with this",
+            ),
+        ),
+        description="Single jobs only (a batch's items are listed by its `/items`).",
+    ),
+    ("GET", "/jobs/{id}"): Route(
+        "A job's status",
+        "jobs",
+        {200: answers.Job},
+        READ_ERRORS,
+        scope="jobs:read",
+        params=(JOB_ID,),
+        description="`done` carries a fresh signed `url`, `failed` the root-cause `error`.",
+    ),
+    ("DELETE", "/jobs/{id}"): Route(
+        "Cancel an unfinished job, or delete a finished job's file",
+        "jobs",
+        {200: answers.JobRemoved},
+        READ_ERRORS,
+        scope="jobs:write",
+        params=(JOB_ID,),
+        description="Idempotent.",
+    ),
+    ("GET", "/jobs/{id}/events"): Route(
+        "A job's timeline, read from the log",
+        "jobs",
+        {200: answers.Timeline},
+        READ_ERRORS,
+        scope="jobs:read",
+        params=(JOB_ID,),
+    ),
+    ("GET", "/jobs/{id}/stream"): Route(
+        "A job's events as they happen (Server-Sent Events)",
+        "jobs",
+        {200: EVENT_STREAM},
+        (400, *READ_ERRORS, 429),
+        scope="jobs:read",
+        params=(JOB_ID, LAST_EVENT_ID, LAST_EVENT_QUERY),
+        description="Each message's data is a timeline entry plus the job's `status` "
+        "after it (and `url` on `done`). At most `PRESSROOM_MAX_STREAMS` open streams "
+        "per tenant (429 `too_many_streams`).",
+    ),
+    ("GET", "/jobs/{id}/webhooks"): Route(
+        "Every delivery attempt of a job's webhook",
+        "jobs",
+        {200: answers.WebhookAttempts},
+        READ_ERRORS,
+        scope="jobs:read",
+        params=(JOB_ID,),
+    ),
+    ("POST", "/jobs/{id}/webhooks/redeliver"): Route(
+        "Send a finished job's webhook again",
+        "jobs",
+        {202: answers.Redelivery},
+        (*READ_ERRORS, 409),
+        scope="jobs:write",
+        params=(JOB_ID,),
+        description="Same `webhook-id`, same retry schedule; 409 if the job has not "
+        "finished or has no webhook.",
+    ),
+    ("GET", "/files/{key}"): Route(
+        "Download a document through its signed link (local storage only)",
+        "jobs",
+        {200: Media(("application/pdf", "image/png"), "the document")},
+        (404,),
+        security=None,
+        params=(
+            Param("key", "path", {"type": "string"}, "the object's key", required=True),
+            Param("expires", "query", {"type": "string"}, "the link's expiry (Unix time)"),
+            Param("sig", "query", {"type": "string"}, "the link's signature"),
+        ),
+        description="The signed link is its own permission: no key needed.",
+    ),
+}
+
+BATCHES: dict[tuple[str, str], Route] = {
+    ("POST", "/batches"): Route(
+        "Submit a batch: many documents, one archive",
+        "batches",
+        {202: answers.BatchAccepted},
+        (*WRITE_ERRORS, 422, 429),
+        scope="jobs:write",
+        params=(IDEMPOTENCY_KEY,),
+        body=Body(requests.BatchRequest, BATCH_EXAMPLE, lines_example=BATCH_LINES),
+        description="JSON, or JSON Lines (`application/x-ndjson`, `application/jsonl`): "
+        "the batch's fields on the first line, then one item per line. The body may be "
+        "up to `PRESSROOM_MAX_BATCH_BYTES`.",
+    ),
+    ("GET", "/batches"): Route(
+        "List the tenant's batches, newest first",
+        "batches",
+        {200: answers.BatchPage},
+        (400, 401, 403, 503),
+        scope="jobs:read",
+        params=(
+            query_enum("status", BATCH_STATUSES, "only batches with this status"),
+            *page_params(batches._MAX_LIST_LIMIT, batches._MAX_OFFSET),
+        ),
+    ),
+    ("GET", "/batches/{id}"): Route(
+        "A batch's progress",
+        "batches",
+        {200: answers.Batch},
+        READ_ERRORS,
+        scope="jobs:read",
+        params=(BATCH_ID,),
+    ),
+    ("GET", "/batches/{id}/items"): Route(
+        "Every item's outcome, by index",
+        "batches",
+        {200: answers.ItemPage},
+        (400, *READ_ERRORS),
+        scope="jobs:read",
+        params=(
+            BATCH_ID,
+            query_enum("status", JOB_STATUSES, "only items with this status"),
+            *page_params(batches._MAX_LIST_LIMIT, batches._MAX_OFFSET),
+        ),
+    ),
+    ("GET", "/batches/{id}/events"): Route(
+        "A batch's own timeline, read from the log",
+        "batches",
+        {200: answers.Timeline},
+        READ_ERRORS,
+        scope="jobs:read",
+        params=(BATCH_ID,),
+    ),
+    ("GET", "/batches/{id}/stream"): Route(
+        "A batch's progress as it happens (Server-Sent Events)",
+        "batches",
+        {200: EVENT_STREAM},
+        (400, *READ_ERRORS, 429),
+        scope="jobs:read",
+        params=(BATCH_ID, LAST_EVENT_ID, LAST_EVENT_QUERY),
+        description="`progress` messages carry the batch as `GET /batches/{id}` shows it, "
+        "at most once a second; each batch event is a message too.",
+    ),
+    ("GET", "/batches/{id}/webhooks"): Route(
+        "Every delivery attempt of a batch's webhooks",
+        "batches",
+        {200: answers.WebhookAttempts},
+        READ_ERRORS,
+        scope="jobs:read",
+        params=(BATCH_ID,),
+    ),
+    **{
+        ("POST", f"/batches/{{id}}/{action}"): Route(
+            f"{action.capitalize()} a batch",
+            "batches",
+            {200: answers.BatchControl, 202: answers.BatchControl},
+            (*READ_ERRORS, 409),
+            scope="jobs:write",
+            params=(BATCH_ID,),
+            description=f"Idempotent; 409 once the batch has ended{note}.",
+        )
+        for action, note in (
+            ("pause", ", or after a cancel"),
+            ("resume", ", or after a cancel"),
+            ("cancel", ""),
+        )
+    },
+}
+
+TEMPLATES: dict[tuple[str, str], Route] = {
+    ("POST", "/templates"): Route(
+        "Store a template, or the next version of one with that name",
+        "templates",
+        {201: answers.TemplateCreated},
+        WRITE_ERRORS,
+        scope="templates:write",
+        body=Body(requests.TemplateRequest, TEMPLATE_EXAMPLE),
+    ),
+    ("GET", "/templates"): Route(
+        "List the tenant's templates, most recently updated first",
+        "templates",
+        {200: answers.TemplatePage},
+        (400, 401, 403, 503),
+        scope="templates:read",
+        params=page_params(templates._MAX_LIST_LIMIT, templates._MAX_OFFSET),
+    ),
+    ("GET", "/templates/{id}"): Route(
+        "One version of a template (the latest by default) and the list of versions",
+        "templates",
+        {200: answers.Template},
+        (400, *READ_ERRORS),
+        scope="templates:read",
+        params=(
+            path_id("template", requests.TEMPLATE_ID),
+            query_int("version", 1, requests.MAX_VERSION, None, "which version"),
+        ),
+    ),
+}
+
+ACCOUNT: dict[tuple[str, str], Route] = {
+    ("GET", "/usage"): Route(
+        "The tenant's usage of a month",
+        "account",
+        {200: answers.TenantUsage},
+        (400, 401, 403, 503),
+        scope="usage:read",
+        params=(MONTH,),
+    ),
+    ("POST", "/webhook-secrets"): Route(
+        "A new webhook signing secret (shown once), or one of the tenant's choosing",
+        "account",
+        {201: answers.SecretCreated},
+        WRITE_ERRORS,
+        scope="webhooks:write",
+        body=Body(account.SecretRequest, {}, required=False),
+        description=f"At most {account.MAX_SECRETS} secrets; every one signs.",
+    ),
+    ("GET", "/webhook-secrets"): Route(
+        "The tenant's signing secrets (ids and times, never a secret)",
+        "account",
+        {200: answers.SecretList},
+        (401, 403, 503),
+        scope="webhooks:write",
+    ),
+    ("DELETE", "/webhook-secrets/{id}"): Route(
+        "Delete a signing secret (not the last one)",
+        "account",
+        {204: None},
+        (*READ_ERRORS, 409),
+        scope="webhooks:write",
+        params=(path_id("secret"),),
+    ),
+}
+
+ADMIN_ERRORS = (401, 403, 503)
+ADMIN: dict[tuple[str, str], Route] = {
+    ("POST", "/admin/tenants"): Route(
+        "Create a tenant (with its first signing secret, shown once)",
+        "admin",
+        {201: answers.TenantCreated},
+        (400, 408, 409, 413, *ADMIN_ERRORS),
+        security=ADMIN_KEY,
+        body=Body(
+            admin.TenantRequest,
+            {"name": "acme", "rate_limit": {"per_second": 10, "burst": 50}},
+        ),
+    ),
+    ("GET", "/admin/tenants"): Route(
+        "Every tenant", "admin", {200: answers.TenantList}, ADMIN_ERRORS, security=ADMIN_KEY
+    ),
+    ("GET", "/admin/tenants/{id}"): Route(
+        "One tenant",
+        "admin",
+        {200: answers.Tenant},
+        (404, *ADMIN_ERRORS),
+        security=ADMIN_KEY,
+        params=(TENANT_ID,),
+    ),
+    ("PATCH", "/admin/tenants/{id}"): Route(
+        "Change a tenant's limits (`null`: back to the default)",
+        "admin",
+        {200: answers.Tenant},
+        (400, 404, 408, 413, *ADMIN_ERRORS),
+        security=ADMIN_KEY,
+        params=(TENANT_ID,),
+        body=Body(admin.TenantChange, {"monthly_quota": 10000}),
+    ),
+    ("POST", "/admin/tenants/{id}/keys"): Route(
+        "Create an API key (shown once)",
+        "admin",
+        {201: answers.KeyCreated},
+        (400, 404, 408, 413, *ADMIN_ERRORS),
+        security=ADMIN_KEY,
+        params=(TENANT_ID,),
+        body=Body(admin.KeyRequest, {"scopes": ["jobs:read", "jobs:write"]}, required=False),
+    ),
+    ("GET", "/admin/tenants/{id}/keys"): Route(
+        "A tenant's keys (never a key, only its prefix)",
+        "admin",
+        {200: answers.KeyList},
+        (404, *ADMIN_ERRORS),
+        security=ADMIN_KEY,
+        params=(TENANT_ID,),
+    ),
+    ("DELETE", "/admin/keys/{key_id}"): Route(
+        "Revoke an API key",
+        "admin",
+        {204: None},
+        (404, *ADMIN_ERRORS),
+        security=ADMIN_KEY,
+        params=(Param("key_id", "path", {"type": "string"}, "the key's id", required=True),),
+    ),
+    ("GET", "/admin/usage"): Route(
+        "Every tenant's usage of a month",
+        "admin",
+        {200: answers.AllUsage},
+        (400, *ADMIN_ERRORS),
+        security=ADMIN_KEY,
+        params=(MONTH,),
+    ),
+}
+
+META: dict[tuple[str, str], Route] = {
+    ("GET", "/healthz"): Route(
+        "Liveness: the event loop answers", "meta", {200: answers.Health}, security=None
+    ),
+    ("GET", "/readyz"): Route(
+        "Readiness: NATS connected and PostgreSQL answering",
+        "meta",
+        {200: answers.Readiness, 503: answers.Readiness},
+        security=None,
+    ),
+    ("GET", "/openapi.json"): Route(
+        "This document (OpenAPI 3.1)",
+        "meta",
+        {200: Media(("application/json",), "the OpenAPI document", {"type": "object"})},
+        security=None,
+    ),
+    ("GET", "/docs"): Route("This document as a page", "meta", {200: HTML}, security=None),
+    ("GET", "/docs/{file}"): Route(
+        "The documentation page's script and style sheet",
+        "meta",
+        {200: STATIC},
+        (404,),
+        security=None,
+        params=(Param("file", "path", {"type": "string"}, "the file's name", required=True),),
+    ),
+    ("GET", "/console"): Route(
+        "The web console (it asks for an API key and calls this API with it)",
+        "console",
+        {200: HTML},
+        security=None,
+    ),
+    ("GET", "/console/{file}"): Route(
+        "The console's scripts and style sheets",
+        "console",
+        {200: STATIC},
+        (404,),
+        security=None,
+        params=(Param("file", "path", {"type": "string"}, "the file's name", required=True),),
+    ),
+}
+
+ROUTES: dict[tuple[str, str], Route] = {**JOBS, **BATCHES, **TEMPLATES, **ACCOUNT, **ADMIN, **META}
+"""Every public route, by (method, path as the README names it)."""
+
+TAGS = {
+    "jobs": "One document per request: submit, follow, cancel, download.",
+    "batches": "Many documents in one request, and one archive of them.",
+    "templates": "Stored Jinja2 templates, every version kept.",
+    "account": "The tenant's usage and webhook signing secrets.",
+    "admin": "Tenants, API keys and everyone's usage, for `PRESSROOM_ADMIN_KEY`.",
+    "meta": "Health, readiness, and this document.",
+    "console": "The web console's static files.",
+}

@@ -1,0 +1,155 @@
+"""The OpenAPI document, built from the gateway's router and its Structs (no server).
+
+Verifies: the document is valid OpenAPI 3.1 (`openapi-spec-validator`); its operations
+are exactly the router's routes (HEAD aside), and a route without an entry in
+`contract.ROUTES` stops the build naming it; paths use the README's names, and every
+route the README's API table lists is in it; each request body's example is a request
+the gateway accepts; the routes open without a key are exactly the public ones, the admin
+routes take the admin key; answers encode as the handlers always answered (fields left
+out where they were, no extra fields in any schema).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+from aiohttp import web
+from openapi_spec_validator import OpenAPIV31SpecValidator
+
+from services.core.settings import Settings
+from services.core.status import JobStatus
+from services.gateway import answers, contract, openapi
+from services.gateway.app import init_app
+from services.gateway.requests import parse_batch, parse_batch_lines, parse_job, parse_template
+from tests.conftest import SERVER_KEY
+
+README = Path(__file__).parents[3] / "README.md"
+OPEN = {
+    ("GET", "/healthz"),
+    ("GET", "/readyz"),
+    ("GET", "/files/{key}"),
+    ("GET", "/openapi.json"),
+    ("GET", "/docs"),
+    ("GET", "/docs/{file}"),
+    ("GET", "/console"),
+    ("GET", "/console/{file}"),
+}
+METHODS = ("get", "post", "put", "patch", "delete")
+
+
+@pytest.fixture(scope="module")
+def app() -> web.Application:
+    return init_app(Settings(server_key=SERVER_KEY))
+
+
+@pytest.fixture(scope="module")
+def doc(app: web.Application) -> dict[str, Any]:
+    return openapi.document(app, "http://localhost:8080")
+
+
+def operations_of(doc: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
+    return {
+        (method.upper(), path): operation
+        for path, item in doc["paths"].items()
+        for method, operation in item.items()
+        if method in METHODS
+    }
+
+
+def test_the_document_is_valid_openapi_3_1(doc):
+    assert doc["openapi"].startswith("3.1")
+    OpenAPIV31SpecValidator(doc).validate()
+
+
+def test_the_document_has_exactly_the_routes_the_router_serves(app, doc):
+    served = {
+        (route.method, contract.public_path(route.resource.canonical))
+        for route in app.router.routes()
+        if route.method != "HEAD" and route.resource is not None
+    }
+    assert set(operations_of(doc)) == served
+
+
+def test_a_route_without_an_entry_stops_the_build_naming_it():
+    app = init_app(Settings(server_key=SERVER_KEY))
+    app.router.add_get("/jobs/{job_id}/secret-plans", openapi.get_page)
+    with pytest.raises(openapi.UndocumentedRoute, match=re.escape("GET /jobs/{id}/secret-plans")):
+        openapi.document(app, "http://localhost:8080")
+
+
+def test_paths_are_named_as_the_readme_names_them(doc):
+    readme = README.read_text()
+    found = re.findall(r"`(GET|POST|PATCH|DELETE) (/[^`?\s]*)", readme)
+    listed = {(method, path) for method, path in found if "<" not in path}  # not examples
+    assert listed, "the README's API table was not found"
+    assert listed <= set(operations_of(doc))
+    names = {name for path in doc["paths"] for name in re.findall(r"\{(\w+)\}", path)}
+    assert names <= {"id", "key", "key_id", "file"}
+
+
+def test_every_path_parameter_is_declared(doc):
+    for (method, path), operation in operations_of(doc).items():
+        declared = {p["name"] for p in operation["parameters"] if p["in"] == "path"}
+        assert declared == set(re.findall(r"\{(\w+)\}", path)), (method, path)
+
+
+def test_request_body_examples_are_requests_the_gateway_accepts(doc):
+    operations = operations_of(doc)
+
+    def example(method: str, path: str, media: str = "application/json") -> Any:
+        return operations[(method, path)]["requestBody"]["content"][media]["example"]
+
+    parse_job(msgspec.json.encode(example("POST", "/jobs")))
+    parse_batch(msgspec.json.encode(example("POST", "/batches")), 10)
+    lines = example("POST", "/batches", "application/x-ndjson")
+    assert len(parse_batch_lines(lines.encode(), 10).items) == 2
+    parse_template(msgspec.json.encode(example("POST", "/templates")))
+    for key, route in contract.ROUTES.items():
+        if route.body is not None:
+            msgspec.convert(example(*key), route.body.struct)
+
+
+def test_only_the_public_routes_are_open_and_admin_routes_take_the_admin_key(doc):
+    for (method, path), operation in operations_of(doc).items():
+        if (method, path) in OPEN:
+            assert operation["security"] == [], path
+        elif path.startswith("/admin/"):
+            assert operation["security"] == [{"adminKey": []}], path
+        else:
+            assert operation["security"] == [{"apiKey": []}], path
+            assert {"401", "403"} <= set(operation["responses"]), path
+    schemes = doc["components"]["securitySchemes"]
+    assert schemes["apiKey"] == schemes["apiKey"] | {"type": "http", "scheme": "bearer"}
+
+
+def test_every_error_status_answers_the_shared_error_body(doc):
+    for (_, path), operation in operations_of(doc).items():
+        for status, response in operation["responses"].items():
+            if int(status) < 400 or path == "/readyz":  # a 503 that is not ready says why
+                continue
+            schema = response["content"]["application/json"]["schema"]
+            assert schema == {"$ref": "#/components/schemas/ErrorBody"}, (path, status)
+
+
+def test_answers_refuse_extra_fields_in_their_schemas(doc):
+    schemas = doc["components"]["schemas"]
+    for name in ("Job", "Batch", "ErrorBody", "TenantCreated", "Template", "WebhookAttempt"):
+        assert schemas[name]["additionalProperties"] is False, name
+
+
+def test_answers_encode_as_the_handlers_always_answered():
+    def encoded(answer: msgspec.Struct) -> Any:
+        return msgspec.json.decode(answers.respond(answer).body)  # type: ignore[arg-type]
+
+    queued = answers.Job(id="j1", status=JobStatus.QUEUED, attempts=0)
+    assert encoded(queued) == {"id": "j1", "status": "queued", "attempts": 0}
+    error = answers.ErrorBody(error=answers.ErrorDetail(type="validation", message="m"))
+    assert encoded(error) == {"error": {"type": "validation", "message": "m"}}
+    chosen = answers.SecretCreated(id="whs_1", created_at="2026-11-03T10:00:00+00:00")
+    assert "secret" not in encoded(chosen)
+    removed = answers.JobRemoved(id="j1", status=JobStatus.CANCELLED)
+    assert encoded(removed) == {"id": "j1", "status": "cancelled", "url": None}
