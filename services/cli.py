@@ -15,6 +15,9 @@ COMMANDS = {
     "tenants": ("services.admin_cli", "create, list and show tenants (admin API)"),
     "keys": ("services.admin_cli", "create, list and revoke API keys (admin API)"),
     "usage": ("services.admin_cli", "every tenant's usage of a month (admin API)"),
+    "render": ("pressroom.cli", "render one document: submit, wait, download"),
+    "batch": ("pressroom.cli", "submit a batch and follow it; pause, resume, cancel, status"),
+    "jobs": ("pressroom.cli", "list jobs; show one job or its timeline"),
 }
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, BinaryIO, TypeVar
 
 import httpx
@@ -140,26 +140,29 @@ class AsyncClient:
 
     async def submit_batch(
         self,
-        items: list[Mapping[str, Any]],
+        items: Sequence[Mapping[str, Any]],
         *,
         idempotency_key: str | None = None,
         **fields: Any,
     ) -> Batch:
         """As `Client.submit_batch`."""
-        body = {"items": items, **{k: v for k, v in fields.items() if v is not None}}
+        body = {"items": list(items), **{k: v for k, v in fields.items() if v is not None}}
         return await self._run(calls.submit_batch(body, idempotency_key))
 
     async def batch(self, batch_id: str) -> Batch:
         return await self._run(calls.get_batch(batch_id))
 
-    async def pause_batch(self, batch_id: str) -> None:
-        await self._run(calls.control_batch(batch_id, "pause"))
+    async def pause_batch(self, batch_id: str) -> str:
+        """No item of the batch starts from about a second on; the status answered."""
+        return await self._run(calls.control_batch(batch_id, "pause"))
 
-    async def resume_batch(self, batch_id: str) -> None:
-        await self._run(calls.control_batch(batch_id, "resume"))
+    async def resume_batch(self, batch_id: str) -> str:
+        """The batch goes on where it stopped; the status answered."""
+        return await self._run(calls.control_batch(batch_id, "resume"))
 
-    async def cancel_batch(self, batch_id: str) -> None:
-        await self._run(calls.control_batch(batch_id, "cancel"))
+    async def cancel_batch(self, batch_id: str) -> str:
+        """Unfinished items are cancelled and the batch ends `cancelled`."""
+        return await self._run(calls.control_batch(batch_id, "cancel"))
 
     def batch_items(self, batch_id: str, status: str | None = None) -> AsyncIterator[BatchItem]:
         def page(size: int, offset: int) -> Call[calls.ItemsPage]:

@@ -200,9 +200,17 @@ def get_batch(batch_id: str) -> Call[Batch]:
     return Call("GET", f"/batches/{segment(batch_id)}", decoder(Batch))
 
 
-def control_batch(batch_id: str, action: str) -> Call[None]:
-    """`pause`, `resume` or `cancel`."""
-    return Call("POST", f"/batches/{segment(batch_id)}/{action}", nothing)
+class _Controlled(msgspec.Struct):
+    status: str
+
+
+def controlled(raw: bytes) -> str:
+    return decoder(_Controlled)(raw).status
+
+
+def control_batch(batch_id: str, action: str) -> Call[str]:
+    """`pause`, `resume` or `cancel`; the batch's status the gateway answers."""
+    return Call("POST", f"/batches/{segment(batch_id)}/{action}", controlled)
 
 
 def batch_items_page(batch_id: str, status: str | None, limit: int, offset: int) -> Call[ItemsPage]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, BinaryIO, TypeVar
 
 import httpx
@@ -145,7 +145,7 @@ class Client:
 
     def submit_batch(
         self,
-        items: list[Mapping[str, Any]],
+        items: Sequence[Mapping[str, Any]],
         *,
         idempotency_key: str | None = None,
         **fields: Any,
@@ -153,21 +153,24 @@ class Client:
         """Submit a batch: `items` (each `{"data"?, "filename"?, "url"?}`) and the
         fields of `POST /batches` (`template=` or `template_id=`, `options=`,
         `output="zip"|"merged"`, `webhook_url=`, `progress_webhooks=`)."""
-        body = {"items": items, **{k: v for k, v in fields.items() if v is not None}}
+        body = {"items": list(items), **{k: v for k, v in fields.items() if v is not None}}
         return self._run(calls.submit_batch(body, idempotency_key))
 
     def batch(self, batch_id: str) -> Batch:
         """The batch's progress now."""
         return self._run(calls.get_batch(batch_id))
 
-    def pause_batch(self, batch_id: str) -> None:
-        self._run(calls.control_batch(batch_id, "pause"))
+    def pause_batch(self, batch_id: str) -> str:
+        """No item of the batch starts from about a second on; the status answered."""
+        return self._run(calls.control_batch(batch_id, "pause"))
 
-    def resume_batch(self, batch_id: str) -> None:
-        self._run(calls.control_batch(batch_id, "resume"))
+    def resume_batch(self, batch_id: str) -> str:
+        """The batch goes on where it stopped; the status answered."""
+        return self._run(calls.control_batch(batch_id, "resume"))
 
-    def cancel_batch(self, batch_id: str) -> None:
-        self._run(calls.control_batch(batch_id, "cancel"))
+    def cancel_batch(self, batch_id: str) -> str:
+        """Unfinished items are cancelled and the batch ends `cancelled`."""
+        return self._run(calls.control_batch(batch_id, "cancel"))
 
     def batch_items(self, batch_id: str, status: str | None = None) -> Iterator[BatchItem]:
         """Every item of the batch by index (only those of `status` if given)."""

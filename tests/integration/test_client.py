@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import io
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -31,9 +32,16 @@ from pressroom.client import (
     WaitTimeout,
     verify_webhook,
 )
+from services.core.settings import Settings
 from tests.conftest import Receiver, Stack, eventually
 
 HELLO = "<h1>Hi {{ name }}</h1>"
+
+
+@pytest.fixture
+def settings(settings: Settings) -> Settings:
+    """The stack of each test: a job still rendering at its end is given 1 s, not 5."""
+    return replace(settings, shutdown_grace=1.0)
 
 
 @pytest.fixture
@@ -71,7 +79,9 @@ async def test_a_job_is_submitted_waited_for_and_downloaded_as_a_real_pdf(
     assert timeline[-1].details["pages"] == 1  # the whole entry, beyond the typed fields
 
 
-async def test_a_failing_template_ends_failed_and_a_short_wait_times_out(client: AsyncClient):
+async def test_failures_come_back_typed_a_failed_job_a_timeout_and_error_answers(
+    stack: Stack, client: AsyncClient
+):
     job = await client.submit(template="{{ missing.name }}")
     failed = await client.wait(job.id, timeout=60)
     assert failed.status == "failed" and failed.error is not None
@@ -85,10 +95,6 @@ async def test_a_failing_template_ends_failed_and_a_short_wait_times_out(client:
     assert caught.value.type == "timeout" and isinstance(caught.value, TimeoutError)
     await client.cancel(slow.id)
 
-
-async def test_error_answers_raise_typed_exceptions_with_type_field_and_status(
-    stack: Stack, client: AsyncClient
-):
     with pytest.raises(NotFound) as missing:
         await client.get("nosuchjob")
     assert (missing.value.type, missing.value.status) == ("not_found", 404)
