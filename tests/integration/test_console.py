@@ -74,6 +74,11 @@ class Console:
         wrapped = f"(() => {{ const v = ({expression}); return v instanceof Node || v }})()"
         return await eventually(lambda: self.js(wrapped), timeout, what)
 
+    async def shown(self, element_id: str) -> bool:
+        """Whether the element is on screen (not `hidden`, nor hidden by a style)."""
+        found = f"document.getElementById({json.dumps(element_id)})"
+        return bool(await self.js(f"{found}?.checkVisibility()"))
+
     async def js(self, expression: str) -> Any:
         """The value of a JavaScript expression in the page."""
         return await self.page.evaluate(expression, force_expr=True)
@@ -161,9 +166,9 @@ async def test_a_person_signs_in_submits_a_job_and_watches_it_turn_done(console:
         "document.querySelector('#job-summary [data-status=done]')", "the job shown done", 60
     )
     href = await console.js("document.getElementById('job-download').href")
-    assert "/files/" in href and not await console.js(
-        "document.getElementById('job-download').hidden"
-    )
+    assert "/files/" in href
+    assert await console.shown("job-download")
+    assert not await console.shown("job-cancel")
     assert "done" in await console.text("#job-timeline")
     assert await console.js("window.loadedOnce === true"), "the page reloaded"
 
@@ -187,7 +192,8 @@ async def test_a_failed_jobs_error_is_shown_as_text_never_as_markup(console: Con
     assert HOSTILE in await console.text("#job-error .error-message")
     assert await console.js("document.querySelectorAll('main img').length") == 0
     assert await console.js("window.pwned === undefined")
-    assert await console.js("document.getElementById('job-cancel').hidden")
+    assert not await console.shown("job-cancel")
+    assert not await console.shown("job-download")
 
 
 async def test_a_stored_templates_preview_is_shown_as_an_image(console: Console):
@@ -253,6 +259,7 @@ async def test_a_batch_paused_from_its_button_stops_and_moves_again_on_resume(
     await console.page.click("#batch-pause")
     await console.until("document.querySelector('#batch-summary [data-status=paused]')", "paused")
     assert await console.js("document.getElementById('batch-pause').disabled")
+    assert not await console.shown("batch-archive")
     await eventually(lambda: none_running(stack, batch_id), 30, "no item running")
 
     async def settled() -> list[str] | None:  # what the page shows once the API agrees
@@ -272,6 +279,8 @@ async def test_a_batch_paused_from_its_button_stops_and_moves_again_on_resume(
         f" > {done_paused}",
         "the bar moving after resume", 60,
     )  # fmt: skip
-    await console.until("!document.getElementById('batch-archive').hidden", "the archive", 60)
+    await console.until(
+        "document.getElementById('batch-archive').checkVisibility()", "the archive", 60
+    )
     assert await console.js("document.querySelectorAll('main img').length") == 0
     assert HOSTILE in await console.text("#batch-items")

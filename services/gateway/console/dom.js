@@ -2,7 +2,7 @@
 // as a text node or a property, so `<img onerror=…>` in a job's error stays text.
 
 const SYMBOLS = {
-  queued: "…", running: "▶", paused: "⏸", done: "✓", failed: "✗", cancelled: "⊘",
+  queued: "…", running: "▶", paused: "‖", done: "✓", failed: "✗", cancelled: "⊘",
 };
 
 function setProp(node, name, value) {
