@@ -7,10 +7,13 @@ served; a wrong key shows the API's error and signs no one in, the right one typ
 sent with Enter does, and is kept in `sessionStorage` only; a job submitted from the form
 turns `done` on screen without a reload, with its download link, and its row in the list
 reads `done`; a failed job shows its error type and message, and a message holding
-`<img src=x onerror=…>` is shown as text (no element made, no script run); a stored
+`<img src=x onerror=…>` is shown as text (no element made, no script run), and its
+webhook redelivered from its button shows a second attempt without a reload; a stored
 template's preview is rendered and shown as an image through its signed link; a batch
-paused from its button stops moving on screen (the counts shown stay put while paused),
-and moves again after resume until the archive link appears; sign out forgets the key.
+paused from its button (with the keyboard) stops moving on screen (the counts shown stay
+put while paused), the focus moves to Resume, and after resume it moves again until the
+archive link appears; item file names holding markup show as text; sign out forgets the
+key.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from websockets.legacy.client import connect as websocket_connect
 
 from services.core.settings import Settings
 from services.gateway.console import CSP
-from tests.conftest import Stack, eventually
+from tests.conftest import Receiver, Stack, eventually
 
 HOSTILE = "<img src=x onerror=window.pwned=1>"
 
@@ -181,9 +184,13 @@ async def test_a_person_signs_in_submits_a_job_and_watches_it_turn_done(console:
     assert await console.js("sessionStorage.length") == 0
 
 
-async def test_a_failed_jobs_error_is_shown_as_text_never_as_markup(console: Console):
+async def test_a_failed_jobs_error_is_shown_as_text_never_as_markup(
+    console: Console, receiver: Receiver
+):
     stack = console.stack
-    bad = await stack.submit({"template": f"{{{{ foo['{HOSTILE}'] }}}}", "data": {"foo": {}}})
+    template = f"{{{{ foo['{HOSTILE}'] }}}}"
+    body = {"template": template, "data": {"foo": {}}, "webhook_url": receiver.url}
+    bad = await stack.submit(body)
     await stack.finished(bad["id"])
     await signed_in(console)
     await console.go(f"#/jobs/{bad['id']}")
@@ -194,6 +201,12 @@ async def test_a_failed_jobs_error_is_shown_as_text_never_as_markup(console: Con
     assert await console.js("window.pwned === undefined")
     assert not await console.shown("job-cancel")
     assert not await console.shown("job-download")
+
+    rows = "document.querySelectorAll('#job-webhooks tbody td.num:first-child').length"
+    await console.until(f"{rows} === 1", "the webhook's delivery attempt")
+    await console.page.click("#job-redeliver")
+    await console.until(f"{rows} === 2", "the redelivery's attempt, without a reload")
+    assert len(receiver.requests) == 2
 
 
 async def test_a_stored_templates_preview_is_shown_as_an_image(console: Console):
@@ -256,7 +269,8 @@ async def test_a_batch_paused_from_its_button_stops_and_moves_again_on_resume(
         "parseInt(document.querySelector('#batch-summary .count-done')?.textContent) >= 1",
         "the first item shown done", 60,
     )  # fmt: skip
-    await console.page.click("#batch-pause")
+    await console.page.focus("#batch-pause")  # the controls work from the keyboard
+    await console.page.keyboard.press("Enter")
     await console.until("document.querySelector('#batch-summary [data-status=paused]')", "paused")
     assert await console.js("document.getElementById('batch-pause').disabled")
     assert not await console.shown("batch-archive")
@@ -273,7 +287,8 @@ async def test_a_batch_paused_from_its_button_stops_and_moves_again_on_resume(
     done_paused = int(held[0].split()[0])
     assert done_paused < 20
 
-    await console.page.click("#batch-resume")
+    assert await console.js("document.activeElement.id") == "batch-resume"
+    await console.page.keyboard.press("Enter")
     await console.until(
         f"parseInt(document.querySelector('#batch-summary .count-done')?.textContent)"
         f" > {done_paused}",

@@ -167,6 +167,7 @@ function showBatchState(parts, batch) {
   parts.cancel.disabled = over;
   parts.archive.hidden = !batch.url;
   if (batch.url) parts.archive.href = batch.url;
+  keepFocus(parts);
 }
 
 async function showItems(parts, path, filter, signal) {
@@ -208,8 +209,20 @@ function control(parts, button, path, verb, said) {
       fill(parts.note, errorBox(error));
     }
     parts.seen.batch = null; // the buttons' state comes from the batch again
+    parts.pressed = button;
     await parts.refresh();
   });
+}
+
+/** A button just pressed and disabled drops the keyboard's focus: once the batch's new
+ * state is shown, hand it to the control that now applies (after Pause, Resume). */
+function keepFocus(parts) {
+  const lost = document.activeElement === document.body || document.activeElement.disabled;
+  const next = [parts.resume, parts.pause, parts.archive]
+    .find((c) => c !== parts.pressed && !c.disabled && !c.hidden);
+  if (!parts.pressed || !lost || !next) return;
+  parts.pressed = null;
+  next.focus();
 }
 
 export function showBatch(main, params, signal) {

@@ -1,7 +1,7 @@
 // Jobs: the tenant's list (filter, search, pages), a form to try one, and one job's
 // status, timeline, error, download, cancel and webhook deliveries, kept live.
 
-import { api, coalesce, follow, query } from "./api.js";
+import { api, coalesce, follow, pause, POLL_MS, query } from "./api.js";
 import {
   announce, el, errorBox, facts, field, fill, number, options, pager, size, statusBadge,
   table, when,
@@ -209,8 +209,26 @@ async function refreshJob(parts, signal) {
   }
   showState(parts, job);
   await part(parts.timeline, () => api("GET", `${path}/events`, undefined, signal), timelineTable);
-  await part(parts.webhooks, () => api("GET", `${path}/webhooks`, undefined, signal), webhooksTable);
+  await showWebhooks(parts, signal);
   return TERMINAL.has(job.status);
+}
+
+async function showWebhooks(parts, signal) {
+  const load = () => api("GET", `/jobs/${encodeURIComponent(parts.id)}/webhooks`, undefined, signal);
+  await part(parts.webhooks, load, (found) => {
+    parts.attempts = found.attempts.length;
+    return webhooksTable(found);
+  });
+}
+
+/** After a redelivery, look at the delivery log every 2 s until a new attempt shows (for
+ * up to a minute): the job has ended, so no live update will bring it. */
+async function watchDeliveries(parts, signal) {
+  const before = parts.attempts;
+  for (let round = 0; round < 30 && !signal.aborted && parts.attempts === before; round += 1) {
+    await pause(POLL_MS, signal);
+    await showWebhooks(parts, signal);
+  }
 }
 
 function act(parts, button, call, done) {
@@ -238,6 +256,10 @@ export function showJob(main, params, signal) {
     el("h2", {}, "Webhook deliveries"), parts.webhooks, el("div", { class: "actions" }, parts.redeliver));
   const refresh = coalesce(() => refreshJob(parts, signal));
   act(parts, parts.cancel, () => api("DELETE", path).then(refresh), "Cancel requested.");
-  act(parts, parts.redeliver, () => api("POST", `${path}/webhooks/redeliver`).then(refresh), "Redelivery queued.");
+  const redeliver = async () => {
+    await api("POST", `${path}/webhooks/redeliver`);
+    watchDeliveries(parts, signal);
+  };
+  act(parts, parts.redeliver, redeliver, "Redelivery queued.");
   return follow(`${path}/stream`, refresh, signal);
 }
