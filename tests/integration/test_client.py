@@ -3,11 +3,12 @@
 Verifies: a job submitted with `Client` (blocking, in a thread) and with `AsyncClient` is
 waited for and downloaded as a real PDF, to a path and to an open file; a job ended
 `failed` comes back from `wait()` with its error; `wait()` past its deadline raises the
-typed `WaitTimeout`; error answers raise one exception per family carrying the API's
-`error.type`, `field` and status (404, 400 naming the field, 401); a batch's `progress()`
-reaches `done` and its items are listed; stored templates and usage read back typed;
-`jobs()` pages through the tenant's jobs; `verify_webhook` accepts a real signed
-delivery and refuses a changed body or another secret, as `standardwebhooks` does.
+typed `WaitTimeout`, and polls when the tenant's streams are all open (429); error
+answers raise one exception per family carrying the API's `error.type`, `field` and
+status (404, 400 naming the field, 401); a batch's `progress()` reaches `done` and its
+items are listed; stored templates and usage read back typed; `jobs()` pages through the
+tenant's jobs; `verify_webhook` accepts a real signed delivery and refuses a changed body
+or another secret, as `standardwebhooks` does.
 """
 
 from __future__ import annotations
@@ -40,8 +41,9 @@ HELLO = "<h1>Hi {{ name }}</h1>"
 
 @pytest.fixture
 def settings(settings: Settings) -> Settings:
-    """The stack of each test: a job still rendering at its end is given 1 s, not 5."""
-    return replace(settings, shutdown_grace=1.0)
+    """The stack of each test: a job still rendering at its end is given 1 s, not 5; one
+    live stream per tenant, so a test can fill it."""
+    return replace(settings, shutdown_grace=1.0, max_streams=1)
 
 
 @pytest.fixture
@@ -79,6 +81,11 @@ async def test_a_job_is_submitted_waited_for_and_downloaded_as_a_real_pdf(
     assert timeline[-1].details["pages"] == 1  # the whole entry, beyond the typed fields
 
 
+async def streams_full(stack: Stack, job_id: str) -> bool:
+    async with stack.client.get(f"{stack.url}/jobs/{job_id}/stream") as response:
+        return response.status == 429
+
+
 async def test_failures_come_back_typed_a_failed_job_a_timeout_and_error_answers(
     stack: Stack, client: AsyncClient
 ):
@@ -93,7 +100,13 @@ async def test_failures_come_back_typed_a_failed_job_a_timeout_and_error_answers
     with pytest.raises(WaitTimeout) as caught:
         await client.wait(slow.id, timeout=0.5)
     assert caught.value.type == "timeout" and isinstance(caught.value, TimeoutError)
+
+    holder = asyncio.create_task(client.wait(slow.id, timeout=60))  # the tenant's one stream
+    await eventually(lambda: streams_full(stack, slow.id), 10, "the stream limit reached")
+    quick = await client.submit(html="<p>polled</p>")
+    assert (await client.wait(quick.id, timeout=60)).status == "done"  # 429: polled instead
     await client.cancel(slow.id)
+    assert (await holder).status == "cancelled"
 
     with pytest.raises(NotFound) as missing:
         await client.get("nosuchjob")
