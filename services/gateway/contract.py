@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from services.core.status import BatchStatus, JobStatus
-from services.gateway import account, admin, answers, batches, requests, templates
+from services.gateway import account, admin, answers, batches, joblist, requests, templates
 
 API_KEY = "apiKey"
 ADMIN_KEY = "adminKey"
@@ -189,7 +189,7 @@ JOBS: dict[tuple[str, str], Route] = {
         scope="jobs:read",
         params=(
             query_enum("status", JOB_STATUSES, "only jobs with this status"),
-            *page_params(200, 10_000_000),
+            *page_params(joblist.MAX_LIMIT, joblist.MAX_OFFSET, joblist.DEFAULT_LIMIT),
             Param(
                 "q",
                 "query",

@@ -2,7 +2,7 @@
 
 Read from the projection (PostgreSQL): a job accepted a moment ago appears once the
 projector has its `submitted` event. Each entry is what `GET /jobs/{id}` answers for it
-(`jobs.job_view`); batch items are not listed (`GET /batches/{id}/items` lists them).
+(`jobs.job_answer`); batch items are not listed (`GET /batches/{id}/items` lists them).
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from aiohttp import web
 from services.core import db
 from services.core.errors import RequestError
 from services.core.status import JobStatus
+from services.gateway import answers
 from services.gateway.auth import caller_of, guarded
-from services.gateway.jobs import job_view
+from services.gateway.jobs import job_answer
 from services.gateway.keys import POOL
 from services.gateway.postgres import unavailable_without_postgres
 from services.gateway.requests import int_param
@@ -52,10 +53,10 @@ async def list_jobs(request: web.Request) -> web.Response:
     tenant = caller_of(request).tenant
     with unavailable_without_postgres("job list is unavailable"):
         rows = await db.list_jobs(request.app[POOL], tenant, status, prefix, limit, offset)
-    listed = [await job_view(request, row) for row in rows]
+    listed = [await job_answer(request, row) for row in rows]
     next_offset = offset + len(listed) if len(listed) == limit else None
-    body = {"jobs": listed, "limit": limit, "offset": offset, "next_offset": next_offset}
-    return web.json_response(body)
+    page = answers.JobPage(jobs=listed, limit=limit, offset=offset, next_offset=next_offset)
+    return answers.respond(page)
 
 
 def add_routes(app: web.Application) -> None:

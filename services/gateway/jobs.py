@@ -185,12 +185,6 @@ async def job_answer(request: web.Request, row: db.JobRow) -> answers.Job:
     )
 
 
-async def job_view(request: web.Request, row: db.JobRow) -> dict[str, Any]:
-    """`job_answer` as plain data, for answers that embed it."""
-    view: dict[str, Any] = msgspec.to_builtins(await job_answer(request, row))
-    return view
-
-
 def _job_id(request: web.Request) -> str:
     job_id = request.match_info["job_id"]
     if not JOB_ID.match(job_id):

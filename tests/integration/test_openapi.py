@@ -1,0 +1,141 @@
+"""The OpenAPI document and /docs at a live gateway, and the gateway held to the document
+by property-based requests (Schemathesis).
+
+Verifies: `/openapi.json` is valid OpenAPI 3.1 and lists every route the gateway serves;
+`/docs` and its files carry the strict Content-Security-Policy, and its script sets no
+markup from the document; then, for every operation of the document, generated requests
+(valid and invalid parameters and bodies, with a tenant's key or the admin key) get no
+5xx and no answer that breaks the document: undocumented status, content type, headers
+or body. Only the gateway and the projector run (no renderer, no Chromium).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import pytest
+import requests
+import schemathesis
+from hypothesis import HealthCheck, given, settings
+from hypothesis.errors import Unsatisfiable
+from openapi_spec_validator import OpenAPIV31SpecValidator
+from schemathesis.checks import not_a_server_error
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_headers_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
+
+from services.core.settings import Settings
+from services.gateway.openapi import CSP
+from tests.conftest import ADMIN, Stack
+
+EXAMPLES = 40
+"""Generated requests per operation and mode (valid, invalid): about 80 per route, some
+3,500 in all, in about a minute on two cores."""
+
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_headers_conformance,
+    response_schema_conformance,
+]
+
+
+@schemathesis.serializer("application/x-ndjson")
+def _json_lines(context: Any, value: Any) -> dict[str, Any]:
+    """A JSON Lines body is sent as the text generated for it (anything else, in invalid
+    requests, as JSON)."""
+    text = value if isinstance(value, str) else json.dumps(value)
+    return {"data": text.encode("utf-8", "surrogatepass")}
+
+
+@pytest.fixture
+async def api(settings: Settings) -> AsyncIterator[Stack]:
+    stack = Stack(settings)
+    await stack.start("gateway", "projector")
+    yield stack
+    await stack.close()
+
+
+async def fetch(stack: Stack, path: str) -> tuple[int, dict[str, str], bytes]:
+    async with aiohttp.ClientSession() as http, http.get(f"{stack.url}{path}") as response:
+        return response.status, dict(response.headers), await response.read()
+
+
+async def test_the_served_document_is_valid_and_lists_every_route(api):
+    status, headers, _ = await fetch(api, "/openapi.json")
+    assert status == 200 and headers["Content-Type"].startswith("application/json")
+    doc = await asyncio.to_thread(requests.get, f"{api.url}/openapi.json")
+    document = doc.json()
+    OpenAPIV31SpecValidator(document).validate()
+    assert document["servers"] == [{"url": api.url}]
+    for path in ("/jobs/{id}", "/batches/{id}", "/docs", "/admin/tenants/{id}/keys"):
+        assert path in document["paths"]
+
+
+async def test_docs_page_and_its_files_carry_a_strict_policy_and_set_no_markup(api):
+    status, headers, page = await fetch(api, "/docs")
+    assert status == 200 and headers["Content-Type"].startswith("text/html")
+    assert headers["Content-Security-Policy"] == CSP
+    assert b'src="/docs/apidocs.js"' in page and b"<script>" not in page
+    status, headers, script = await fetch(api, "/docs/apidocs.js")
+    assert status == 200 and headers["Content-Type"].startswith("text/javascript")
+    assert headers["Content-Security-Policy"] == CSP
+    assert b"innerHTML" not in script.replace(b"no innerHTML anywhere", b"")
+    assert b"http://" not in script and b"https://" not in script  # no CDN, no network
+    status, headers, _ = await fetch(api, "/docs/apidocs.css")
+    assert status == 200 and headers["Content-Type"].startswith("text/css")
+    status, headers, body = await fetch(api, "/docs/..%2Fopenapi.py")
+    assert status == 404 and b'"not_found"' in body
+
+
+def _run(operation: Any, base_url: str, auth: dict[str, str]) -> int:
+    """Send `EXAMPLES` valid and `EXAMPLES` invalid requests of one operation, checking
+    each answer; how many were sent."""
+    sent = 0
+    session = requests.Session()
+    modes = (schemathesis.GenerationMode.POSITIVE, schemathesis.GenerationMode.NEGATIVE)
+    for mode in modes:
+
+        @settings(
+            max_examples=EXAMPLES,
+            deadline=None,
+            derandomize=True,
+            database=None,
+            suppress_health_check=list(HealthCheck),
+        )
+        @given(case=operation.as_strategy(generation_mode=mode))
+        def check(case: Any) -> None:
+            nonlocal sent
+            sent += 1
+            response = case.call(base_url=base_url, session=session, headers=auth, timeout=10)
+            case.validate_response(response, checks=CHECKS, headers=auth)
+
+        try:
+            check()
+        except Unsatisfiable:  # nothing of the operation can be made invalid (no input)
+            assert mode == schemathesis.GenerationMode.NEGATIVE
+    session.close()
+    return sent
+
+
+async def test_generated_requests_get_no_5xx_and_no_answer_off_the_document(api):
+    document = (await asyncio.to_thread(requests.get, f"{api.url}/openapi.json")).json()
+    schema = schemathesis.openapi.from_dict(document)
+    tenant = {"Authorization": f"Bearer {api.tenant.key}"}
+    sent: dict[str, int] = {}
+    for result in schema.get_all_operations():
+        operation = result.ok()
+        auth = ADMIN if operation.path.startswith("/admin/") else tenant
+        sent[operation.label] = await asyncio.to_thread(_run, operation, api.url, auth)
+    assert len(sent) == sum(len(item) for item in document["paths"].values())
+    # An operation without input has one request to send; every other one had them all.
+    assert all(count >= EXAMPLES for count in sent.values() if count > 1), sent
+    assert sum(sent.values()) > 2000
