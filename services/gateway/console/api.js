@@ -76,8 +76,10 @@ export class EventStreamParser {
 
   push(text) {
     this.buffer += text;
-    const lines = this.buffer.split(/\r\n|\r|\n/);
-    this.buffer = lines.pop();
+    // a trailing CR waits: the LF of its CRLF may come in the next chunk
+    const cut = this.buffer.endsWith("\r") ? this.buffer.length - 1 : this.buffer.length;
+    const lines = this.buffer.slice(0, cut).split(/\r\n|\r|\n/);
+    this.buffer = lines.pop() + this.buffer.slice(cut);
     for (const line of lines) this.line(line);
   }
 
