@@ -184,7 +184,11 @@ async def test_ctrl_c_while_following_a_batch_offers_to_pause_it(stack: Stack, t
     assert b"\r[" in seen  # redrawn in place on a terminal
     assert f"batch {batch_id} paused".encode() in seen
     async with AsyncClient(stack.url, stack.tenant.key) as client:
-        assert (await client.batch(batch_id)).status == "paused"
+
+        async def paused() -> bool:
+            return (await client.batch(batch_id)).status == "paused"
+
+        await eventually(paused, 30, "the batch paused")  # the projection may lag the log
         await client.cancel_batch(batch_id)
 
 
