@@ -96,6 +96,24 @@ async def test_docs_page_and_its_files_carry_a_strict_policy_and_set_no_markup(a
     assert status == 404 and b'"not_found"' in body
 
 
+async def test_docs_page_renders_the_document_in_chromium_under_its_policy(api, chromium):
+    """The page's script runs under the CSP (a blocked script would render nothing), draws
+    every operation and schema, and shows the document's `<key>` as text, not markup."""
+    browser = await asyncio.create_subprocess_exec(
+        chromium, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=10000",
+        "--dump-dom", f"{api.url}/docs",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    dom, _ = await asyncio.wait_for(browser.communicate(), 60)
+    page = dom.decode()
+    document = (await asyncio.to_thread(requests.get, f"{api.url}/openapi.json")).json()
+    assert page.count('<details id="op-') == sum(len(i) for i in document["paths"].values())
+    for name in document["components"]["schemas"]:
+        assert f'id="schema-{name}"' in page, name
+    assert "Submit a job" in page and "Loading the document" not in page
+    assert "Bearer &lt;key&gt;" in page and "<key>" not in page
+
+
 def _run(operation: Any, base_url: str, auth: dict[str, str]) -> int:
     """Send `EXAMPLES` valid and `EXAMPLES` invalid requests of one operation, checking
     each answer; how many were sent."""

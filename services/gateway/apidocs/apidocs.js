@@ -135,6 +135,16 @@ function byTag(doc) {
   return [...groups.values()].filter((g) => g.operations.length);
 }
 
+function schemes(doc) {
+  const rows = Object.entries((doc.components || {}).securitySchemes || {}).map(([name, s]) =>
+    el("tr", {},
+      el("td", {}, el("code", {}, name)),
+      el("td", {}, [s.type, s.scheme].filter(Boolean).join(" ")),
+      el("td", {}, s.description || "")));
+  return el("section", { id: "auth" }, el("h2", {}, "Authentication"),
+    table(["scheme", "kind", "meaning"], rows));
+}
+
 function render(doc) {
   const main = document.getElementById("api");
   const toc = document.getElementById("toc");
@@ -142,6 +152,7 @@ function render(doc) {
   const schemas = Object.entries((doc.components || {}).schemas || {});
   const links = groups.map(({ tag }) =>
     el("li", {}, el("a", { href: `#${anchor("tag", tag.name)}` }, tag.name)));
+  links.unshift(el("li", {}, el("a", { href: "#auth" }, "authentication")));
   links.push(el("li", {}, el("a", { href: "#schemas" }, "schemas")));
   toc.replaceChildren(el("ul", {}, links));
   const sections = groups.map(({ tag, operations }) =>
@@ -152,6 +163,7 @@ function render(doc) {
   const info = doc.info || {};
   main.replaceChildren(
     el("p", {}, `${info.title || "API"} ${info.version || ""} — ${info.description || ""}`),
+    schemes(doc),
     ...sections,
     el("section", { id: "schemas" }, el("h2", {}, "Schemas"),
       schemas.map(([name, schema]) => schemaView(name, schema))));

@@ -1,8 +1,8 @@
 """The OpenAPI document, built from the gateway's router and its Structs (no server).
 
 Verifies: the document is valid OpenAPI 3.1 (`openapi-spec-validator`); its operations
-are exactly the router's routes (HEAD aside), and a route without an entry in
-`contract.ROUTES` stops the build naming it; paths use the README's names, and every
+are exactly the router's routes (HEAD aside) and the entries of `contract.ROUTES`, and a
+route without an entry stops the build naming it; paths use the README's names, and every
 route the README's API table lists is in it; each request body's example is a request
 the gateway accepts; the routes open without a key are exactly the public ones, the admin
 routes take the admin key; answers encode as the handlers always answered (fields left
@@ -72,6 +72,7 @@ def test_the_document_has_exactly_the_routes_the_router_serves(app, doc):
         if route.method != "HEAD" and route.resource is not None
     }
     assert set(operations_of(doc)) == served
+    assert set(contract.ROUTES) == served  # no entry left over from a route that went
 
 
 def test_a_route_without_an_entry_stops_the_build_naming_it():
