@@ -73,8 +73,9 @@ def object_key(tenant: str, job_id: str, extension: str = "pdf") -> str:
 
 
 def sign(secret: str, key: str, expires: int) -> str:
-    mac = hmac.new(secret.encode(), f"{key}\n{expires}".encode(), hashlib.sha256)
-    return mac.hexdigest()
+    # surrogatepass: a key from a URL may hold anything; any valid text encodes as always.
+    message = f"{key}\n{expires}".encode("utf-8", "surrogatepass")
+    return hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
 
 
 STALE_PARTIAL = 300.0
@@ -172,7 +173,9 @@ class LocalStorage:
             deadline = int(expires)
         except ValueError:
             raise NotFound("invalid or expired link") from None
-        good = hmac.compare_digest(sign(self.secret, key, deadline), sig)
+        # As bytes: compare_digest refuses str with non-ASCII characters (a forged `sig`).
+        expected = sign(self.secret, key, deadline).encode()
+        good = hmac.compare_digest(expected, sig.encode("utf-8", "surrogatepass"))
         if not good or deadline < time.time():
             raise NotFound("invalid or expired link")
         path = self.path(key)

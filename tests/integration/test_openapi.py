@@ -114,6 +114,14 @@ async def test_docs_page_renders_the_document_in_chromium_under_its_policy(api, 
     assert "Bearer &lt;key&gt;" in page and "<key>" not in page
 
 
+async def test_a_forged_download_link_with_any_characters_is_a_404_not_a_500(api):
+    """Found by the generated requests: a `sig` with non-ASCII characters made
+    `hmac.compare_digest` raise (a 500)."""
+    for query in ("expires=3&sig=%C3%A9", "expires=9999999999&sig=%F0%90%A9%B4", "sig=%00"):
+        status, _, body = await fetch(api, f"/files/a%C3%AB%3D/x.pdf?{query}")
+        assert status == 404 and b'"not_found"' in body, query
+
+
 def _run(operation: Any, base_url: str, auth: dict[str, str]) -> int:
     """Send `EXAMPLES` valid and `EXAMPLES` invalid requests of one operation, checking
     each answer; how many were sent."""
