@@ -8,6 +8,7 @@ import doctest
 import io
 import json
 
+import httpx
 import pytest
 
 from pressroom import cli, progress
@@ -147,3 +148,15 @@ def test_verify_webhook_agrees_with_the_notifiers_signer():
 
 def test_the_webhook_docstring_examples_run():
     assert doctest.testmod(webhooks).failed == 0
+
+
+def test_a_stream_route_missing_or_full_means_poll_and_an_unknown_id_is_raised():
+    def answer(status: int, kind: str) -> httpx.Response:
+        body = {"error": {"type": kind, "message": "m"}}
+        return httpx.Response(status, json=body)
+
+    assert calls.stream_verdict(answer(404, "http")) == calls.ABSENT  # an older gateway
+    assert calls.stream_verdict(answer(429, "too_many_streams")) == calls.BUSY
+    assert calls.stream_verdict(httpx.Response(200)) == calls.OPEN
+    with pytest.raises(errors.NotFound):
+        calls.stream_verdict(answer(404, "not_found"))
