@@ -14,6 +14,11 @@ function el(tag, attrs, ...children) {
   return node;
 }
 
+// Text with `code` spans (the document's descriptions use them), still only text nodes.
+function prose(text) {
+  return String(text || "").split("`").map((part, i) => (i % 2 ? el("code", {}, part) : part));
+}
+
 function anchor(kind, name) {
   return `${kind}-${String(name).replace(/[^A-Za-z0-9_-]/g, "-")}`;
 }
@@ -64,7 +69,7 @@ function parameters(operation) {
       el("td", {}, p.in),
       el("td", {}, p.required ? "yes" : "no"),
       el("td", {}, typeOf(p.schema)),
-      el("td", {}, p.description || "")));
+      el("td", {}, prose(p.description))));
   return [el("h3", {}, "Parameters"), table(["name", "in", "required", "type", "meaning"], rows)];
 }
 
@@ -91,7 +96,7 @@ function responses(operation) {
     const content = Object.entries(answer.content || {}).flatMap(([kind, media], i) =>
       [i ? el("br") : null, el("code", {}, kind), " ", ...typeOf(media.schema)]);
     return el("tr", {},
-      el("td", {}, status), el("td", {}, answer.description || ""), el("td", {}, content));
+      el("td", {}, status), el("td", {}, prose(answer.description)), el("td", {}, content));
   });
   return [el("h3", {}, "Answers"), table(["status", "meaning", "body"], rows)];
 }
@@ -104,7 +109,7 @@ function operationView(method, path, operation) {
     secured ? el("span", { class: "lock" }, `(${secured})`) : null);
   return el("details", { id: anchor("op", operation.operationId || `${method}${path}`) },
     summary,
-    operation.description ? el("p", {}, operation.description) : null,
+    operation.description ? el("p", {}, prose(operation.description)) : null,
     parameters(operation), requestBody(operation), responses(operation));
 }
 
@@ -115,10 +120,10 @@ function schemaView(name, schema) {
       el("td", {}, el("code", {}, field)),
       el("td", {}, typeOf(property)),
       el("td", {}, required.has(field) ? "yes" : "no"),
-      el("td", {}, property.description || property.title || "")));
+      el("td", {}, prose(property.description || property.title))));
   return el("details", { id: anchor("schema", name) },
     el("summary", {}, el("code", {}, name)),
-    schema.description ? el("p", {}, schema.description) : null,
+    schema.description ? el("p", {}, prose(schema.description)) : null,
     rows.length ? table(["field", "type", "required", "meaning"], rows) : el("p", {}, typeOf(schema)),
     schema.additionalProperties === false ? el("p", {}, "Unknown fields are refused.") : null);
 }
@@ -140,7 +145,7 @@ function schemes(doc) {
     el("tr", {},
       el("td", {}, el("code", {}, name)),
       el("td", {}, [s.type, s.scheme].filter(Boolean).join(" ")),
-      el("td", {}, s.description || "")));
+      el("td", {}, prose(s.description))));
   return el("section", { id: "auth" }, el("h2", {}, "Authentication"),
     table(["scheme", "kind", "meaning"], rows));
 }
@@ -158,11 +163,11 @@ function render(doc) {
   const sections = groups.map(({ tag, operations }) =>
     el("section", { id: anchor("tag", tag.name) },
       el("h2", {}, tag.name),
-      tag.description ? el("p", {}, tag.description) : null,
+      tag.description ? el("p", {}, prose(tag.description)) : null,
       operations.map(([method, path, op]) => operationView(method, path, op))));
   const info = doc.info || {};
   main.replaceChildren(
-    el("p", {}, `${info.title || "API"} ${info.version || ""} — ${info.description || ""}`),
+    el("p", {}, prose(`${info.title || "API"} ${info.version || ""} — ${info.description || ""}`)),
     schemes(doc),
     ...sections,
     el("section", { id: "schemas" }, el("h2", {}, "Schemas"),
