@@ -261,7 +261,13 @@ JOBS: dict[tuple[str, str], Route] = {
         (404,),
         security=None,
         params=(
-            Param("key", "path", {"type": "string"}, "the object's key", required=True),
+            Param(
+                "key",
+                "path",
+                {"type": "string"},
+                "the object's key, as the signed link spells it (it may hold `/`)",
+                required=True,
+            ),
             Param("expires", "query", {"type": "string"}, "the link's expiry (Unix time)"),
             Param("sig", "query", {"type": "string"}, "the link's signature"),
         ),
