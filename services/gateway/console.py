@@ -6,30 +6,52 @@ plain HTML, CSS and JavaScript modules, read once at start: no build step, nothi
 fetched from elsewhere at run time. Every answer here carries a strict
 Content-Security-Policy: scripts and styles from this origin only, no inline code, no
 framing, no form posts, so a value that slipped into the page as markup could not run.
+Images may also come from the storage's origin: a template preview is shown through the
+signed URL the API gives, which with S3 points at the bucket, not at the gateway.
 """
 
 from __future__ import annotations
 
 import re
 from importlib import resources
+from urllib.parse import urlsplit
 
 from aiohttp import web
+
+from services.gateway.keys import SETTINGS, STORAGE
 
 FOLDER = "console"
 """The static files' folder, inside this package (package data in pyproject.toml)."""
 
-CSP = (
-    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
-    "img-src 'self' data: blob:; form-action 'none'; base-uri 'none'; "
-    "frame-ancestors 'none'"
-)
 
-HEADERS = {
-    "Content-Security-Policy": CSP,
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
-    "Cache-Control": "no-cache",  # revalidate: a new gateway may bring new files
-}
+def policy(image_origins: tuple[str, ...] = ()) -> str:
+    """The console's Content-Security-Policy; images also from `image_origins`."""
+    images = " ".join(("'self'", "data:", "blob:", *image_origins))
+    return (
+        "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+        f"img-src {images}; form-action 'none'; base-uri 'none'; frame-ancestors 'none'"
+    )
+
+
+def origin_of(url: str) -> str | None:
+    """`scheme://host[:port]` of an absolute http(s) URL; None for a relative one."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        return None
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def headers(csp: str) -> dict[str, str]:
+    return {
+        "Content-Security-Policy": csp,
+        "X-Content-Type-Options": "nosniff",
+        "Referrer-Policy": "no-referrer",
+        "Cache-Control": "no-cache",  # revalidate: a new gateway may bring new files
+    }
+
+
+CSP = policy()
+HEADERS = headers(CSP)
 """On every console answer, a missing file's included."""
 
 TYPES = {
@@ -42,6 +64,7 @@ _NAME = re.compile(r"[a-z][a-z0-9-]*\.(?:html|js|css)")
 
 Files = dict[str, tuple[bytes, str]]
 FILES = web.AppKey("console_files", Files)
+ANSWER_HEADERS = web.AppKey("console_headers", dict[str, str])
 
 
 def load_files() -> Files:
@@ -55,31 +78,38 @@ def load_files() -> Files:
     return files
 
 
-def _missing(name: str) -> web.Response:
-    error = {"type": "not_found", "message": f"no console file {name!r}"}
-    return web.json_response({"error": error}, status=404, headers=HEADERS)
-
-
-def _serve(files: Files, name: str) -> web.Response:
-    found = files.get(name)
+def _serve(app: web.Application, name: str) -> web.Response:
+    found = app[FILES].get(name)
+    answer_headers = app.get(ANSWER_HEADERS, HEADERS)
     if found is None:
-        return _missing(name)
+        error = {"type": "not_found", "message": f"no console file {name!r}"}
+        return web.json_response({"error": error}, status=404, headers=answer_headers)
     body, kind = found
-    return web.Response(body=body, headers={**HEADERS, "Content-Type": kind})
+    return web.Response(body=body, headers={**answer_headers, "Content-Type": kind})
+
+
+async def _allow_storage_images(app: web.Application) -> None:
+    """Let the page show images from where the storage's signed URLs point: the S3
+    endpoint or bucket host (local storage's are the gateway's own, 'self'). Presigning is
+    local work, no request to the storage."""
+    origin = origin_of(await app[STORAGE].url("console/origin", 60))
+    own = origin in (None, origin_of(app[SETTINGS].base_url))
+    app[ANSWER_HEADERS] = headers(policy(() if own else (str(origin),)))
 
 
 async def page(request: web.Request) -> web.Response:
     """`GET /console`: the single page; its views are routed by the URL's fragment."""
-    return _serve(request.app[FILES], "index.html")
+    return _serve(request.app, "index.html")
 
 
 async def asset(request: web.Request) -> web.Response:
     """`GET /console/{file}`: a script, style sheet or the page itself."""
     name = request.match_info["file"] or "index.html"
-    return _serve(request.app[FILES], name)
+    return _serve(request.app, name)
 
 
 def add_routes(app: web.Application) -> None:
     app[FILES] = load_files()
+    app.on_startup.append(_allow_storage_images)  # after the storage is open (cleanup_ctx)
     app.router.add_get("/console", page)
     app.router.add_get("/console/{file:[^/]*}", asset)

@@ -13,7 +13,7 @@ template's preview is rendered and shown as an image through its signed link; a 
 paused from its button (with the keyboard) stops moving on screen (the counts shown stay
 put while paused), the focus moves to Resume, and after resume it moves again until the
 archive link appears; item file names holding markup show as text; sign out forgets the
-key.
+key; with S3 storage the policy also admits images from the bucket's origin, nothing more.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from websockets.legacy.client import connect as websocket_connect
 
 from services.core.settings import Settings
 from services.gateway.console import CSP
+from services.gateway.console import policy as console_policy
 from tests.conftest import Receiver, Stack, eventually
 
 HOSTILE = "<img src=x onerror=window.pwned=1>"
@@ -141,6 +142,22 @@ async def test_console_files_are_served_with_a_strict_policy_and_nothing_else(
                     assert response.content_type == kind
     finally:
         await stack.close()
+
+
+async def test_with_s3_storage_the_policy_lets_images_come_from_the_bucket_only(
+    s3_settings: Settings,
+) -> None:
+    """A preview's signed URL points at the S3 endpoint: the page may show images from
+    there, and still from nowhere else (scripts, styles and requests stay 'self')."""
+    stack = Stack(s3_settings)
+    await stack.start("gateway")
+    try:
+        async with stack.client.get(f"{stack.url}/console", headers={}) as response:
+            policy = response.headers["Content-Security-Policy"]
+    finally:
+        await stack.close()
+    assert policy == console_policy((s3_settings.s3_endpoint.rstrip("/"),))
+    assert policy != CSP
 
 
 async def test_a_person_signs_in_submits_a_job_and_watches_it_turn_done(console: Console):
