@@ -139,6 +139,36 @@ def authenticate(request: web.Request) -> Caller:
     return request.app[DIRECTORY].authenticate(bearer_token(request))
 
 
+API_KEY = "apiKey"
+"""The OpenAPI security scheme of a tenant's API key."""
+ADMIN_KEY = "adminKey"
+"""The OpenAPI security scheme of an admin key."""
+
+
+@dataclass(frozen=True)
+class Guard:
+    """What a guarded handler asks of its caller: the key `scheme` (`"apiKey"` for a
+    tenant's key, `"adminKey"` for an admin key) and, for a tenant's key, its `scope`.
+    The OpenAPI document reads it from the router (`guard_of`), so it cannot drift."""
+
+    scheme: str
+    scope: str | None = None
+
+
+_GUARD = "pressroom_guard"
+
+
+def _guarding(handler: Handler, guard: Guard) -> Handler:
+    setattr(handler, _GUARD, guard)  # a function attribute, read back typed by guard_of
+    return handler
+
+
+def guard_of(handler: object) -> Guard | None:
+    """The `Guard` of a handler made by `guarded` or `admin_only`; None for an open route."""
+    guard = getattr(handler, _GUARD, None)
+    return guard if isinstance(guard, Guard) else None
+
+
 def guarded(scope: str, handler: Handler) -> Handler:
     """`handler` for callers whose key has `scope`: 401 without a valid key, 403 without
     the scope. The caller is then `caller_of(request)`."""
@@ -151,7 +181,7 @@ def guarded(scope: str, handler: Handler) -> Handler:
             raise Forbidden(f"this API key lacks the scope {scope}")
         return await handler(request)
 
-    return guard
+    return _guarding(guard, Guard(API_KEY, scope))
 
 
 def _digest(value: str) -> bytes:
@@ -181,4 +211,4 @@ def admin_only(handler: Handler) -> Handler:
             raise Unauthorized("missing or unknown admin key")
         return await handler(request)
 
-    return guard
+    return _guarding(guard, Guard(ADMIN_KEY))

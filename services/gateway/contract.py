@@ -5,7 +5,8 @@ Entries are keyed by method and path as the README names them (`/jobs/{id}`); th
 router's own names (`/jobs/{job_id}`) are mapped by `public_path`. Bodies and answers are
 the msgspec Structs the handlers decode and encode (`requests.py`, `answers.py`, the
 admin and account modules), so the schemas are the code's; what the table adds is what a
-type cannot say: a summary, the scope, the parameters, the statuses and an example.
+type cannot say: a summary, the parameters, the statuses and an example. Which key a
+route needs, and its scope, are read from the route's own guard (`auth.guard_of`).
 """
 
 from __future__ import annotations
@@ -16,9 +17,6 @@ from typing import Any
 
 from services.core.status import BatchStatus, JobStatus
 from services.gateway import account, admin, answers, batches, joblist, requests, templates
-
-API_KEY = "apiKey"
-ADMIN_KEY = "adminKey"
 
 _ID_NAMES = re.compile(r"\{(?:job|batch|template|secret|tenant)_id(?::[^}]*)?\}")
 _PATTERNS = re.compile(r"\{(\w+):[^}]*\}")
@@ -69,8 +67,6 @@ class Route:
     tag: str
     answers: dict[int, Answer]
     errors: tuple[int, ...] = ()
-    security: str | None = API_KEY
-    scope: str | None = None
     params: tuple[Param, ...] = ()
     body: Body | None = None
     description: str = ""
@@ -174,7 +170,6 @@ JOBS: dict[tuple[str, str], Route] = {
         "jobs",
         {202: answers.JobAccepted},
         (*WRITE_ERRORS, 422, 429),
-        scope="jobs:write",
         params=(IDEMPOTENCY_KEY,),
         body=Body(requests.JobRequest, JOB_EXAMPLE),
         description="Exactly one of `template`, `template_id`, `html` and `url` is the "
@@ -186,7 +181,6 @@ JOBS: dict[tuple[str, str], Route] = {
         "jobs",
         {200: answers.JobPage},
         (400, 401, 403, 503),
-        scope="jobs:read",
         params=(
             query_enum("status", JOB_STATUSES, "only jobs with this status"),
             *page_params(joblist.MAX_LIMIT, joblist.MAX_OFFSET, joblist.DEFAULT_LIMIT),
@@ -204,7 +198,6 @@ JOBS: dict[tuple[str, str], Route] = {
         "jobs",
         {200: answers.Job},
         READ_ERRORS,
-        scope="jobs:read",
         params=(JOB_ID,),
         description="`done` carries a fresh signed `url`, `failed` the root-cause `error`.",
     ),
@@ -213,7 +206,6 @@ JOBS: dict[tuple[str, str], Route] = {
         "jobs",
         {200: answers.JobRemoved},
         READ_ERRORS,
-        scope="jobs:write",
         params=(JOB_ID,),
         description="Idempotent.",
     ),
@@ -222,7 +214,6 @@ JOBS: dict[tuple[str, str], Route] = {
         "jobs",
         {200: answers.Timeline},
         READ_ERRORS,
-        scope="jobs:read",
         params=(JOB_ID,),
     ),
     ("GET", "/jobs/{id}/stream"): Route(
@@ -230,7 +221,6 @@ JOBS: dict[tuple[str, str], Route] = {
         "jobs",
         {200: EVENT_STREAM},
         (400, *READ_ERRORS, 429),
-        scope="jobs:read",
         params=(JOB_ID, LAST_EVENT_ID, LAST_EVENT_QUERY),
         description="Each message's data is a timeline entry plus the job's `status` "
         "after it (and `url` on `done`). At most `PRESSROOM_MAX_STREAMS` open streams "
@@ -241,7 +231,6 @@ JOBS: dict[tuple[str, str], Route] = {
         "jobs",
         {200: answers.WebhookAttempts},
         READ_ERRORS,
-        scope="jobs:read",
         params=(JOB_ID,),
     ),
     ("POST", "/jobs/{id}/webhooks/redeliver"): Route(
@@ -249,7 +238,6 @@ JOBS: dict[tuple[str, str], Route] = {
         "jobs",
         {202: answers.Redelivery},
         (*READ_ERRORS, 409),
-        scope="jobs:write",
         params=(JOB_ID,),
         description="Same `webhook-id`, same retry schedule; 409 if the job has not "
         "finished or has no webhook.",
@@ -259,7 +247,6 @@ JOBS: dict[tuple[str, str], Route] = {
         "jobs",
         {200: Media(("application/pdf", "image/png"), "the document")},
         (404,),
-        security=None,
         params=(
             Param(
                 "key",
@@ -281,7 +268,6 @@ BATCHES: dict[tuple[str, str], Route] = {
         "batches",
         {202: answers.BatchAccepted},
         (*WRITE_ERRORS, 422, 429),
-        scope="jobs:write",
         params=(IDEMPOTENCY_KEY,),
         body=Body(requests.BatchRequest, BATCH_EXAMPLE, lines_example=BATCH_LINES),
         description="JSON, or JSON Lines (`application/x-ndjson`, `application/jsonl`): "
@@ -293,7 +279,6 @@ BATCHES: dict[tuple[str, str], Route] = {
         "batches",
         {200: answers.BatchPage},
         (400, 401, 403, 503),
-        scope="jobs:read",
         params=(
             query_enum("status", BATCH_STATUSES, "only batches with this status"),
             *page_params(batches._MAX_LIST_LIMIT, batches._MAX_OFFSET),
@@ -304,7 +289,6 @@ BATCHES: dict[tuple[str, str], Route] = {
         "batches",
         {200: answers.Batch},
         READ_ERRORS,
-        scope="jobs:read",
         params=(BATCH_ID,),
     ),
     ("GET", "/batches/{id}/items"): Route(
@@ -312,7 +296,6 @@ BATCHES: dict[tuple[str, str], Route] = {
         "batches",
         {200: answers.ItemPage},
         (400, *READ_ERRORS),
-        scope="jobs:read",
         params=(
             BATCH_ID,
             query_enum("status", JOB_STATUSES, "only items with this status"),
@@ -324,7 +307,6 @@ BATCHES: dict[tuple[str, str], Route] = {
         "batches",
         {200: answers.Timeline},
         READ_ERRORS,
-        scope="jobs:read",
         params=(BATCH_ID,),
     ),
     ("GET", "/batches/{id}/stream"): Route(
@@ -332,7 +314,6 @@ BATCHES: dict[tuple[str, str], Route] = {
         "batches",
         {200: EVENT_STREAM},
         (400, *READ_ERRORS, 429),
-        scope="jobs:read",
         params=(BATCH_ID, LAST_EVENT_ID, LAST_EVENT_QUERY),
         description="`progress` messages carry the batch as `GET /batches/{id}` shows it, "
         "at most once a second; each batch event is a message too.",
@@ -342,7 +323,6 @@ BATCHES: dict[tuple[str, str], Route] = {
         "batches",
         {200: answers.WebhookAttempts},
         READ_ERRORS,
-        scope="jobs:read",
         params=(BATCH_ID,),
     ),
     **{
@@ -351,7 +331,6 @@ BATCHES: dict[tuple[str, str], Route] = {
             "batches",
             {200: answers.BatchControl, 202: answers.BatchControl},
             (*READ_ERRORS, 409),
-            scope="jobs:write",
             params=(BATCH_ID,),
             description=f"Idempotent; 409 once the batch has ended{note}.",
         )
@@ -369,7 +348,6 @@ TEMPLATES: dict[tuple[str, str], Route] = {
         "templates",
         {201: answers.TemplateCreated},
         WRITE_ERRORS,
-        scope="templates:write",
         body=Body(requests.TemplateRequest, TEMPLATE_EXAMPLE),
     ),
     ("GET", "/templates"): Route(
@@ -377,7 +355,6 @@ TEMPLATES: dict[tuple[str, str], Route] = {
         "templates",
         {200: answers.TemplatePage},
         (400, 401, 403, 503),
-        scope="templates:read",
         params=page_params(templates._MAX_LIST_LIMIT, templates._MAX_OFFSET),
     ),
     ("GET", "/templates/{id}"): Route(
@@ -385,7 +362,6 @@ TEMPLATES: dict[tuple[str, str], Route] = {
         "templates",
         {200: answers.Template},
         (400, *READ_ERRORS),
-        scope="templates:read",
         params=(
             path_id("template", requests.TEMPLATE_ID),
             query_int("version", 1, requests.MAX_VERSION, None, "which version"),
@@ -399,7 +375,6 @@ ACCOUNT: dict[tuple[str, str], Route] = {
         "account",
         {200: answers.TenantUsage},
         (400, 401, 403, 503),
-        scope="usage:read",
         params=(MONTH,),
     ),
     ("POST", "/webhook-secrets"): Route(
@@ -407,7 +382,6 @@ ACCOUNT: dict[tuple[str, str], Route] = {
         "account",
         {201: answers.SecretCreated},
         WRITE_ERRORS,
-        scope="webhooks:write",
         body=Body(account.SecretRequest, {}, required=False),
         description=f"At most {account.MAX_SECRETS} secrets; every one signs.",
     ),
@@ -416,14 +390,12 @@ ACCOUNT: dict[tuple[str, str], Route] = {
         "account",
         {200: answers.SecretList},
         (401, 403, 503),
-        scope="webhooks:write",
     ),
     ("DELETE", "/webhook-secrets/{id}"): Route(
         "Delete a signing secret (not the last one)",
         "account",
         {204: None},
         (*READ_ERRORS, 409),
-        scope="webhooks:write",
         params=(path_id("secret"),),
     ),
 }
@@ -435,21 +407,19 @@ ADMIN: dict[tuple[str, str], Route] = {
         "admin",
         {201: answers.TenantCreated},
         (400, 408, 409, 413, *ADMIN_ERRORS),
-        security=ADMIN_KEY,
         body=Body(
             admin.TenantRequest,
             {"name": "acme", "rate_limit": {"per_second": 10, "burst": 50}},
         ),
     ),
     ("GET", "/admin/tenants"): Route(
-        "Every tenant", "admin", {200: answers.TenantList}, ADMIN_ERRORS, security=ADMIN_KEY
+        "Every tenant", "admin", {200: answers.TenantList}, ADMIN_ERRORS
     ),
     ("GET", "/admin/tenants/{id}"): Route(
         "One tenant",
         "admin",
         {200: answers.Tenant},
         (404, *ADMIN_ERRORS),
-        security=ADMIN_KEY,
         params=(TENANT_ID,),
     ),
     ("PATCH", "/admin/tenants/{id}"): Route(
@@ -457,7 +427,6 @@ ADMIN: dict[tuple[str, str], Route] = {
         "admin",
         {200: answers.Tenant},
         (400, 404, 408, 413, *ADMIN_ERRORS),
-        security=ADMIN_KEY,
         params=(TENANT_ID,),
         body=Body(admin.TenantChange, {"monthly_quota": 10000}),
     ),
@@ -466,7 +435,6 @@ ADMIN: dict[tuple[str, str], Route] = {
         "admin",
         {201: answers.KeyCreated},
         (400, 404, 408, 413, *ADMIN_ERRORS),
-        security=ADMIN_KEY,
         params=(TENANT_ID,),
         body=Body(admin.KeyRequest, {"scopes": ["jobs:read", "jobs:write"]}, required=False),
     ),
@@ -475,7 +443,6 @@ ADMIN: dict[tuple[str, str], Route] = {
         "admin",
         {200: answers.KeyList},
         (404, *ADMIN_ERRORS),
-        security=ADMIN_KEY,
         params=(TENANT_ID,),
     ),
     ("DELETE", "/admin/keys/{key_id}"): Route(
@@ -483,7 +450,6 @@ ADMIN: dict[tuple[str, str], Route] = {
         "admin",
         {204: None},
         (404, *ADMIN_ERRORS),
-        security=ADMIN_KEY,
         params=(Param("key_id", "path", {"type": "string"}, "the key's id", required=True),),
     ),
     ("GET", "/admin/usage"): Route(
@@ -491,48 +457,40 @@ ADMIN: dict[tuple[str, str], Route] = {
         "admin",
         {200: answers.AllUsage},
         (400, *ADMIN_ERRORS),
-        security=ADMIN_KEY,
         params=(MONTH,),
     ),
 }
 
 META: dict[tuple[str, str], Route] = {
-    ("GET", "/healthz"): Route(
-        "Liveness: the event loop answers", "meta", {200: answers.Health}, security=None
-    ),
+    ("GET", "/healthz"): Route("Liveness: the event loop answers", "meta", {200: answers.Health}),
     ("GET", "/readyz"): Route(
         "Readiness: NATS connected and PostgreSQL answering",
         "meta",
         {200: answers.Readiness, 503: answers.Readiness},
-        security=None,
     ),
     ("GET", "/openapi.json"): Route(
         "This document (OpenAPI 3.1)",
         "meta",
         {200: Media(("application/json",), "the OpenAPI document", {"type": "object"})},
-        security=None,
     ),
-    ("GET", "/docs"): Route("This document as a page", "meta", {200: HTML}, security=None),
+    ("GET", "/docs"): Route("This document as a page", "meta", {200: HTML}),
     ("GET", "/docs/{file}"): Route(
         "The documentation page's script and style sheet",
         "meta",
         {200: STATIC},
         (404,),
-        security=None,
         params=(Param("file", "path", {"type": "string"}, "the file's name", required=True),),
     ),
     ("GET", "/console"): Route(
         "The web console (it asks for an API key and calls this API with it)",
         "console",
         {200: HTML},
-        security=None,
     ),
     ("GET", "/console/{file}"): Route(
         "The console's scripts and style sheets",
         "console",
         {200: STATIC},
         (404,),
-        security=None,
         params=(Param("file", "path", {"type": "string"}, "the file's name", required=True),),
     ),
 }

@@ -23,9 +23,8 @@ import msgspec
 from aiohttp import web
 
 from services.gateway import answers
+from services.gateway.auth import ADMIN_KEY, API_KEY, Handler, guard_of
 from services.gateway.contract import (
-    ADMIN_KEY,
-    API_KEY,
     ROUTES,
     TAGS,
     Body,
@@ -98,17 +97,20 @@ class UndocumentedRoute(Exception):
     """A route of the router has no entry in `contract.ROUTES`."""
 
 
-def operations(app: web.Application) -> list[tuple[str, str, Route]]:
-    """(method, public path, entry) of every route the router serves (HEAD aside: aiohttp
-    adds one per GET); `UndocumentedRoute` naming any route without an entry."""
-    found: list[tuple[str, str, Route]] = []
+Operation = tuple[str, str, Route, Handler]
+
+
+def operations(app: web.Application) -> list[Operation]:
+    """(method, public path, entry, handler) of every route the router serves (HEAD aside:
+    aiohttp adds one per GET); `UndocumentedRoute` naming any route without an entry."""
+    found: list[Operation] = []
     missing: list[str] = []
     for route in app.router.routes():
         if route.method == "HEAD" or route.resource is None:
             continue
         key = (route.method, public_path(route.resource.canonical))
         if key in ROUTES:
-            found.append((*key, ROUTES[key]))
+            found.append((*key, ROUTES[key], route.handler))
         else:
             missing.append(" ".join(key))
     if missing:
@@ -178,36 +180,39 @@ def _error(status: int, refs: dict[type, Any]) -> dict[str, Any]:
     return described
 
 
-def _operation(method: str, path: str, route: Route, refs: dict[type, Any]) -> dict[str, Any]:
+def _operation(operation: Operation, refs: dict[type, Any]) -> dict[str, Any]:
+    method, path, route, handler = operation
     responses = {str(s): _answer(s, a, refs) for s, a in route.answers.items()}
     for status in route.errors:
         responses.setdefault(str(status), _error(status, refs))
     description = route.description
-    if route.scope is not None:
-        description = f"Needs the scope `{route.scope}`. {description}".strip()
-    operation: dict[str, Any] = {
+    guard = guard_of(handler)
+    if guard is not None and guard.scope is not None:
+        description = f"Needs the scope `{guard.scope}`. {description}".strip()
+    described: dict[str, Any] = {
         "operationId": _NAME.sub("_", f"{method} {path}".lower()).strip("_"),
         "summary": route.summary,
         "description": description,
         "tags": [route.tag],
-        "security": [{route.security: []}] if route.security else [],
+        "security": [{guard.scheme: []}] if guard is not None else [],
         "parameters": [_parameter(p) for p in route.params],
         "responses": dict(sorted(responses.items())),
     }
     if route.body is not None:
-        operation["requestBody"] = _request_body(route.body, refs)
-    return operation
+        described["requestBody"] = _request_body(route.body, refs)
+    return described
 
 
 def document(app: web.Application, server: str) -> dict[str, Any]:
     """The OpenAPI 3.1 document of `app`'s routes, served from `server`."""
     found = operations(app)
-    structs = _structs([route for _, _, route in found])
+    structs = _structs([route for _, _, route, _ in found])
     schemas, components = msgspec.json.schema_components(structs, ref_template=REF)
     refs = dict(zip(structs, schemas, strict=True))
     paths: dict[str, dict[str, Any]] = {}
-    for method, path, route in found:
-        paths.setdefault(path, {})[method.lower()] = _operation(method, path, route, refs)
+    for operation in found:
+        method, path = operation[0], operation[1]
+        paths.setdefault(path, {})[method.lower()] = _operation(operation, refs)
     return {
         "openapi": "3.1.0",
         "info": {

@@ -127,6 +127,24 @@ def test_only_the_public_routes_are_open_and_admin_routes_take_the_admin_key(doc
     assert schemes["apiKey"] == schemes["apiKey"] | {"type": "http", "scheme": "bearer"}
 
 
+def test_each_route_names_the_scope_its_guard_checks(doc):
+    """The scope comes from the handler's own guard: what the document says is what
+    the gateway enforces."""
+    operations = operations_of(doc)
+    expected = {
+        ("POST", "/jobs"): "jobs:write",
+        ("GET", "/jobs/{id}/stream"): "jobs:read",
+        ("POST", "/templates"): "templates:write",
+        ("GET", "/usage"): "usage:read",
+        ("POST", "/webhook-secrets"): "webhooks:write",
+    }
+    for key, scope in expected.items():
+        assert operations[key]["description"].startswith(f"Needs the scope `{scope}`."), key
+    for (method, path), operation in operations.items():
+        needs = "Needs the scope" in operation["description"]
+        assert needs == (operation["security"] == [{"apiKey": []}]), (method, path)
+
+
 def test_every_error_status_answers_the_shared_error_body(doc):
     for (_, path), operation in operations_of(doc).items():
         for status, response in operation["responses"].items():
