@@ -259,7 +259,7 @@ def _pace(row: db.BatchRow, now: dt.datetime) -> tuple[float | None, str | None]
     return rate, eta.isoformat()
 
 
-async def _view(request: web.Request, row: db.BatchRow) -> answers.Batch:
+async def batch_view(request: web.Request, row: db.BatchRow) -> answers.Batch:
     url = None
     if row.status.terminal and row.object_key:
         url = await request.app[STORAGE].url(row.object_key, request.app[SETTINGS].url_ttl)
@@ -290,7 +290,7 @@ def _output(output: str) -> Literal["zip", "merged"]:
     return "merged" if output == "merged" else "zip"
 
 
-def _queued_view(submitted: events.BatchSubmitted) -> answers.Batch:
+def queued_view(submitted: events.BatchSubmitted) -> answers.Batch:
     """What a batch only the log knows yet looks like: queued, nothing ended."""
     return answers.Batch(
         id=submitted.batch_id,
@@ -321,19 +321,19 @@ async def get_batch(request: web.Request) -> web.Response:
         raise NotFound(f"no batch {batch_id!r}")
     row = await _load_row(request, batch_id)
     if row is not None:
-        return answers.respond(await _view(request, row))
+        return answers.respond(await batch_view(request, row))
     try:
         submitted = await timeline.batch_submission(request.app[JS], batch_id)
     except Unavailable as exc:
         raise Unavailable(f"batch status is unavailable: {exc.message}") from exc
     if submitted is None or submitted.tenant != caller_of(request).tenant:
         raise NotFound(f"no batch {batch_id!r}")
-    return answers.respond(_queued_view(submitted))
+    return answers.respond(queued_view(submitted))
 
 
-_LIST_LIMIT = 50
-_MAX_LIST_LIMIT = 1000
-_MAX_OFFSET = 10_000_000
+LIST_LIMIT = 50
+MAX_LIST_LIMIT = 1000
+MAX_OFFSET = 10_000_000
 _STATUSES = {str(status) for status in BatchStatus}
 _ITEM_STATUSES = {str(status) for status in JobStatus}
 
@@ -346,8 +346,8 @@ def _status_param(request: web.Request, allowed: set[str]) -> str | None:
 
 
 def _page(request: web.Request) -> tuple[int, int]:
-    limit = int_param(request.query, "limit", 1, _MAX_LIST_LIMIT) or _LIST_LIMIT
-    offset = int_param(request.query, "offset", 0, _MAX_OFFSET) or 0
+    limit = int_param(request.query, "limit", 1, MAX_LIST_LIMIT) or LIST_LIMIT
+    offset = int_param(request.query, "offset", 0, MAX_OFFSET) or 0
     return limit, offset
 
 
@@ -365,7 +365,7 @@ async def list_batches(request: web.Request) -> web.Response:
         rows = await db.list_batches(request.app[POOL], tenant, status, limit, offset)
     except Unavailable as exc:
         raise Unavailable(f"batches are unavailable: {exc.message}") from exc
-    listed = [await _view(request, row) for row in rows]
+    listed = [await batch_view(request, row) for row in rows]
     next_offset = _next_offset(listed, limit, offset)
     page = answers.BatchPage(batches=listed, limit=limit, offset=offset, next_offset=next_offset)
     return answers.respond(page)

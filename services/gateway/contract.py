@@ -281,7 +281,7 @@ BATCHES: dict[tuple[str, str], Route] = {
         (400, 401, 403, 503),
         params=(
             query_enum("status", BATCH_STATUSES, "only batches with this status"),
-            *page_params(batches._MAX_LIST_LIMIT, batches._MAX_OFFSET),
+            *page_params(batches.MAX_LIST_LIMIT, batches.MAX_OFFSET),
         ),
     ),
     ("GET", "/batches/{id}"): Route(
@@ -299,7 +299,7 @@ BATCHES: dict[tuple[str, str], Route] = {
         params=(
             BATCH_ID,
             query_enum("status", JOB_STATUSES, "only items with this status"),
-            *page_params(batches._MAX_LIST_LIMIT, batches._MAX_OFFSET),
+            *page_params(batches.MAX_LIST_LIMIT, batches.MAX_OFFSET),
         ),
     ),
     ("GET", "/batches/{id}/events"): Route(
@@ -355,7 +355,7 @@ TEMPLATES: dict[tuple[str, str], Route] = {
         "templates",
         {200: answers.TemplatePage},
         (400, 401, 403, 503),
-        params=page_params(templates._MAX_LIST_LIMIT, templates._MAX_OFFSET),
+        params=page_params(templates.MAX_LIST_LIMIT, templates.MAX_OFFSET),
     ),
     ("GET", "/templates/{id}"): Route(
         "One version of a template (the latest by default) and the list of versions",

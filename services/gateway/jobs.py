@@ -332,7 +332,7 @@ async def cancel_job(request: web.Request) -> web.Response:
     return answers.respond(answers.JobRemoved(id=job_id, status=row.status))
 
 
-def _timeline_entry(seq: int, at: dt.datetime, event: events.AnyEvent) -> dict[str, Any]:
+def timeline_entry(seq: int, at: dt.datetime, event: events.AnyEvent) -> dict[str, Any]:
     entry: dict[str, Any] = {"seq": seq, **event.public_view()}
     entry.pop("tenant", None)  # the caller's own
     entry["at"] = at.isoformat()  # when the log stored it, the clock of the job's rows
@@ -349,7 +349,7 @@ async def get_events(request: web.Request) -> web.Response:
     if not found or found[0][2].tenant != caller_of(request).tenant:
         raise NotFound(f"no job {job_id!r}")
     return answers.respond(
-        answers.Timeline(id=job_id, events=[_timeline_entry(*stored) for stored in found])
+        answers.Timeline(id=job_id, events=[timeline_entry(*stored) for stored in found])
     )
 
 

@@ -271,7 +271,7 @@ class JobFeed:
     async def _data(self, seq: int, at: dt.datetime, event: events.AnyEvent) -> Any:
         """The event as `GET /jobs/{id}/events` lists it, the status after it, and on
         `done` the signed download URL."""
-        data: dict[str, Any] = msgspec.to_builtins(jobs._timeline_entry(seq, at, event))
+        data: dict[str, Any] = msgspec.to_builtins(jobs.timeline_entry(seq, at, event))
         data["status"] = self.status
         if isinstance(event, events.JobDone):
             app = self.request.app
@@ -390,11 +390,11 @@ class BatchFeed:
         with unavailable_without_postgres("batch status is unavailable"):
             row = await db.get_batch(self.request.app[POOL], self.submitted.batch_id)
         if row is None or row.tenant_id != self.submitted.tenant:
-            view = batches._queued_view(self.submitted)
+            view = batches.queued_view(self.submitted)
         else:
             if event is not None and at is not None:
                 row = _as_of(row, event, at)
-            view = await batches._view(self.request, row)
+            view = await batches.batch_view(self.request, row)
         document: dict[str, Any] = msgspec.to_builtins(view)
         return document
 

@@ -38,9 +38,9 @@ from services.gateway.requests import (
 # after every restart.
 _TEMPLATE_NAMESPACE = uuid.UUID("0b9e6c3a-58d2-4f0e-8c7a-2d4e1f6a9b35")
 
-_LIST_LIMIT = 50
-_MAX_LIST_LIMIT = 100
-_MAX_OFFSET = 2**31 - 1
+LIST_LIMIT = 50
+MAX_LIST_LIMIT = 100
+MAX_OFFSET = 2**31 - 1
 
 
 def template_id_for(tenant: str, name: str) -> str:
@@ -94,8 +94,8 @@ async def _check_compiles(jail: Jail, template: TemplateRequest) -> None:
 
 async def list_templates(request: web.Request) -> web.Response:
     """`GET /templates?limit&offset`: templates, most recently updated first."""
-    limit = int_param(request.query, "limit", 1, _MAX_LIST_LIMIT) or _LIST_LIMIT
-    offset = int_param(request.query, "offset", 0, _MAX_OFFSET) or 0
+    limit = int_param(request.query, "limit", 1, MAX_LIST_LIMIT) or LIST_LIMIT
+    offset = int_param(request.query, "offset", 0, MAX_OFFSET) or 0
     with unavailable_without_postgres("templates are unavailable"):
         rows = await templatedb.list_templates(
             request.app[POOL], caller_of(request).tenant, limit, offset
