@@ -60,6 +60,7 @@ _PDF_ONLY = (
     "tagged",
     "receipt_width",
     "height",
+    "outline",
 )
 # `receipt_width` decides the paper itself, so these cannot apply alongside it.
 _NOT_WITH_RECEIPT = ("width", "height", "landscape", "prefer_css_page_size")
@@ -225,6 +226,12 @@ def _check_wait_for(options: PageOptions) -> None:
         raise _fail("wait_for.expression", "needs javascript (options.javascript is false)")
 
 
+def _check_outline(options: PageOptions) -> None:
+    # Chromium builds the outline from the tagged structure: untagged, it writes none.
+    if options.outline and not options.tagged:
+        raise _fail("outline", "needs tagged (Chromium reads headings from the tags)")
+
+
 _CHECKS: tuple[Callable[[PageOptions], None], ...] = (
     _check_values,
     _check_png,
@@ -234,5 +241,6 @@ _CHECKS: tuple[Callable[[PageOptions], None], ...] = (
     _check_margin,
     _check_page_ranges,
     _check_wait_for,
+    _check_outline,
 )
 """In order: known values first, since later rules depend on `output` and the paper."""

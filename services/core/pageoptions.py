@@ -70,3 +70,4 @@ class PageOptions(msgspec.Struct, omit_defaults=True):
     output: str = "pdf"
     receipt_width: int | None = None
     javascript: bool | None = None  # None: on only if the document can run script
+    outline: bool = False  # bookmarks from h1-h6, written by Chromium (needs `tagged`)

@@ -54,6 +54,7 @@ def print_params(options: PageOptions) -> dict[str, Any]:
         "paperHeight": height,
         "preferCSSPageSize": options.prefer_css_page_size,
         "generateTaggedPDF": options.tagged,
+        "generateDocumentOutline": options.outline,
         **_margins(options.margin),
         **_header_footer(options),
     }
