@@ -18,6 +18,8 @@
     │   ├── InvalidEvent          a message on the log cannot be decoded
     │   ├── WaitTimeout           `wait_for`'s selector or expression never came true
     │   ├── SourceError           a `url` source answered 4xx or cannot be a page
+    │   ├── FinishingError        post-processing (PDF/A, Factur-X, encryption…) refused
+    │   │                         its input or went over its limits
     │   └── PageKeepsCrashing     the page crashed its tab on two attempts in a row
     └── TransientError            may work on a later attempt: retry with backoff
         ├── Unavailable           NATS or Postgres cannot be reached (HTTP 503)
@@ -196,6 +198,14 @@ class SourceError(DeterministicError):
     """A `url` source answered with a 4xx status, or was refused or is not a page."""
 
     kind = "source"
+
+
+class FinishingError(DeterministicError):
+    """A finishing step (`services/renderer/finishing/`) refused its input (an invoice XML
+    that is not well-formed, a PDF it cannot read) or went over the finishing worker's
+    memory or time limit: the same job would fail the same way."""
+
+    kind = "finishing"
 
 
 class PageKeepsCrashing(DeterministicError):

@@ -36,7 +36,7 @@ from multiprocessing.connection import Connection
 from types import TracebackType
 from typing import Any, TypeVar
 
-from services.core.errors import TemplateError
+from services.core.errors import PressroomError, TemplateError
 from services.core.orphans import die_with_parent
 from services.core.settings import Settings
 
@@ -169,12 +169,23 @@ class _Slot:
 
 
 class Jail:
-    """`slots` jailed worker processes; use as an async context manager."""
+    """`slots` jailed worker processes; use as an async context manager.
 
-    def __init__(self, slots: int, limits: TemplateLimits, what: str = "the template") -> None:
+    A limit exceeded raises `error` (`TemplateError` unless another user of the jail, such
+    as the renderer's finishing steps, names its own) with a message about `what`.
+    """
+
+    def __init__(
+        self,
+        slots: int,
+        limits: TemplateLimits,
+        what: str = "the template",
+        error: type[PressroomError] = TemplateError,
+    ) -> None:
         self.slots = slots
         self.limits = limits
         self.what = what
+        self.error = error
         self._idle: asyncio.Queue[_Slot] = asyncio.Queue()
         self._all: set[_Slot] = set()
 
@@ -216,14 +227,14 @@ class Jail:
             return await asyncio.wait_for(slot.call(fn, args), self.limits.seconds)
         except TimeoutError:
             slot = self._replace(slot)
-            raise TemplateError(
+            raise self.error(
                 f"{self.what} took longer than {self.limits.seconds:g} s and was stopped"
             ) from None
         except MemoryError:
-            raise TemplateError(self._memory_message()) from None
+            raise self.error(self._memory_message()) from None
         except _WorkerDied:
             slot = self._replace(slot)
-            raise TemplateError(self._memory_message() + ", or crashed its worker") from None
+            raise self.error(self._memory_message() + ", or crashed its worker") from None
         except asyncio.CancelledError:
             slot = self._replace(slot)  # the call may still be running: never reuse it
             raise

@@ -350,6 +350,23 @@ class Settings:
         _int(1024, 2**31),
         "most characters a template may produce",
     )
+    finishing_memory: int = _var(
+        "PRESSROOM_FINISHING_MEMORY",
+        1024 * 2**20,
+        _int(64 * 2**20, 64 * 2**30),
+        "renderer: memory limit of a finishing worker process (PDF/A, encryption…), bytes",
+    )
+    finishing_timeout: float = _var(
+        "PRESSROOM_FINISHING_TIMEOUT",
+        30.0,
+        _float(0.1, 600),
+        "renderer: time limit of one document's finishing steps, s",
+    )
+    icc_profile: str = _var(
+        "PRESSROOM_ICC_PROFILE",
+        "/usr/share/color/icc/sRGB.icc",
+        doc="renderer: the sRGB ICC profile of PDF/A output intents (Debian: icc-profiles-free)",
+    )
     log_level: str = _var(
         "PRESSROOM_LOG_LEVEL", "INFO", _choice("DEBUG", "INFO", "WARNING", "ERROR"), "log level"
     )

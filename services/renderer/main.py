@@ -11,6 +11,8 @@ from services.core.settings import Settings
 from services.core.storage import open_storage
 from services.renderer import consumer, lanes, states
 from services.renderer.browser import BrowserPool
+from services.renderer.finishing import Context
+from services.renderer.finishing.worker import Finisher, jail_of
 
 
 async def serve(settings: Settings, stop: asyncio.Event) -> None:
@@ -32,10 +34,12 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
         open_storage(settings) as storage,
         browser,
         Jail(settings.render_concurrency, TemplateLimits.of(settings)) as jail,
+        jail_of(settings) as finishing_jail,
         states.watched(js) as batches,
     ):
         health.check("nats", lambda: nc.is_connected)
-        renderer = consumer.Renderer(settings, js, storage, browser, jail, batches)
+        finisher = Finisher(finishing_jail, Context.of(settings))
+        renderer = consumer.Renderer(settings, js, storage, browser, jail, batches, finisher)
         await lanes.work(
             nc,
             js,

@@ -1,0 +1,46 @@
+"""`Finisher`: the finishing steps run in worker processes of their own, with a memory
+and a time limit (`core/jail.py`, the mechanism that runs templates), so a hostile or
+huge document cannot block the renderer's event loop or take its memory.
+
+Only a PDF whose options ask for a step goes there (`finishing.needed`): a plain job
+pays nothing. A limit exceeded is a `FinishingError` (deterministic: the same document
+would exceed it again), as is a step refusing its input; a finished PDF over
+`PRESSROOM_MAX_OUTPUT_BYTES` is `OutputTooLarge`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from services.core.errors import FinishingError, OutputTooLarge
+from services.core.jail import Jail, TemplateLimits
+from services.core.pageoptions import PageOptions
+from services.core.settings import Settings
+from services.renderer import finishing
+from services.renderer.browser.documents import PDF, RenderResult
+
+
+def jail_of(settings: Settings) -> Jail:
+    """The finishing workers: one per page that may be printing at once."""
+    limits = TemplateLimits(
+        settings.finishing_memory, settings.finishing_timeout, settings.max_output_bytes
+    )
+    return Jail(settings.render_concurrency, limits, what="finishing the PDF", error=FinishingError)
+
+
+class Finisher:
+    """Runs `finishing.finish` in `jail` for the documents that need it."""
+
+    def __init__(self, jail: Jail, context: finishing.Context) -> None:
+        self.jail = jail
+        self.context = context
+
+    async def finished(self, result: RenderResult, options: PageOptions) -> RenderResult:
+        """`result` with its finishing steps done (itself when none applies)."""
+        if result.content_type != PDF or not finishing.needed(options):
+            return result
+        data = await self.jail.call(finishing.finish, result.data, options, self.context)
+        limit = self.jail.limits.output_chars
+        if len(data) > limit:
+            raise OutputTooLarge(f"finished PDF is {len(data)} bytes, over the limit of {limit}")
+        return dataclasses.replace(result, data=data)
