@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Make sure a Chromium and basic fonts are installed; install them with apt when we can.
+# Make sure a Chromium and its fonts are installed; install them with apt when we can.
 set -euo pipefail
 if [ -n "${PRESSROOM_CHROMIUM:-}" ] && [ -x "${PRESSROOM_CHROMIUM}" ]; then exit 0; fi
 need=()
@@ -7,6 +7,11 @@ command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>
   || command -v google-chrome >/dev/null 2>&1 || need+=(chromium)
 [ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need+=(fonts-dejavu-core)
 [ -d /usr/share/fonts/truetype/liberation ] || need+=(fonts-liberation)
+# Noto: every common script as text, not empty boxes (CJK, Arabic, Hebrew, Devanagari,
+# colour emoji, besides Latin, Greek and Cyrillic).
+[ -e /usr/share/fonts/truetype/noto/NotoSans-Regular.ttf ] || need+=(fonts-noto-core)
+[ -e /usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc ] || need+=(fonts-noto-cjk)
+[ -e /usr/share/fonts/truetype/noto/NotoColorEmoji.ttf ] || need+=(fonts-noto-color-emoji)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   echo "Installing ${need[*]} with apt-get…"

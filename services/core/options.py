@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable, Iterable
 
 from services.core.errors import RequestError
+from services.core.finishingoptions import check_finishing
 from services.core.pageoptions import PageOptions
 
 MM_PER_INCH = 25.4
@@ -235,6 +236,7 @@ def _check_outline(options: PageOptions) -> None:
 _CHECKS: tuple[Callable[[PageOptions], None], ...] = (
     _check_values,
     _check_png,
+    check_finishing,  # pdfa, facturx, attachments, encrypt
     _check_receipt,
     _check_scale,
     _check_size,

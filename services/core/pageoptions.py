@@ -41,6 +41,32 @@ class Metadata(msgspec.Struct, omit_defaults=True):
     keywords: str | None = None
 
 
+class FacturX(msgspec.Struct, omit_defaults=True):
+    """`options.facturx`: the invoice's Cross Industry Invoice XML, embedded as
+    `factur-x.xml` in a PDF/A-3b, and the Factur-X profile it follows."""
+
+    xml: str
+    profile: str = "EN 16931"
+
+
+class Attachment(msgspec.Struct):
+    """A file embedded in the PDF: its name and its content as a base64 data URL (whose
+    media type becomes the file's MIME type)."""
+
+    name: str
+    content: str
+
+
+class Encrypt(msgspec.Struct, omit_defaults=True):
+    """`options.encrypt`: AES-256 with an owner password (full rights), an optional user
+    password (needed to open the file; empty: it opens without one) and what the user
+    may do (`finishing/encrypt.PERMISSIONS`; none by default)."""
+
+    owner_password: str
+    user_password: str = ""
+    permissions: list[str] = msgspec.field(default_factory=list)
+
+
 class PageOptions(msgspec.Struct, omit_defaults=True):
     """How the page is printed; validated at the gateway, used by the renderer.
 
@@ -70,4 +96,8 @@ class PageOptions(msgspec.Struct, omit_defaults=True):
     output: str = "pdf"
     receipt_width: int | None = None
     javascript: bool | None = None  # None: on only if the document can run script
+    pdfa: str | None = None  # "2b" or "3b": a PDF/A file (renderer/finishing/pdfa.py)
+    facturx: FacturX | None = None
+    attachments: tuple[Attachment, ...] | None = None
+    encrypt: Encrypt | None = None
     outline: bool = False  # bookmarks from h1-h6, written by Chromium (needs `tagged`)

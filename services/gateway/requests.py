@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal, TypeVar
 import msgspec
 from aiohttp import web
 
-from services.core import crypto
+from services.core import crypto, pageoptions
 from services.core.errors import RequestError
 from services.core.events import BatchItem
 from services.core.options import check_options
@@ -51,12 +51,27 @@ class MetadataRequest(Metadata, forbid_unknown_fields=True):
     """`options.metadata` as a request gives it: unknown fields are an error."""
 
 
+class FacturXRequest(pageoptions.FacturX, forbid_unknown_fields=True):
+    """`options.facturx` as a request gives it: unknown fields are an error."""
+
+
+class AttachmentRequest(pageoptions.Attachment, forbid_unknown_fields=True):
+    """An item of `options.attachments` as a request gives it: unknown fields are an error."""
+
+
+class EncryptRequest(pageoptions.Encrypt, forbid_unknown_fields=True):
+    """`options.encrypt` as a request gives it: unknown fields are an error."""
+
+
 class OptionsRequest(PageOptions, forbid_unknown_fields=True):
     """`options` as a request gives it: the event's `PageOptions`, strict about fields."""
 
     margin: MarginRequest | None = None
     wait_for: WaitForRequest | None = None
     metadata: MetadataRequest | None = None
+    facturx: FacturXRequest | None = None
+    attachments: tuple[AttachmentRequest, ...] | None = None
+    encrypt: EncryptRequest | None = None
 
 
 class JobRequest(msgspec.Struct, forbid_unknown_fields=True):
