@@ -23,11 +23,13 @@ FROM ${BASE}
 # tini is PID 1: it forwards SIGTERM to the service and reaps what Chromium leaves.
 # The Noto fonts print every common script as text (Greek, Cyrillic, CJK, Arabic, Hebrew,
 # Devanagari, colour emoji): about 145 MB installed (core 43, CJK 91, emoji 11).
+# icc-profiles-free: sRGB.icc, the output intent of PDF/A files (options.pdfa, facturx).
 # hadolint ignore=DL3008
 RUN apt-get update \
     && apt-get install -y --no-install-recommends \
         python3 chromium fonts-dejavu-core fonts-liberation ca-certificates tini \
         fonts-noto-core fonts-noto-cjk fonts-noto-color-emoji \
+        icc-profiles-free \
     && rm -rf /var/lib/apt/lists/* /var/cache/apt/* /var/log/apt /var/log/dpkg.log \
         /usr/share/man /usr/share/info \
     && find /usr/share/doc -type f ! -name copyright -delete \
