@@ -6,6 +6,7 @@
     │   ├── PayloadTooLarge       a request body is over the limit (HTTP 413)
     │   │   └── EventTooLarge     a job is too large for one message on the log (HTTP 413)
     │   ├── NotFound              no such job or file, or another tenant's (HTTP 404)
+    │   │   └── NoDiagnosis       the job exists but no attempt of it kept a diagnosis
     │   ├── Unauthorized          no API key, or an unknown or revoked one (HTTP 401)
     │   ├── Forbidden             the key lacks the scope the route needs (HTTP 403)
     │   ├── IdempotencyConflict   an Idempotency-Key reused with another body (HTTP 422)
@@ -103,6 +104,13 @@ class NotFound(DeterministicError):
 
     kind = "not_found"
     http_status = 404
+
+
+class NoDiagnosis(NotFound):
+    """The caller's job exists, but none of its attempts kept a diagnosis (it has not
+    failed on a page, and did not ask for one with `options.diagnostics`)."""
+
+    kind = "no_diagnosis"
 
 
 class Unauthorized(DeterministicError):

@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 from aiohttp import web
 
+from services.core import diagnosis
 from services.core.status import BatchStatus, JobStatus
 
 Timestamp = Annotated[str, msgspec.Meta(extra_json_schema={"format": "date-time"})]
@@ -173,6 +174,33 @@ class Redelivery(Answer, kw_only=True):
 
     id: str
     redelivery: Literal["queued"] = "queued"
+
+
+class DiagnosisAttempt(Answer, kw_only=True):
+    """One attempt's diagnosis: when it ended and with which `error` (null for a
+    successful attempt that asked for one), the page's `console` lines and uncaught
+    `errors` (text, level, source location), every request (URL, status, `ms`, Chromium's
+    `error`, the egress policy's `refused` reason), the `wait_for` condition still
+    `pending_wait_for`, and a signed `screenshot` URL of the page (PNG; null if the page
+    could not be captured). `dropped` counts what went over the caps."""
+
+    attempt: int
+    at: Timestamp
+    error: diagnosis.Failure | None
+    console: list[diagnosis.ConsoleLine]
+    errors: list[diagnosis.PageError]
+    requests: list[diagnosis.RequestLine]
+    pending_wait_for: diagnosis.WaitPending | None
+    screenshot: str | None
+    dropped: Count
+
+
+class Diagnostics(Answer, kw_only=True):
+    """`GET /jobs/{id}/diagnostics`: the diagnosis of each attempt that kept one, oldest
+    first."""
+
+    id: str
+    attempts: list[DiagnosisAttempt]
 
 
 # Batches -----------------------------------------------------------------------------

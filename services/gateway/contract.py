@@ -242,6 +242,16 @@ JOBS: dict[tuple[str, str], Route] = {
         description="Same `webhook-id`, same retry schedule; 409 if the job has not "
         "finished or has no webhook.",
     ),
+    ("GET", "/jobs/{id}/diagnostics"): Route(
+        "What the page did on each failed attempt (or on one that asked)",
+        "jobs",
+        {200: answers.Diagnostics},
+        READ_ERRORS,
+        params=(JOB_ID,),
+        description="Console lines, uncaught errors, requests with their refusals, the "
+        "pending `wait_for` and a signed screenshot URL, per attempt; 404 `no_diagnosis` "
+        "when no attempt kept one.",
+    ),
     ("GET", "/files/{key}"): Route(
         "Download a document through its signed link (local storage only)",
         "jobs",

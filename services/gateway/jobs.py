@@ -10,7 +10,7 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
-from services.core import bus, crypto, db, events, metrics, netpolicy, timeline
+from services.core import bus, crypto, db, diagnosis, events, metrics, netpolicy, timeline
 from services.core.errors import Conflict, NotFound, PressroomError, Unavailable
 from services.core.status import JobStatus
 from services.core.storage import LocalStorage
@@ -185,7 +185,7 @@ async def job_answer(request: web.Request, row: db.JobRow) -> answers.Job:
     )
 
 
-def _job_id(request: web.Request) -> str:
+def job_id_of(request: web.Request) -> str:
     job_id = request.match_info["job_id"]
     if not JOB_ID.match(job_id):
         raise NotFound(f"no job {job_id!r}")
@@ -194,7 +194,7 @@ def _job_id(request: web.Request) -> str:
 
 async def get_job(request: web.Request) -> web.Response:
     """`GET /jobs/{id}`: the projection, or `queued` if only the log knows it yet."""
-    job_id = _job_id(request)
+    job_id = job_id_of(request)
     row = await _load_row(request, job_id)
     if row is not None:
         return answers.respond(await job_answer(request, row))
@@ -206,9 +206,9 @@ async def get_job(request: web.Request) -> web.Response:
 async def redeliver_webhook(request: web.Request) -> web.Response:
     """`POST /jobs/{id}/webhooks/redeliver`: send the finished job's webhook again, with
     the same `webhook-id` and the retry schedule; each attempt joins the delivery log."""
-    job_id = _job_id(request)
+    job_id = job_id_of(request)
     _require_nats(request)
-    row = await _job_or_404(request, job_id)
+    row = await job_or_404(request, job_id)
     if not row.status.terminal:
         raise Conflict(f"job {job_id} has not finished; its webhook is sent when it does")
     if not row.webhook_url:
@@ -220,8 +220,8 @@ async def redeliver_webhook(request: web.Request) -> web.Response:
 
 async def get_webhooks(request: web.Request) -> web.Response:
     """`GET /jobs/{id}/webhooks`: every recorded webhook delivery attempt."""
-    job_id = _job_id(request)
-    await _job_or_404(request, job_id)
+    job_id = job_id_of(request)
+    await job_or_404(request, job_id)
     with unavailable_without_postgres("webhook log is unavailable"):
         rows = await db.webhook_deliveries(request.app[POOL], job_id)
     return answers.respond(
@@ -284,7 +284,7 @@ async def readyz(request: web.Request) -> web.Response:
     return answers.respond(answers.Readiness(ready=ready, checks=checks), 200 if ready else 503)
 
 
-async def _job_or_404(request: web.Request, job_id: str) -> db.JobState:
+async def job_or_404(request: web.Request, job_id: str) -> db.JobState:
     """The job's row, a minimal `queued` row if only the log knows it, else `NotFound`."""
     row = await _load_row(request, job_id)
     if row is not None:
@@ -312,9 +312,9 @@ async def cancel_job(request: web.Request) -> web.Response:
     Idempotent. A cancel that races a render yields one terminal event: whichever of
     `cancelled` and `done` reached the log first (they share a dedup id).
     """
-    job_id = _job_id(request)
+    job_id = job_id_of(request)
     _require_nats(request)
-    row = await _job_or_404(request, job_id)
+    row = await job_or_404(request, job_id)
     js = request.app[JS]
     if not row.status.terminal:
         terminal = await _cancel(request, job_id, row.tenant_id)
@@ -329,7 +329,15 @@ async def cancel_job(request: web.Request) -> web.Response:
         await request.app[STORAGE].delete(row.object_key)
         deleted = events.JobDeleted(job_id=job_id, tenant=row.tenant_id, object_key=row.object_key)
         await bus.publish(js, deleted)
+    if row.status.terminal:  # its attempts' diagnoses go with it, done or failed
+        await _forget_diagnoses(request, row)
     return answers.respond(answers.JobRemoved(id=job_id, status=row.status))
+
+
+async def _forget_diagnoses(request: web.Request, row: db.JobState) -> None:
+    """Delete the diagnoses of every attempt the job may have had."""
+    attempts = row.attempts if isinstance(row, db.JobRow) else request.app[SETTINGS].max_attempts
+    await diagnosis.forget(request.app[STORAGE], row.tenant_id, row.id, attempts)
 
 
 def timeline_entry(seq: int, at: dt.datetime, event: events.AnyEvent) -> dict[str, Any]:
@@ -341,7 +349,7 @@ def timeline_entry(seq: int, at: dt.datetime, event: events.AnyEvent) -> dict[st
 
 async def get_events(request: web.Request) -> web.Response:
     """`GET /jobs/{id}/events`: the job's timeline, read from the log itself."""
-    job_id = _job_id(request)
+    job_id = job_id_of(request)
     try:
         found = await timeline.job_events(request.app[JS], job_id)
     except Unavailable as exc:

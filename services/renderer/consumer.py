@@ -43,7 +43,9 @@ from services.core.settings import Settings
 from services.core.status import BatchStatus
 from services.core.storage import Storage, object_key
 from services.core.templating import render_html
+from services.renderer import diagnostics
 from services.renderer.browser import BrowserPool, Html, RenderResult, Source, Url
+from services.renderer.browser.diagnosis import PageReport
 from services.renderer.decisions import Ack, Fail, Retry, Step, next_step
 from services.renderer.finishing.worker import Finisher
 from services.renderer.states import BatchStates
@@ -230,7 +232,10 @@ class Renderer:
                 job_id=job.job_id, tenant=job.tenant, attempt=attempt, worker=self.worker
             ),
         )
-        done, error = await self._render_or_error(job, attempt)
+        report = PageReport()  # filled if the attempt fails on a page, or asks for it
+        done, error = await self._render_or_error(job, attempt, report)
+        if report.taken:  # stored before the attempt's end is told
+            await diagnostics.keep(self.storage, job, attempt, report, error)
         await self._settle(msg, job, attempt, done, next_step(error, attempt, self.settings))
 
     async def _held_back(self, msg: Msg, job: events.JobSubmitted) -> bool:
@@ -277,11 +282,11 @@ class Renderer:
         return await timeline.terminal_event(self.js, job.job_id, direct=True)
 
     async def _render_or_error(
-        self, job: events.JobSubmitted, attempt: int
+        self, job: events.JobSubmitted, attempt: int, report: PageReport
     ) -> tuple[events.JobDone | None, PressroomError | None]:
         """The attempt's stored document, or the error that prevented it."""
         try:
-            return await self._render(job, attempt), None
+            return await self._render(job, attempt, report), None
         except PressroomError as exc:
             return None, await self._escalated(job, attempt, exc)
         except Exception as exc:  # a bug must not kill the worker; retry like a transient error
@@ -313,12 +318,15 @@ class Renderer:
         elif done is not None:  # next_step acks only an attempt without error
             await self._finish(msg, done, step)
 
-    async def _render(self, job: events.JobSubmitted, attempt: int) -> events.JobDone:
+    async def _render(
+        self, job: events.JobSubmitted, attempt: int, report: PageReport
+    ) -> events.JobDone:
         started = time.perf_counter()
         job = await self.templates.fill(job)
         source = await source_of(job, self.jail)
         options = await options_of(job, self.jail)
-        result = await self._with_finishing(await self.browser.render(source, options), options)
+        page = await self.browser.render(source, options, report)
+        result = await self._with_finishing(page, options)
         key = document_key(job, result)
         await self.storage.put(key, result.data, result.content_type)
         elapsed = time.perf_counter() - started

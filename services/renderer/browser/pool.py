@@ -29,12 +29,13 @@ from services.core.errors import (
 )
 from services.core.pageoptions import PageOptions
 from services.core.settings import Settings
+from services.renderer.browser.diagnosis import PageReport, diagnose
 from services.renderer.browser.documents import PDF, PNG, RenderResult, Source
 from services.renderer.browser.params import count_pages
 from services.renderer.browser.process import Chromium
 from services.renderer.browser.tab import Tab, produce
 from services.renderer.browser.tasks import describe
-from services.renderer.egress import Egress
+from services.renderer.egress import Egress, RefusedLog
 from services.renderer.proxy import Door, EgressProxy
 from services.renderer.render import set_metadata
 
@@ -154,8 +155,14 @@ class BrowserPool:
         """The current browser (None when closed), for tests that look at its tabs."""
         return self._chromium
 
-    async def render(self, source: Source, options: PageOptions) -> RenderResult:
+    async def render(
+        self, source: Source, options: PageOptions, report: PageReport | None = None
+    ) -> RenderResult:
         """Render `source` (`Html` or `Url`) on a pooled tab as `options.output` says.
+
+        `report`, when given, is filled with what the page did (console, errors, requests,
+        pending `wait_for`, a screenshot) if the render fails on the tab, or if
+        `options.diagnostics` asks for it on success.
 
         Raises `RenderTimeout` after `timeout` s (the tab is replaced), `BrowserError` if
         Chromium crashed or the tab broke (the browser is relaunched when it is the
@@ -167,7 +174,7 @@ class BrowserPool:
         chromium = await self._current()
         chromium.in_flight += 1
         try:
-            data, refused = await self._render(chromium, source, options)
+            data, refused = await self._render(chromium, source, options, report)
         finally:
             chromium.in_flight -= 1
             self._close_if_idle(chromium)
@@ -206,9 +213,11 @@ class BrowserPool:
         return chromium
 
     async def _render(
-        self, chromium: Chromium, source: Source, options: PageOptions
+        self, chromium: Chromium, source: Source, options: PageOptions, report: PageReport | None
     ) -> tuple[bytes, tuple[dict[str, str], ...]]:
-        """The document's bytes and the requests refused while making it."""
+        """The document's bytes and the requests refused while making it; `report` is
+        filled before the tab is given back or replaced, when the render failed or
+        `options.diagnostics` asks."""
         tab = await chromium.idle.get()
         refusals = tab.gate.begin()  # this render's refusals, apart from the previous job's
         chromium.renders += 1
@@ -221,14 +230,29 @@ class BrowserPool:
             self._recover_later(chromium, tab)
             raise
         except PressroomError as exc:
+            if report is not None:
+                await self._diagnose(chromium, tab, refusals, report)
             if _verdict_of(task, exc):  # the render itself decided; the tab is fine
                 self._release(chromium, tab)
             else:
                 await asyncio.shield(self._recover_later(chromium, tab))
             raise
+        if report is not None and options.diagnostics:
+            await self._diagnose(chromium, tab, refusals, report)
         self._release(chromium, tab)
         data: bytes = task.result()
         return data, tuple(refusals.facts())
+
+    @staticmethod
+    async def _diagnose(
+        chromium: Chromium, tab: Tab, refused: RefusedLog, report: PageReport
+    ) -> None:
+        """Fill `report`; the screenshot only from a tab whose page and browser live."""
+        capture = chromium.alive and not tab.crashed.done()
+        try:
+            await diagnose(tab, refused, report, capture=capture)
+        except Exception:  # a diagnosis must never change how the render ends
+            log.exception("cannot make a diagnosis of the render")
 
     def _release(self, chromium: Chromium, tab: Tab) -> None:
         """Give `tab` back after a render it finished: as it is, unless its context may

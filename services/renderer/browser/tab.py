@@ -40,6 +40,7 @@ from services.core.errors import (
 from services.core.options import CSS_PX_PER_INCH, MAX_PAPER_INCHES
 from services.core.pageoptions import PageOptions, WaitFor
 from services.renderer.browser.cdp import CommandError, Session
+from services.renderer.browser.diagnosis import PageLog
 from services.renderer.browser.documents import Source, Url
 from services.renderer.browser.params import (
     DEFAULT_VIEWPORT,
@@ -114,12 +115,16 @@ class Tab:
         self.dirty = False
         self.requests: dict[str, str] = {}  # request id -> URL, of requests in flight
         self.quiet_since = time.monotonic()
+        self.seen = PageLog()  # this render's console, errors and requests, for a diagnosis
         self._loads: dict[str, asyncio.Future[None]] = {}  # loader id -> its main-frame load
         session.on("Network.requestWillBeSent", self._started)
         session.on("Network.loadingFinished", self._ended)
         session.on("Network.loadingFailed", self._ended)
         session.on("Network.responseReceived", self._answered)
         session.on("Page.lifecycleEvent", self._lifecycle)
+        # Sent only while `Runtime` is on, i.e. while the job runs script (`emulate`).
+        session.on("Runtime.consoleAPICalled", lambda event: self.seen.console_called(event))
+        session.on("Runtime.exceptionThrown", lambda event: self.seen.exception_thrown(event))
 
     async def enable(self) -> None:
         """Turn on the events renders use, and the viewport `Emulation()` stands for."""
@@ -128,19 +133,23 @@ class Tab:
             ("Page.setLifecycleEventsEnabled", {"enabled": True}),
             ("Network.enable", {}),
             ("Inspector.enable", {}),
+            ("Runtime.enable", {}),  # `Emulation()` runs script; see `emulate`
         ):
             await self.send(method, params)
         await self._set_viewport(DEFAULT_VIEWPORT)
 
     def _started(self, params: dict[str, Any]) -> None:
         self.requests[str(params["requestId"])] = str(params.get("request", {}).get("url", ""))
+        self.seen.sent(params)
 
     def _answered(self, params: dict[str, Any]) -> None:
+        self.seen.answered(params)
         # The last response of the main frame's document: after redirects, the final one.
         if params.get("type") == "Document" and params.get("frameId") == self.target_id:
             self.document_status = int(params.get("response", {}).get("status", 0))
 
     def _ended(self, params: dict[str, Any]) -> None:
+        self.seen.ended(params)
         self.requests.pop(str(params.get("requestId")), None)
         if not self.requests:
             self.quiet_since = time.monotonic()
@@ -173,6 +182,7 @@ class Tab:
         self.requests.clear()
         self.quiet_since = time.monotonic()
         self.document_status = 0
+        self.seen = PageLog()
 
     async def send(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
         """A raw CDP command on the tab's session."""
@@ -190,6 +200,8 @@ class Tab:
         if want.javascript != have.javascript:
             # Runtime.evaluate (our loading, waits and measuring) still works without it.
             await self.send("Emulation.setScriptExecutionDisabled", {"value": not want.javascript})
+            # Console messages and uncaught errors need script: without it, no events.
+            await self.send("Runtime.enable" if want.javascript else "Runtime.disable")
         if want.media != have.media:
             await self.send("Emulation.setEmulatedMedia", {"media": want.media})
         if want.viewport != have.viewport:
@@ -329,10 +341,12 @@ def _check_status(tab: Tab, url: str) -> None:
 async def _wait(tab: Tab, wait: WaitFor, deadline: float) -> None:
     """Wait for `wait`'s condition, for `wait.timeout` s but never past `deadline`."""
     end = deadline if wait.timeout is None else min(deadline, time.monotonic() + wait.timeout)
+    tab.seen.pending = wait  # what a diagnosis names if the wait never ends
     if wait.network_idle:
         await _network_idle(tab, end)
     else:
         await _until_true(tab, wait, end)
+    tab.seen.pending = None
 
 
 def _probe(wait: WaitFor) -> tuple[str, str, str]:
