@@ -1,5 +1,5 @@
 // Jobs: the tenant's list (filter, search, pages), a form to try one, and one job's
-// status, timeline, error, download, cancel and webhook deliveries, kept live.
+// status, timeline, error, download, cancel, webhook deliveries and diagnosis, kept live.
 
 import { api, coalesce, follow, pause, POLL_MS, query } from "./api.js";
 import {
@@ -166,6 +166,63 @@ function summary(job) {
   ]);
 }
 
+// A diagnosis: what the page did on each attempt that kept one (every value as text).
+
+function where(line) {
+  if (!line.url && line.line == null) return "—";
+  return `${line.url || "(inline)"}${line.line == null ? "" : `:${line.line}:${line.column ?? 1}`}`;
+}
+
+function pendingText(wait) {
+  if (!wait) return "none";
+  return Object.entries(wait).map(([name, value]) => `${name}: ${value}`).join(", ");
+}
+
+function consoleTable(attempt) {
+  const rows = attempt.console.map((line) => [
+    el("td", {}, line.level), el("td", { class: "wrap mono" }, line.text), el("td", { class: "wrap" }, where(line)),
+  ]);
+  return table("Console", ["Level", "Message", "Where"], rows, "No console messages.");
+}
+
+function errorsTable(attempt) {
+  const rows = attempt.errors.map((error) => [
+    el("td", { class: "wrap mono" }, error.text), el("td", { class: "wrap" }, where(error)),
+  ]);
+  return table("Uncaught errors", ["Error", "Where"], rows, "No uncaught errors.");
+}
+
+function requestsTable(attempt) {
+  const rows = attempt.requests.map((r) => [
+    el("td", { class: "wrap mono" }, r.url), el("td", {}, r.type || "—"), el("td", { class: "num" }, r.status ?? "—"),
+    el("td", { class: "num" }, r.ms ?? "—"), el("td", { class: "wrap" }, r.refused ? `refused: ${r.refused}` : r.error || "—"),
+  ]);
+  return table("Requests", ["URL", "Type", { label: "Status", num: true }, { label: "Time (ms)", num: true }, "Failure"], rows, "No requests.");
+}
+
+function diagnosisAttempt(attempt) {
+  const error = attempt.error ? `${attempt.error.type}: ${attempt.error.message}` : "none (asked for)";
+  const shot = attempt.screenshot
+    ? el("img", { src: attempt.screenshot, class: "preview diagnosis-screenshot", alt: `The page when attempt ${attempt.attempt} ended` })
+    : el("p", {}, "No screenshot: the page could not be captured.");
+  return el("section", { class: "diagnosis", "data-attempt": attempt.attempt },
+    el("h3", {}, `Attempt ${attempt.attempt}`),
+    facts([["At", when(attempt.at)], ["Error", error], ["Pending wait_for", pendingText(attempt.pending_wait_for)]]),
+    consoleTable(attempt), errorsTable(attempt), requestsTable(attempt), shot);
+}
+
+async function showDiagnosis(parts, job, signal) {
+  if (!job.attempts) return;
+  try {
+    const found = await api("GET", `/jobs/${encodeURIComponent(parts.id)}/diagnostics`, undefined, signal);
+    fill(parts.diagnosis, found.attempts.map(diagnosisAttempt));
+    parts.diagnosisPart.hidden = false;
+  } catch (error) {
+    if (error.status === 404) parts.diagnosisPart.hidden = true;
+    else if (!signal.aborted) fill(parts.diagnosis, errorBox(error));
+  }
+}
+
 async function part(region, load, render) {
   try {
     fill(region, render(await load()));
@@ -184,7 +241,9 @@ function jobParts(id) {
     webhooks: el("div", { id: "job-webhooks" }),
     redeliver: el("button", { type: "button", id: "job-redeliver", class: "secondary", hidden: true }, "Redeliver webhook"),
     note: el("div", { id: "job-note", role: "status" }),
+    diagnosis: el("div", { id: "job-diagnosis" }),
   };
+  parts.diagnosisPart = el("div", { hidden: true }, el("h2", {}, "Diagnosis"), parts.diagnosis);
   parts.id = id;
   return parts;
 }
@@ -210,6 +269,7 @@ async function refreshJob(parts, signal) {
   showState(parts, job);
   await part(parts.timeline, () => api("GET", `${path}/events`, undefined, signal), timelineTable);
   await showWebhooks(parts, signal);
+  await showDiagnosis(parts, job, signal);
   return TERMINAL.has(job.status);
 }
 
@@ -252,7 +312,7 @@ export function showJob(main, params, signal) {
   main.append(
     el("h1", {}, "Job ", el("code", {}, params.id)), parts.summary, parts.error,
     el("div", { class: "actions" }, parts.download, parts.cancel), parts.note,
-    el("h2", {}, "Timeline"), parts.timeline,
+    parts.diagnosisPart, el("h2", {}, "Timeline"), parts.timeline,
     el("h2", {}, "Webhook deliveries"), parts.webhooks, el("div", { class: "actions" }, parts.redeliver));
   const refresh = coalesce(() => refreshJob(parts, signal));
   act(parts, parts.cancel, () => api("DELETE", path).then(refresh), "Cancel requested.");
