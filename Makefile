@@ -27,7 +27,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 test: lint typecheck chromium
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q --durations=25
 
 bench: $(STAMP) chromium
 	@scripts/ensure-wrk.sh
