@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from services.core.errors import FinishingError, PressroomError
 from services.core.pageoptions import PageOptions
+from services.renderer.finishing import attachments, encrypt, facturx, pdfa
 from services.renderer.finishing.context import Context, Step
 
 __all__ = ["STEPS", "Context", "Step", "finish", "needed"]
@@ -30,7 +31,10 @@ __all__ = ["STEPS", "Context", "Step", "finish", "needed"]
 STEPS: tuple[Step, ...] = (
     # marks: watermark, stamp (post-processing II)
     # outline, toc (post-processing II)
-    # attachments, facturx, pdfa, encrypt (post-processing I, landing one by one)
+    attachments,
+    facturx,
+    pdfa,
+    encrypt,
     # sign (post-processing II)
 )
 """The pipeline, in its order (see the module docstring)."""
