@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 
 from services.core.errors import RequestError
 from services.core.finishingoptions import check_finishing
-from services.core.pageoptions import PageOptions
+from services.core.pageoptions import Mark, PageOptions
 
 MM_PER_INCH = 25.4
 CSS_PX_PER_INCH = 96.0  # CSS fixes 1in = 96px, and Chromium prints at that ratio
@@ -62,6 +62,8 @@ _PDF_ONLY = (
     "receipt_width",
     "height",
     "outline",
+    "watermark",
+    "stamp",
 )
 # `receipt_width` decides the paper itself, so these cannot apply alongside it.
 _NOT_WITH_RECEIPT = ("width", "height", "landscape", "prefer_css_page_size")
@@ -209,6 +211,22 @@ def _is_page_range(text: str) -> bool:
     return first >= 1 and (not end or first <= int(end))
 
 
+def page_numbers(ranges: str | None, count: int) -> list[int]:
+    """The pages (from 1, ascending, each once) of a `count`-page document that `ranges`
+    (checked by `_is_page_range`) names; None names them all, pages past the end none."""
+    if ranges is None:
+        return list(range(1, count + 1))
+    chosen: set[int] = set()
+    for part in ranges.split(","):
+        start, end, single = _PAGE_RANGE.match(part.strip()).groups()  # type: ignore[union-attr]
+        if single is not None:
+            first = last = int(single)
+        else:
+            first, last = int(start or 1), int(end or count)
+        chosen.update(range(first, min(last, count) + 1))
+    return sorted(chosen)
+
+
 def _check_wait_for(options: PageOptions) -> None:
     wait = options.wait_for
     if wait is None:
@@ -233,6 +251,58 @@ def _check_outline(options: PageOptions) -> None:
         raise _fail("outline", "needs tagged (Chromium reads headings from the tags)")
 
 
+MARK_POSITIONS = (
+    "center",
+    "top",
+    "bottom",
+    "left",
+    "right",
+    "top-left",
+    "top-right",
+    "bottom-left",
+    "bottom-right",
+)
+"""Where a watermark or stamp may sit on its page."""
+MAX_MARK_TEXT = 200
+"""Longest mark text, in characters: a line of it at 72 px stays within a PDF page side."""
+_IMAGE_URL = re.compile(r"^data:image/(png|jpeg);base64,[A-Za-z0-9+/]+={0,2}$")
+_COLOR = re.compile(r"^#[0-9a-fA-F]{3}(?:[0-9a-fA-F]{3})?$|^[a-zA-Z]{3,20}$")
+
+
+def _check_marks(options: PageOptions) -> None:
+    for name in ("watermark", "stamp"):
+        mark = getattr(options, name)
+        if mark is not None:
+            _check_mark_source(name, mark)
+            _check_mark_style(name, mark)
+
+
+def _check_mark_source(name: str, mark: Mark) -> None:
+    if (mark.text is None) == (mark.image is None):
+        raise _fail(name, "needs exactly one of text or image")
+    if mark.text is not None and not 0 < len(mark.text.strip()) <= MAX_MARK_TEXT:
+        raise _fail(f"{name}.text", f"must be 1 to {MAX_MARK_TEXT} characters")
+    if mark.image is not None and not _IMAGE_URL.match(mark.image):
+        raise _fail(
+            f"{name}.image", "must be a data URL of a PNG or JPEG (data:image/png;base64,…)"
+        )
+
+
+def _check_mark_style(name: str, mark: Mark) -> None:
+    if mark.opacity is not None and not 0 < mark.opacity <= 1:
+        raise _fail(f"{name}.opacity", "must be more than 0 and at most 1")
+    if mark.rotation is not None and not -360 <= mark.rotation <= 360:
+        raise _fail(f"{name}.rotation", "must be degrees between -360 and 360")
+    if mark.size is not None and not 0.05 <= mark.size <= 1:
+        raise _fail(f"{name}.size", "must be between 0.05 and 1 (a fraction of the page width)")
+    if mark.position is not None:
+        _one_of(f"{name}.position", mark.position, MARK_POSITIONS)
+    if mark.color is not None and not _COLOR.match(mark.color):
+        raise _fail(f"{name}.color", "must be #rgb, #rrggbb or a CSS colour name")
+    if mark.pages is not None and not all(_is_page_range(p.strip()) for p in mark.pages.split(",")):
+        raise _fail(f"{name}.pages", "must be pages and ranges such as '1-3, 5, 8-'")
+
+
 _CHECKS: tuple[Callable[[PageOptions], None], ...] = (
     _check_values,
     _check_png,
@@ -244,5 +314,6 @@ _CHECKS: tuple[Callable[[PageOptions], None], ...] = (
     _check_page_ranges,
     _check_wait_for,
     _check_outline,
+    _check_marks,
 )
 """In order: known values first, since later rules depend on `output` and the paper."""

@@ -67,6 +67,23 @@ class Encrypt(msgspec.Struct, omit_defaults=True):
     permissions: list[str] = msgspec.field(default_factory=list)
 
 
+class Mark(msgspec.Struct, omit_defaults=True):
+    """A `watermark` (under the content) or `stamp` (over it): exactly one of `text` and
+    `image` (a PNG or JPEG data URL); what is left out takes the kind's default
+    (`renderer/finishing/marks.STYLES`). `rotation` is in degrees, counterclockwise;
+    `size` is the mark's width as a fraction of the page's, before rotation; `pages` is a
+    page range such as `"1-3, 5"` (default: every page)."""
+
+    text: str | None = None
+    image: str | None = None
+    opacity: float | None = None
+    rotation: float | None = None
+    position: str | None = None
+    size: float | None = None
+    color: str | None = None
+    pages: str | None = None
+
+
 class PageOptions(msgspec.Struct, omit_defaults=True):
     """How the page is printed; validated at the gateway, used by the renderer.
 
@@ -102,3 +119,5 @@ class PageOptions(msgspec.Struct, omit_defaults=True):
     attachments: tuple[Attachment, ...] | None = None
     encrypt: Encrypt | None = None
     outline: bool = False  # bookmarks from h1-h6, written by Chromium (needs `tagged`)
+    watermark: Mark | None = None
+    stamp: Mark | None = None

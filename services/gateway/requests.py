@@ -17,7 +17,7 @@ from services.core import crypto, pageoptions
 from services.core.errors import RequestError
 from services.core.events import BatchItem
 from services.core.options import check_options
-from services.core.pageoptions import Margin, Metadata, PageOptions, WaitFor
+from services.core.pageoptions import Margin, Mark, Metadata, PageOptions, WaitFor
 from services.core.signing import parse_secrets
 
 _PATH = re.compile(r"at `\$\.?([^`]*)`")
@@ -63,6 +63,11 @@ class EncryptRequest(pageoptions.Encrypt, forbid_unknown_fields=True):
     """`options.encrypt` as a request gives it: unknown fields are an error."""
 
 
+class MarkRequest(Mark, forbid_unknown_fields=True):
+    """`options.watermark` or `options.stamp` as a request gives it: unknown fields are an
+    error."""
+
+
 class OptionsRequest(PageOptions, forbid_unknown_fields=True):
     """`options` as a request gives it: the event's `PageOptions`, strict about fields."""
 
@@ -72,6 +77,8 @@ class OptionsRequest(PageOptions, forbid_unknown_fields=True):
     facturx: FacturXRequest | None = None
     attachments: tuple[AttachmentRequest, ...] | None = None
     encrypt: EncryptRequest | None = None
+    watermark: MarkRequest | None = None
+    stamp: MarkRequest | None = None
 
 
 class JobRequest(msgspec.Struct, forbid_unknown_fields=True):

@@ -48,6 +48,7 @@ from services.renderer.browser import BrowserPool, Html, RenderResult, Source, U
 from services.renderer.browser.diagnosis import PageReport
 from services.renderer.decisions import Ack, Fail, Retry, Step, next_step
 from services.renderer.finishing.worker import Finisher
+from services.renderer.marks import with_marks
 from services.renderer.states import BatchStates
 
 log = logging.getLogger(__name__)
@@ -348,9 +349,11 @@ class Renderer:
         self, result: RenderResult, options: pageoptions.PageOptions
     ) -> RenderResult:
         """`result` after the finishing steps its options ask for (PDF/A, encryption…)."""
-        if self.finisher is None:
+        finisher = self.finisher
+        if finisher is None:
             return result
-        return await self.finisher.finished(result, options)
+        context = await with_marks(self.browser, options, finisher.context)  # Chromium prints them
+        return await Finisher(finisher.jail, context).finished(result, options)
 
     async def _finish(
         self, msg: Msg, event: events.JobDone | events.JobFailed, step: Ack | Fail

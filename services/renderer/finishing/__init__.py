@@ -23,13 +23,13 @@ from __future__ import annotations
 
 from services.core.errors import FinishingError, PressroomError
 from services.core.pageoptions import PageOptions
-from services.renderer.finishing import attachments, encrypt, facturx, pdfa
+from services.renderer.finishing import attachments, encrypt, facturx, marks, pdfa
 from services.renderer.finishing.context import Context, Step
 
 __all__ = ["STEPS", "Context", "Step", "finish", "needed"]
 
 STEPS: tuple[Step, ...] = (
-    # marks: watermark, stamp (post-processing II)
+    marks,  # watermark, stamp (post-processing II)
     # outline, toc (post-processing II)
     attachments,
     facturx,

@@ -24,7 +24,7 @@ def test_a_job_with_options_this_version_does_not_know_still_decodes():
     """A gateway newer than the renderer: the job renders, without the unknown option."""
     newer = (
         b'{"type":"submitted","job_id":"j","template":"t","options":{"format":"A5",'
-        b'"watermark":"DRAFT","margin":{"top":"1cm","gutter":"2mm"},'
+        b'"hologram":"DRAFT","margin":{"top":"1cm","gutter":"2mm"},'
         b'"metadata":{"title":"T","language":"en"},"wait_for":{"selector":"#x","poll":1}}}'
     )
     job = events.decode(newer)
