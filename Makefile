@@ -35,6 +35,7 @@ bench: $(STAMP) chromium
 	$(BIN)/python bench/scale_out.py
 	$(BIN)/python bench/batch_run.py
 	$(BIN)/python bench/nats_durability.py
+	$(BIN)/python bench/finishing_cost.py
 
 soak: $(STAMP) chromium
 	$(BIN)/python bench/soak.py --plots docs/img
