@@ -179,6 +179,23 @@ def _check_png(options: PageOptions) -> None:
         raise _fail("javascript", "cannot be false for png output")
 
 
+MAX_SELECTOR = 1000
+"""Longest `selector`, in characters: far more than any element needs."""
+
+
+def _check_selector(options: PageOptions) -> None:
+    # Whether Chromium can parse it is only known in the page: an invalid or unmatched
+    # selector fails the job there (`validation`, field options.selector).
+    if options.selector is None:
+        return
+    if options.output != "png":
+        raise _fail("selector", "applies to png output only")
+    if not options.selector.strip():
+        raise _fail("selector", "must not be empty")
+    if len(options.selector) > MAX_SELECTOR:
+        raise _fail("selector", f"must be at most {MAX_SELECTOR} characters")
+
+
 def _check_receipt(options: PageOptions) -> None:
     if options.receipt_width is None:
         return
@@ -306,6 +323,7 @@ def _check_mark_style(name: str, mark: Mark) -> None:
 _CHECKS: tuple[Callable[[PageOptions], None], ...] = (
     _check_values,
     _check_png,
+    _check_selector,
     check_finishing,  # pdfa, facturx, attachments, encrypt
     _check_receipt,
     _check_scale,

@@ -113,6 +113,7 @@ class PageOptions(msgspec.Struct, omit_defaults=True):
     output: str = "pdf"
     receipt_width: int | None = None
     javascript: bool | None = None  # None: on only if the document can run script
+    selector: str | None = None  # png only: capture the box of the element this matches
     diagnostics: bool = False  # keep a diagnosis of a successful attempt too
     pdfa: str | None = None  # "2b" or "3b": a PDF/A file (renderer/finishing/pdfa.py)
     facturx: FacturX | None = None

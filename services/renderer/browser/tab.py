@@ -39,6 +39,7 @@ from services.core.errors import (
 )
 from services.core.options import CSS_PX_PER_INCH, MAX_PAPER_INCHES
 from services.core.pageoptions import PageOptions, WaitFor
+from services.renderer.browser.capture import element_clip, page_clip
 from services.renderer.browser.cdp import CommandError, Session
 from services.renderer.browser.diagnosis import PageLog
 from services.renderer.browser.documents import Source, Url
@@ -254,7 +255,7 @@ async def produce(
     if options.wait_for is not None:
         await _wait(tab, options.wait_for, deadline)
     if options.output == "png":
-        return await _screenshot(tab, options.scale)
+        return await _screenshot(tab, options.scale, options.selector)
     return await _print_pdf(tab, options, limit)
 
 
@@ -478,13 +479,11 @@ async def _receipt_height(tab: Tab, options: PageOptions, params: dict[str, Any]
     return height
 
 
-async def _screenshot(tab: Tab, scale: float) -> bytes:
-    """A PNG of the whole page, `scale` device pixels per CSS pixel."""
-    metrics = await tab.send("Page.getLayoutMetrics")
-    size = metrics["cssContentSize"]
-    width, height = math.ceil(size["width"]), math.ceil(size["height"])
-    check_png_size(width * scale, height * scale)
-    clip = {"x": 0, "y": 0, "width": width, "height": height, "scale": 1}
+async def _screenshot(tab: Tab, scale: float, selector: str | None = None) -> bytes:
+    """A PNG of the whole page as tall as its content, or of the box of the element
+    `selector` matches (`capture`), `scale` device pixels per CSS pixel."""
+    clip = await (page_clip(tab) if selector is None else element_clip(tab, selector))
+    check_png_size(math.ceil(clip.width * scale), math.ceil(clip.height * scale))
     # A screenshot waits for the tab to commit a frame. Headless tabs in the background
     # (all but the last one opened) are reported elsewhere to sometimes never commit one;
     # here a capture hung once until the render timeout, in ~300 not reproduced. So the
@@ -494,6 +493,6 @@ async def _screenshot(tab: Tab, scale: float) -> bytes:
         await tab.send("Page.bringToFront")
         reply = await tab.send(
             "Page.captureScreenshot",
-            {"format": "png", "clip": clip, "captureBeyondViewport": True},
+            {"format": "png", "clip": clip.params(), "captureBeyondViewport": True},
         )
     return base64.b64decode(reply["data"])
