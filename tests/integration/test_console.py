@@ -13,7 +13,9 @@ template's preview is rendered and shown as an image through its signed link; a 
 paused from its button (with the keyboard) stops moving on screen (the counts shown stay
 put while paused), the focus moves to Resume, and after resume it moves again until the
 archive link appears; item file names holding markup show as text; sign out forgets the
-key; with S3 storage the policy also admits images from the bucket's origin, nothing more.
+key; with S3 storage the policy also admits images from the bucket's origin, nothing more;
+a job that failed on its page shows its diagnosis (console lines as text, the pending
+`wait_for`, the screenshot).
 """
 
 from __future__ import annotations
@@ -224,6 +226,29 @@ async def test_a_failed_jobs_error_is_shown_as_text_never_as_markup(
     await console.page.click("#job-redeliver")
     await console.until(f"{rows} === 2", "the redelivery's attempt, without a reload")
     assert len(receiver.requests) == 2
+
+
+async def test_a_job_that_failed_on_its_page_shows_its_diagnosis(console: Console):
+    """What the page logged, the condition still pending and the screenshot are on the
+    job's page; a console line holding markup is shown as text."""
+    stack = console.stack
+    html = f"<p>never ready</p><script>console.error({json.dumps(HOSTILE)})</script>"
+    wait_for = {"selector": "#never-there", "timeout": 1}
+    body = {"html": html, "options": {"wait_for": wait_for}}
+    failed = await stack.finished((await stack.submit(body))["id"])
+    assert failed["status"] == "failed", failed
+    await signed_in(console)
+    await console.go(f"#/jobs/{failed['id']}")
+    shot = "document.querySelector('#job-diagnosis img.diagnosis-screenshot')"
+    width = await console.until(
+        f"{shot}?.complete && {shot}.naturalWidth", "the diagnosis' screenshot loaded", 30
+    )
+    assert width > 0
+    shown = await console.text("#job-diagnosis")
+    assert HOSTILE in shown, shown
+    assert "#never-there" in shown
+    assert await console.js("document.querySelectorAll('#job-diagnosis img').length") == 1
+    assert await console.js("window.pwned === undefined")
 
 
 async def test_a_stored_templates_preview_is_shown_as_an_image(console: Console):
