@@ -62,6 +62,7 @@ _PDF_ONLY = (
     "receipt_width",
     "height",
     "outline",
+    "toc",
     "watermark",
     "stamp",
 )
@@ -268,6 +269,16 @@ def _check_outline(options: PageOptions) -> None:
         raise _fail("outline", "needs tagged (Chromium reads headings from the tags)")
 
 
+def _check_toc(options: PageOptions) -> None:
+    # Like the outline, a table of contents is navigation for every reader: in a tagged
+    # file its entries are Link elements assistive technology can follow.
+    if options.toc and not options.tagged:
+        raise _fail("toc", "needs tagged (its entries are links in the tagged structure)")
+    # Its numbers are the document's pages; a file of some of them would contradict them.
+    if options.toc and options.page_ranges is not None:
+        raise _fail("toc", "does not apply with page_ranges (its numbers count every page)")
+
+
 MARK_POSITIONS = (
     "center",
     "top",
@@ -332,6 +343,7 @@ _CHECKS: tuple[Callable[[PageOptions], None], ...] = (
     _check_page_ranges,
     _check_wait_for,
     _check_outline,
+    _check_toc,
     _check_marks,
 )
 """In order: known values first, since later rules depend on `output` and the paper."""

@@ -120,5 +120,6 @@ class PageOptions(msgspec.Struct, omit_defaults=True):
     attachments: tuple[Attachment, ...] | None = None
     encrypt: Encrypt | None = None
     outline: bool = False  # bookmarks from h1-h6, written by Chromium (needs `tagged`)
+    toc: bool = False  # fill <nav data-toc> with headings and pages (renderer/browser/toc.py)
     watermark: Mark | None = None
     stamp: Mark | None = None

@@ -52,6 +52,7 @@ from services.renderer.browser.params import (
     print_params,
 )
 from services.renderer.browser.tasks import describe
+from services.renderer.browser.toc import print_with_toc
 from services.renderer.egress import Refusal, RequestFilter
 from services.renderer.proxy import Door
 
@@ -256,6 +257,8 @@ async def produce(
         await _wait(tab, options.wait_for, deadline)
     if options.output == "png":
         return await _screenshot(tab, options.scale, options.selector)
+    if options.toc:  # prints in passes until the page numbers hold (`toc`)
+        return await print_with_toc(tab, lambda: _print_pdf(tab, options, limit))
     return await _print_pdf(tab, options, limit)
 
 

@@ -21,6 +21,8 @@ def options(**fields: Any) -> OptionsRequest:
 GOOD: list[dict[str, Any]] = [
     {"outline": True},
     {"outline": True, "metadata": {"title": "Report"}},
+    {"toc": True},
+    {"toc": True, "outline": True, "receipt_width": 80},
     {"watermark": {"text": "DRAFT"}, "stamp": {"text": "PAID", "position": "bottom-left"}},
     {"watermark": {"text": "x", "opacity": 1, "rotation": -30, "size": 1, "pages": "2-, 1"}},
     {"stamp": {"image": "data:image/jpeg;base64,/9j/4AAQ", "color": "#ABC"}},
@@ -35,6 +37,9 @@ def test_valid_document_options_pass(fields: dict[str, Any]) -> None:
 BAD: list[tuple[dict[str, Any], str]] = [
     ({"outline": True, "tagged": False}, "options.outline"),
     ({"outline": True, "output": "png"}, "options.outline"),
+    ({"toc": True, "tagged": False}, "options.toc"),
+    ({"toc": True, "output": "png"}, "options.toc"),
+    ({"toc": True, "page_ranges": "1-2"}, "options.toc"),
     ({"watermark": {}}, "options.watermark"),
     ({"stamp": {"text": "   "}}, "options.stamp.text"),
     ({"stamp": {"text": "x" * 201}}, "options.stamp.text"),
