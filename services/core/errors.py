@@ -21,6 +21,7 @@
     │   ├── SourceError           a `url` source answered 4xx or cannot be a page
     │   ├── FinishingError        post-processing (PDF/A, Factur-X, encryption…) refused
     │   │                         its input or went over its limits
+    │   │   └── SigningNotConfigured  `sign` asked of a renderer without a signing key
     │   └── PageKeepsCrashing     the page crashed its tab on two attempts in a row
     └── TransientError            may work on a later attempt: retry with backoff
         ├── Unavailable           NATS or Postgres cannot be reached (HTTP 503)
@@ -30,6 +31,7 @@
         ├── BrowserError          Chromium crashed or the page broke
         │   └── PageCrashed       the page crashed its tab (twice: the job fails)
         ├── RenderTimeout         the render took longer than allowed
+        ├── TimestampUnavailable  the signing timestamp server failed or refused
         └── SourceUnreachable     a `url` source failed to load or answered 5xx
 
 A renderer `term()`s a message on a deterministic error (after publishing `failed`) and
@@ -216,6 +218,13 @@ class FinishingError(DeterministicError):
     kind = "finishing"
 
 
+class SigningNotConfigured(FinishingError):
+    """A job asks for `sign` of a renderer that has no signing certificate and key
+    (`PRESSROOM_SIGNING_CERT`, `PRESSROOM_SIGNING_KEY`): every attempt would fail alike."""
+
+    kind = "signing_not_configured"
+
+
 class PageKeepsCrashing(DeterministicError):
     """The page crashed its tab on two attempts in a row (out of memory, a renderer fault):
     a third try would crash again."""
@@ -284,6 +293,13 @@ class RenderTimeout(TransientError):
     """The render exceeded `PRESSROOM_RENDER_TIMEOUT`."""
 
     kind = "timeout"
+
+
+class TimestampUnavailable(TransientError):
+    """The timestamp server (`PRESSROOM_SIGNING_TSA_URL`) could not be reached or gave no
+    timestamp: a signature without its timestamp is not stored, the job is retried."""
+
+    kind = "timestamp_unavailable"
 
 
 class SourceUnreachable(TransientError):

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from services.core.errors import RequestError
 from services.core.finishingoptions import check_finishing
 from services.core.pageoptions import Mark, PageOptions
+from services.core.signoptions import check_sign
 
 MM_PER_INCH = 25.4
 CSS_PX_PER_INCH = 96.0  # CSS fixes 1in = 96px, and Chromium prints at that ratio
@@ -65,6 +66,7 @@ _PDF_ONLY = (
     "toc",
     "watermark",
     "stamp",
+    "sign",
 )
 # `receipt_width` decides the paper itself, so these cannot apply alongside it.
 _NOT_WITH_RECEIPT = ("width", "height", "landscape", "prefer_css_page_size")
@@ -345,5 +347,6 @@ _CHECKS: tuple[Callable[[PageOptions], None], ...] = (
     _check_outline,
     _check_toc,
     _check_marks,
+    check_sign,
 )
 """In order: known values first, since later rules depend on `output` and the paper."""

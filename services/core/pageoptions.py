@@ -84,6 +84,18 @@ class Mark(msgspec.Struct, omit_defaults=True):
     pages: str | None = None
 
 
+class Sign(msgspec.Struct, omit_defaults=True):
+    """`options.sign`: a PAdES signature with the renderer's certificate and key (never
+    the request's). Visible: its appearance in `box` ([x1, y1, x2, y2], points from the
+    page's lower left corner) on `page` (1-based); invisible: no box, no page."""
+
+    visible: bool = False
+    page: int | None = None
+    box: list[float] | None = None
+    reason: str | None = None
+    location: str | None = None
+
+
 class PageOptions(msgspec.Struct, omit_defaults=True):
     """How the page is printed; validated at the gateway, used by the renderer.
 
@@ -123,3 +135,4 @@ class PageOptions(msgspec.Struct, omit_defaults=True):
     toc: bool = False  # fill <nav data-toc> with headings and pages (renderer/browser/toc.py)
     watermark: Mark | None = None
     stamp: Mark | None = None
+    sign: Sign | None = None  # last: renderer/finishing/sign.py

@@ -92,6 +92,12 @@ def _server_key(raw: str) -> str:
     return raw
 
 
+def _http_url(raw: str) -> str:
+    if raw and not re.match(r"^https?://[^/\s]+", raw):
+        raise ValueError("must be an http:// or https:// URL")
+    return raw
+
+
 def _var(name: str, default: Any, parse: Callable[[str], Any] = _str, doc: str = "") -> Any:
     return field(default=default, metadata={"env": name, "parse": parse, "doc": doc})
 
@@ -366,6 +372,29 @@ class Settings:
         "PRESSROOM_ICC_PROFILE",
         "/usr/share/color/icc/sRGB.icc",
         doc="renderer: the sRGB ICC profile of PDF/A output intents (Debian: icc-profiles-free)",
+    )
+    signing_cert: str = _var(
+        "PRESSROOM_SIGNING_CERT",
+        "",
+        doc="renderer: PEM file of the certificate `options.sign` signs with (empty: no signing)",
+    )
+    signing_key: str = _var(
+        "PRESSROOM_SIGNING_KEY", "", doc="renderer: PEM file of that certificate's private key"
+    )
+    signing_key_password: str = _var(
+        "PRESSROOM_SIGNING_KEY_PASSWORD", "", doc="renderer: the password of an encrypted key"
+    )
+    signing_chain: str = _var(
+        "PRESSROOM_SIGNING_CHAIN",
+        "",
+        doc="renderer: PEM file of the intermediate certificates embedded in signatures",
+    )
+    signing_tsa_url: str = _var(
+        "PRESSROOM_SIGNING_TSA_URL",
+        "",
+        _http_url,
+        "renderer: RFC 3161 timestamp server each signature gets a timestamp from (operator "
+        "config: not subject to the page egress policy); empty: none",
     )
     log_level: str = _var(
         "PRESSROOM_LOG_LEVEL", "INFO", _choice("DEBUG", "INFO", "WARNING", "ERROR"), "log level"

@@ -68,6 +68,11 @@ class MarkRequest(Mark, forbid_unknown_fields=True):
     error."""
 
 
+class SignRequest(pageoptions.Sign, forbid_unknown_fields=True):
+    """`options.sign` as a request gives it: unknown fields (a key, a certificate) are an
+    error."""
+
+
 class OptionsRequest(PageOptions, forbid_unknown_fields=True):
     """`options` as a request gives it: the event's `PageOptions`, strict about fields."""
 
@@ -79,6 +84,7 @@ class OptionsRequest(PageOptions, forbid_unknown_fields=True):
     encrypt: EncryptRequest | None = None
     watermark: MarkRequest | None = None
     stamp: MarkRequest | None = None
+    sign: SignRequest | None = None
 
 
 class JobRequest(msgspec.Struct, forbid_unknown_fields=True):

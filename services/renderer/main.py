@@ -16,6 +16,7 @@ from services.renderer.finishing.worker import Finisher, jail_of
 
 
 async def serve(settings: Settings, stop: asyncio.Event) -> None:
+    context = Context.of(settings)  # reads the signing key: a bad file stops us here
     browser = BrowserPool(
         settings.chromium_path(),
         pages=settings.render_concurrency,
@@ -38,7 +39,7 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
         states.watched(js) as batches,
     ):
         health.check("nats", lambda: nc.is_connected)
-        finisher = Finisher(finishing_jail, Context.of(settings))
+        finisher = Finisher(finishing_jail, context)
         renderer = consumer.Renderer(settings, js, storage, browser, jail, batches, finisher)
         await lanes.work(
             nc,

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from services.core.errors import FinishingError, PressroomError
 from services.core.pageoptions import PageOptions
-from services.renderer.finishing import attachments, encrypt, facturx, marks, pdfa
+from services.renderer.finishing import attachments, encrypt, facturx, marks, pdfa, sign
 from services.renderer.finishing.context import Context, Step
 
 __all__ = ["STEPS", "Context", "Step", "finish", "needed"]
@@ -35,7 +35,7 @@ STEPS: tuple[Step, ...] = (
     facturx,
     pdfa,
     encrypt,
-    # sign (post-processing II)
+    sign,  # last: it appends a signature any later change would break
 )
 """The pipeline, in its order (see the module docstring)."""
 

@@ -8,6 +8,7 @@ from typing import Protocol
 
 from services.core.pageoptions import PageOptions
 from services.core.settings import Settings
+from services.renderer.finishing.signer import SigningKey, signing_key_of
 
 
 @dataclass(frozen=True)
@@ -20,10 +21,14 @@ class Context:
     # Per job, not a setting: the watermark and stamp pages Chromium printed for it
     # (kind, PDF), added by `renderer/marks.with_marks` before finishing.
     marks: tuple[tuple[str, bytes], ...] = ()
+    # The signing certificate and key (`PRESSROOM_SIGNING_*`), read at start: the
+    # finishing worker never reads the environment. None: `sign` fails its jobs.
+    signing: SigningKey | None = None
 
     @classmethod
     def of(cls, settings: Settings) -> Context:
-        return cls(icc_profile=settings.icc_profile)
+        """The context of `settings`; `SettingsError` for an unusable signing file."""
+        return cls(icc_profile=settings.icc_profile, signing=signing_key_of(settings))
 
 
 class Step(Protocol):
