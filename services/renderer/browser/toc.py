@@ -100,8 +100,10 @@ _FILL = """((pages) => {
 async def print_with_toc(tab: Tab, print_pdf: Callable[[], Awaitable[bytes]]) -> bytes:
     """The document printed by `print_pdf` with its table of contents filled in.
 
-    `RequestError` (field `options.toc`) when the document has no `<nav data-toc>`, or
-    when its numbers still moved the layout after `MAX_PASSES` numbered prints.
+    `RequestError` (field `options.toc`) when the document has no `<nav data-toc>`, when
+    its own scripts broke the DOM calls used here, or when its numbers still moved the
+    layout after `MAX_PASSES` numbered prints. Every print counts against the render's
+    time limit and output limits like a single one.
     """
     ids = await _build(tab)
     pdf = await print_pdf()
