@@ -1,6 +1,7 @@
 """Finishing: what is done to a printed PDF before it is stored, each step asked for by
-an option (PDF/A, Factur-X, attachments, encryption, and the other helpers' marks,
-outline and signature).
+an option (watermark and stamp, attachments, Factur-X, PDF/A, encryption, signature).
+The outline and the table of contents are not steps: Chromium writes the outline while
+printing, and the table of contents needs the browser (`browser/toc.py`).
 
 `STEPS` is the one ordered pipeline. Each step is a module with
 
@@ -29,8 +30,7 @@ from services.renderer.finishing.context import Context, Step
 __all__ = ["STEPS", "Context", "Step", "finish", "needed"]
 
 STEPS: tuple[Step, ...] = (
-    marks,  # watermark, stamp (post-processing II)
-    # outline, toc (post-processing II)
+    marks,  # watermark, stamp
     attachments,
     facturx,
     pdfa,
