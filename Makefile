@@ -36,6 +36,8 @@ bench: $(STAMP) chromium
 	$(BIN)/python bench/batch_run.py
 	$(BIN)/python bench/nats_durability.py
 	$(BIN)/python bench/finishing_cost.py
+	$(BIN)/python bench/sign_cost.py
+	$(BIN)/python bench/print_options_cost.py
 
 soak: $(STAMP) chromium
 	$(BIN)/python bench/soak.py --plots docs/img
