@@ -235,7 +235,8 @@ class Renderer:
         )
         report = PageReport()  # filled if the attempt fails on a page, or asks for it
         done, error = await self._render_or_error(job, attempt, report)
-        if report.taken:  # stored before the attempt's end is told
+        if report.taken or error is not None:  # stored before the attempt's end is told
+            # A failure before any page (a template error) keeps its error alone.
             await diagnostics.keep(self.storage, job, attempt, report, error)
         await self._settle(msg, job, attempt, done, next_step(error, attempt, self.settings))
 

@@ -121,3 +121,18 @@ async def test_a_good_job_keeps_a_diagnosis_only_when_it_asks_for_one(stack: Sta
 
     status, body = await get(stack.client, f"{stack.url}/jobs/{plain['id']}/diagnostics")
     assert status == 404 and body["error"]["type"] == "no_diagnosis"
+
+
+async def test_an_attempt_that_fails_before_any_page_keeps_its_error_as_its_diagnosis(
+    stack: Stack,
+) -> None:
+    """Every failed attempt has a diagnosis: a template error has no page (no console,
+    requests or screenshot), and its diagnosis holds the error itself."""
+    bad = await stack.submit({"template": "{{ missing.name }}", "data": {}})
+    failed = await stack.finished(bad["id"])
+    assert failed["status"] == "failed" and failed["error"]["type"] == "template"
+    found = await diagnosis_of(stack, bad["id"])
+    assert found["error"]["type"] == "template"
+    assert found["error"]["message"] == failed["error"]["message"]
+    assert found["console"] == found["requests"] == found["errors"] == []
+    assert found["screenshot"] is None

@@ -204,7 +204,7 @@ function diagnosisAttempt(attempt) {
   const error = attempt.error ? `${attempt.error.type}: ${attempt.error.message}` : "none (asked for)";
   const shot = attempt.screenshot
     ? el("img", { src: attempt.screenshot, class: "preview diagnosis-screenshot", alt: `The page when attempt ${attempt.attempt} ended` })
-    : el("p", {}, "No screenshot: the page could not be captured.");
+    : el("p", {}, "No screenshot: the attempt ended before a page could be captured.");
   return el("section", { class: "diagnosis", "data-attempt": attempt.attempt },
     el("h3", {}, `Attempt ${attempt.attempt}`),
     facts([["At", when(attempt.at)], ["Error", error], ["Pending wait_for", pendingText(attempt.pending_wait_for)]]),
