@@ -73,7 +73,7 @@ class WaitPending(msgspec.Struct, kw_only=True, omit_defaults=True):
     timeout: float | None = None
 
 
-class Failure(msgspec.Struct, kw_only=True):
+class AttemptFailure(msgspec.Struct, kw_only=True):
     """The attempt's error, as the job's `error` shows it."""
 
     type: str
@@ -85,7 +85,7 @@ class Diagnosis(msgspec.Struct, kw_only=True):
 
     attempt: int
     at: str
-    error: Failure | None = None
+    error: AttemptFailure | None = None
     console: list[ConsoleLine] = msgspec.field(default_factory=list)
     errors: list[PageError] = msgspec.field(default_factory=list)
     requests: list[RequestLine] = msgspec.field(default_factory=list)

@@ -186,7 +186,7 @@ class DiagnosisAttempt(Answer, kw_only=True):
 
     attempt: int
     at: Timestamp
-    error: diagnosis.Failure | None
+    error: diagnosis.AttemptFailure | None
     console: list[diagnosis.ConsoleLine]
     errors: list[diagnosis.PageError]
     requests: list[diagnosis.RequestLine]

@@ -23,7 +23,9 @@ def diagnosis_of(
     report: PageReport, attempt: int, error: PressroomError | None, screenshot: str | None
 ) -> diagnosis.Diagnosis:
     """The stored form of `report`, for attempt `attempt` that ended with `error`."""
-    failure = None if error is None else diagnosis.Failure(type=error.kind, message=error.message)
+    failure = (
+        None if error is None else diagnosis.AttemptFailure(type=error.kind, message=error.message)
+    )
     return diagnosis.Diagnosis(
         attempt=attempt,
         at=dt.datetime.now(dt.UTC).isoformat(),
