@@ -57,3 +57,5 @@ async def keep(
         await storage.put(key, stored, "application/json")
     except StorageError as exc:
         log.warning("job %s: attempt %d's diagnosis is lost: %s", job.job_id, attempt, exc)
+    except Exception:  # a bug here must not change how the attempt ends
+        log.exception("job %s: attempt %d's diagnosis is lost", job.job_id, attempt)
