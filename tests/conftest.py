@@ -60,13 +60,22 @@ def free_port() -> int:
     start = _ephemeral_ports_start()
     for _ in range(100):
         port = random.randrange(max(1024, start - 12000), start)
+        if port in _GIVEN:
+            continue
         with socket.socket() as sock:
             try:
                 sock.bind(("127.0.0.1", port))
             except OSError:
                 continue
+            _GIVEN.add(port)
             return port
     raise RuntimeError("no free port below the ephemeral range")
+
+
+_GIVEN: set[int] = set()
+"""Ports `free_port` handed out in this run: never handed out twice, since a service
+given one may not have bound it yet when the next service's port is drawn (a renderer
+once found its metrics port taken that way)."""
 
 
 def reported_port(
