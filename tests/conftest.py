@@ -12,10 +12,8 @@ import contextlib
 import importlib
 import inspect
 import json
-import os
 import random
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -250,9 +248,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def chromium() -> str:
-    path = os.environ.get("PRESSROOM_CHROMIUM") or shutil.which("chromium")
-    assert path, "Chromium is required: apt-get install chromium (make test installs it)"
-    return path
+    """The binary the renderer would use: `PRESSROOM_CHROMIUM`, else the headless shell
+    where installed, else chromium on PATH (make test installs both)."""
+    return Settings().chromium_path()
 
 
 @pytest.fixture

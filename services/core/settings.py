@@ -11,6 +11,7 @@ import base64
 import binascii
 import dataclasses
 import functools
+import os
 import re
 import shutil
 from collections.abc import Callable, Mapping
@@ -154,7 +155,11 @@ class Settings:
     s3_access_key: str = _var("PRESSROOM_S3_ACCESS_KEY", "", doc="S3 access key id")
     s3_secret_key: str = _var("PRESSROOM_S3_SECRET_KEY", "", doc="S3 secret access key")
     s3_region: str = _var("PRESSROOM_S3_REGION", "us-east-1", doc="S3 region")
-    chromium: str = _var("PRESSROOM_CHROMIUM", "", doc="Chromium binary (default: found on PATH)")
+    chromium: str = _var(
+        "PRESSROOM_CHROMIUM",
+        "",
+        doc="Chromium binary (default: chromium-headless-shell if installed, else chromium)",
+    )
     fonts_dir: str = _var(
         "PRESSROOM_FONTS_DIR", "", doc="folder of extra fonts usable from templates by family"
     )
@@ -462,17 +467,31 @@ class Settings:
         return f"http://{host}:{self.port}"
 
     def chromium_path(self) -> str:
-        """The Chromium executable: `PRESSROOM_CHROMIUM`, else the first one on PATH."""
+        """The Chromium executable: `PRESSROOM_CHROMIUM`, else the headless shell where
+        installed, else the first Chromium on PATH.
+
+        The headless shell (Chromium's headless-only build) prints a PDF for about half
+        the CPU of a full Chromium in `--headless` mode, which makes every PDF in a print
+        compositor process of its own (docs/benchmarks.md). Debian's
+        `/usr/bin/chromium-headless-shell` is a shell script that does not `exec`, so
+        the binary behind it is named: Chromium must be the launcher's own child."""
         if self.chromium:
             return self.chromium
-        for name in ("chromium", "chromium-browser", "google-chrome", "chrome"):
+        for path in HEADLESS_SHELLS:
+            if os.access(path, os.X_OK):
+                return path
+        for name in ("chrome-headless-shell", "chromium", "chromium-browser", "google-chrome"):
             found = shutil.which(name)
             if found:
                 return found
         raise SettingsError(
             "PRESSROOM_CHROMIUM is not set and no chromium is on PATH "
-            "(Debian/Ubuntu: apt-get install chromium)"
+            "(Debian/Ubuntu: apt-get install chromium-headless-shell)"
         )
+
+
+HEADLESS_SHELLS = ("/usr/lib/chromium/chromium-headless-shell",)
+"""Where Debian's and Ubuntu's `chromium-headless-shell` package puts the binary."""
 
 
 def describe() -> list[tuple[str, str, str]]:

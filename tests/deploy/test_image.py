@@ -96,7 +96,9 @@ async def test_containers_serve_and_render_a_job_end_to_end(
 ) -> None:
     settings = replace(s3_settings, allow_private_networks=False)
     env = container_env(
-        settings, PRESSROOM_CHROMIUM="/usr/bin/chromium", PRESSROOM_HOST="127.0.0.1"
+        settings,
+        PRESSROOM_CHROMIUM="",
+        PRESSROOM_HOST="127.0.0.1",  # the image's default
     )
     async with postgres_over_tcp(settings.database_url) as database_url:
         env += ["-e", f"PRESSROOM_DATABASE_URL={database_url}"]

@@ -44,7 +44,7 @@ from tests.conftest import eventually
 # Tests that use the shared `pool` run in its event loop; the others get their own.
 shared_loop = pytest.mark.asyncio(loop_scope="module")
 
-CHROMIUM = os.environ.get("PRESSROOM_CHROMIUM") or "/usr/bin/chromium"
+CHROMIUM = Settings().chromium_path()  # the headless shell where installed, as deployed
 A4 = PageOptions()
 ENDLESS = "<p>never printed</p><script>while (true) {}</script>"
 
@@ -84,6 +84,24 @@ def profile_of(pid: int) -> str:
     args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     flag = next(arg for arg in args if arg.startswith(b"--user-data-dir="))
     return flag.split(b"=", 1)[1].decode()
+
+
+def family(pid: int) -> list[psutil.Process]:
+    """A running Chromium's browser process and every process under it (the headless
+    shell's helpers do not name the profile on their command lines)."""
+    browser = psutil.Process(pid)
+    return [browser, *browser.children(recursive=True)]
+
+
+def still_running(processes: list[psutil.Process]) -> list[psutil.Process]:
+    """Those of `processes` still running (not a zombie, and not a new process that got
+    the same pid: psutil compares start times)."""
+    running = []
+    for proc in processes:
+        with contextlib.suppress(psutil.Error):
+            if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
+                running.append(proc)
+    return running
 
 
 def processes_using(profile: str) -> list[int]:
@@ -347,12 +365,13 @@ async def test_browser_is_recycled_after_n_renders() -> None:
         first = pool.pid
         assert first is not None
         profile = profile_of(first)
+        old = family(first)
         for i in range(3):
             await pool.render(Html(f"<p>{i}</p>"), A4)
         assert pool.pid != first
 
         def old_browser_gone() -> bool:
-            return not processes_using(profile) and not Path(profile).exists()
+            return not still_running(old) and not Path(profile).exists()
 
         await eventually(old_browser_gone, 10, "old_browser_gone")
 
@@ -363,12 +382,13 @@ async def test_exit_leaves_no_chromium_process_or_profile_behind() -> None:
         pid = pool.pid
         assert pid is not None
         profile = profile_of(pid)
-        assert len(processes_using(profile)) > 1  # browser, zygotes, renderers, GPU…
+        processes = family(pid)
+        assert len(processes) > 1  # browser, zygotes, renderers, GPU…
     assert not pool.alive
     assert pool.pid is None
 
     def all_gone() -> bool:
-        return not processes_using(profile)
+        return not still_running(processes) and not processes_using(profile)
 
     await eventually(all_gone, 10, "all_gone")
     assert not Path(profile).exists()
@@ -454,7 +474,7 @@ def chromium_processes() -> dict[int, list[str]]:
     for proc in psutil.Process().children(recursive=True):
         with contextlib.suppress(psutil.Error):
             args = proc.cmdline()
-            if proc.status() != psutil.STATUS_ZOMBIE and any("--user-data-dir=" in a for a in args):
+            if proc.status() != psutil.STATUS_ZOMBIE and args and "chrom" in Path(args[0]).name:
                 found[proc.pid] = args
     return found
 

@@ -41,6 +41,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from services.core.settings import Settings
 from services.renderer.browser import CHROMIUM_ARGS
 from services.renderer.browser.interception import guard
 from services.renderer.browser.launch import start_browser
@@ -48,7 +49,7 @@ from services.renderer.browser.tab import NavigationFailed, Tab, navigate
 from services.renderer.egress import Egress, RequestFilter
 from tests.conftest import eventually
 
-CHROMIUM = os.environ.get("PRESSROOM_CHROMIUM") or "/usr/bin/chromium"
+CHROMIUM = Settings().chromium_path()  # the headless shell where installed, as deployed
 PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
 )
@@ -327,6 +328,11 @@ async def test_a_cross_site_iframe_cannot_load_loopback_resources(
     assert gate.refused.navigation is None
 
 
+@pytest.mark.skipif(
+    "headless-shell" in CHROMIUM,
+    reason="the headless shell's workers have no Fetch domain: the egress proxy alone "
+    "checks them (test_hostile_pages.py, the dedicated_worker and shared_worker attacks)",
+)
 async def test_workers_cannot_fetch_loopback_addresses(site: Site, browser: Browser) -> None:
     worker = f"fetch('{site.url('/from-worker')}').catch(() => 0)"
     site.pages["/sw.js"] = (

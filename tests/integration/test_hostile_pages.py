@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import io
 import itertools
-import os
 import socket
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
@@ -28,6 +27,7 @@ from aiohttp import web
 from pypdf import PdfReader
 
 from services.core.pageoptions import PageOptions, WaitFor
+from services.core.settings import Settings
 from services.renderer.browser import BrowserPool, Html, RenderResult, Url
 from services.renderer.egress import Egress
 from tests.conftest import eventually, serving
@@ -42,7 +42,7 @@ async def targets(pool: BrowserPool) -> list[dict[str, Any]]:
 
 pytestmark = [pytest.mark.chromium, pytest.mark.asyncio(loop_scope="module")]
 
-CHROMIUM = os.environ.get("PRESSROOM_CHROMIUM") or "/usr/bin/chromium"
+CHROMIUM = Settings().chromium_path()  # the headless shell where installed, as deployed
 SCRIPTED = PageOptions(javascript=True)
 SETTLE = "<script>setTimeout(() => { window.settled = true }, 800)</script>"
 SETTLED = PageOptions(javascript=True, wait_for=WaitFor(expression="window.settled === true"))
@@ -122,6 +122,10 @@ ATTACKS = {
         "<script>try {{ new SharedWorker(URL.createObjectURL(new Blob("
         "[\"fetch('{loopback}/shared')\"], {{type: 'text/javascript'}}))) }} catch (e) {{}}"
         "</script>"
+    ),
+    "dedicated_worker": (
+        "<script>new Worker(URL.createObjectURL(new Blob("
+        "[\"fetch('{loopback}/worker')\"], {{type: 'text/javascript'}})))</script>"
     ),
     "fetch_spellings": (
         "<script>for (const u of ['{loopback}/a', 'http://localhost:{port}/b', "

@@ -3,28 +3,43 @@
 Requests are filtered with the `Fetch` domain on the tab's session, and on the session of
 each target that session auto-attaches (out-of-process iframes, workers), which the
 page's own `Fetch` domain never sees. The targets attach as flat sessions of the same
-connection, paused until their filter is on.
+connection, paused until their filter is on. The headless shell gives workers no `Fetch`
+domain: their requests meet the egress proxy alone, which sees every connection anyway.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
-from services.renderer.browser.cdp import Session
+from services.renderer.browser.cdp import CommandError, Session
 from services.renderer.browser.tasks import Spawn
 from services.renderer.egress import RequestFilter
 
+log = logging.getLogger(__name__)
 
-async def guard(session: Session, gate: RequestFilter, spawn: Spawn) -> None:
+NO_SUCH_METHOD = -32601
+"""The DevTools protocol's error code for a command the target does not have."""
+
+
+async def guard(
+    session: Session, gate: RequestFilter, spawn: Spawn, *, child: bool = False
+) -> None:
     """Pause every request of `session`'s target for `gate` to judge, and do the same for
-    the targets it attaches (out-of-process iframes, workers)."""
+    the targets it attaches (out-of-process iframes, workers). A `child` target without
+    a `Fetch` domain (a worker in the headless shell) is let be: the proxy checks it."""
     session.on("Fetch.requestPaused", lambda event: spawn(_decide(session, gate, event)))
     session.on("Target.attachedToTarget", lambda event: spawn(_adopt(session, gate, event, spawn)))
     session.on(
         "Target.detachedFromTarget",
         lambda event: session.connection.forget(str(event.get("sessionId", ""))),
     )
-    await session.send("Fetch.enable", {"patterns": [{"urlPattern": "*"}]})
+    try:
+        await session.send("Fetch.enable", {"patterns": [{"urlPattern": "*"}]})
+    except CommandError as exc:
+        if not child or exc.code != NO_SUCH_METHOD:
+            raise
+        log.debug("an attached target has no Fetch domain; the egress proxy checks it")
     await session.send(
         "Target.setAutoAttach",
         {"autoAttach": True, "waitForDebuggerOnStart": True, "flatten": True},
@@ -41,6 +56,6 @@ async def _adopt(parent: Session, gate: RequestFilter, event: dict[str, Any], sp
     """Filter an attached target's requests too, then let it run (it waits paused)."""
     child = parent.connection.session(str(event["sessionId"]))
     try:
-        await guard(child, gate, spawn)
+        await guard(child, gate, spawn, child=True)
     finally:
         await child.send("Runtime.runIfWaitingForDebugger")

@@ -81,6 +81,11 @@ CHROMIUM_ARGS = [
     # headless tab uses, costing each new context CPU and memory.
     "--disable-features=WebUIOmniboxPopup,WebUIOmniboxAimPopup,WebUIOmniboxFullPopup,"
     "PreloadTopChromeWebUI",
+    # chromium-headless-shell (the default where installed) has neither the profile's
+    # preferences nor the popup blocker below: these are its own switches for the same
+    # (a full Chromium ignores the second and does not obey the first; see PREFERENCES).
+    "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
+    "--block-new-web-contents",
 ]
 """Chromium's flags, besides the profile, the proxy and the DevTools pipe."""
 
