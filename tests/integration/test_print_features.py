@@ -159,17 +159,20 @@ async def printed_without_and_with_waiting(
     which fetches `/late`; the answer (`answer`) is held until the test lets it go, so a
     print that does not wait cannot have it, however slow the print. The waiting render
     must still be pending a second after the page asked: no fixed delay stands in for
-    the wait."""
-    asked: asyncio.Queue[None] = asyncio.Queue()
+    the wait. Each render's page asks at its own address (`?run=`), so the one that does
+    not wait may print, and lose its tab, before its request arrives, or never send it."""
+    asked: asyncio.Queue[None] = asyncio.Queue()  # the waiting render's page asked
     release = asyncio.Event()
 
     async def late(request: web.Request) -> web.Response:
-        asked.put_nowait(None)
+        if request.query.get("run") == "wait":
+            asked.put_nowait(None)
         await release.wait()
         return web.Response(text=answer)
 
     async def page(request: web.Request) -> web.Response:
-        html = f"<p id=out>waiting</p><script>{script}</script>"
+        own = script.replace("/late", f"/late?run={request.query['run']}")
+        html = f"<p id=out>waiting</p><script>{own}</script>"
         return web.Response(text=html, content_type="text/html")
 
     app = web.Application()
@@ -177,12 +180,11 @@ async def printed_without_and_with_waiting(
     app.router.add_get("/late", late)
     async with serving(app) as base:
         try:
-            plain = await pool.render(Url(f"{base}/page"), PageOptions())
-            await asyncio.wait_for(asked.get(), 10)  # it did ask: the control means something
+            plain = await pool.render(Url(f"{base}/page?run=plain"), PageOptions())
             waiting = asyncio.create_task(
-                pool.render(Url(f"{base}/page"), PageOptions(wait_for=wait))
+                pool.render(Url(f"{base}/page?run=wait"), PageOptions(wait_for=wait))
             )
-            await asyncio.wait_for(asked.get(), 10)
+            await asyncio.wait_for(asked.get(), 10)  # it did ask: the wait means something
             done, _ = await asyncio.wait({waiting}, timeout=1.0)
             assert not done
             release.set()
