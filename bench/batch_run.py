@@ -63,7 +63,9 @@ from render_throughput import (
     authorization,
     ceiling,
     environment,
+    naive_chromium,
     percentile,
+    pressroom_chromium,
     render_html,
     seconds,
     services,
@@ -361,8 +363,11 @@ def report(result: Result, ceiling_rate: float | None, loop: dict[str, float]) -
 
 async def measure_ceiling(args: argparse.Namespace, loops: list[dict[str, float]]) -> float:
     """(a) once: PDFs/s; its CPU per PDF is added to `loops`."""
-    chromium = os.environ.get("PRESSROOM_CHROMIUM", "/usr/bin/chromium")
-    print(f"(a) ceiling: naive pyppeteer loop, {args.pages} tabs, {args.ceiling_count} PDFs")
+    chromium = naive_chromium()
+    print(
+        f"(a) ceiling: naive pyppeteer loop on {chromium}, {args.pages} tabs, "
+        f"{args.ceiling_count} PDFs (the stack runs {pressroom_chromium()})"
+    )
     loops.append({})
     source, data = workload(args.template)
     html = render_html(source, data)

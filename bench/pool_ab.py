@@ -53,12 +53,13 @@ from render_throughput import TunedLoop  # noqa: E402
 
 from services.core.events import PageOptions  # noqa: E402
 from services.core.jail import Jail, TemplateLimits  # noqa: E402
+from services.core.settings import Settings  # noqa: E402
 from services.core.templating import render_html  # noqa: E402
 from services.renderer.browser import BrowserPool, Html, process, tab  # noqa: E402
 from services.renderer.browser.params import print_params  # noqa: E402
 from services.renderer.browser.privileges import Confinement  # noqa: E402
 
-CHROMIUM = os.environ.get("PRESSROOM_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM = Settings().chromium_path()  # the binary the renderer runs
 SETTLE = 3.0
 IDLE = 2.0
 

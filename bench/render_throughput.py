@@ -3,10 +3,14 @@
 In one run, on this machine, side by side:
 
 (a) the ceiling: the example invoice (examples/) printed by a naive pyppeteer loop
-    (setContent → pdf, pyppeteer's defaults) on one Chromium with `--pages` tabs;
-(a') the same loop with the renderer's Chromium flags and DevTools connection (a pipe,
-    flat sessions), tabs in the default context: what those save, apart from what the
-    pipeline and the renderer's per-tab isolation cost;
+    (setContent → pdf, pyppeteer's defaults) on one full Chromium (`chromium`, as a
+    pyppeteer user runs it) with `--pages` tabs;
+(a*) the same naive loop on the Chromium binary Pressroom runs (the headless shell where
+    installed, `Settings.chromium_path`), when that is another binary: what the binary
+    alone is worth;
+(a') the tuned loop: Pressroom's binary, the renderer's Chromium flags and DevTools
+    connection (a pipe, flat sessions), tabs in the default context: what those save,
+    apart from what the pipeline and the renderer's per-tab isolation cost;
 (a'') that loop with a new browser context and tab for every PDF (a quarter of the
     PDFs), shown as a ratio to (a'): what isolating every single job would cost;
 (b) Pressroom end to end: `--jobs` of the same invoice submitted through the gateway by
@@ -69,6 +73,7 @@ from websockets.legacy.client import connect as websocket_connect
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from services.core.settings import Settings  # noqa: E402
 from services.core.templating import render_html  # noqa: E402
 from services.dev import embedded_nats, embedded_postgres, free_port  # noqa: E402
 from services.renderer.browser import CHROMIUM_ARGS  # noqa: E402
@@ -82,6 +87,19 @@ CLIENTS = 16
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
+
+
+def naive_chromium() -> str:
+    """The full Chromium a pyppeteer user points it at (`PRESSROOM_NAIVE_CHROMIUM` to
+    choose another)."""
+    chosen = os.environ.get("PRESSROOM_NAIVE_CHROMIUM") or shutil.which("chromium")
+    return chosen or "/usr/bin/chromium"
+
+
+def pressroom_chromium() -> str:
+    """The binary Pressroom's renderer runs: `PRESSROOM_CHROMIUM`, else the headless shell
+    where installed, else the full Chromium."""
+    return Settings().chromium_path()
 
 
 NAIVE_ARGS = ["--no-sandbox"]  # pyppeteer's defaults, plus what running as root needs
@@ -659,6 +677,7 @@ class Rounds:
     """What each round measured, by part."""
 
     naives: list[float] = dataclasses.field(default_factory=list)
+    naive_shells: list[float] = dataclasses.field(default_factory=list)  # (a*)
     tuneds: list[float] = dataclasses.field(default_factory=list)
     freshes: list[float] = dataclasses.field(default_factory=list)
     runs: list[dict[str, float]] = dataclasses.field(default_factory=list)
@@ -668,18 +687,21 @@ class Rounds:
     )
 
 
-async def one_round(
-    rounds: Rounds, chromium: str, tmp: Path, args: argparse.Namespace, index: int
-) -> None:
+async def one_round(rounds: Rounds, tmp: Path, args: argparse.Namespace, index: int) -> None:
     """Every part once; they alternate, so a slow spell of the shared machine hits all."""
-    rounds.naives.append(await ceiling(chromium, args.pages, args.jobs, tuned=False))
-    rounds.tuneds.append(await ceiling(chromium, args.pages, args.jobs, tuned=True))
-    fresh = await ceiling(chromium, args.pages, args.jobs // 4, tuned=True, fresh=True)
+    naive, ours = naive_chromium(), pressroom_chromium()
+    rounds.naives.append(await ceiling(naive, args.pages, args.jobs, tuned=False))
+    if ours != naive:
+        rounds.naive_shells.append(await ceiling(ours, args.pages, args.jobs, tuned=False))
+    rounds.tuneds.append(await ceiling(ours, args.pages, args.jobs, tuned=True))
+    fresh = await ceiling(ours, args.pages, args.jobs // 4, tuned=True, fresh=True)
     rounds.freshes.append(fresh / rounds.tuneds[-1])
     async with environment(tmp / f"e2e{index}") as env:
         run = await end_to_end(env, tmp, args.jobs)
     run["ratio"] = run["rate"] / rounds.naives[-1]
     run["overhead"] = run["rate"] / rounds.tuneds[-1]
+    if rounds.naive_shells:
+        run["ratio_shell"] = run["rate"] / rounds.naive_shells[-1]
     rounds.runs.append(run)
     if not shutil.which("wrk"):
         return
@@ -707,11 +729,16 @@ def print_rounds(rounds: Rounds, args: argparse.Namespace) -> None:
         return statistics.median(run[key] for run in runs)
 
     print(f"medians of {args.rounds} rounds, {args.pages} tabs, {args.jobs} PDFs each")
+    print(f"(a) runs {naive_chromium()}; (a*), (a'), (a'') and (b) run {pressroom_chromium()}")
     line("(a) naive pyppeteer loop (the ceiling)", rounds.naives, "PDFs/s")
-    line("(a') the same loop, Pressroom's Chromium set-up", rounds.tuneds, "PDFs/s")
+    if rounds.naive_shells:
+        line("(a*) the naive loop on Pressroom's binary", rounds.naive_shells, "PDFs/s")
+    line("(a') the tuned loop, Pressroom's Chromium set-up", rounds.tuneds, "PDFs/s")
     line("    (a'') a fresh browser context per PDF / (a')", rounds.freshes, "", 2)
     line("(b) Pressroom end to end", [r["rate"] for r in runs], "PDFs/s")
     line("    ratio (b)/(a)", [r["ratio"] for r in runs], "", 2)
+    if rounds.naive_shells:
+        line("    ratio (b)/(a*)", [r["ratio_shell"] for r in runs], "", 2)
     line("    ratio (b)/(a'): what the pipeline costs", [r["overhead"] for r in runs], "", 2)
     print(f"    job latency p50 / p99:             {median('p50'):.2f} s / {median('p99'):.2f} s")
     print(
@@ -744,13 +771,12 @@ async def main() -> None:
     parser.add_argument("--accepts-only", action="store_true", help="only measure (c)")
     parser.add_argument("--backlog", type=int, default=300, help="jobs rendering during (d)")
     args = parser.parse_args()
-    chromium = os.environ.get("PRESSROOM_CHROMIUM", "/usr/bin/chromium")
     os.environ["PRESSROOM_RENDER_CONCURRENCY"] = str(args.pages)
     rounds = Rounds()
     with tempfile.TemporaryDirectory() as tmp:
         for index in range(0 if args.accepts_only else args.rounds):
             print(f"round {index + 1} of {args.rounds}")
-            await one_round(rounds, chromium, Path(tmp), args, index)
+            await one_round(rounds, Path(tmp), args, index)
         gateway = await gateway_alone(Path(tmp), args.accepts)
     if not args.accepts_only:
         print_rounds(rounds, args)

@@ -68,7 +68,7 @@ async def main() -> None:
     parser.add_argument("--renderers", default="1,2,4", help="renderer processes, in turn")
     args = parser.parse_args()
     counts = [int(n) for n in args.renderers.split(",")]
-    chromium = os.environ.get("PRESSROOM_CHROMIUM", "/usr/bin/chromium")
+    chromium = bench.pressroom_chromium()  # (a'): the binary the renderers run
     os.environ["PRESSROOM_RENDER_CONCURRENCY"] = str(args.pages)
     rates: dict[tuple[str, int], float] = {}
     with tempfile.TemporaryDirectory() as tmp:
