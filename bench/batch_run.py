@@ -41,6 +41,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import statistics
@@ -322,7 +323,12 @@ def mib(value: int) -> str:
     return f"{value / 2**20:,.0f} MiB"
 
 
-def report(result: Result, ceiling_rate: float | None, loop: dict[str, float]) -> None:
+def report(
+    result: Result,
+    ceiling_rate: float | None,
+    loop: dict[str, float],
+    shell_rate: float | None = None,
+) -> None:
     print(f"  {result.label}: {result.done}/{result.items} done, {mib(result.bytes)}")
     print(f"    POST accepted in {result.accept * 1000:,.0f} ms; done in {result.total:.1f} s "
           f"({result.items / result.total:.1f} items/s)")  # fmt: skip
@@ -336,6 +342,11 @@ def report(result: Result, ceiling_rate: float | None, loop: dict[str, float]) -
             whole = (result.items + extra) / ceiling_rate
             print(f"    counting the {extra} single jobs rendered meanwhile too: ideal "
                   f"{whole:.1f} s, actual / ideal {result.total / whole:.2f}")  # fmt: skip
+    if shell_rate:
+        ideal = result.items / shell_rate
+        met = "met" if result.total <= BAR * ideal else "NOT met"
+        print(f"    against (a*), the naive loop on Pressroom's binary: ideal {ideal:.1f} s; "
+              f"actual / ideal {result.total / ideal:.2f} — bar {met}")  # fmt: skip
     for phase, spent in result.phases.items():
         print(f"      {phase:<42}{spent:8.2f} s")
     pipeline = sum(v for k, v in result.cpu.items() if k not in {"chromium", "load generator"})
@@ -361,11 +372,15 @@ def report(result: Result, ceiling_rate: float | None, loop: dict[str, float]) -
                   f"latency p50 {p50:.2f} s, p99 {p99:.2f} s")  # fmt: skip
 
 
-async def measure_ceiling(args: argparse.Namespace, loops: list[dict[str, float]]) -> float:
-    """(a) once: PDFs/s; its CPU per PDF is added to `loops`."""
-    chromium = naive_chromium()
+async def measure_ceiling(
+    args: argparse.Namespace, loops: list[dict[str, float]], chromium: str | None = None
+) -> float:
+    """(a) once: PDFs/s; its CPU per PDF is added to `loops`. With `chromium`, the same
+    naive loop on that binary instead, (a*)."""
+    name = "(a*) the naive loop on Pressroom's binary" if chromium else "(a) ceiling"
+    chromium = chromium or naive_chromium()
     print(
-        f"(a) ceiling: naive pyppeteer loop on {chromium}, {args.pages} tabs, "
+        f"{name}: naive pyppeteer loop on {chromium}, {args.pages} tabs, "
         f"{args.ceiling_count} PDFs (the stack runs {pressroom_chromium()})"
     )
     loops.append({})
@@ -376,6 +391,23 @@ async def measure_ceiling(args: argparse.Namespace, loops: list[dict[str, float]
     )
     print(f"    {rate:.1f} PDFs/s")
     return rate
+
+
+@dataclasses.dataclass
+class Ceilings:
+    """(a) and, when Pressroom runs another binary, (a*), each measured before and after
+    the batches."""
+
+    args: argparse.Namespace
+    rates: list[float] = dataclasses.field(default_factory=list)
+    loops: list[dict[str, float]] = dataclasses.field(default_factory=list)
+    shells: list[float] = dataclasses.field(default_factory=list)
+
+    async def measure(self) -> None:
+        self.rates.append(await measure_ceiling(self.args, self.loops))
+        ours = pressroom_chromium()
+        if ours != naive_chromium():
+            self.shells.append(await measure_ceiling(self.args, [], ours))
 
 
 async def zip_runs(
@@ -396,8 +428,8 @@ async def zip_runs(
 async def bench(args: argparse.Namespace, tmp: Path) -> None:
     """(a) before and after the batches (the machine's speed drifts: their mean is the
     ceiling), (b) for comparison, then (d), (f) and (e)."""
-    loops: list[dict[str, float]] = []
-    rates = [await measure_ceiling(args, loops)]
+    ceilings = Ceilings(args)
+    await ceilings.measure()
     invoices: list[Result] = []
     tiny: list[Result] = []
     async with (
@@ -426,16 +458,33 @@ async def bench(args: argparse.Namespace, tmp: Path) -> None:
         if not args.skip_merged:
             body["output"] = "merged"
             runs.append(await run_batch(client, procs, env, "(e) merged", body))
-        rates.append(await measure_ceiling(args, loops))
+        await ceilings.measure()
+    summary(args, ceilings, single, invoices, tiny)
+
+
+def summary(
+    args: argparse.Namespace,
+    ceilings: Ceilings,
+    single: tuple[float, float] | None,
+    invoices: list[Result],
+    tiny: list[Result],
+) -> None:
+    """The ceilings, (b), and every batch against them."""
+    rates, shells = ceilings.rates, ceilings.shells
     rate = statistics.mean(rates)
+    shell_rate = statistics.mean(shells) if shells else None
+    loops = ceilings.loops
     loop = {key: statistics.mean(each[key] for each in loops) for key in loops[0]}
     print(f"\nceiling (a): {rate:.1f} PDFs/s, mean of {rates[0]:.1f} before and {rates[1]:.1f} "
           f"after the batches ({args.pages} tabs, {args.ceiling_count} PDFs each)")  # fmt: skip
+    if shell_rate:
+        print(f"(a*) naive loop on Pressroom's binary: {shell_rate:.1f} PDFs/s, mean of "
+              f"{shells[0]:.1f} and {shells[1]:.1f}")  # fmt: skip
     if single:
         print(f"(b) single jobs: {single[0]:.1f} jobs/s, (b)/(a) {single[0] / rate:.2f}; a job "
               f"in hand (started → done) {single[1] * 1000:,.0f} ms on average")  # fmt: skip
     for result in invoices:
-        report(result, rate, loop)
+        report(result, rate, loop, shell_rate)
     for result in tiny:
         report(result, None, loop)
 

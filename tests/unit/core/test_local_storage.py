@@ -6,7 +6,10 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from services.core.storage import LocalStorage
+import pytest
+
+from services.core.errors import NotFound
+from services.core.storage import INLINE_WRITE, LocalStorage
 
 
 async def test_writes_of_one_key_at_once_all_succeed_and_leave_one_whole_file(
@@ -20,3 +23,32 @@ async def test_writes_of_one_key_at_once_all_succeed_and_leave_one_whole_file(
     stored = (tmp_path / "jobs" / "t" / "j.pdf").read_bytes()
     assert stored in documents
     assert [p.name for p in (tmp_path / "jobs" / "t").iterdir()] == ["j.pdf"]
+
+
+async def test_small_and_large_documents_are_stored_whole_and_read_back(tmp_path: Path) -> None:
+    """A document up to `INLINE_WRITE` is written on the loop, a bigger one in a thread:
+    both end as whole files that read back as written."""
+    storage = LocalStorage(str(tmp_path / "files"), "http://pressroom.test", "secret")
+    small, large = b"%PDF-small" * 100, b"%PDF-large" * (INLINE_WRITE // 5)
+    assert len(small) <= INLINE_WRITE < len(large)
+    await storage.put("jobs/t/small.pdf", small, "application/pdf")
+    await storage.put("jobs/t/large.pdf", large, "application/pdf")
+    for key, data in (("jobs/t/small.pdf", small), ("jobs/t/large.pdf", large)):
+        assert b"".join([chunk async for chunk in storage.read(key)]) == data
+    assert sorted(p.name for p in (tmp_path / "files" / "jobs" / "t").iterdir()) == [
+        "large.pdf",
+        "small.pdf",
+    ]
+
+
+async def test_a_key_that_leaves_the_folder_is_refused(tmp_path: Path) -> None:
+    """Also once the root has been resolved and kept (after the first write)."""
+    storage = LocalStorage(str(tmp_path / "files"), "http://pressroom.test", "secret")
+    await storage.put("jobs/t/a.pdf", b"a", "application/pdf")
+    (tmp_path / "secret.txt").write_text("not for you")
+    for key in ("../secret.txt", "jobs/../../secret.txt"):
+        with pytest.raises(NotFound):
+            storage.path(key)
+        with pytest.raises(NotFound):
+            await storage.put(key, b"x", "application/pdf")
+    assert (tmp_path / "secret.txt").read_text() == "not for you"
