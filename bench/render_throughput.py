@@ -21,9 +21,13 @@ In one run, on this machine, side by side:
     with API keys (as deployed) and with `PRESSROOM_AUTH=disabled`, each on fresh NATS and
     PostgreSQL, so what authentication costs shows;
 (d) the front door while Chromium fills the cores: with the renderer working through
-    `--backlog` jobs, wrk submits from 16 connections for 5 s; accepted jobs/s, accept p99
-    and the PDFs/s rendered meanwhile, with Chromium at the services' CPU priority
-    (`PRESSROOM_CHROMIUM_NICE=0`) and below it (10, the default), each on a fresh stack;
+    `--backlog` jobs, wrk submits from 16 connections for 5 s as fast as they are answered;
+    accepted jobs/s, accept p99 and the PDFs/s rendered meanwhile, with Chromium at the
+    services' CPU priority (`PRESSROOM_CHROMIUM_NICE=0`) and below it (the default), each
+    on a fresh stack; and (d'), at the default, submissions paced at about OFFERED jobs/s
+    (wrk's connections each wait a moment between an answer and the next request), so the
+    p99 is the latency at that rate, with Chromium rendering beside it, rather than at
+    the gateway's saturation;
 (e) (b) with every job's status read every 0.5 s from its accept until about when the
     last should end, by wrk over 16 keep-alive connections (~400 reads/s for 200 jobs):
     PDFs/s, their ratio to (a), status reads/s and read p99; a 404 fails the run.
@@ -571,11 +575,12 @@ def documents(env: dict[str, str]) -> int:
 
 
 async def busy_front_door(
-    env: dict[str, str], logs: Path, backlog: int, seconds: int = 5
+    env: dict[str, str], logs: Path, backlog: int, seconds: int = 5, *, offered: bool = False
 ) -> dict[str, float]:
     """(d) the gateway's accepts by wrk while the renderer works through `backlog` jobs
-    (Chromium filling the cores), and the PDFs/s rendered meanwhile. The stack stops
-    after, with what wrk submitted unrendered."""
+    (Chromium filling the cores), and the PDFs/s rendered meanwhile; with `offered`, (d'):
+    at about OFFERED jobs/s instead of flat out. The stack stops after, with what wrk
+    submitted unrendered."""
     url = f"http://127.0.0.1:{env['PRESSROOM_PORT']}"
     names = ["gateway", "projector", "renderer", "notifier"]
     async with services(names, env, logs) as procs, aiohttp.ClientSession() as http:
@@ -586,7 +591,8 @@ async def busy_front_door(
         await wait_done(http, url, key, ids[: backlog // 5])  # rendering in full swing
         rendered = documents(env)
         started = time.monotonic()
-        rate, p99 = await wrk(url, key, logs, CpuMeter(env, procs), seconds)
+        pace = {"connections": OFFERED_CONNECTIONS, "pause": OFFERED_PAUSE} if offered else {}
+        rate, p99 = await wrk(url, key, logs, CpuMeter(env, procs), seconds, **pace)
         pdfs = (documents(env) - rendered) / (time.monotonic() - started)
         left = len(ids) - (documents(env) - 4)
         assert left > 0, "the backlog ran out before wrk ended: raise --backlog"
@@ -636,11 +642,27 @@ def _ms(text: str) -> float:
     raise ValueError(text)
 
 
+OFFERED = 1000
+"""Jobs/s about offered in (d'): OFFERED_CONNECTIONS connections, each waiting
+OFFERED_PAUSE ms between an answer and its next request, make 1,000/s when answers take
+12 ms (fewer when they take longer: the rate (d') prints is the one achieved)."""
+OFFERED_CONNECTIONS = 32
+OFFERED_PAUSE = 20
+
+
 async def wrk(
-    url: str, key: str | None, folder: Path, meter: CpuMeter, seconds: int = 5
+    url: str,
+    key: str | None,
+    folder: Path,
+    meter: CpuMeter,
+    seconds: int = 5,
+    *,
+    connections: int = CLIENTS,
+    pause: int = 0,
 ) -> tuple[float, float]:
-    """Submit the invoice job from CLIENTS connections for `seconds` with wrk (sending
-    `key`, if any)."""
+    """Submit the invoice job from `connections` connections for `seconds` with wrk
+    (sending `key`, if any), each waiting `pause` ms between an answer and its next
+    request (0: at once, as fast as the gateway answers)."""
     body = folder / "job.json"
     body.write_text(json.dumps({"template": TEMPLATE, "data": DATA}))
     script = folder / "post.lua"
@@ -653,12 +675,12 @@ async def wrk(
         f"{headers}"
         f"local file = io.open({json.dumps(str(body))})\n"
         "wrk.body = file:read('*a')\n"
-        "file:close()\n"
+        "file:close()\n" + (f"function delay() return {pause} end\n" if pause else "")
     )
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     meter.start()
     proc = await asyncio.create_subprocess_exec(
-        "wrk", "-t1", f"-c{CLIENTS}", f"-d{seconds}s", "--latency", "-s", str(script),
+        "wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency", "-s", str(script),
         f"{url}/jobs", stdout=asyncio.subprocess.PIPE,
     )  # fmt: skip
     out = (await proc.communicate())[0].decode()
@@ -683,7 +705,7 @@ class Rounds:
     runs: list[dict[str, float]] = dataclasses.field(default_factory=list)
     polls: list[dict[str, float]] = dataclasses.field(default_factory=list)
     doors: dict[str, list[dict[str, float]]] = dataclasses.field(
-        default_factory=lambda: {"0": [], "10": []}  # PRESSROOM_CHROMIUM_NICE
+        default_factory=lambda: {"0": [], str(Settings.chromium_nice): [], "offered": []}
     )
 
 
@@ -709,11 +731,14 @@ async def one_round(rounds: Rounds, tmp: Path, args: argparse.Namespace, index: 
         poll = await end_to_end(env, tmp, args.jobs, polled=args.jobs / run["rate"])
     poll["ratio"] = poll["rate"] / rounds.naives[-1]
     rounds.polls.append(poll)
-    for nice, results in rounds.doors.items():  # at the services' priority, then below
-        print(f"(d) accepts while rendering, PRESSROOM_CHROMIUM_NICE={nice}")
-        async with environment(tmp / f"door{index}-{nice}") as env:
+    for nice, results in rounds.doors.items():  # at the services' priority, below, offered
+        offered = nice == "offered"
+        nice = str(Settings.chromium_nice) if offered else nice
+        part = "(d')" if offered else "(d)"
+        print(f"{part} accepts while rendering, PRESSROOM_CHROMIUM_NICE={nice}")
+        async with environment(tmp / f"door{index}-{nice}-{offered}") as env:
             env = {**env, "PRESSROOM_CHROMIUM_NICE": nice}
-            results.append(await busy_front_door(env, tmp, args.backlog))
+            results.append(await busy_front_door(env, tmp, args.backlog, offered=offered))
 
 
 def line(label: str, values: list[float], unit: str = "", digits: int = 1) -> None:
@@ -756,8 +781,12 @@ def print_rounds(rounds: Rounds, args: argparse.Namespace) -> None:
     line("    status read p99", [p["read_p99"] for p in polls], "ms")
     print(f"    jobs not done:                     {sum(p['failed'] for p in polls)}")
     for nice, results in rounds.doors.items():
-        line(f"(d) accepts while rendering, Chromium nice {nice}", [r["rate"] for r in results],
-             "jobs/s", 0)  # fmt: skip
+        label = (
+            f"(d') offered ~{OFFERED}/s, Chromium nice {Settings.chromium_nice}"
+            if nice == "offered"
+            else f"(d) accepts while rendering, Chromium nice {nice}"
+        )
+        line(label, [r["rate"] for r in results], "jobs/s", 0)
         line("    accept p99", [r["p99"] for r in results], "ms")
         line("    PDFs rendered meanwhile", [r["pdfs"] for r in results], "PDFs/s")
 

@@ -171,7 +171,7 @@ class Settings:
     )
     chromium_nice: int = _var(
         "PRESSROOM_CHROMIUM_NICE",
-        10,
+        19,
         _int(0, 19),
         "CPU niceness of Chromium (0-19): the services go first when the cores are busy",
     )
