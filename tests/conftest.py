@@ -427,6 +427,18 @@ class Stack:
         result: dict[str, Any] = await eventually(terminal, timeout)
         return result
 
+    async def rendered(self, body: dict[str, Any], folder: Path) -> Path:
+        """Submit `body`, wait until it is `done` and download its document into
+        `folder` (named after the job); returns the file."""
+        accepted = await self.submit(body)
+        job = await self.finished(accepted["id"])
+        assert job["status"] == "done", job
+        async with self.client.get(job["url"]) as response:
+            assert response.status == 200, await response.text()
+            path = folder / f"{accepted['id']}.pdf"
+            path.write_bytes(await response.read())
+        return path
+
 
 @pytest.fixture
 async def stack(settings: Settings) -> AsyncIterator[Stack]:

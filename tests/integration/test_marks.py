@@ -21,13 +21,7 @@ RED = (192, 0, 0)
 
 
 async def marked(stack: Stack, tmp_path: Path, **marks: Any) -> Path:
-    accepted = await stack.submit({"html": DOCUMENT, "options": marks})
-    job = await stack.finished(accepted["id"])
-    assert job["status"] == "done", job
-    async with stack.client.get(job["url"]) as response:
-        path = tmp_path / f"{accepted['id']}.pdf"
-        path.write_bytes(await response.read())
-    return path
+    return await stack.rendered({"html": DOCUMENT, "options": marks}, tmp_path)
 
 
 def tool(command: list[str]) -> bytes:

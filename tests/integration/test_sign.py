@@ -160,13 +160,7 @@ async def signed(settings: Settings, pki: Pki, tsa: str) -> AsyncIterator[Stack]
 
 
 async def render(stack: Stack, tmp_path: Path, **options: Any) -> Path:
-    accepted = await stack.submit({"html": DOCUMENT, "options": options})
-    job = await stack.finished(accepted["id"])
-    assert job["status"] == "done", job
-    async with stack.client.get(job["url"]) as response:
-        path = tmp_path / f"{accepted['id']}.pdf"
-        path.write_bytes(await response.read())
-    return path
+    return await stack.rendered({"html": DOCUMENT, "options": options}, tmp_path)
 
 
 def pdfsig(pdf: Path, *args: str) -> str:
