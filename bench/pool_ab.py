@@ -55,7 +55,7 @@ from services.core.events import PageOptions  # noqa: E402
 from services.core.jail import Jail, TemplateLimits  # noqa: E402
 from services.core.settings import Settings  # noqa: E402
 from services.core.templating import render_html  # noqa: E402
-from services.renderer.browser import BrowserPool, Html, process, tab  # noqa: E402
+from services.renderer.browser import BrowserPool, Html, launch, process, tab  # noqa: E402
 from services.renderer.browser.params import print_params  # noqa: E402
 from services.renderer.browser.privileges import Confinement  # noqa: E402
 
@@ -236,7 +236,7 @@ PATCHES: dict[str, list[tuple[Any, str, Any]]] = {
     "one context for both": [(process.Chromium, "open_tab", _open_tab_in_shared_context)],
     "no Fetch": [(process, "guard", _no_guard)],
     "base64": [(tab, "_print_pdf", _print_pdf_base64)],
-    "root, no sandbox": [(process, "confine", _unconfined)],
+    "root, no sandbox": [(launch, "confine", _unconfined)],
 }
 PATCHES["all four off"] = [
     patch
