@@ -323,6 +323,16 @@ def mib(value: int) -> str:
     return f"{value / 2**20:,.0f} MiB"
 
 
+def bar(result: Result, rate: float) -> str:
+    """`result` against the bar for a ceiling of `rate` PDFs/s."""
+    ideal = result.items / rate
+    met = "met" if result.total <= BAR * ideal else "NOT met"
+    return (
+        f"{ideal:.1f} s; bar {BAR} x that = {BAR * ideal:.1f} s; "
+        f"actual / ideal {result.total / ideal:.2f} — bar {met}"
+    )
+
+
 def report(
     result: Result,
     ceiling_rate: float | None,
@@ -333,20 +343,14 @@ def report(
     print(f"    POST accepted in {result.accept * 1000:,.0f} ms; done in {result.total:.1f} s "
           f"({result.items / result.total:.1f} items/s)")  # fmt: skip
     if ceiling_rate:
-        ideal = result.items / ceiling_rate
-        met = "met" if result.total <= BAR * ideal else "NOT met"
-        print(f"    items ÷ ceiling {ideal:.1f} s; bar {BAR} x that = {BAR * ideal:.1f} s; "
-              f"actual / ideal {result.total / ideal:.2f} — bar {met}")  # fmt: skip
+        print(f"    items ÷ ceiling {bar(result, ceiling_rate)}")
         if result.probe and result.probe.tasks:
             extra = len(result.probe.tasks)
             whole = (result.items + extra) / ceiling_rate
             print(f"    counting the {extra} single jobs rendered meanwhile too: ideal "
                   f"{whole:.1f} s, actual / ideal {result.total / whole:.2f}")  # fmt: skip
     if shell_rate:
-        ideal = result.items / shell_rate
-        met = "met" if result.total <= BAR * ideal else "NOT met"
-        print(f"    against (a*), the naive loop on Pressroom's binary: ideal {ideal:.1f} s; "
-              f"actual / ideal {result.total / ideal:.2f} — bar {met}")  # fmt: skip
+        print(f"    against (a*), the naive loop on Pressroom's binary: {bar(result, shell_rate)}")
     for phase, spent in result.phases.items():
         print(f"      {phase:<42}{spent:8.2f} s")
     pipeline = sum(v for k, v in result.cpu.items() if k not in {"chromium", "load generator"})

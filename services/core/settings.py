@@ -480,7 +480,7 @@ class Settings:
         for path in HEADLESS_SHELLS:
             if os.access(path, os.X_OK):
                 return path
-        for name in ("chrome-headless-shell", "chromium", "chromium-browser", "google-chrome"):
+        for name in ("chrome-headless-shell", *FULL_CHROMIUMS):
             found = shutil.which(name)
             if found:
                 return found
@@ -492,6 +492,9 @@ class Settings:
 
 HEADLESS_SHELLS = ("/usr/lib/chromium/chromium-headless-shell",)
 """Where Debian's and Ubuntu's `chromium-headless-shell` package puts the binary."""
+
+FULL_CHROMIUMS = ("chromium", "chromium-browser", "google-chrome", "chrome")
+"""Names of a full Chromium on PATH, used when no headless shell is installed."""
 
 
 def describe() -> list[tuple[str, str, str]]:

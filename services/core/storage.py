@@ -33,14 +33,14 @@ log = logging.getLogger(__name__)
 
 
 READ_CHUNK = 2**20
+"""Bytes per chunk `Storage.read` yields: large enough to keep round trips few, small
+enough that a conductor streaming a thousand documents holds one at a time."""
 
 INLINE_WRITE = 256 * 2**10
 """Bytes up to which local storage writes a file on the event loop: handing the write to
 a thread cost the renderer more CPU than writing a PDF of that size into the page cache
 (~0.2 ms for the invoice's 92 KB), on every job. Bigger files go to a thread, so a slow
 disk holds the loop for a write of this size at most."""
-"""Bytes per chunk `Storage.read` yields: large enough to keep round trips few, small
-enough that a conductor streaming a thousand documents holds one at a time."""
 
 PART_SIZE = 8 * 2**20
 """Bytes per part of an S3 multipart upload (S3 wants at least 5 MiB for all but the
@@ -127,10 +127,11 @@ class LocalStorage:
 
     async def put(self, key: str, data: bytes, content_type: str) -> None:
         try:
+            path = self.path(key)
             if len(data) <= INLINE_WRITE:
-                self._write(self.path(key), data)
+                self._write(path, data)
             else:
-                await asyncio.to_thread(self._write, self.path(key), data)
+                await asyncio.to_thread(self._write, path, data)
         except OSError as exc:
             raise StorageError(f"cannot write {key}: {exc}") from exc
 

@@ -97,8 +97,8 @@ async def test_containers_serve_and_render_a_job_end_to_end(
     settings = replace(s3_settings, allow_private_networks=False)
     env = container_env(
         settings,
-        PRESSROOM_CHROMIUM="",
-        PRESSROOM_HOST="127.0.0.1",  # the image's default
+        PRESSROOM_CHROMIUM="",  # the image's default
+        PRESSROOM_HOST="127.0.0.1",
     )
     async with postgres_over_tcp(settings.database_url) as database_url:
         env += ["-e", f"PRESSROOM_DATABASE_URL={database_url}"]

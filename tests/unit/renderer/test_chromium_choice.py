@@ -65,4 +65,5 @@ def test_debian_s_headless_shell_is_its_binary_not_the_wrapper_script() -> None:
     assert all(not path.startswith("/usr/bin/") for path in settings_module.HEADLESS_SHELLS)
     for path in settings_module.HEADLESS_SHELLS:
         if os.path.exists(path):
-            assert Path(path).read_bytes()[:4] == b"\x7fELF"
+            with open(path, "rb") as binary:
+                assert binary.read(4) == b"\x7fELF"
