@@ -70,9 +70,15 @@ class Moto:
         return f"http://127.0.0.1:{self.port}"
 
     def kill(self) -> None:
+        """SIGKILL moto, then drop the request its recorder was writing, if any: a line
+        cut short would run into the restarted moto's first line and fail the replay
+        ("Extra data"). That request was never answered, so its sender retries it."""
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
+        if self.recording.exists():
+            recorded = self.recording.read_bytes()
+            self.recording.write_bytes(recorded[: recorded.rfind(b"\n") + 1])
 
     async def ready(self) -> bool:
         assert self.proc is not None and self.proc.poll() is None, self.log.read_text()[-2000:]
