@@ -421,24 +421,46 @@ async def publish(
     *,
     timeout: float = 5.0,
     msg_id: str | None = None,
+    after: int | None = None,
 ) -> bool:
     """Publish with its dedup id; True if stored now, False if it was a duplicate.
 
     `msg_id` replaces the event's own dedup id (`events.msg_id`), for a deliberate second
-    copy of the same fact such as a re-driven submission. Raises `Unavailable` when
-    JetStream does not acknowledge within `timeout`.
+    copy of the same fact such as a re-driven submission. With `after`, the event is
+    stored only if the job's latest event is still the one at stream sequence `after`
+    (JetStream checks it as it stores: one round trip, where a read of the job's events
+    and then a publish took two); `Moved` if another came since, and nothing is stored.
+    Raises `Unavailable` when JetStream does not acknowledge within `timeout`.
     """
+    headers = {"Nats-Msg-Id": msg_id or events.msg_id(event), **tracing.headers()}
+    if after is not None:
+        headers[EXPECTED_LAST_SEQUENCE] = str(after)
+        headers[EXPECTED_LAST_SEQUENCE_OF] = events.job_filter(event.job_id)
     try:
         ack = await js.publish(
             events.subject_of(event),
             events.encode(event),
             timeout=timeout,
             stream=events.STREAM,
-            headers={"Nats-Msg-Id": msg_id or events.msg_id(event), **tracing.headers()},
+            headers=headers,
         )
     except (APIError, MaxPayloadError) as exc:
+        if after is not None and isinstance(exc, APIError) and exc.err_code == WRONG_LAST_SEQUENCE:
+            raise Moved(f"job {event.job_id} has events after {after}") from exc
         raise _refusal(exc, event) from exc
     return not ack.duplicate
+
+
+EXPECTED_LAST_SEQUENCE = "Nats-Expected-Last-Subject-Sequence"
+EXPECTED_LAST_SEQUENCE_OF = "Nats-Expected-Last-Subject-Sequence-Subject"
+"""The subjects (wildcards allowed) whose latest message `EXPECTED_LAST_SEQUENCE` names,
+instead of the published subject's own (nats-server 2.11 and later)."""
+WRONG_LAST_SEQUENCE = 10071
+"""JetStream's error code when the expected last sequence is not the last."""
+
+
+class Moved(Exception):
+    """A conditional publish (`publish(after=…)`) found later events: nothing was stored."""
 
 
 @map_bus_errors("NATS did not acknowledge the batch event")

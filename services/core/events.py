@@ -39,6 +39,11 @@ def subject(job_id: str, event: str) -> str:
     return f"jobs.{job_id}.{event}"
 
 
+def job_filter(job_id: str) -> str:
+    """Every event of one job (a batch's item included): `jobs.<job_id>.>`."""
+    return f"jobs.{job_id}.>"
+
+
 SINGLES = "singles-"
 """The prefix of the durables through which renderers take each tenant's single jobs."""
 

@@ -222,17 +222,11 @@ class Renderer:
         if await self._held_back(msg, job):
             return
         attempt = msg.metadata.num_delivered
-        ended = await self._ended_before(msg, job)
+        ended = await self._start(msg, job)
         if ended is not None:  # cancelled while queued, or a redelivery of a finished job
             log.info("job %s is already %s; not rendering", job.job_id, events.event_name(ended))
             await msg.ack()
             return
-        await bus.publish(
-            self.js,
-            events.JobStarted(
-                job_id=job.job_id, tenant=job.tenant, attempt=attempt, worker=self.worker
-            ),
-        )
         report = PageReport()  # filled if the attempt fails on a page, or asks for it
         done, error = await self._render_or_error(job, attempt, report)
         if report.taken or error is not None:  # stored before the attempt's end is told
@@ -268,20 +262,35 @@ class Renderer:
                 state = self.batches.state(job.batch_id)
         return False
 
-    async def _ended_before(self, msg: Msg, job: events.JobSubmitted) -> events.AnyEvent | None:
-        """The job's terminal event if it already has one, read by direct get (cheap;
-        possibly stale on a replicated stream: an end it misses costs one render, whose own
-        terminal event is then a deduplicated no-op).
+    async def _start(self, msg: Msg, job: events.JobSubmitted) -> events.AnyEvent | None:
+        """Publish the attempt's `started`, unless the job has already ended; its terminal
+        event if it has (read by direct get: cheap, and possibly stale on a replicated
+        stream: an end it misses costs one render, whose own terminal event is then a
+        deduplicated no-op).
 
-        The first delivery of a job's only submission can only have been cancelled: no
-        renderer held it before, and the reconciler and finalizer end only jobs whose
-        message the log no longer delivers. So one read there instead of three; a
-        redelivery or a re-driven copy asks for every end.
+        The first delivery of a job's only submission has nothing after the submission in
+        the log unless the job was cancelled meanwhile: no renderer held it before, and the
+        reconciler and finalizer end only jobs whose message the log no longer delivers.
+        So its `started` is published on the condition that the submission is still the
+        job's latest event, which JetStream checks as it stores it: one round trip per job.
+        Should anything have come since, or for a redelivery or a re-driven copy, the log
+        is asked for the job's end first, then `started` published.
         """
+        started = events.JobStarted(
+            job_id=job.job_id,
+            tenant=job.tenant,
+            attempt=msg.metadata.num_delivered,
+            worker=self.worker,
+        )
         copy = (msg.headers or {}).get("Nats-Msg-Id", job.job_id) != job.job_id
         if msg.metadata.num_delivered == 1 and not copy:
-            return await timeline.last_event(self.js, job.job_id, "cancelled", direct=True)
-        return await timeline.terminal_event(self.js, job.job_id, direct=True)
+            with contextlib.suppress(bus.Moved):
+                await bus.publish(self.js, started, after=msg.metadata.sequence.stream)
+                return None
+        ended = await timeline.terminal_event(self.js, job.job_id, direct=True)
+        if ended is None:
+            await bus.publish(self.js, started)
+        return ended
 
     async def _render_or_error(
         self, job: events.JobSubmitted, attempt: int, report: PageReport

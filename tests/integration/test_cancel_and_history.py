@@ -48,11 +48,14 @@ async def test_cancelled_queued_job_is_never_rendered(settings: Settings):
         assert await delete(stack, job_id) == (200, cancelled)
         job = await stack.finished(job_id)
         history = await job_events(stack, job_id)
+        async with stack.client.get(f"{stack.url}/jobs/{job_id}/events") as response:
+            logged = [event["type"] for event in (await response.json())["events"]]
     finally:
         await stack.close()
     assert job["status"] == "cancelled"
     assert job["url"] is None
     assert history == ["submitted", "cancelled"]
+    assert logged == ["submitted", "cancelled"]  # no renderer started it
     assert not (Path(settings.storage_dir) / "jobs" / f"{job_id}.pdf").exists()
 
 

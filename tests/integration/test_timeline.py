@@ -29,6 +29,42 @@ async def test_the_terminal_event_is_found_both_ways(nats_server: NatsServer, di
     assert missing is None
 
 
+async def test_a_conditional_publish_is_stored_only_while_nothing_came_after(
+    nats_server: NatsServer,
+):
+    """`publish(after=seq)`: stored while the job's latest event is `seq`, whatever other
+    jobs (one whose id starts the same, a batch's items) publish meanwhile; refused with
+    `Moved`, storing nothing, once the job has a later event."""
+    settings = Settings(nats_url=nats_server.url)
+    async with bus.open_bus(settings, name="test") as (_, js):
+        seqs = {}
+        for job_id in ("j1", "b1.1", "b1.2"):
+            submitted = events.JobSubmitted(job_id=job_id, template="<p>x</p>")
+            await bus.publish(js, submitted)
+            seqs[job_id] = (await js.get_last_msg(events.STREAM, events.subject_of(submitted))).seq
+        await bus.publish(js, events.JobSubmitted(job_id="j10", template="<p>x</p>"))
+        await bus.publish(js, events.JobCancelled(job_id="b1.2", reason="batch cancelled"))
+        started = events.JobStarted(job_id="j1", attempt=1, worker="w")
+        assert await bus.publish(js, started, after=seqs["j1"]) is True
+        assert await bus.publish(
+            js, events.JobStarted(job_id="b1.1", attempt=1, worker="w"), after=seqs["b1.1"]
+        )
+        with pytest.raises(bus.Moved):
+            await bus.publish(
+                js, events.JobStarted(job_id="b1.2", attempt=1, worker="w"), after=seqs["b1.2"]
+            )
+        with pytest.raises(bus.Moved):  # j1's own `started` came after its submission
+            await bus.publish(
+                js, events.JobStarted(job_id="j1", attempt=2, worker="w"), after=seqs["j1"]
+            )
+        names = [
+            events.event_name(event)
+            for job_id in ("j1", "b1.2")
+            for _, _, event in await timeline.job_events(js, job_id)
+        ]
+    assert names == ["submitted", "started", "submitted", "cancelled"]
+
+
 async def test_a_stream_made_before_direct_get_gets_it_at_start(nats_server: NatsServer):
     settings = Settings(nats_url=nats_server.url)
     async with bus.open_bus(settings, name="test") as (_, js):
