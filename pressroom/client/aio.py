@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, BinaryIO, TypeVar
 
 import httpx
 
-from pressroom.client import calls, target
+from pressroom.client import calls, errors, target
 from pressroom.client.calls import Call, Deadline, Page, SseMessage
 from pressroom.client.models import Batch, BatchItem, Job, JobEvent, Template, Usage
 
@@ -38,8 +39,9 @@ class AsyncClient:
         *,
         timeout: float = 30.0,
         transport: httpx.AsyncBaseTransport | None = None,
+        retries: int = calls.RETRIES,
     ) -> None:
-        self.url, self.key = url.rstrip("/"), key
+        self.url, self.key, self.retries = url.rstrip("/"), key, retries
         self._http = httpx.AsyncClient(base_url=self.url, timeout=timeout, transport=transport)
         self._streams = True  # False once the gateway said it has no stream routes
 
@@ -59,10 +61,19 @@ class AsyncClient:
         await self.aclose()
 
     async def _run(self, call: Call[T]) -> T:
-        with calls.transport_errors(self.url):
-            response = await self._http.send(call.request(self._http, self.key))
-        calls.check(response)
-        return call.decode(response.content)
+        """`call`'s decoded answer; sent again while `calls.retry_wait` says to."""
+        for attempt in itertools.count():
+            try:
+                with calls.transport_errors(self.url):
+                    response = await self._http.send(call.request(self._http, self.key))
+                calls.check(response)
+                return call.decode(response.content)
+            except errors.PressroomError as exc:
+                wait = calls.retry_wait(call, exc, attempt, self.retries)
+                if wait is None:
+                    raise
+                await asyncio.sleep(wait)
+        raise AssertionError("unreachable")  # itertools.count() never ends
 
     # Jobs
 

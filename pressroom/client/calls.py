@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -328,6 +329,50 @@ class Deadline:
         """`delay`, cut short by the deadline."""
         left = self.remaining()
         return delay if left is None else min(delay, left)
+
+
+RETRIES = 2
+"""How many times a client sends a request again, by default, after an answer or a
+failure that says to try later (`retry_wait`)."""
+RETRY_WAIT_MAX = 30.0
+"""The longest a client waits by itself before sending a request again. A longer
+`Retry-After` (a monthly quota, a full job log) is raised at once for the caller to
+decide."""
+
+
+def repeatable(call: Call[Any]) -> bool:
+    """Whether sending `call` twice does what sending it once does: reads, cancels and
+    deletes, and a POST with an `Idempotency-Key` (the gateway answers a repeat with the
+    first one's job)."""
+    return call.method in {"GET", "HEAD", "DELETE"} or "Idempotency-Key" in call.headers
+
+
+def retry_wait(
+    call: Call[Any], error: errors.PressroomError, attempt: int, retries: int
+) -> float | None:
+    """Seconds to wait before sending `call` again, after its try number `attempt` (0 is
+    the first) failed with `error`; None: raise `error`, because it will not get better
+    by itself, the `retries` are used up, or `call` might already have taken effect.
+
+    - `RateLimited` (429) is an answer given before anything was done, so any call is
+      sent again, after its `Retry-After`; without one, or with one over
+      `RETRY_WAIT_MAX`, it is raised.
+    - `Unavailable` (a 503 or other 5xx, no connection, a timeout) may come after the
+      gateway acted (a job stored whose answer was lost), so only a `repeatable` call is
+      sent again: after the answer's `Retry-After`, else after a backoff from 0.5 s
+      doubling to 8 s, with jitter so that many clients do not all come back at once.
+    """
+    if attempt >= retries or isinstance(error, errors.WaitTimeout):
+        return None
+    if isinstance(error, errors.RateLimited):
+        wait = error.retry_after
+    elif isinstance(error, errors.Unavailable) and repeatable(call):
+        wait = error.retry_after
+        if wait is None:
+            wait = min(8.0, 0.5 * 2**attempt) * random.uniform(0.5, 1.0)
+    else:
+        return None
+    return wait if wait is not None and 0 <= wait <= RETRY_WAIT_MAX else None
 
 
 def backoff(first: float = 0.1, cap: float = 2.0) -> Iterator[float]:

@@ -10,6 +10,7 @@
     ├── TooLarge              413: a body or a job over a limit
     ├── RateLimited           429: over a rate, quota or stream limit; `.retry_after`
     ├── Unavailable           503, 5xx, or the gateway cannot be reached: try later
+    │                         (`.retry_after` when the gateway said when)
     │   └── WaitTimeout       `wait()` or `progress()` reached its deadline first
     ├── ProtocolError         the answer is not what a Pressroom gateway sends
     └── ConfigurationError    no usable gateway URL or key in the flags, environment or
@@ -74,7 +75,12 @@ class RateLimited(PressroomError):
 
 
 class Unavailable(PressroomError):
-    """The gateway or what it depends on cannot serve now (5xx, or no connection)."""
+    """The gateway or what it depends on cannot serve now (5xx, or no connection); try
+    again after `retry_after` seconds when the gateway said (None when it did not)."""
+
+    def __init__(self, message: str, *, retry_after: float | None = None, **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.retry_after = retry_after
 
 
 class WaitTimeout(Unavailable, TimeoutError):
@@ -128,7 +134,7 @@ def from_answer(status: int, body: bytes, headers: Any) -> PressroomError:
         error = _ErrorBody("http", f"the gateway answered HTTP {status}")
     cls = error_class(status)
     kw: dict[str, Any] = {"type": error.type, "field": error.field, "status": status}
-    if cls is RateLimited:
+    if issubclass(cls, RateLimited | Unavailable):
         kw["retry_after"] = retry_after(headers.get("Retry-After"))
     return cls(error.message or f"HTTP {status}", **kw)
 

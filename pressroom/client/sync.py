@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -10,7 +11,7 @@ from typing import Any, BinaryIO, TypeVar
 
 import httpx
 
-from pressroom.client import calls, target
+from pressroom.client import calls, errors, target
 from pressroom.client.calls import Call, Deadline, Page, SseMessage
 from pressroom.client.models import Batch, BatchItem, Job, JobEvent, Template, Usage
 
@@ -28,7 +29,9 @@ class Client:
 
     Every error answer raises a subclass of `pressroom.client.PressroomError` (see
     `pressroom.client.errors`); `Client.from_env()` finds the gateway and key as the
-    `pressroom` command does.
+    `pressroom` command does. A request refused for now (429, 503, no connection) is
+    sent again up to `retries` times, when that cannot do it twice (`calls.retry_wait`:
+    a submission only with an `idempotency_key`).
     """
 
     def __init__(
@@ -38,8 +41,9 @@ class Client:
         *,
         timeout: float = 30.0,
         transport: httpx.BaseTransport | None = None,
+        retries: int = calls.RETRIES,
     ) -> None:
-        self.url, self.key = url.rstrip("/"), key
+        self.url, self.key, self.retries = url.rstrip("/"), key, retries
         self._http = httpx.Client(base_url=self.url, timeout=timeout, transport=transport)
         self._streams = True  # False once the gateway said it has no stream routes
 
@@ -60,10 +64,19 @@ class Client:
         self.close()
 
     def _run(self, call: Call[T]) -> T:
-        with calls.transport_errors(self.url):
-            response = self._http.send(call.request(self._http, self.key))
-        calls.check(response)
-        return call.decode(response.content)
+        """`call`'s decoded answer; sent again while `calls.retry_wait` says to."""
+        for attempt in itertools.count():
+            try:
+                with calls.transport_errors(self.url):
+                    response = self._http.send(call.request(self._http, self.key))
+                calls.check(response)
+                return call.decode(response.content)
+            except errors.PressroomError as exc:
+                wait = calls.retry_wait(call, exc, attempt, self.retries)
+                if wait is None:
+                    raise
+                time.sleep(wait)
+        raise AssertionError("unreachable")  # itertools.count() never ends
 
     # Jobs
 

@@ -8,17 +8,20 @@ answers raise one exception per family carrying the API's `error.type`, `field` 
 status (404, 400 naming the field, 401); a batch's `progress()` reaches `done` and its
 items are listed; stored templates and usage read back typed; `jobs()` pages through the
 tenant's jobs; `verify_webhook` accepts a real signed delivery and refuses a changed body
-or another secret, as `standardwebhooks` does.
+or another secret, as `standardwebhooks` does; a request refused for now is sent again
+when that is safe (a 429 after its `Retry-After`; a 503 only for a submission with an
+`Idempotency-Key`), and raised when it is not.
 """
 
 from __future__ import annotations
 
 import asyncio
 import io
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from pathlib import Path
 
+import httpx
 import pytest
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
@@ -29,12 +32,14 @@ from pressroom.client import (
     Invalid,
     Job,
     NotFound,
+    RateLimited,
     Unauthorized,
+    Unavailable,
     WaitTimeout,
     verify_webhook,
 )
 from services.core.settings import Settings
-from tests.conftest import Receiver, Stack, eventually
+from tests.conftest import NatsServer, Receiver, Stack, eventually
 
 HELLO = "<h1>Hi {{ name }}</h1>"
 
@@ -175,3 +180,76 @@ async def test_verify_webhook_accepts_a_real_delivery_and_refuses_a_changed_one(
     assert not verify_webhook(body, headers, other)
     stamp = int(headers["webhook-timestamp"])
     assert not verify_webhook(body, headers, secret, now=stamp + 301)
+
+
+class Watched(httpx.AsyncHTTPTransport):
+    """Real HTTP that records each answer's status and calls `then(status)` after it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.statuses: list[int] = []
+        self.then: Callable[[int], None] = lambda status: None
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await super().handle_async_request(request)
+        self.statuses.append(response.status_code)
+        self.then(response.status_code)
+        return response
+
+
+class WatchedBlocking(httpx.HTTPTransport):
+    """`Watched` for the blocking `Client`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.statuses: list[int] = []
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        response = super().handle_request(request)
+        self.statuses.append(response.status_code)
+        return response
+
+
+def submit_blocking(url: str, key: str, transport: httpx.BaseTransport) -> Job:
+    with Client(url, key, transport=transport) as pressroom:
+        return pressroom.submit(html="<p>blocking</p>")
+
+
+async def test_a_rate_limited_request_is_sent_again_after_its_retry_after(stack: Stack):
+    slow = await stack.new_tenant(rate_limit={"per_second": 0.5, "burst": 1})
+    async with AsyncClient(stack.url, slow.key, retries=0) as impatient:
+        await impatient.submit(html="<p>1</p>")
+        with pytest.raises(RateLimited) as refused:
+            await impatient.submit(html="<p>2</p>")
+    assert refused.value.retry_after is not None and 1 <= refused.value.retry_after <= 2
+    watched = Watched()
+    async with AsyncClient(stack.url, slow.key, transport=watched) as patient:
+        job = await patient.submit(html="<p>3</p>")  # the bucket is still empty
+    assert job.status == "queued"
+    assert watched.statuses == [429, 202]
+    blocking = WatchedBlocking()
+    job = await asyncio.to_thread(submit_blocking, stack.url, slow.key, blocking)
+    assert job.status == "queued"
+    assert blocking.statuses == [429, 202]
+
+
+async def test_a_503_is_waited_out_only_by_a_submission_that_cannot_make_two_jobs(
+    stack: Stack, nats_server: NatsServer
+):
+    watched = Watched()
+    async with AsyncClient(stack.url, stack.tenant.key, retries=8, transport=watched) as client:
+        nats_server.stop()
+        with pytest.raises(Unavailable) as away:
+            await client.submit(html="<p>no key</p>")  # it may have been stored: not again
+        assert (away.value.status, watched.statuses) == (503, [503])
+
+        def back(status: int) -> None:  # NATS returns once the gateway has said 503 again
+            if status == 503 and nats_server.proc is None:
+                nats_server.start()
+
+        watched.then = back
+        job = await client.submit(html="<p>with a key</p>", idempotency_key="retry-me")
+        again = await client.submit(html="<p>with a key</p>", idempotency_key="retry-me")
+    assert watched.statuses[:2] == [503, 503] and watched.statuses[-2] == 202
+    assert again.id == job.id
+    assert (await stack.finished(job.id))["status"] == "done"

@@ -160,3 +160,25 @@ def test_a_stream_route_missing_or_full_means_poll_and_an_unknown_id_is_raised()
     assert calls.stream_verdict(httpx.Response(200)) == calls.OPEN
     with pytest.raises(errors.NotFound):
         calls.stream_verdict(answer(404, "not_found"))
+
+
+def test_retry_wait_sends_again_only_what_is_refused_for_now_and_safe_to_repeat():
+    get, cancel = calls.get_job("j"), calls.cancel("j")
+    post = calls.submit(calls.Source(html="<p>x</p>"), None, None, None, None)
+    keyed = calls.submit(calls.Source(html="<p>x</p>"), None, None, None, "k1")
+    limited = errors.RateLimited("slow", retry_after=3, status=429)
+    away = errors.Unavailable("nats", status=503)
+    full = errors.Unavailable("log full", retry_after=30, status=503)
+    assert calls.retry_wait(post, limited, 0, 2) == 3  # refused before anything was done
+    assert calls.retry_wait(post, limited, 2, 2) is None  # retries used up
+    assert calls.retry_wait(get, errors.RateLimited("quota", status=429), 0, 2) is None
+    assert calls.retry_wait(get, errors.RateLimited("q", retry_after=3600), 0, 2) is None
+    assert calls.retry_wait(post, away, 0, 2) is None  # might have been stored
+    assert calls.retry_wait(keyed, full, 0, 2) == 30
+    for call in (get, cancel, keyed):
+        first, third = calls.retry_wait(call, away, 0, 5), calls.retry_wait(call, away, 2, 5)
+        assert first is not None and 0.25 <= first <= 0.5
+        assert third is not None and 1.0 <= third <= 2.0
+    assert calls.retry_wait(get, errors.WaitTimeout("late"), 0, 2) is None
+    assert calls.retry_wait(get, errors.Invalid("bad", status=400), 0, 2) is None
+    assert calls.retry_wait(get, errors.NotFound("gone", status=404), 0, 2) is None
