@@ -72,13 +72,28 @@ def submitted_subject(job_id: str, tenant: str) -> str:
     return f"jobs.{job_id}.submitted.{lane_token(tenant)}"
 
 
+QUIET = "quiet"
+"""The last token of a single job's terminal event when the job has no webhook
+(`jobs.<id>.done.quiet`): the notifier's durable (`jobs.*.done`, …) does not match it, so
+the notifier is never handed an end it has nothing to send for. Ends logged before this
+token existed, and ends of jobs with a webhook, keep `jobs.<id>.<tag>`."""
+
+
 def kind_of(subject: str) -> str:
     """The event type a subject of the log carries: its last token, but `submitted` for
-    a single job's submission (whose last token is its tenant's lane)."""
+    a single job's submission (whose last token is its tenant's lane) and the end of a
+    single job without a webhook (whose last token is `QUIET`)."""
     tokens = subject.split(".")
     if len(tokens) == 4 and tokens[0] == "jobs" and tokens[2] == "submitted":
         return "submitted"
+    if len(tokens) == 4 and tokens[0] == "jobs" and tokens[3] == QUIET:
+        return tokens[2]
     return tokens[-1]
+
+
+def quiet_ends(job_id: str, tag: str = "*") -> str:
+    """The subject of a single job's webhook-less end `tag` (any of them by default)."""
+    return subject(job_id, f"{tag}.{QUIET}")
 
 
 def singles_durable(tenant: str) -> str:
@@ -522,6 +537,8 @@ def event_name(event: AnyEvent) -> str:
 def subject_of(event: AnyEvent) -> str:
     if isinstance(event, JobSubmitted) and batch_of(event.job_id) is None:
         return submitted_subject(event.job_id, event.tenant)
+    if isinstance(event, TERMINAL) and event.webhook_url is None and batch_of(event.job_id) is None:
+        return quiet_ends(event.job_id, event_name(event))
     return subject(event.job_id, event_name(event))
 
 

@@ -67,37 +67,63 @@ async def last_event(
     can lag the leader's, so only callers that tolerate a slightly old answer use it.
     """
     subjects = [events.subject(job_id, tag)]
-    if tag == "submitted" and events.batch_of(job_id) is None:
-        # A single job's submission carries its tenant's lane token; before lanes, none.
-        subjects.insert(0, events.subject(job_id, "submitted.*"))
+    if events.batch_of(job_id) is None:
+        if tag == "submitted":
+            # A single job's submission carries its tenant's lane token; before lanes, none.
+            subjects.insert(0, events.subject(job_id, "submitted.*"))
+        elif tag in _TERMINAL_TAGS:
+            subjects.insert(0, events.quiet_ends(job_id, tag))  # a job without a webhook
     for subject in subjects:
-        try:
-            with bus.map_bus_errors():
-                raw = await js.get_last_msg(events.STREAM, subject, direct=direct)
-        except NotFound:
-            continue
-        try:
-            return events.decode(raw.data or b"")
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            return None
+        found = await _last(js, subject, direct)
+        if found is not _MISSING:
+            return cast(events.AnyEvent | None, found)
     return None
+
+
+_MISSING = object()
+"""`_last`'s answer when no message is on the subject (None: one that does not decode)."""
+
+
+async def _last(js: JetStreamContext, subject: str, direct: bool) -> Any:
+    """The event of the last message on `subject` (wildcards allowed); None if it does
+    not decode, `_MISSING` if there is none."""
+    try:
+        with bus.map_bus_errors():
+            raw = await js.get_last_msg(events.STREAM, subject, direct=direct)
+    except NotFound:
+        return _MISSING
+    try:
+        return events.decode(raw.data or b"")
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
 
 
 async def terminal_event(
     js: JetStreamContext, job_id: str, *, direct: bool = False
 ) -> events.AnyEvent | None:
-    """The job's terminal event in the log (cancelled, done or failed), if any."""
+    """The job's terminal event in the log (cancelled, done or failed), if any.
+
+    A single job without a webhook ends on `jobs.<id>.<tag>.quiet`: one look at the last
+    of those (whichever tag) comes first, then one for each tag without the token (a job
+    with a webhook, a batch's item, an end logged before the token existed)."""
+    if events.batch_of(job_id) is None:
+        found = await _last(js, events.quiet_ends(job_id), direct)
+        if found is not _MISSING:
+            return cast(events.AnyEvent | None, found)
     for tag in _TERMINAL_TAGS:
-        event = await last_event(js, job_id, tag, direct=direct)
-        if event is not None:
-            return event
+        found = await _last(js, events.subject(job_id, tag), direct)
+        if found is not _MISSING:
+            return cast(events.AnyEvent | None, found)
     return None
 
 
 async def first_terminal_seq(js: JetStreamContext, job_id: str) -> int | None:
     """The stream sequence of the job's first terminal event, None if it has none: the
     one that counts, whatever a later copy says (see `bus.publish_terminal`)."""
-    return await _first_seq(js, [events.subject(job_id, tag) for tag in _TERMINAL_TAGS])
+    subjects = [events.subject(job_id, tag) for tag in _TERMINAL_TAGS]
+    if events.batch_of(job_id) is None:
+        subjects.append(events.quiet_ends(job_id))
+    return await _first_seq(js, subjects)
 
 
 async def first_batch_terminal_seq(js: JetStreamContext, batch_id: str) -> int | None:

@@ -29,6 +29,47 @@ async def test_the_terminal_event_is_found_both_ways(nats_server: NatsServer, di
     assert missing is None
 
 
+async def test_an_end_is_found_with_and_without_a_webhook_and_for_an_item(
+    nats_server: NatsServer,
+):
+    """Ends on `jobs.<id>.<tag>.quiet` (no webhook), on `jobs.<id>.<tag>` (a webhook, an
+    end logged before the token, a batch's item), and the first of two counts."""
+    settings = Settings(nats_url=nats_server.url)
+    hook = "https://example.com/hook"
+    error = events.ErrorInfo(type="template", message="x")
+    async with bus.open_bus(settings, name="test") as (_, js):
+        item = events.item_job_id("b1", 0)
+        for job_id in ("quiet", "hooked", item):
+            await bus.publish(js, events.JobSubmitted(job_id=job_id, template="<p>x</p>"))
+        await bus.publish(js, events.JobFailed(job_id="quiet", attempt=1, error=error))
+        await bus.publish(
+            js, events.JobFailed(job_id="hooked", attempt=1, error=error, webhook_url=hook)
+        )
+        await bus.publish(js, events.JobCancelled(job_id=item, reason="batch"))
+        late = events.JobCancelled(job_id="quiet", reason="late")  # past the dedup window
+        await bus.publish(js, late, msg_id="another")
+        found = {
+            (job_id, direct): await timeline.terminal_event(js, job_id, direct=direct)
+            for job_id in ("quiet", "hooked", item)
+            for direct in (False, True)
+        }
+        firsts = {
+            job_id: await timeline.first_terminal_seq(js, job_id)
+            for job_id in ("quiet", "hooked", item)
+        }
+        subjects = {raw.seq: raw.subject async for raw in timeline.messages(js, "jobs.>")}
+    assert {type(event).__name__ for (job_id, _), event in found.items() if job_id == "hooked"} == {
+        "JobFailed"
+    }
+    assert {type(event).__name__ for (job_id, _), event in found.items() if job_id == item} == {
+        "JobCancelled"
+    }
+    assert all(found["quiet", direct] is not None for direct in (False, True))
+    assert subjects[firsts["quiet"]] == "jobs.quiet.failed.quiet"
+    assert subjects[firsts["hooked"]] == "jobs.hooked.failed"
+    assert subjects[firsts[item]] == "jobs.b1.0.cancelled"
+
+
 async def test_a_conditional_publish_is_stored_only_while_nothing_came_after(
     nats_server: NatsServer,
 ):

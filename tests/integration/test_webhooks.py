@@ -17,6 +17,7 @@ import nats
 import pytest
 from aiohttp import web
 
+from services.core import events, timeline
 from services.core.settings import Settings
 from tests.conftest import Receiver, Stack, eventually, free_port
 from tests.integration.test_pipeline import HELLO
@@ -282,3 +283,38 @@ async def test_bad_per_job_secret_is_400(stack: Stack, body: dict, words: str):
         error = (await response.json())["error"]
     assert error["field"] == "webhook_secret"
     assert words in error["message"]
+
+
+async def test_the_notifier_is_never_handed_the_end_of_a_job_without_a_webhook(
+    stack: Stack, receiver: Receiver
+):
+    """Its end is logged on `jobs.<id>.done.quiet`, which the notifier's durable does not
+    take; a job with a webhook still ends on `jobs.<id>.done` and gets its webhook."""
+    quiet = await stack.finished((await stack.submit(HELLO))["id"])
+    cancelled = (await stack.submit({**HELLO, "options": {"wait_for": {"selector": "#x"}}}))["id"]
+    async with stack.client.delete(f"{stack.url}/jobs/{cancelled}") as response:
+        assert (await response.json())["status"] == "cancelled"
+    hooked = await stack.submit({**HELLO, "webhook_url": receiver.url})
+    await eventually(lambda: _received(receiver), 30, "the webhook")
+    nc = await nats.connect(stack.settings.nats_url)
+    try:
+        js = nc.jetstream()
+        notifier = await js.consumer_info(events.STREAM, events.NOTIFIER)
+        ends = {
+            job_id: [
+                raw.subject async for raw in timeline.messages(js, events.subject(job_id, ">"))
+            ]
+            for job_id in (quiet["id"], cancelled, hooked["id"])
+        }
+    finally:
+        await nc.close()
+    assert quiet["status"] == "done"
+    assert f"jobs.{quiet['id']}.done.quiet" in ends[quiet["id"]]
+    assert f"jobs.{cancelled}.cancelled.quiet" in ends[cancelled]
+    assert f"jobs.{hooked['id']}.done" in ends[hooked["id"]]
+    assert notifier.delivered.consumer_seq == 1  # the hooked job's end, and nothing else
+    assert notifier.num_pending == 0 and notifier.num_ack_pending == 0
+
+
+async def _received(receiver: Receiver) -> bool:
+    return len(receiver.requests) == 1

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import msgspec
+
 from services.core import events, pageoptions
 
 
@@ -10,7 +12,23 @@ def test_terminal_events_share_one_dedup_id():
     done = events.JobDone(job_id="j", attempt=1, object_key="k", bytes=1, pages=1, render_ms=1)
     failed = events.JobFailed(job_id="j", attempt=2, error=error)
     assert events.msg_id(done) == events.msg_id(failed) == "j.terminal"
-    assert events.subject_of(done) == "jobs.j.done"
+
+
+def test_an_end_without_a_webhook_has_a_subject_the_notifier_does_not_take():
+    done = events.JobDone(job_id="j", attempt=1, object_key="k", bytes=1, pages=1, render_ms=1)
+    hooked = msgspec.structs.replace(done, webhook_url="https://example.com/hook")
+    item = msgspec.structs.replace(done, job_id=events.item_job_id("b", 3))
+    cancelled = events.JobCancelled(job_id="j", reason="x")
+    assert events.subject_of(done) == "jobs.j.done.quiet"
+    assert events.subject_of(cancelled) == "jobs.j.cancelled.quiet"
+    assert events.subject_of(hooked) == "jobs.j.done"
+    assert events.subject_of(item) == "jobs.b.3.done"  # an item never reaches the notifier
+    assert events.subject_of(events.JobStarted(job_id="j", attempt=1, worker="w")) == (
+        "jobs.j.started"
+    )
+    for event in (done, cancelled, hooked, item):
+        assert events.kind_of(events.subject_of(event)) == events.event_name(event)
+    assert events.kind_of("jobs.j.submitted.lane") == "submitted"
 
 
 def test_events_round_trip_and_tolerate_unknown_fields():
