@@ -160,8 +160,9 @@ async def test_the_log_never_carries_a_nul(nats_server: NatsServer) -> None:
     settings = Settings(nats_url=nats_server.url)
     async with bus.open_bus(settings, name="test") as (_, js):
         error = events.ErrorInfo(type="wait_timeout", message="last error: Error: a\x00b")
-        await bus.publish(js, events.JobFailed(job_id="j", attempt=1, error=error))
-        msg = await js.get_last_msg(events.STREAM, events.subject("j", "failed"))
+        failed = events.JobFailed(job_id="j", attempt=1, error=error)
+        await bus.publish(js, failed)
+        msg = await js.get_last_msg(events.STREAM, events.subject_of(failed))
     assert b"\\u0000" not in msg.data
     failed = events.decode(msg.data)
     assert isinstance(failed, events.JobFailed)
