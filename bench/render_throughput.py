@@ -526,7 +526,8 @@ async def poll_all(
     out = (await proc.communicate())[0].decode()
     assert "Non-2xx" not in out and "Socket errors" not in out, out
     rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
-    p99 = _ms(re.search(r"99%\s+(\S+)", out).group(1))  # type: ignore[union-attr]
+    # The latency distribution's line, not a "+/- Stdev" column such as "66.99%".
+    p99 = _ms(re.search(r"^\s+99%\s+(\S+)", out, re.M).group(1))  # type: ignore[union-attr]
     return {"reads": rate, "read_p99": p99}
 
 
@@ -690,7 +691,8 @@ async def wrk(
     meter.report(requests, {"wrk": wrk_cpu})
     assert "Non-2xx" not in out and "Socket errors" not in out, out
     rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
-    p99 = _ms(re.search(r"99%\s+(\S+)", out).group(1))  # type: ignore[union-attr]
+    # The latency distribution's line, not a "+/- Stdev" column such as "66.99%".
+    p99 = _ms(re.search(r"^\s+99%\s+(\S+)", out, re.M).group(1))  # type: ignore[union-attr]
     return rate, p99
 
 
