@@ -180,13 +180,33 @@ def _error(status: int, refs: dict[type, Any]) -> dict[str, Any]:
     return described
 
 
+RATE_HEADERS = {
+    "RateLimit-Limit": "The tenant's burst: submissions it may make at once",
+    "RateLimit-Remaining": "Submissions it may make now, before a 429",
+    "RateLimit-Reset": "Seconds until its bucket is full again",
+}
+"""Headers on every answer to a tenant's key once it is known (`app._rate_headers`)."""
+
+
+def _with_rate_headers(responses: dict[str, dict[str, Any]]) -> None:
+    """Name `RATE_HEADERS` on every answer but 401 (the key was not known)."""
+    for status, response in responses.items():
+        if status != "401":
+            headers = response.setdefault("headers", {})
+            headers.update(
+                {name: {"$ref": f"#/components/headers/{name}"} for name in RATE_HEADERS}
+            )
+
+
 def _operation(operation: Operation, refs: dict[type, Any]) -> dict[str, Any]:
     method, path, route, handler = operation
     responses = {str(s): _answer(s, a, refs) for s, a in route.answers.items()}
     for status in route.errors:
         responses.setdefault(str(status), _error(status, refs))
-    description = route.description
     guard = guard_of(handler)
+    if guard is not None and guard.scheme == API_KEY:
+        _with_rate_headers(responses)
+    description = route.description
     if guard is not None and guard.scope is not None:
         description = f"Needs the scope `{guard.scope}`. {description}".strip()
     described: dict[str, Any] = {
@@ -224,7 +244,14 @@ def document(app: web.Application, server: str) -> dict[str, Any]:
         "servers": [{"url": server}],
         "tags": [{"name": name, "description": text} for name, text in TAGS.items()],
         "paths": dict(sorted(paths.items())),
-        "components": {"schemas": components, "securitySchemes": SCHEMES},
+        "components": {
+            "schemas": components,
+            "securitySchemes": SCHEMES,
+            "headers": {
+                name: {"description": text, "schema": {"type": "integer", "minimum": 0}}
+                for name, text in RATE_HEADERS.items()
+            },
+        },
     }
 
 

@@ -179,3 +179,15 @@ def test_every_schema_has_a_plain_name(doc):
     generated clients handle badly: each schema is named by its class alone."""
     names = list(doc["components"]["schemas"])
     assert [n for n in names if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", n)] == []
+
+
+def test_every_answer_to_a_known_tenant_key_names_its_rate_limit_headers(doc):
+    """`RateLimit-*` on each answer of a route that takes a tenant's key, except the 401 of
+    a key that is not known; none on admin or open routes."""
+    names = {"RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"}
+    assert set(doc["components"]["headers"]) == names
+    for (method, path), operation in operations_of(doc).items():
+        tenant = operation["security"] == [{"apiKey": []}]
+        for status, response in operation["responses"].items():
+            named = names & set(response.get("headers", {}))
+            assert named == (names if tenant and status != "401" else set()), (method, path, status)
