@@ -242,27 +242,33 @@ class AsyncClient:
         """As `Client._stream`."""
         if not self._streams:
             return
-        request = calls.stream_call(path).request(self._http, self.key)
+        resume = calls.Resume()
+        for attempt in range(calls.STREAM_RESUMES + 1):
+            if attempt:
+                await asyncio.sleep(deadline.sleep_for(calls.STREAM_RESUME_DELAY * attempt))
+            resume.broke = False
+            async for message in self._connection(path, deadline, what, resume):
+                yield message
+            if not resume.broke:
+                return
+
+    async def _connection(
+        self, path: str, deadline: Deadline, what: str, resume: calls.Resume
+    ) -> AsyncIterator[SseMessage]:
+        """As `Client._connection`."""
+        request = calls.stream_call(path, resume.last_id).request(self._http, self.key)
         request.extensions["timeout"] = calls.stream_timeout(deadline).as_dict()
         try:
             response = await self._http.send(request, stream=True)
         except httpx.TransportError:
+            resume.broke = True
             return
+        parser = calls.SseParser()
         try:
             if response.status_code != 200:
                 await response.aread()
                 self._streams = calls.stream_verdict(response) != calls.ABSENT
                 return
-            async for message in self._messages(response, deadline, what):
-                yield message
-        finally:
-            await response.aclose()
-
-    async def _messages(
-        self, response: httpx.Response, deadline: Deadline, what: str
-    ) -> AsyncIterator[SseMessage]:
-        parser = calls.SseParser()
-        try:
             async for line in response.aiter_lines():
                 if (message := parser.feed(line)) is not None:
                     yield message
@@ -271,3 +277,6 @@ class AsyncClient:
         except httpx.TransportError:
             if deadline.passed():
                 raise deadline.expired(what) from None
+            resume.broke, resume.last_id = True, parser.last_id or resume.last_id
+        finally:
+            await response.aclose()

@@ -391,6 +391,23 @@ def stream_timeout(deadline: Deadline) -> httpx.Timeout:
     return httpx.Timeout(10.0, read=read)
 
 
+STREAM_RESUMES = 3
+"""How many times a client opens a broken stream again (from its last message) before it
+polls instead."""
+STREAM_RESUME_DELAY = 0.25
+"""Seconds before the first reopening of a broken stream; the next wait twice, three times
+as long."""
+
+
+@dataclass
+class Resume:
+    """Where a stream stands across its connections: the id of the last message it had,
+    and whether its last connection broke (so it is opened again from there)."""
+
+    last_id: str | None = None
+    broke: bool = False
+
+
 def stream_call(path: str, last_event_id: str | None = None) -> Call[None]:
     headers = {"Accept": "text/event-stream"}
     if last_event_id is not None:

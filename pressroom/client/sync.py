@@ -256,34 +256,46 @@ class Client:
             yield from cursor.take(found)
 
     def _stream(self, path: str, deadline: Deadline, what: str) -> Iterator[SseMessage]:
-        """The messages of a stream until it closes. Ends early, and the caller polls
-        on, if this gateway has no such stream, has too many open, or the connection
-        breaks; `WaitTimeout` once `deadline` passes."""
+        """The messages of a stream until it closes. After a broken connection it is
+        opened again from the last message it had (`Last-Event-ID`, so nothing is missed
+        or repeated), up to `calls.STREAM_RESUMES` times. Ends early, and the caller polls
+        on, if this gateway has no such stream, has too many open, closes it, or it keeps
+        breaking; `WaitTimeout` once `deadline` passes."""
         if not self._streams:
             return
-        request = calls.stream_call(path).request(self._http, self.key)
+        resume = calls.Resume()
+        for attempt in range(calls.STREAM_RESUMES + 1):
+            if attempt:
+                time.sleep(deadline.sleep_for(calls.STREAM_RESUME_DELAY * attempt))
+            resume.broke = False
+            yield from self._connection(path, deadline, what, resume)
+            if not resume.broke:
+                return
+
+    def _connection(
+        self, path: str, deadline: Deadline, what: str, resume: calls.Resume
+    ) -> Iterator[SseMessage]:
+        """One connection of a stream, from `resume.last_id`; `resume.broke` if it broke."""
+        request = calls.stream_call(path, resume.last_id).request(self._http, self.key)
         request.extensions["timeout"] = calls.stream_timeout(deadline).as_dict()
         try:
             response = self._http.send(request, stream=True)
         except httpx.TransportError:
+            resume.broke = True
             return
+        parser = calls.SseParser()
         with contextlib.closing(response):
             if response.status_code != 200:
                 response.read()
                 self._streams = calls.stream_verdict(response) != calls.ABSENT
                 return
-            yield from self._messages(response, deadline, what)
-
-    def _messages(
-        self, response: httpx.Response, deadline: Deadline, what: str
-    ) -> Iterator[SseMessage]:
-        parser = calls.SseParser()
-        try:
-            for line in response.iter_lines():
-                if (message := parser.feed(line)) is not None:
-                    yield message
+            try:
+                for line in response.iter_lines():
+                    if (message := parser.feed(line)) is not None:
+                        yield message
+                    if deadline.passed():
+                        raise deadline.expired(what)
+            except httpx.TransportError:
                 if deadline.passed():
-                    raise deadline.expired(what)
-        except httpx.TransportError:
-            if deadline.passed():
-                raise deadline.expired(what) from None
+                    raise deadline.expired(what) from None
+                resume.broke, resume.last_id = True, parser.last_id or resume.last_id

@@ -10,13 +10,15 @@ items are listed; stored templates and usage read back typed; `jobs()` pages thr
 tenant's jobs; `verify_webhook` accepts a real signed delivery and refuses a changed body
 or another secret, as `standardwebhooks` does; a request refused for now is sent again
 when that is safe (a 429 after its `Retry-After`; a 503 only for a submission with an
-`Idempotency-Key`), and raised when it is not.
+`Idempotency-Key`), and raised when it is not; a stream cut mid-way is opened again
+from its last message (`Last-Event-ID`) rather than given up for polling.
 """
 
 from __future__ import annotations
 
 import asyncio
 import io
+import re
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from pathlib import Path
@@ -253,3 +255,104 @@ async def test_a_503_is_waited_out_only_by_a_submission_that_cannot_make_two_job
     assert watched.statuses[:2] == [503, 503] and watched.statuses[-2] == 202
     assert again.id == job.id
     assert (await stack.finished(job.id))["status"] == "done"
+
+
+class Relay:
+    """A TCP relay to the gateway whose connections the test can cut, keeping what each
+    connection carried each way (a real network break, between real client and server)."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.up: list[bytearray] = []  # client to gateway, one per connection
+        self.down: list[bytearray] = []  # gateway to client
+        self.writers: list[asyncio.StreamWriter] = []
+        self.server: asyncio.Server | None = None
+
+    async def start(self) -> str:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        return f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        upstream_reader, upstream = await asyncio.open_connection("127.0.0.1", self.port)
+        self.writers += [writer, upstream]
+        self.up.append(bytearray())
+        self.down.append(bytearray())
+        await asyncio.gather(
+            self._pump(reader, upstream, self.up[-1]),
+            self._pump(upstream_reader, writer, self.down[-1]),
+            return_exceptions=True,
+        )
+
+    @staticmethod
+    async def _pump(
+        source: asyncio.StreamReader, sink: asyncio.StreamWriter, seen: bytearray
+    ) -> None:
+        while data := await source.read(65536):
+            seen += data
+            sink.write(data)
+            await sink.drain()
+        sink.close()
+
+    def cut(self) -> None:
+        """Reset every connection open now, both ways."""
+        for writer in self.writers:
+            writer.transport.abort()
+        self.writers.clear()
+
+    async def close(self) -> None:
+        self.cut()
+        if self.server is not None:
+            self.server.close()
+
+
+def wait_blocking(url: str, key: str, job_id: str) -> Job:
+    with Client(url, key) as pressroom:
+        return pressroom.wait(job_id, timeout=60)
+
+
+@pytest.mark.parametrize("blocking", [False, True], ids=["async", "blocking"])
+async def test_a_stream_cut_mid_way_resumes_from_its_last_message(
+    settings: Settings, blocking: bool
+):
+    stack = Stack(replace(settings, max_streams=4))
+    await stack.start("gateway", "projector")  # no renderer yet: the job stays queued
+    relay = Relay(stack.settings.port)
+    try:
+        url = await relay.start()
+        job_id = (await stack.submit({"template": HELLO, "data": {"name": "Ana"}}))["id"]
+        if blocking:
+            waiter = asyncio.create_task(
+                asyncio.to_thread(wait_blocking, url, stack.tenant.key, job_id)
+            )
+        else:
+            client = AsyncClient(url, stack.tenant.key)
+            waiter = asyncio.create_task(client.wait(job_id, timeout=60))
+        await eventually(
+            lambda: _holds(relay, b"event: submitted"), 30, "the stream's first message"
+        )
+        relay.cut()
+        await eventually(lambda: _resumed(relay), 30, "the stream opened again")
+        await stack.start("renderer")
+        job = await waiter
+        if not blocking:
+            await client.aclose()
+    finally:
+        await relay.close()
+        await stack.close()
+    assert job.status == "done"
+    requests = [bytes(up).split(b"\r\n\r\n")[0].decode() for up in relay.up]
+    streams = [r for r in requests if r.startswith(f"GET /jobs/{job_id}/stream ")]
+    assert len(streams) == 2 and "last-event-id: " not in streams[0].lower()
+    first = next(bytes(down) for down in relay.down if b"event: submitted" in down)
+    last_seen = re.findall(rb"^id: (\d+)$", first, re.M)[-1].decode()
+    assert f"last-event-id: {last_seen}\r\n" in streams[1].lower()
+    polls = [r for r in requests if r.startswith(f"GET /jobs/{job_id} ")]
+    assert len(polls) == 1  # wait()'s one read of the ended job, no polling meanwhile
+
+
+async def _holds(relay: Relay, text: bytes) -> bool:
+    return any(text in down for down in relay.down)
+
+
+async def _resumed(relay: Relay) -> bool:
+    return sum(b"/stream " in up for up in relay.up) >= 2
