@@ -36,6 +36,14 @@ from tests.faults.harness import Cluster, Service, poll
 
 ITEMS = 60
 TEMPLATE = "<h1>Item {{ n }}</h1>"
+SLOW = {
+    "template": TEMPLATE
+    + '<script>setTimeout(() => { document.body.dataset.ready = "1"; }, 150);</script>',
+    "options": {"wait_for": {"selector": "body[data-ready]"}},
+}
+"""Items that take 150 ms or more to render, so that a renderer killed while it renders
+some is killed mid-render: the bare `TEMPLATE` prints in ~10 ms on a fast day, and a kill
+that followed the look at `renders_in_flight` could find its renders already done."""
 ENDED = ("done", "failed", "cancelled")
 
 
@@ -149,7 +157,7 @@ async def test_a_renderer_killed_mid_batch_leaves_one_end_per_item_and_one_archi
 ) -> None:
     await cluster.up(renderers=1)
     victim = cluster.renderers()[0]
-    batch_id = await submit_batch(cluster, {"template": TEMPLATE, "items": numbered(ITEMS)})
+    batch_id = await submit_batch(cluster, {**SLOW, "items": numbered(ITEMS)})
     in_flight = await some_done_and_rendering(cluster, batch_id, victim)
     cluster.kill(victim)
     killed_at = time.monotonic()
