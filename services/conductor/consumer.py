@@ -28,7 +28,7 @@ from nats.js import JetStreamContext
 
 from services.conductor import expand, pack
 from services.conductor.state import CANCELLED, PAUSED, RUNNING, BatchStates
-from services.core import bus, events, logs, runtime, timeline
+from services.core import bus, events, logs, runtime, timeline, topology
 from services.core.errors import (
     DeterministicError,
     InvalidEvent,
@@ -140,7 +140,7 @@ class Conductor:
         if await self.states.ended(batch.batch_id):
             log.info("batch %s has ended; not expanding it again", batch.batch_id)
             return
-        durable = bus.bulk_config(self.settings, batch.batch_id)
+        durable = topology.bulk_config(self.settings, batch.batch_id)
         with bus.map_bus_errors():
             await self.js.add_consumer(events.STREAM, durable)
         if not await self.states.start(batch.batch_id, batch.tenant):

@@ -1,4 +1,5 @@
-"""JetStream adapter: connection, the JOBS stream, the durable consumers, publishing.
+"""JetStream adapter: connection, publishing, reading, and making the streams and durables
+`topology` describes.
 
 Stream and consumers are created (or updated) idempotently at start by every service, so a
 fresh NATS needs no separate deploy step. Retention is by age, not work-queue: each
@@ -23,18 +24,13 @@ from nats.errors import Error as NatsError
 from nats.errors import MaxPayloadError
 from nats.js import JetStreamContext
 from nats.js.api import (
-    AckPolicy,
-    ConsumerConfig,
     ConsumerInfo,
-    DeliverPolicy,
-    DiscardPolicy,
-    RetentionPolicy,
     StorageType,
     StreamConfig,
 )
 from nats.js.errors import APIError, KeyWrongLastSequenceError, NotFoundError
 
-from services.core import events, metrics, timeline, tracing
+from services.core import events, metrics, timeline, topology, tracing
 from services.core.boundary import ErrorMap, describe
 from services.core.errors import (
     Conflict,
@@ -71,131 +67,6 @@ def map_bus_errors(context: str = "NATS") -> ErrorMap:
     return ErrorMap(translate)
 
 
-ADVISORY_STREAM = "JOBS_ADVISORIES"
-"""Keeps the renderer's MAX_DELIVERIES advisories, which NATS only fires and forgets."""
-
-MAX_DELIVERIES_SUBJECT = f"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{events.STREAM}.*"
-"""Every durable of the JOBS stream: those renderers read (`renderer`, each tenant's
-`singles-…`, each batch's `bulk-…`) are the ones with a `max_deliver`. A subject token is a
-wildcard only whole: `bulk-*` would have matched nothing but a durable named so."""
-FINALIZER = "finalizer"
-"""The projector's durable on `ADVISORY_STREAM`."""
-
-
-def stream_config(settings: Settings) -> StreamConfig:
-    return StreamConfig(
-        name=events.STREAM,
-        subjects=events.SUBJECTS,
-        retention=RetentionPolicy.LIMITS,
-        storage=StorageType.FILE,
-        num_replicas=settings.stream_replicas,
-        max_age=settings.stream_max_age,
-        max_bytes=settings.stream_max_bytes,
-        max_msg_size=settings.stream_max_msg_size,
-        # A full log refuses new messages rather than dropping the oldest: those are
-        # accepted jobs. The gateway stops taking jobs before it is full (`LogRoom`).
-        discard=DiscardPolicy.NEW,
-        duplicate_window=settings.dedup_window,
-        allow_direct=True,  # the renderer's pre-render check reads by direct get
-    )
-
-
-def consumer_configs(settings: Settings) -> list[ConsumerConfig]:
-    """The three durables. No `backoff` list: retries are `nak(delay)`. With `backoff` the
-    server replaces `ack_wait` by `backoff[0]`, which would also cut a long render's
-    heartbeat deadline."""
-    common: dict[str, Any] = {
-        "ack_policy": AckPolicy.EXPLICIT,
-        "deliver_policy": DeliverPolicy.ALL,
-    }
-    return [
-        ConsumerConfig(
-            durable_name=events.RENDERER,
-            filter_subject="jobs.*.submitted",
-            ack_wait=settings.ack_wait,
-            max_deliver=settings.max_attempts,
-            max_ack_pending=1000,
-            **common,
-        ),
-        ConsumerConfig(
-            durable_name=events.PROJECTOR,
-            filter_subjects=["jobs.>", "batches.>"],
-            ack_wait=30.0,
-            max_deliver=-1,
-            max_ack_pending=10000,
-            **common,
-        ),
-        ConsumerConfig(
-            durable_name=events.NOTIFIER,
-            filter_subjects=[
-                "jobs.*.done",
-                "jobs.*.failed",
-                "jobs.*.cancelled",
-                "jobs.*.redeliver",
-                "batches.*.done",
-                "batches.*.failed",
-                "batches.*.cancelled",
-                "batches.*.progress",
-            ],
-            ack_wait=settings.webhook_timeout * 3 + 10,
-            max_deliver=-1,
-            max_ack_pending=10000,
-            **common,
-        ),
-        ConsumerConfig(
-            durable_name=events.CONDUCTOR,
-            filter_subjects=[
-                "batches.*.submitted",
-                "batches.*.paused",
-                "batches.*.resumed",
-                "batches.*.cancel",
-                "batches.*.complete",
-            ],
-            # Expanding 10,000 items or packing their archive takes a while: the
-            # conductor sends progress notes every 5 s, as a renderer does for a long
-            # render, so a short wait only hands a dead conductor's messages on sooner.
-            ack_wait=15.0,
-            max_deliver=-1,
-            max_ack_pending=1000,
-            **common,
-        ),
-    ]
-
-
-def bulk_config(settings: Settings, batch_id: str) -> ConsumerConfig:
-    """The durable of one batch's items: made by the conductor when it expands the batch,
-    read by every renderer (one item at a time, after interactive jobs), deleted when the
-    batch has ended. Attempts are counted as for single jobs."""
-    return _render_durable(settings, events.bulk_durable(batch_id), events.bulk_filter(batch_id))
-
-
-def _render_durable(settings: Settings, name: str, subject: str, **extra: Any) -> ConsumerConfig:
-    """A durable renderers take work from: every attempt counted against
-    `PRESSROOM_MAX_ATTEMPTS`, the renderers' ack wait."""
-    return ConsumerConfig(
-        durable_name=name,
-        filter_subject=subject,
-        ack_policy=AckPolicy.EXPLICIT,
-        deliver_policy=DeliverPolicy.ALL,
-        ack_wait=settings.ack_wait,
-        max_deliver=settings.max_attempts,
-        max_ack_pending=1000,
-        **extra,
-    )
-
-
-def singles_config(settings: Settings, tenant: str) -> ConsumerConfig:
-    """The durable of one tenant's single jobs: the same terms as the legacy `renderer`
-    durable (attempts, ack wait), on that tenant's submissions only. Its metadata names the
-    tenant, for readers that start from the durable (the reconciler)."""
-    return _render_durable(
-        settings,
-        events.singles_durable(tenant),
-        events.singles_filter(tenant),
-        metadata={"tenant": tenant},
-    )
-
-
 class SinglesLanes:
     """Makes each tenant's durable of single jobs once per process, before the first job
     that needs it is published: a submission stored before its durable existed would still
@@ -211,7 +82,7 @@ class SinglesLanes:
         if tenant in self._made:
             return
         with map_bus_errors(f"cannot make the job lane of tenant {tenant}"):
-            await js.add_consumer(events.STREAM, singles_config(self.settings, tenant))
+            await js.add_consumer(events.STREAM, topology.singles_config(self.settings, tenant))
         self._made.add(tenant)
 
     def forget(self, tenant: str) -> None:
@@ -256,31 +127,6 @@ def renders_waiting(info: ConsumerInfo) -> bool:
         name == events.RENDERER
         or name.startswith(events.SINGLES)
         or name.startswith(events.bulk_durable(""))
-    )
-
-
-def advisory_stream_config(settings: Settings) -> StreamConfig:
-    """Persists advisories: a finalizer that is down when one fires still reads it later."""
-    return StreamConfig(
-        name=ADVISORY_STREAM,
-        subjects=[MAX_DELIVERIES_SUBJECT],
-        retention=RetentionPolicy.LIMITS,
-        storage=StorageType.FILE,
-        num_replicas=settings.stream_replicas,
-        max_age=settings.stream_max_age,
-        discard=DiscardPolicy.OLD,
-    )
-
-
-def finalizer_config() -> ConsumerConfig:
-    """Every advisory, redelivered until the finalizer acks it (its handling is idempotent)."""
-    return ConsumerConfig(
-        durable_name=FINALIZER,
-        ack_policy=AckPolicy.EXPLICIT,
-        deliver_policy=DeliverPolicy.ALL,
-        ack_wait=30.0,
-        max_deliver=-1,
-        max_ack_pending=1000,
     )
 
 
@@ -337,30 +183,16 @@ async def connect(settings: Settings, *, name: str) -> Client:
     return nc
 
 
-def usage_stream_config(settings: Settings) -> StreamConfig:
-    """Billable documents for a billing connector, kept as long as the job log."""
-    return StreamConfig(
-        name=events.USAGE_STREAM,
-        subjects=events.USAGE_SUBJECTS,
-        retention=RetentionPolicy.LIMITS,
-        storage=StorageType.FILE,
-        num_replicas=settings.stream_replicas,
-        max_age=settings.stream_max_age,
-        discard=DiscardPolicy.OLD,
-        duplicate_window=settings.dedup_window,
-    )
-
-
 @map_bus_errors()
 async def ensure_stream(js: JetStreamContext, settings: Settings) -> None:
     """Create or update the JOBS stream, its three durables, the advisory stream and its
     `finalizer` durable, and the USAGE stream."""
-    await _ensure(js, stream_config(settings))
-    for consumer in consumer_configs(settings):
+    await _ensure(js, topology.stream_config(settings))
+    for consumer in topology.consumer_configs(settings):
         await js.add_consumer(events.STREAM, consumer)
-    await _ensure(js, advisory_stream_config(settings))
-    await js.add_consumer(ADVISORY_STREAM, finalizer_config())
-    await _ensure(js, usage_stream_config(settings))
+    await _ensure(js, topology.advisory_stream_config(settings))
+    await js.add_consumer(topology.ADVISORY_STREAM, topology.finalizer_config())
+    await _ensure(js, topology.usage_stream_config(settings))
     await js.create_key_value(
         bucket=events.BATCH_STATE,
         history=1,
@@ -524,7 +356,7 @@ async def subscribe(js: JetStreamContext, durable: str) -> JetStreamContext.Pull
 @map_bus_errors()
 async def subscribe_advisories(js: JetStreamContext) -> JetStreamContext.PullSubscription:
     """Bind to the `finalizer` durable on the advisory stream."""
-    return await js.pull_subscribe_bind(FINALIZER, stream=ADVISORY_STREAM)
+    return await js.pull_subscribe_bind(topology.FINALIZER, stream=topology.ADVISORY_STREAM)
 
 
 async def fetch(

@@ -41,7 +41,7 @@ log = logging.getLogger(__name__)
 RECORD_TIMEOUT = 5.0
 """Seconds a batch webhook attempt's record may take before it is given up (and logged):
 with the attempt itself (at most `PRESSROOM_WEBHOOK_TIMEOUT`), inside the notifier's ack
-wait (three times that plus 10 s, `bus.py`), so a slow PostgreSQL never gets the webhook
+wait (three times that plus 10 s, `topology.py`), so a slow PostgreSQL never gets the webhook
 sent twice."""
 
 

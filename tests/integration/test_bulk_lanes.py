@@ -22,7 +22,7 @@ import pypdf
 import pytest
 from nats.js import JetStreamContext
 
-from services.core import bus, events, timeline
+from services.core import bus, events, timeline, topology
 from services.core.settings import Settings
 from services.renderer import consumer
 from services.renderer.states import BatchStates
@@ -70,7 +70,7 @@ async def add_batch(
                 template=TEMPLATE,
             ),
         )
-    await js.add_consumer(events.STREAM, bus.bulk_config(settings, batch.id))
+    await js.add_consumer(events.STREAM, topology.bulk_config(settings, batch.id))
     for index, job_id in enumerate(batch.job_ids()):
         item = events.JobSubmitted(
             job_id=job_id,

@@ -20,7 +20,7 @@ import pytest
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js import JetStreamContext
 
-from services.core import bus, events
+from services.core import events, topology
 from services.core.settings import Settings
 from tests.conftest import Stack, eventually
 
@@ -52,7 +52,7 @@ async def failed_events(database_url: str, job_id: str) -> int:
 
 
 async def advisories_handled(js: JetStreamContext, count: int) -> bool:
-    info = await js.consumer_info(bus.ADVISORY_STREAM, bus.FINALIZER)
+    info = await js.consumer_info(topology.ADVISORY_STREAM, topology.FINALIZER)
     acked = info.ack_floor.stream_seq if info.ack_floor else 0
     return acked >= count and info.num_pending == 0 and info.num_ack_pending == 0
 
@@ -81,9 +81,9 @@ async def test_crash_loop_job_ends_failed_worker_lost_once(crash_stack: Stack, j
     assert await failed_events(crash_stack.settings.database_url, job_id) == 1
 
     # The same advisory again (nats-server re-fired them before 2.12.9 / 2.14.1).
-    stored = await js.get_msg(bus.ADVISORY_STREAM, 1)
+    stored = await js.get_msg(topology.ADVISORY_STREAM, 1)
     ack = await js.publish(stored.subject, stored.data)
-    assert ack.stream == bus.ADVISORY_STREAM
+    assert ack.stream == topology.ADVISORY_STREAM
     await eventually(lambda: advisories_handled(js, ack.seq), 10)
     assert await failed_events(crash_stack.settings.database_url, job_id) == 1
     assert (await crash_stack.job(job_id))["status"] == "failed"

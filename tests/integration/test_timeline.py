@@ -9,7 +9,7 @@ import asyncpg
 import pytest
 from nats.aio.msg import Msg
 
-from services.core import bus, events, timeline
+from services.core import bus, events, timeline, topology
 from services.core.settings import Settings
 from tests.conftest import NatsServer, Stack, eventually
 
@@ -109,7 +109,7 @@ async def test_a_conditional_publish_is_stored_only_while_nothing_came_after(
 async def test_a_stream_made_before_direct_get_gets_it_at_start(nats_server: NatsServer):
     settings = Settings(nats_url=nats_server.url)
     async with bus.open_bus(settings, name="test") as (_, js):
-        old = dataclasses.replace(bus.stream_config(settings), allow_direct=False)
+        old = dataclasses.replace(topology.stream_config(settings), allow_direct=False)
         await js.update_stream(old)
         assert (await js.stream_info(events.STREAM)).config.allow_direct is False
     async with bus.open_bus(settings, name="test") as (_, js):
