@@ -73,29 +73,25 @@ async def last_event(
             subjects.insert(0, events.subject(job_id, "submitted.*"))
         elif tag in _TERMINAL_TAGS:
             subjects.insert(0, events.quiet_ends(job_id, tag))  # a job without a webhook
+    return await _last_of_first(js, subjects, direct)
+
+
+async def _last_of_first(
+    js: JetStreamContext, subjects: list[str], direct: bool
+) -> events.AnyEvent | None:
+    """The event of the last message on the first of `subjects` (wildcards allowed) that
+    has any; None if none has, or that message does not decode."""
     for subject in subjects:
-        found = await _last(js, subject, direct)
-        if found is not _MISSING:
-            return cast(events.AnyEvent | None, found)
+        try:
+            with bus.map_bus_errors():
+                raw = await js.get_last_msg(events.STREAM, subject, direct=direct)
+        except NotFound:
+            continue
+        try:
+            return events.decode(raw.data or b"")
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return None
     return None
-
-
-_MISSING = object()
-"""`_last`'s answer when no message is on the subject (None: one that does not decode)."""
-
-
-async def _last(js: JetStreamContext, subject: str, direct: bool) -> Any:
-    """The event of the last message on `subject` (wildcards allowed); None if it does
-    not decode, `_MISSING` if there is none."""
-    try:
-        with bus.map_bus_errors():
-            raw = await js.get_last_msg(events.STREAM, subject, direct=direct)
-    except NotFound:
-        return _MISSING
-    try:
-        return events.decode(raw.data or b"")
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        return None
 
 
 async def terminal_event(
@@ -106,15 +102,10 @@ async def terminal_event(
     A single job without a webhook ends on `jobs.<id>.<tag>.quiet`: one look at the last
     of those (whichever tag) comes first, then one for each tag without the token (a job
     with a webhook, a batch's item, an end logged before the token existed)."""
+    subjects = [events.subject(job_id, tag) for tag in _TERMINAL_TAGS]
     if events.batch_of(job_id) is None:
-        found = await _last(js, events.quiet_ends(job_id), direct)
-        if found is not _MISSING:
-            return cast(events.AnyEvent | None, found)
-    for tag in _TERMINAL_TAGS:
-        found = await _last(js, events.subject(job_id, tag), direct)
-        if found is not _MISSING:
-            return cast(events.AnyEvent | None, found)
-    return None
+        subjects.insert(0, events.quiet_ends(job_id))
+    return await _last_of_first(js, subjects, direct)
 
 
 async def first_terminal_seq(js: JetStreamContext, job_id: str) -> int | None:
