@@ -524,10 +524,7 @@ async def poll_all(
         str(script), url, stdout=asyncio.subprocess.PIPE,
     )  # fmt: skip
     out = (await proc.communicate())[0].decode()
-    assert "Non-2xx" not in out and "Socket errors" not in out, out
-    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
-    # The latency distribution's line, not a "+/- Stdev" column such as "66.99%".
-    p99 = _ms(re.search(r"^\s+99%\s+(\S+)", out, re.M).group(1))  # type: ignore[union-attr]
+    rate, p99 = wrk_figures(out)
     return {"reads": rate, "read_p99": p99}
 
 
@@ -635,6 +632,16 @@ async def gateway_alone(tmp: Path, count: int) -> dict[str, dict[str, tuple[floa
     return results
 
 
+def wrk_figures(out: str) -> tuple[float, float]:
+    """Requests/s and p99 latency in ms from wrk's `--latency` output; every answer must
+    have been a 2xx."""
+    assert "Non-2xx" not in out and "Socket errors" not in out, out
+    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
+    # The latency distribution's line, not a "+/- Stdev" column such as "66.99%".
+    p99 = _ms(re.search(r"^\s+99%\s+(\S+)", out, re.M).group(1))  # type: ignore[union-attr]
+    return rate, p99
+
+
 def _ms(text: str) -> float:
     """A wrk duration (`850.00us`, `12.3ms`, `1.2s`) in milliseconds."""
     for unit, factor in (("us", 1e-3), ("ms", 1.0), ("s", 1e3)):
@@ -689,10 +696,7 @@ async def wrk(
     requests = int(re.search(r"(\d+) requests in", out).group(1))  # type: ignore[union-attr]
     wrk_cpu = used.ru_utime + used.ru_stime - children.ru_utime - children.ru_stime
     meter.report(requests, {"wrk": wrk_cpu})
-    assert "Non-2xx" not in out and "Socket errors" not in out, out
-    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
-    # The latency distribution's line, not a "+/- Stdev" column such as "66.99%".
-    p99 = _ms(re.search(r"^\s+99%\s+(\S+)", out, re.M).group(1))  # type: ignore[union-attr]
+    rate, p99 = wrk_figures(out)
     return rate, p99
 
 
