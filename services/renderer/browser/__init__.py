@@ -26,6 +26,7 @@ from services.renderer.browser.params import (
     count_pages,
     emulation_for,
     javascript_for,
+    needs_frames,
     print_params,
 )
 from services.renderer.browser.pool import BrowserPool
@@ -45,5 +46,6 @@ __all__ = [
     "count_pages",
     "emulation_for",
     "javascript_for",
+    "needs_frames",
     "print_params",
 ]

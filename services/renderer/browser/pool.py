@@ -31,7 +31,7 @@ from services.core.pageoptions import PageOptions
 from services.core.settings import Settings
 from services.renderer.browser.diagnosis import PageReport, diagnose
 from services.renderer.browser.documents import PDF, PNG, RenderResult, Source
-from services.renderer.browser.params import count_pages
+from services.renderer.browser.params import count_pages, needs_frames
 from services.renderer.browser.process import Chromium
 from services.renderer.browser.tab import Tab, produce
 from services.renderer.browser.tasks import describe
@@ -218,7 +218,7 @@ class BrowserPool:
         """The document's bytes and the requests refused while making it; `report` is
         filled before the tab is given back or replaced, when the render failed or
         `options.diagnostics` asks."""
-        tab = await chromium.idle.get()
+        tab = await chromium.take(needs_frames(options, source))
         refusals = tab.gate.begin()  # this render's refusals, apart from the previous job's
         chromium.renders += 1
         deadline = time.monotonic() + self.timeout - min(PRINT_RESERVE, self.timeout / 4)
@@ -247,8 +247,9 @@ class BrowserPool:
     async def _diagnose(
         chromium: Chromium, tab: Tab, refused: RefusedLog, report: PageReport
     ) -> None:
-        """Fill `report`; the screenshot only from a tab whose page and browser live."""
-        capture = chromium.alive and not tab.crashed.done()
+        """Fill `report`; the screenshot only from a tab that draws (a static PDF's tab
+        draws nothing to capture: `needs_frames`) and whose page and browser live."""
+        capture = tab.framed and chromium.alive and not tab.crashed.done()
         try:
             await diagnose(tab, refused, report, capture=capture)
         except Exception:  # a diagnosis must never change how the render ends

@@ -151,9 +151,14 @@ class Chromium:
             raise exc if isinstance(exc, BrowserError) else BrowserError(describe(exc)) from exc
         return task.result()
 
-    async def open_tab(self) -> Tab:
+    async def open_tab(self, framed: bool = False) -> Tab:
         """A new tab in a new browser context behind a new door of the egress proxy, that
-        filters its requests and never blocks on a dialog or crash."""
+        filters its requests and never blocks on a dialog or crash.
+
+        Unless `framed`, the tab draws no display frames: its target is created under
+        DevTools' control of begin-frames (headless shell), and none is ever sent. Layout
+        and printing work as ever; animation frames, observers and screenshots do not, so
+        only jobs that `needs_frames` says can do without run on such a tab."""
         door = await self.proxy.open_door()
         context_id = ""
         root = self.connection.browser
@@ -163,15 +168,16 @@ class Chromium:
                 {"proxyServer": door.url, "proxyBypassList": BYPASS_NOTHING},
             )
             context_id = str(reply["browserContextId"])
-            made = await root.send(
-                "Target.createTarget", {"url": "about:blank", "browserContextId": context_id}
-            )
+            params: dict[str, Any] = {"url": "about:blank", "browserContextId": context_id}
+            if not framed:
+                params["enableBeginFrameControl"] = True
+            made = await root.send("Target.createTarget", params)
             target_id = str(made["targetId"])
             attached = await root.send(
                 "Target.attachToTarget", {"targetId": target_id, "flatten": True}
             )
             session = self.connection.session(str(attached["sessionId"]))
-            tab = await self._wire(session, target_id, context_id, door)
+            tab = await self._wire(session, target_id, context_id, door, framed)
         except BaseException:
             await door.close()
             if context_id:
@@ -181,14 +187,23 @@ class Chromium:
         self._targets[target_id] = tab
         return tab
 
-    async def _wire(self, session: Session, target_id: str, context_id: str, door: Door) -> Tab:
+    async def _wire(
+        self, session: Session, target_id: str, context_id: str, door: Door, framed: bool
+    ) -> Tab:
         """What a tab needs on its session: the request filter (its door reports to the
         same filter), dialogs dismissed, crashes noticed, the domains its renders use."""
         crashed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         gate = RequestFilter(self.egress, main_frame_id=target_id)
         door.gate = gate
         tab = Tab(
-            session, target_id, gate, crashed, self.foreground, context_id=context_id, door=door
+            session,
+            target_id,
+            gate,
+            crashed,
+            self.foreground,
+            context_id=context_id,
+            door=door,
+            framed=framed,
         )
         session.on("Inspector.targetCrashed", lambda _: self._crashed(tab))
         session.on(
@@ -211,17 +226,42 @@ class Chromium:
 
     async def replace_tab(self, tab: Tab) -> None:
         """Throw `tab` away with its context (it may be stuck, or hold a job's state) and
-        queue a new tab in its place.
+        queue a new tab of the same kind in its place.
 
         On failure the old tab goes back to the queue (see the class docstring) and
         `BrowserError` is raised: the browser itself is then in doubt.
         """
         try:
             self._dispose_later(tab)  # a hung renderer may never confirm; don't wait
-            self.idle.put_nowait(await self.run(self.open_tab(), OPEN_GRACE))
+            self.idle.put_nowait(await self.run(self.open_tab(tab.framed), OPEN_GRACE))
         except BrowserError:
             self.idle.put_nowait(tab)
             raise
+
+    async def take(self, framed: bool) -> Tab:
+        """An idle tab that draws frames or not as asked: the first queued of that kind,
+        else the first queued, swapped for a new tab of that kind (a mixed load pays a
+        new tab only when the kinds' shares change). The queue stays whole on failure:
+        `BrowserError`, with the old tab back in it."""
+        tab = await self.idle.get()
+        if tab.framed == framed:
+            return tab
+        others = [self.idle.get_nowait() for _ in range(self.idle.qsize())]
+        match = next((other for other in others if other.framed == framed), None)
+        if match is not None:
+            others.remove(match)
+            others.insert(0, tab)
+        for other in others:
+            self.idle.put_nowait(other)
+        if match is not None:
+            return match
+        try:
+            fresh: Tab = await self.run(self.open_tab(framed), OPEN_GRACE)
+        except BaseException:
+            self.idle.put_nowait(tab)
+            raise
+        self._dispose_later(tab)
+        return fresh
 
     def _dispose_later(self, tab: Tab) -> None:
         task = self.spawn(self.dispose(tab))

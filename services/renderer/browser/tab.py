@@ -103,8 +103,10 @@ class Tab:
         *,
         context_id: str = "",
         door: Door | None = None,
+        framed: bool = True,
     ) -> None:
         self.session = session
+        self.framed = framed  # draws display frames (see `Chromium.open_tab`)
         self.target_id = target_id
         self.context_id = context_id
         self.door = door

@@ -205,3 +205,28 @@ def test_png_never_runs_with_script_disabled():
     with pytest.raises(RequestError) as raised:
         check_options(options(output="png", javascript=False))
     assert raised.value.field == "options.javascript"
+
+
+@pytest.mark.parametrize(
+    ("html", "fields", "drawn"),
+    [
+        ("<p>static {{x}}</p>", {}, False),  # a static PDF: printed from layout alone
+        ("<p>x</p>", {"wait_for": {"selector": "p"}}, False),
+        ("<p>x</p>", {"toc": True}, False),
+        ("<p>x</p>", {"receipt_width": 80}, False),
+        ("<p>x</p><script>1</script>", {}, True),  # animation frames, observers
+        ("<p>x</p>", {"javascript": True}, True),
+        ("<p>x</p>", {"output": "png"}, True),  # a screenshot
+        ("<p>x</p>", {"diagnostics": True}, True),  # its screenshot
+    ],
+)
+def test_only_script_and_screenshots_need_a_tab_that_draws(html, fields, drawn):
+    from services.renderer.browser import needs_frames
+
+    assert needs_frames(options(**fields), Html(html)) is drawn
+
+
+def test_a_page_from_a_url_gets_a_tab_that_draws():
+    from services.renderer.browser import Url, needs_frames
+
+    assert needs_frames(options(), Url("https://example.com/")) is True

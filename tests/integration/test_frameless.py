@@ -1,0 +1,159 @@
+"""Frameless tabs: a static PDF is printed on a tab that never draws display frames
+(`needs_frames`, `Chromium.open_tab`), and prints what a drawing tab prints; script and
+screenshots get tabs that draw.
+
+Against a real Chromium and a real HTTP server for the documents' images and fonts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+from PIL import Image
+from pypdf import PdfReader
+
+from services.core.pageoptions import PageOptions, WaitFor
+from services.core.settings import Settings
+from services.renderer.browser import BrowserPool, Html
+from tests.conftest import serving
+
+CHROMIUM = Settings().chromium_path()
+FONT = Path("/usr/share/fonts/truetype/dejavu/DejaVuSerif-Bold.ttf")
+STATIC = PageOptions()  # no script in the documents below: printed on a frameless tab
+DRAWN = PageOptions(javascript=True)  # the same documents on a tab that draws
+SLOW = 0.5
+"""Seconds the server takes to answer each request."""
+
+
+def pool_of(pages: int) -> BrowserPool:
+    return BrowserPool(
+        CHROMIUM,
+        pages=pages,
+        timeout=15.0,
+        max_output_bytes=50_000_000,
+        allow_private_networks=True,  # the test's server is on loopback
+    )
+
+
+def png(color: str) -> bytes:
+    out = io.BytesIO()
+    Image.new("RGB", (40, 40), color).save(out, "PNG")
+    return out.getvalue()
+
+
+@pytest.fixture
+async def assets(tmp_path: Path) -> AsyncIterator[tuple[str, list[str]]]:
+    """A slow server of two images and a web font (CORS open, as fonts from another
+    origin need); its base URL and the paths asked for, in order."""
+    asked: list[str] = []
+    files = {"/lazy.png": png("red"), "/back.png": png("blue"), "/serif.ttf": FONT.read_bytes()}
+
+    async def serve(request: web.Request) -> web.Response:
+        asked.append(request.path)
+        await asyncio.sleep(SLOW)  # a far server: only what is waited for gets in
+        return web.Response(body=files[request.path], headers={"Access-Control-Allow-Origin": "*"})
+
+    app = web.Application()
+    app.router.add_get("/{name}", serve)
+    async with serving(app) as url:
+        yield url, asked
+
+
+def document(url: str) -> str:
+    """What only layout or a screen's viewport would fetch: a web font, a CSS background
+    image, and a lazy image far below the first screen."""
+    return f"""<style>
+      @font-face {{ font-family: "Served Serif"; src: url({url}/serif.ttf); }}
+      h1 {{ font-family: "Served Serif"; }}
+      .back {{ width: 40px; height: 40px; background: url({url}/back.png) no-repeat; }}
+    </style>
+    <h1>Quarterly statement</h1><div class="back"></div>
+    <div style="height: 3000px"></div>
+    <img loading="lazy" src="{url}/lazy.png" width="40" height="40">"""
+
+
+def images_and_fonts(pdf: bytes) -> tuple[int, set[str]]:
+    """How many image XObjects the PDF draws (in patterns and forms too), and the base
+    names of its fonts."""
+    images, fonts = 0, set()
+
+    def walk(resources: Any) -> None:
+        nonlocal images
+        resources = resources.get_object() if resources is not None else {}
+        for font in (resources.get("/Font") or {}).values():
+            fonts.add(str(font.get_object().get("/BaseFont", "")).split("+")[-1])
+        for group in ("/XObject", "/Pattern"):
+            for item in (resources.get(group) or {}).values():
+                item = item.get_object()
+                if item.get("/Subtype") == "/Image":
+                    images += 1
+                elif "/Resources" in item:
+                    walk(item["/Resources"])
+
+    for page in PdfReader(io.BytesIO(pdf)).pages:
+        walk(page.get("/Resources"))
+    return images, fonts
+
+
+async def test_a_static_pdf_has_its_font_background_and_lazy_image_as_a_drawn_one(
+    assets: tuple[str, list[str]],
+) -> None:
+    """A frameless tab lays nothing out until asked, and has no viewport that a lazy image
+    could enter: the load itself lays out and loads lazy content, so the static PDF gets
+    the web font, the CSS image and the image 3000 px down, like the drawn one."""
+    url, asked = assets
+    async with pool_of(pages=1) as pool:
+        assert pool.chromium is not None
+        static = await pool.render(Html(document(url)), STATIC)
+        await pool.settle()  # the tab went to the network: a new one of its kind replaces it
+        assert [tab.framed for tab in pool.chromium.idle_tabs()] == [False]
+        static_asked = sorted(asked)
+        asked.clear()
+        drawn = await pool.render(Html(document(url)), DRAWN)
+        await pool.settle()
+        assert [tab.framed for tab in pool.chromium.idle_tabs()] == [True]
+    assert static_asked == sorted(asked) == ["/back.png", "/lazy.png", "/serif.ttf"]
+    assert static.pages == drawn.pages == 3
+    images, fonts = images_and_fonts(static.data)
+    assert images == 2, "the CSS image and the lazy one"
+    assert "DejaVuSerif-Bold" in fonts
+    assert images_and_fonts(drawn.data) == (images, fonts)
+
+
+# A script's work in an animation frame, and an observer's: what a tab that never draws
+# would never run.
+FRAMES = """<p id="raf">waiting</p><p id="seen">unseen</p><div id="box">box</div>
+<script>
+  requestAnimationFrame(() => { document.getElementById("raf").textContent = "frame ran"; });
+  new ResizeObserver(() => { document.getElementById("seen").textContent = "observed"; })
+    .observe(document.getElementById("box"));
+</script>"""
+DONE = "['frame ran', 'observed'].every((text) => document.body.innerText.includes(text))"
+
+
+async def test_script_and_screenshots_get_a_tab_that_draws_and_the_kinds_share_the_pool() -> None:
+    """Script runs animation frames and observers; a PNG is captured; then a static PDF
+    takes the frameless tab that is idle, and the pool keeps its number of tabs."""
+    waits = PageOptions(wait_for=WaitFor(expression=DONE, timeout=3))
+    async with pool_of(pages=2) as pool:
+        assert pool.chromium is not None
+        assert [tab.framed for tab in pool.chromium.idle_tabs()] == [False, False]
+        scripted = await pool.render(Html(FRAMES), waits)
+        text = "".join(page.extract_text() for page in PdfReader(io.BytesIO(scripted.data)).pages)
+        assert "frame ran" in text and "observed" in text
+        shot = await pool.render(Html("<p>picture</p>"), PageOptions(output="png"))
+        assert shot.data.startswith(b"\x89PNG")
+        kinds = [tab.framed for tab in pool.chromium.idle_tabs()]
+        assert sorted(kinds) == [False, True], "the drawing tab took both, the other waited"
+        static = await pool.render(Html("<p>static</p>"), STATIC)
+        assert static.pages == 1
+        assert sorted(tab.framed for tab in pool.chromium.idle_tabs()) == [False, True]
+        await pool.render(Html("<p>static</p>"), STATIC)
+        await pool.render(Html("<p>picture</p>"), PageOptions(output="png"))
+        assert len(pool.chromium.idle_tabs()) == 2
