@@ -173,46 +173,50 @@ async def tuned_loop(html: str, count: int, pages: int) -> Sample:
 # The pool variants: each patches the production code in this process only.
 
 
-async def _tab_in(chromium: process.Chromium, context_id: str | None) -> tab.Tab:
+async def _tab_in(chromium: process.Chromium, context_id: str | None, framed: bool) -> tab.Tab:
     """A tab wired as `Chromium.open_tab` wires it, in `context_id` (None: the default
     context), its traffic through the browser's own proxy door."""
     root = chromium.connection.browser
     params: dict[str, Any] = {"url": "about:blank"}
     if context_id is not None:
         params["browserContextId"] = context_id
+    if not framed:
+        params["enableBeginFrameControl"] = True
     target_id = str((await root.send("Target.createTarget", params))["targetId"])
     attached = await root.send("Target.attachToTarget", {"targetId": target_id, "flatten": True})
     door = await chromium.proxy.open_door()
     made = await chromium._wire(
-        chromium.connection.session(str(attached["sessionId"])), target_id, "", door
+        chromium.connection.session(str(attached["sessionId"])), target_id, "", door, framed
     )
     chromium._targets[target_id] = made
     return made
 
 
-async def _open_tab_in_default_context(self: process.Chromium) -> tab.Tab:
+async def _open_tab_in_default_context(self: process.Chromium, framed: bool = False) -> tab.Tab:
     """`Chromium.open_tab` with the tab in the browser's default context (no context and
     proxy of its own), the request filter still on."""
-    return await _tab_in(self, None)
+    return await _tab_in(self, None, framed)
 
 
-async def _open_tab_in_context_without_proxy(self: process.Chromium) -> tab.Tab:
+async def _open_tab_in_context_without_proxy(
+    self: process.Chromium, framed: bool = False
+) -> tab.Tab:
     """`Chromium.open_tab` with the tab in a context of its own that has no proxy of its
     own (its traffic through the browser's proxy door), the request filter still on."""
     reply = await self.connection.browser.send("Target.createBrowserContext")
-    return await _tab_in(self, str(reply["browserContextId"]))
+    return await _tab_in(self, str(reply["browserContextId"]), framed)
 
 
 _SHARED: dict[int, str] = {}  # a browser's one context for all its tabs, by id(Chromium)
 
 
-async def _open_tab_in_shared_context(self: process.Chromium) -> tab.Tab:
+async def _open_tab_in_shared_context(self: process.Chromium, framed: bool = False) -> tab.Tab:
     """`Chromium.open_tab` with every tab of the browser in one context made for them
     (no proxy of its own), the request filter still on."""
     if id(self) not in _SHARED:
         reply = await self.connection.browser.send("Target.createBrowserContext")
         _SHARED[id(self)] = str(reply["browserContextId"])
-    return await _tab_in(self, _SHARED[id(self)])
+    return await _tab_in(self, _SHARED[id(self)], framed)
 
 
 async def _no_guard(session: Any, gate: Any, spawn: Any) -> None:

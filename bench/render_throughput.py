@@ -9,7 +9,8 @@ In one run, on this machine, side by side:
     installed, `Settings.chromium_path`), when that is another binary: what the binary
     alone is worth;
 (a') the tuned loop: Pressroom's binary, the renderer's Chromium flags and DevTools
-    connection (a pipe, flat sessions), tabs in the default context: what those save,
+    connection (a pipe, flat sessions), frameless tabs (as the renderer's for static
+    PDFs: `needs_frames`) in the default context: what those save,
     apart from what the pipeline and the renderer's per-tab isolation cost;
 (a'') that loop with a new browser context and tab for every PDF (a quarter of the
     PDFs), shown as a ratio to (a'): what isolating every single job would cost;
@@ -152,8 +153,9 @@ class NaiveLoop(Loop):
 
 
 class TunedLoop(Loop):
-    """The renderer's Chromium flags and DevTools connection (a pipe, flat sessions), the
-    least a loop can do per PDF: write the document, print it (base64, one answer)."""
+    """The renderer's Chromium flags, DevTools connection (a pipe, flat sessions) and
+    frameless tabs, the least a loop can do per PDF: write the document, print it (base64,
+    one answer)."""
 
     async def start(self, chromium: str) -> None:
         self.folder = tempfile.mkdtemp(prefix="bench-chromium-")
@@ -170,7 +172,9 @@ class TunedLoop(Loop):
         if fresh:
             made = await root.send("Target.createBrowserContext")
             params["browserContextId"] = made["browserContextId"]
-        target = (await root.send("Target.createTarget", params))["targetId"]
+        target = (
+            await root.send("Target.createTarget", {**params, "enableBeginFrameControl": True})
+        )["targetId"]
         attached = await root.send("Target.attachToTarget", {"targetId": target, "flatten": True})
         return self.browser.connection.session(attached["sessionId"]), params
 
