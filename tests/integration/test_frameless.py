@@ -20,7 +20,7 @@ from pypdf import PdfReader
 
 from services.core.pageoptions import PageOptions, WaitFor
 from services.core.settings import Settings
-from services.renderer.browser import BrowserPool, Html
+from services.renderer.browser import BrowserPool, Html, process
 from tests.conftest import serving
 
 CHROMIUM = Settings().chromium_path()
@@ -157,3 +157,28 @@ async def test_script_and_screenshots_get_a_tab_that_draws_and_the_kinds_share_t
         await pool.render(Html("<p>static</p>"), STATIC)
         await pool.render(Html("<p>picture</p>"), PageOptions(output="png"))
         assert len(pool.chromium.idle_tabs()) == 2
+
+
+async def test_a_drawing_tab_serves_static_jobs_until_a_run_of_them_makes_it_frameless(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A swap costs a new context and renderer process, so a mixed load keeps its drawing
+    tabs: static jobs print on them as they are, and only `FRAMELESS_AFTER` static jobs in
+    a row swap the tab back; a scripted job in between starts the count again."""
+    monkeypatch.setattr(process, "FRAMELESS_AFTER", 3)
+    async with pool_of(pages=1) as pool:
+        assert pool.chromium is not None
+
+        def tab() -> Any:
+            assert pool.chromium is not None
+            (only,) = pool.chromium.idle_tabs()
+            return only
+
+        await pool.render(Html("<p>script</p>"), DRAWN)
+        drawing = tab()
+        assert drawing.framed
+        for options in (STATIC, STATIC, DRAWN, STATIC, STATIC):
+            await pool.render(Html("<p>x</p>"), options)
+            assert tab() is drawing
+        await pool.render(Html("<p>x</p>"), STATIC)  # the third in a row
+        assert not tab().framed

@@ -30,6 +30,11 @@ log = logging.getLogger(__name__)
 CLOSE_GRACE = 5.0
 """Seconds a tab or the browser gets to close before it is dropped or killed."""
 
+FRAMELESS_AFTER = 32
+"""Static jobs in a row on a drawing tab after which it is swapped for a frameless one
+(`Chromium.take`): a swap costs about two PDFs, a frameless tab saves about a quarter of
+one per static PDF."""
+
 OPEN_GRACE = 20.0
 """Seconds a new tab (its browser context, renderer process and proxy door) gets to open
 before the browser is judged broken. Milliseconds on an idle machine, but a renderer
@@ -239,22 +244,41 @@ class Chromium:
             raise
 
     async def take(self, framed: bool) -> Tab:
-        """An idle tab that draws frames or not as asked: the first queued of that kind,
-        else the first queued, swapped for a new tab of that kind (a mixed load pays a
-        new tab only when the kinds' shares change). The queue stays whole on failure:
-        `BrowserError`, with the old tab back in it."""
+        """An idle tab for a job that needs display frames (`framed`) or not.
+
+        An idle tab of the kind asked if there is one. Else a job that needs frames gets
+        the first idle tab swapped for a new drawing one, and a static job gets a drawing
+        tab as it is: it prints a static PDF as well, at the old cost. A swap costs about
+        two PDFs of Chromium's CPU (a new context and renderer process), so a drawing tab
+        goes back to frameless only after `FRAMELESS_AFTER` static jobs in a row, and a
+        mixed load settles on drawing tabs instead of swapping back and forth. The queue
+        stays whole on failure: `BrowserError`, with the old tab back in it.
+        """
         tab = await self.idle.get()
-        if tab.framed == framed:
+        if tab.framed != framed:
+            tab = self._idle_of_kind(tab, framed)
+        if framed:
+            tab.static_run = 0
+            return tab if tab.framed else await self._swap(tab, framed=True)
+        if not tab.framed:
             return tab
+        tab.static_run += 1
+        return tab if tab.static_run < FRAMELESS_AFTER else await self._swap(tab, framed=False)
+
+    def _idle_of_kind(self, taken: Tab, framed: bool) -> Tab:
+        """An idle tab of kind `framed` in place of `taken` (the queue's first) if one is
+        queued, else `taken`; the queue keeps its order otherwise."""
         others = [self.idle.get_nowait() for _ in range(self.idle.qsize())]
         match = next((other for other in others if other.framed == framed), None)
         if match is not None:
             others.remove(match)
-            others.insert(0, tab)
+            others.insert(0, taken)
         for other in others:
             self.idle.put_nowait(other)
-        if match is not None:
-            return match
+        return taken if match is None else match
+
+    async def _swap(self, tab: Tab, framed: bool) -> Tab:
+        """A new tab of kind `framed` for `tab`, which is thrown away."""
         try:
             fresh: Tab = await self.run(self.open_tab(framed), OPEN_GRACE)
         except BaseException:

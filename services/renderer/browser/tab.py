@@ -107,6 +107,7 @@ class Tab:
     ) -> None:
         self.session = session
         self.framed = framed  # draws display frames (see `Chromium.open_tab`)
+        self.static_run = 0  # static jobs in a row on this drawing tab (`Chromium.take`)
         self.target_id = target_id
         self.context_id = context_id
         self.door = door
