@@ -450,10 +450,14 @@ class CpuMeter:
         for name, proc in procs.items():  # a renderer's tree less the renderer: Chromium
             if name.partition("#")[0] == "renderer":
                 self.groups[name.replace("renderer", "chromium")] = (proc.pid, True)
+        # An S3 server on this machine (scale_out's moto) serves every upload: metered too.
+        s3_port = env.get("PRESSROOM_S3_ENDPOINT", "").rpartition(":")[2]
         for proc in psutil.process_iter(["name", "cmdline"]):
             line = " ".join(proc.info["cmdline"] or [])
             if proc.info["name"] == "nats-server" and data in line:
                 self.groups["nats-server"] = (proc.pid, False)
+            if s3_port and "moto_server" in line and line.endswith(f"-p {s3_port}"):
+                self.groups["moto (S3)"] = (proc.pid, False)
             if proc.info["name"] == "postgres" and data in line:
                 self.groups["postgresql"] = (proc.pid, True)
         self.groups["load generator"] = (os.getpid(), False)
