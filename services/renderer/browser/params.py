@@ -146,14 +146,15 @@ def javascript_for(options: PageOptions, source: Source | None = None) -> bool:
     return isinstance(source, Html) and _might_script(source.text)
 
 
-def needs_frames(options: PageOptions, source: Source) -> bool:
-    """Whether the job's tab must draw display frames. A PDF of a static document is
-    printed from layout alone: on a frameless tab (`Chromium.open_tab`) Chromium never
-    rasterizes the page for a screen nobody sees, which was 10-30 % of its CPU per PDF
-    (docs/benchmarks.md). Script (animation frames, observers) and screenshots (a PNG, a
-    diagnosis) get frames as a browser would give them. A wait and a table of contents
-    work through DevTools calls, which need none."""
-    return javascript_for(options, source) or options.diagnostics
+def needs_frames(options: PageOptions, emulation: Emulation) -> bool:
+    """Whether a job with `options`, emulating `emulation` (`emulation_for`), must run on
+    a tab that draws display frames. A PDF of a static document is printed from layout
+    alone: on a frameless tab (`Chromium.open_tab`) Chromium never rasterizes the page for
+    a screen nobody sees, which was 10-30 % of its CPU per PDF (docs/benchmarks.md).
+    Script (animation frames, observers) and screenshots (a PNG, a diagnosis) get frames
+    as a browser would give them. A wait and a table of contents work through DevTools
+    calls, which need none."""
+    return emulation.javascript or options.diagnostics
 
 
 def emulation_for(options: PageOptions, source: Source | None = None) -> Emulation:

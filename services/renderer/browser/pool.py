@@ -31,7 +31,7 @@ from services.core.pageoptions import PageOptions
 from services.core.settings import Settings
 from services.renderer.browser.diagnosis import PageReport, diagnose
 from services.renderer.browser.documents import PDF, PNG, RenderResult, Source
-from services.renderer.browser.params import count_pages, needs_frames
+from services.renderer.browser.params import count_pages, emulation_for, needs_frames
 from services.renderer.browser.process import Chromium
 from services.renderer.browser.tab import Tab, produce
 from services.renderer.browser.tasks import describe
@@ -218,11 +218,14 @@ class BrowserPool:
         """The document's bytes and the requests refused while making it; `report` is
         filled before the tab is given back or replaced, when the render failed or
         `options.diagnostics` asks."""
-        tab = await chromium.take(needs_frames(options, source))
+        emulation = emulation_for(options, source)  # once: `auto` script reads the HTML
+        tab = await chromium.take(needs_frames(options, emulation))
         refusals = tab.gate.begin()  # this render's refusals, apart from the previous job's
         chromium.renders += 1
         deadline = time.monotonic() + self.timeout - min(PRINT_RESERVE, self.timeout / 4)
-        task = chromium.spawn(produce(tab, source, options, deadline, self.max_output_bytes))
+        task = chromium.spawn(
+            produce(tab, source, options, deadline, self.max_output_bytes, emulation)
+        )
         try:
             await self._outcome(chromium, task, tab.crashed)
         except asyncio.CancelledError:

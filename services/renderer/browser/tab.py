@@ -242,19 +242,25 @@ async def navigate(tab: Tab, url: str) -> None:
 
 
 async def produce(
-    tab: Tab, source: Source, options: PageOptions, deadline: float, limit: int
+    tab: Tab,
+    source: Source,
+    options: PageOptions,
+    deadline: float,
+    limit: int,
+    emulation: Emulation | None = None,
 ) -> bytes:
     """One document on one tab: emulation, the source, the wait, then the PDF or PNG.
 
     `deadline` (time.monotonic) is when a `wait_for` must give up, leaving time to print;
     a PDF over `limit` bytes is `OutputTooLarge` before more than that is read.
+    `emulation` is `emulation_for(options, source)`, if the caller made it already.
     """
     tab.forget_requests()
     if options.output == "png":
         # A screenshot of a document written into a realm made before this job's
         # emulation sometimes never gets painted (Chromium 156): give PNGs a fresh one.
         tab.dirty = True
-    await tab.emulate(emulation_for(options, source))
+    await tab.emulate(emulation or emulation_for(options, source))
     await _load(tab, source)
     if options.wait_for is not None:
         await _wait(tab, options.wait_for, deadline)

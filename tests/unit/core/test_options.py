@@ -223,10 +223,11 @@ def test_png_never_runs_with_script_disabled():
 def test_only_script_and_screenshots_need_a_tab_that_draws(html, fields, drawn):
     from services.renderer.browser import needs_frames
 
-    assert needs_frames(options(**fields), Html(html)) is drawn
+    asked = options(**fields)
+    assert needs_frames(asked, emulation_for(asked, Html(html))) is drawn
 
 
 def test_a_page_from_a_url_gets_a_tab_that_draws():
     from services.renderer.browser import Url, needs_frames
 
-    assert needs_frames(options(), Url("https://example.com/")) is True
+    assert needs_frames(options(), emulation_for(options(), Url("https://example.com/")))
