@@ -48,7 +48,7 @@ def png(color: str) -> bytes:
 
 
 @pytest.fixture
-async def assets(tmp_path: Path) -> AsyncIterator[tuple[str, list[str]]]:
+async def assets() -> AsyncIterator[tuple[str, list[str]]]:
     """A slow server of two images and a web font (CORS open, as fonts from another
     origin need); its base URL and the paths asked for, in order."""
     asked: list[str] = []

@@ -48,7 +48,6 @@ from services.renderer.browser.params import (
     Emulation,
     Viewport,
     check_png_size,
-    emulation_for,
     print_params,
 )
 from services.renderer.browser.tasks import describe
@@ -247,20 +246,20 @@ async def produce(
     options: PageOptions,
     deadline: float,
     limit: int,
-    emulation: Emulation | None = None,
+    emulation: Emulation,
 ) -> bytes:
     """One document on one tab: emulation, the source, the wait, then the PDF or PNG.
 
     `deadline` (time.monotonic) is when a `wait_for` must give up, leaving time to print;
     a PDF over `limit` bytes is `OutputTooLarge` before more than that is read.
-    `emulation` is `emulation_for(options, source)`, if the caller made it already.
+    `emulation` is `emulation_for(options, source)`, which the caller made to choose the tab.
     """
     tab.forget_requests()
     if options.output == "png":
         # A screenshot of a document written into a realm made before this job's
         # emulation sometimes never gets painted (Chromium 156): give PNGs a fresh one.
         tab.dirty = True
-    await tab.emulate(emulation or emulation_for(options, source))
+    await tab.emulate(emulation)
     await _load(tab, source)
     if options.wait_for is not None:
         await _wait(tab, options.wait_for, deadline)
