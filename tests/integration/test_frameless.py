@@ -2,13 +2,15 @@
 (`needs_frames`, `Chromium.open_tab`), and prints what a drawing tab prints; script and
 screenshots get tabs that draw.
 
-Against a real Chromium and a real HTTP server for the documents' images and fonts.
+Against real Chromiums (the renderer's, and the full one where installed) and a real HTTP
+server for the documents' images and fonts.
 """
 
 from __future__ import annotations
 
 import asyncio
 import io
+import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +25,10 @@ from services.core.settings import Settings
 from services.renderer.browser import BrowserPool, Html, process
 from tests.conftest import serving
 
-CHROMIUM = Settings().chromium_path()
+SHELL = Settings().chromium_path()
+FULL = shutil.which("chromium")
+"""The full Chromium (new headless) accepts frameless tabs too, though they save it
+nothing (docs/benchmarks.md): a deployment that runs it must print the same."""
 FONT = Path("/usr/share/fonts/truetype/dejavu/DejaVuSerif-Bold.ttf")
 STATIC = PageOptions()  # no script in the documents below: printed on a frameless tab
 DRAWN = PageOptions(javascript=True)  # the same documents on a tab that draws
@@ -31,9 +36,24 @@ SLOW = 0.5
 """Seconds the server takes to answer each request."""
 
 
-def pool_of(pages: int) -> BrowserPool:
+@pytest.fixture(
+    params=[
+        pytest.param(SHELL, id="default"),
+        pytest.param(
+            FULL,
+            id="full-chromium",
+            marks=pytest.mark.skipif(FULL in (None, SHELL), reason="no other Chromium"),
+        ),
+    ]
+)
+def binary(request: pytest.FixtureRequest) -> str:
+    """The renderer's Chromium, then the full one where it is another binary."""
+    return str(request.param)
+
+
+def pool_of(chromium: str, pages: int) -> BrowserPool:
     return BrowserPool(
-        CHROMIUM,
+        chromium,
         pages=pages,
         timeout=15.0,
         max_output_bytes=50_000_000,
@@ -102,13 +122,13 @@ def images_and_fonts(pdf: bytes) -> tuple[int, set[str]]:
 
 
 async def test_a_static_pdf_has_its_font_background_and_lazy_image_as_a_drawn_one(
-    assets: tuple[str, list[str]],
+    binary: str, assets: tuple[str, list[str]]
 ) -> None:
     """A frameless tab lays nothing out until asked, and has no viewport that a lazy image
     could enter: the load itself lays out and loads lazy content, so the static PDF gets
     the web font, the CSS image and the image 3000 px down, like the drawn one."""
     url, asked = assets
-    async with pool_of(pages=1) as pool:
+    async with pool_of(binary, pages=1) as pool:
         assert pool.chromium is not None
         static = await pool.render(Html(document(url)), STATIC)
         await pool.settle()  # the tab went to the network: a new one of its kind replaces it
@@ -137,11 +157,13 @@ FRAMES = """<p id="raf">waiting</p><p id="seen">unseen</p><div id="box">box</div
 DONE = "['frame ran', 'observed'].every((text) => document.body.innerText.includes(text))"
 
 
-async def test_script_and_screenshots_get_a_tab_that_draws_and_the_kinds_share_the_pool() -> None:
+async def test_script_and_screenshots_get_a_tab_that_draws_and_the_kinds_share_the_pool(
+    binary: str,
+) -> None:
     """Script runs animation frames and observers; a PNG is captured; then a static PDF
     takes the frameless tab that is idle, and the pool keeps its number of tabs."""
     waits = PageOptions(wait_for=WaitFor(expression=DONE, timeout=3))
-    async with pool_of(pages=2) as pool:
+    async with pool_of(binary, pages=2) as pool:
         assert pool.chromium is not None
         assert [tab.framed for tab in pool.chromium.idle_tabs()] == [False, False]
         scripted = await pool.render(Html(FRAMES), waits)
@@ -160,13 +182,13 @@ async def test_script_and_screenshots_get_a_tab_that_draws_and_the_kinds_share_t
 
 
 async def test_a_drawing_tab_serves_static_jobs_until_a_run_of_them_makes_it_frameless(
-    monkeypatch: pytest.MonkeyPatch,
+    binary: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A swap costs a new context and renderer process, so a mixed load keeps its drawing
     tabs: static jobs print on them as they are, and only `FRAMELESS_AFTER` static jobs in
     a row swap the tab back; a scripted job in between starts the count again."""
     monkeypatch.setattr(process, "FRAMELESS_AFTER", 3)
-    async with pool_of(pages=1) as pool:
+    async with pool_of(binary, pages=1) as pool:
         assert pool.chromium is not None
 
         def tab() -> Any:
