@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import jinja2
 import pytest
+from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from services.core.errors import TemplateError
 from services.core.templating import render_html
@@ -65,3 +67,45 @@ def test_errors_raised_while_rendering_are_template_errors(
 ) -> None:
     with pytest.raises(TemplateError):
         render_html(template, data)
+
+
+# `{{ a.b }}` on the data's dicts takes a fast path (`_Sandbox.getattr`); Jinja2's own
+# sandbox is the oracle for what each lookup must give.
+LOOKUPS = [
+    ("{{ user.name }} {{ user['name'] }}", {"user": {"name": "Ana"}}),
+    ("{{ order.items }}", {"order": {"items": 3}}),  # dict's method, as in Jinja2
+    ("{% for k, v in order.items() %}{{ k }}={{ v }};{% endfor %}", {"order": {"items": 3}}),
+    ("{{ order.get('n') }} {{ order.keys() | list }}", {"order": {"n": 1, "keys": 2}}),
+    ("{{ a.b.c }} {{ a.b | length }}", {"a": {"b": {"c": "<deep>"}}}),
+    ("{{ rows[1].total }}", {"rows": [{"total": 1}, {"total": 2}]}),
+    ("{{ text.upper() }} {{ n.real }}", {"text": "x", "n": 4}),  # not dicts: the sandbox
+    ("{% if user.missing is defined %}yes{% else %}no{% endif %}", {"user": {}}),
+    ("{{ user.missing | default('none') }}", {"user": {}}),
+]
+
+
+@pytest.mark.parametrize(("template", "data"), LOOKUPS)
+def test_attribute_lookups_give_what_jinjas_sandbox_gives(
+    template: str, data: dict[str, object]
+) -> None:
+    oracle = ImmutableSandboxedEnvironment(undefined=jinja2.StrictUndefined, autoescape=True)
+    expected = oracle.from_string(template).render(data)
+    if "<built-in method" in expected:  # the method's address differs between the two
+        expected = expected.split(" at 0x")[0]
+        assert render_html(template, data).split(" at 0x")[0] == expected
+    else:
+        assert render_html(template, data) == expected
+
+
+@pytest.mark.parametrize(
+    "template",
+    ["{{ user.__class__ }}", "{{ user.__init__ }}", "{{ user._private }}"],
+)
+def test_a_dicts_internals_stay_out_of_reach(template: str) -> None:
+    """A key that looks like an internal is only a key; dict's own internals are refused."""
+    data = {"user": {"_private": "kept"}}
+    if "_private" in template:
+        assert render_html(template, data) == "kept"
+    else:
+        with pytest.raises(TemplateError, match="unsafe"):
+            render_html(template, data)
