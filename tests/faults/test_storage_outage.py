@@ -35,14 +35,15 @@ import pytest
 from tests.conftest import logged_port, reported_port
 from tests.faults.harness import Cluster, assert_no_job_left_behind, poll
 
-BIN = Path(sys.executable).parent
+ROOT = Path(__file__).resolve().parents[2]
 OUTAGE = 5.0
 JOBS = 60
 
 
 class Moto:
-    """moto_server, recording every request so a restart can replay them; the first start
-    binds a port of its choosing, restarts bind that same port (the services keep its URL)."""
+    """moto_server (`moto_recording`: its recorder writes each request whole), recording
+    every request so a restart can replay them; the first start binds a port of its
+    choosing, restarts bind that same port (the services keep its URL)."""
 
     def __init__(self, root: Path) -> None:
         self.port = 0
@@ -58,8 +59,9 @@ class Moto:
         }
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(
-                [str(BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(self.port)],
-                env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                [sys.executable, "-m", "tests.faults.moto_recording", "-H", "127.0.0.1", "-p",
+                 str(self.port)],
+                env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, cwd=ROOT,
             )  # fmt: skip
         if not self.port:  # the log holds only this first start's lines yet
             pattern = r"Running on http://127\.0\.0\.1:(\d+)"
