@@ -61,3 +61,25 @@ def test_wide_json_with_many_brackets_is_accepted():
     lines = ",".join('{"sku": [1, 2]}' for _ in range(100)).encode()
     job = parse_job(b'{"template": "x", "data": {"lines": [' + lines + b"]}}")
     assert len(job.data["lines"]) == 100
+
+
+def _nest(levels: int) -> bytes:
+    """`levels` containers inside each other, objects and arrays in turn."""
+    text = "1"
+    for n in range(levels):
+        text = f'{{"k": {text}}}' if n % 2 else f"[{text}, 2]"
+    return text.encode()
+
+
+@pytest.mark.parametrize(("levels", "accepted"), [(30, True), (31, False)])
+def test_the_depth_walk_counts_objects_and_arrays_to_the_limit(levels, accepted):
+    """With more brackets than the limit the walk runs: the body, `data` and 30 more
+    levels are the limit of 32, one more is refused."""
+    shallow = b", ".join(b"[[]]" for _ in range(10))  # brackets enough to make it walk
+    body = b'{"template": "x", "data": {"deep": ' + _nest(levels) + b', "wide": [' + shallow
+    body += b"]}}"
+    if accepted:
+        assert parse_job(body).data["wide"]
+    else:
+        with pytest.raises(RequestError, match="nests deeper than 32"):
+            parse_job(body)
