@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import jinja2
 import pytest
 from jinja2.sandbox import ImmutableSandboxedEnvironment
@@ -84,28 +86,24 @@ LOOKUPS = [
 ]
 
 
+_ADDRESS = re.compile(r" at 0x[0-9a-f]+")
+"""A method's address in its repr, which differs between two renders."""
+
+
 @pytest.mark.parametrize(("template", "data"), LOOKUPS)
 def test_attribute_lookups_give_what_jinjas_sandbox_gives(
     template: str, data: dict[str, object]
 ) -> None:
     oracle = ImmutableSandboxedEnvironment(undefined=jinja2.StrictUndefined, autoescape=True)
-    expected = oracle.from_string(template).render(data)
-    if "<built-in method" in expected:  # the method's address differs between the two
-        expected = expected.split(" at 0x")[0]
-        assert render_html(template, data).split(" at 0x")[0] == expected
-    else:
-        assert render_html(template, data) == expected
+    expected = _ADDRESS.sub("", oracle.from_string(template).render(data))
+    assert _ADDRESS.sub("", render_html(template, data)) == expected
 
 
-@pytest.mark.parametrize(
-    "template",
-    ["{{ user.__class__ }}", "{{ user.__init__ }}", "{{ user._private }}"],
-)
+@pytest.mark.parametrize("template", ["{{ user.__class__ }}", "{{ user.__init__ }}"])
 def test_a_dicts_internals_stay_out_of_reach(template: str) -> None:
-    """A key that looks like an internal is only a key; dict's own internals are refused."""
-    data = {"user": {"_private": "kept"}}
-    if "_private" in template:
-        assert render_html(template, data) == "kept"
-    else:
-        with pytest.raises(TemplateError, match="unsafe"):
-            render_html(template, data)
+    with pytest.raises(TemplateError, match="unsafe"):
+        render_html(template, {"user": {"name": "Ana"}})
+
+
+def test_a_key_that_looks_like_an_internal_is_only_a_key() -> None:
+    assert render_html("{{ user._private }}", {"user": {"_private": "kept"}}) == "kept"
