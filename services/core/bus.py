@@ -381,7 +381,7 @@ async def decode_or_term(msg: Msg) -> events.AnyEvent | None:
     """The message's event; a message that is not one is terminated (redelivering it
     cannot help) and None returned."""
     try:
-        return events.decode(msg.data)
+        return events.decode(msg.data, subject=msg.subject)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         log.error("terminating undecodable message on %s: %s", msg.subject, exc)
         await msg.term()

@@ -61,7 +61,7 @@ class Conductor:
             raw = await self.js.get_last_msg(events.STREAM, subject)
         except NotFoundError:
             return None
-        event = events.decode(raw.data or b"")
+        event = events.decode(raw.data or b"", subject=raw.subject or "")
         assert isinstance(event, events.JobSubmitted)
         return event
 
@@ -108,7 +108,7 @@ class Conductor:
                 raw = await self.js.get_last_msg(events.STREAM, events.batch_subject(batch_id, tag))
             except NotFoundError:
                 return None
-            event = events.decode_log(raw.data or b"")
+            event = events.decode_log(raw.data or b"", subject=raw.subject or "")
             assert isinstance(event, events.BATCH_TERMINAL)
             return event
 
