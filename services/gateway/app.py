@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from aiohttp import web
 
 from services.core import bus, db, metrics, runtime, tracing
+from services.core.busaccess import Role
 from services.core.errors import PayloadTooLarge, PressroomError, RequestTimeout, Unavailable
 from services.core.jail import Jail, TemplateLimits
 from services.core.settings import Settings
@@ -132,7 +133,7 @@ async def errors_as_json(request: web.Request, handler: Handler) -> web.StreamRe
 
 
 async def _nats_ctx(app: web.Application) -> AsyncIterator[None]:
-    async with bus.open_bus(app[SETTINGS], name="gateway") as (nc, js):
+    async with bus.open_bus(app[SETTINGS], name="gateway", role=Role.GATEWAY) as (nc, js):
         app[NATS], app[JS] = nc, js
         app[IDEMPOTENCY] = await idempotency.open_bucket(js, app[SETTINGS])
         async with logroom.watching(app[LOG_ROOM], js):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from services.core import bus, metrics, runtime
+from services.core.busaccess import Role
 from services.core.jail import Jail, TemplateLimits
 from services.core.settings import Settings
 from services.core.storage import open_storage
@@ -31,7 +32,7 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
     )
     async with (
         metrics.serve(settings.host, settings.metrics_port) as health,
-        bus.open_bus(settings, name="renderer") as (nc, js),
+        bus.open_bus(settings, name="renderer", role=Role.RENDERER) as (nc, js),
         open_storage(settings) as storage,
         browser,
         Jail(settings.render_concurrency, TemplateLimits.of(settings)) as jail,
