@@ -16,8 +16,6 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
-import subprocess
-from typing import Any
 
 import aiohttp
 import jsonschema
@@ -29,7 +27,7 @@ from services import cli
 from services.core import events, metrics
 from services.core.settings import Settings
 from services.gateway.app import init_app
-from tests.conftest import BIN, free_port
+from tests.conftest import free_port
 from tests.deploy.k8s import (
     K8S,
     OVERLAYS,
@@ -252,21 +250,6 @@ def test_production_keeps_three_fsynced_copies_and_lists_every_server() -> None:
     assert Settings.from_env(config).nats_url.split(",") == servers
     for n in range(3):
         assert f"nats://nats-{n}.{stateful['spec']['serviceName']}:6222" in conf
-
-
-@pytest.mark.parametrize("overlay", ["dev", "production"])
-def test_nats_server_accepts_the_configuration(overlay: str, tmp_path: Any) -> None:
-    conf = config_data(render(overlay), "nats-config")["nats.conf"]
-    path = tmp_path / "nats.conf"
-    path.write_text(conf.replace("/data/jetstream", str(tmp_path / "js")))
-    checked = subprocess.run(
-        [str(BIN / "nats-server"), "-t", "-c", str(path)],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        env={"POD_NAME": "nats-0", "PATH": "/usr/bin:/bin"},
-    )
-    assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
 REFUSED = [
