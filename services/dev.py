@@ -143,14 +143,19 @@ async def poll(check: Callable[[], bool], deadline: float, what: str) -> None:
 
 
 @contextlib.asynccontextmanager
-async def embedded_nats(data: Path, kept: dict[str, str]) -> AsyncIterator[str]:
-    """NATS with JetStream on a port of its choosing, each service its own identity."""
+async def embedded_nats(data: Path, kept: dict[str, str] | None = None) -> AsyncIterator[str]:
+    """NATS with JetStream on a port of its choosing of 127.0.0.1; with `kept` (the
+    secrets of `load_secrets`), each service must connect as its own identity. Without,
+    any local process may (the bench and scripts/, which start the services themselves)."""
     run = data / "run"
     run.mkdir(parents=True, exist_ok=True)
     for old in run.glob("nats-server_*.ports"):
         old.unlink()
     config = run / "nats.conf"
-    write_private(config, nats_config(data / "nats", kept))
+    store = data / "nats"
+    write_private(
+        config, NATS_CONFIG.format(store=store) if kept is None else nats_config(store, kept)
+    )
     with (run / "nats.log").open("ab") as log_file:  # its banner and [INF] lines go here
         proc = await asyncio.create_subprocess_exec(
             nats_binary(), "-c", str(config), "--ports_file_dir", str(run),
