@@ -14,6 +14,7 @@
     │   ├── QuotaExceeded         over the tenant's monthly quota (HTTP 429)
     │   ├── TooManyStreams        the tenant has its most live-update streams open (HTTP 429)
     │   ├── Conflict              not possible in the job's current state (HTTP 409)
+    │   ├── RangeNotSatisfiable   a download's Range starts past the file's end (HTTP 416)
     │   ├── TemplateError         Jinja2 could not parse or render the template
     │   ├── OutputTooLarge        the rendered document is over the output limit
     │   ├── InvalidEvent          a message on the log cannot be decoded
@@ -175,6 +176,21 @@ class Conflict(DeterministicError):
 
     kind = "conflict"
     http_status = 409
+
+
+class RangeNotSatisfiable(DeterministicError):
+    """A download's `Range` starts at or past the end of the file; `size` is the file's
+    length, which the answer states (`Content-Range: bytes */<size>`)."""
+
+    kind = "range_not_satisfiable"
+    http_status = 416
+
+    def __init__(self, message: str, *, size: int) -> None:
+        super().__init__(message, field="Range")
+        self.size = size
+
+    def headers(self) -> dict[str, str]:
+        return {"Content-Range": f"bytes */{self.size}"}
 
 
 class TemplateError(DeterministicError):

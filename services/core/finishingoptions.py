@@ -41,8 +41,8 @@ Extraction for accessibility is always allowed: AES-256 follows PDF 2.0, which i
 that bit."""
 
 _DATA_URL = re.compile(
-    r"^data:([A-Za-z0-9!#$&^_.+-]+/[A-Za-z0-9!#$&^_.+-]+)(?:;[A-Za-z0-9_.+-]+=[^;,]*)*;base64,"
-    r"([A-Za-z0-9+/]*={0,2})$"
+    r"data:([A-Za-z0-9!#$&^_.+-]+/[A-Za-z0-9!#$&^_.+-]+)(?:;[A-Za-z0-9_.+-]+=[^;,]*)*;base64,"
+    r"([A-Za-z0-9+/]*={0,2})"
 )
 _BAD_NAME = re.compile(r"[/\\\x00-\x1f\x7f]")
 
@@ -53,7 +53,7 @@ def _fail(name: str, rule: str) -> RequestError:
 
 def data_url(url: str) -> tuple[str, bytes] | None:
     """The MIME type and bytes of a base64 data URL, or None if `url` is not one."""
-    match = _DATA_URL.match(url)
+    match = _DATA_URL.fullmatch(url)  # whole: `$` would let a final newline through
     if match is None:
         return None
     try:

@@ -22,6 +22,7 @@ from services.gateway import (
     answers,
     batches,
     diagnostics,
+    downloads,
     idempotency,
     joblist,
     jobs,
@@ -226,6 +227,7 @@ def init_app(settings: Settings) -> web.Application:
     app.cleanup_ctx.extend([_nats_ctx, _db_ctx, _auth_ctx, _storage_ctx, _jail_ctx])
     app.on_response_prepare.append(_rate_headers)
     jobs.add_routes(app)
+    downloads.add_routes(app)
     diagnostics.add_routes(app)
     joblist.add_routes(app)
     streams.add_routes(app)

@@ -30,6 +30,7 @@ from services.core import crypto, tenancy
 from services.core.errors import Forbidden, Unauthorized
 from services.core.events import DEFAULT_TENANT
 from services.core.settings import Settings
+from services.gateway.headers import header
 
 log = logging.getLogger(__name__)
 
@@ -63,8 +64,7 @@ IMPLICIT = Caller(DEFAULT_TENANT, None, frozenset(SCOPES))
 
 def bearer_token(request: web.Request) -> str | None:
     """The token of an `Authorization: Bearer <token>` header, None without one."""
-    header = request.headers.get("Authorization", "")
-    scheme, _, token = header.partition(" ")
+    scheme, _, token = (header(request, "Authorization") or "").partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         return None
     return token.strip()

@@ -28,6 +28,7 @@ from services.core.errors import (
 from services.core.status import BatchStatus, JobStatus
 from services.gateway import answers, idempotency, templates
 from services.gateway.auth import caller_of, guarded
+from services.gateway.headers import header
 from services.gateway.jobs import attempt_view, failure
 from services.gateway.keys import IDEMPOTENCY, JS, LOG_ROOM, NATS, POOL, SETTINGS, STORAGE
 from services.gateway.limits import LIMITS
@@ -203,12 +204,12 @@ async def submit_batch(request: web.Request) -> web.Response:
     _require_nats(request)
     request.app[LOG_ROOM].admit()
     request.app[LIMITS].admit(tenant)
-    if is_json_lines(request.headers.get("Content-Type", "")):
+    if is_json_lines(header(request, "Content-Type") or ""):
         batch = parse_batch_lines(await request.read(), settings.max_batch_items)
     else:
         batch = parse_batch(await read_json_body(request), settings.max_batch_items)
     await check_addresses(batch, settings.allow_private_networks)
-    key = request.headers.get("Idempotency-Key")
+    key = header(request, "Idempotency-Key")
     batch_id = batch_id_for(settings.server_key_bytes(), tenant, key)
     total = len(batch.items)
     if key is not None and await _repeated(request, batch, tenant, key, batch_id):
@@ -317,7 +318,7 @@ async def get_batch(request: web.Request) -> web.Response:
     """`GET /batches/{id}`: the projection, or `queued` if only the log knows it yet (a
     batch just accepted is never a 404)."""
     batch_id = request.match_info["batch_id"]
-    if not BATCH_ID.match(batch_id):
+    if not BATCH_ID.fullmatch(batch_id):
         raise NotFound(f"no batch {batch_id!r}")
     row = await _load_row(request, batch_id)
     if row is not None:
@@ -375,7 +376,7 @@ async def _batch_or_404(request: web.Request) -> db.BatchRow:
     """The caller's projected batch; 404 for another tenant's or an unknown one, and for
     one so new that only the log knows it (its items do not exist yet either)."""
     batch_id = request.match_info["batch_id"]
-    row = await _load_row(request, batch_id) if BATCH_ID.match(batch_id) else None
+    row = await _load_row(request, batch_id) if BATCH_ID.fullmatch(batch_id) else None
     if row is None:
         raise NotFound(f"no batch {batch_id!r}")
     return row
@@ -411,7 +412,7 @@ async def get_batch_events(request: web.Request) -> web.Response:
     """`GET /batches/{id}/events`: the batch's own timeline (submitted, paused, resumed,
     cancel, complete, its end), read from the log like a job's."""
     batch_id = request.match_info["batch_id"]
-    if not BATCH_ID.match(batch_id):
+    if not BATCH_ID.fullmatch(batch_id):
         raise NotFound(f"no batch {batch_id!r}")
     try:
         found = await timeline.batch_events(request.app[JS], batch_id)
@@ -434,7 +435,7 @@ async def get_webhooks(request: web.Request) -> web.Response:
     end's, and `batch.progress` ones), oldest first. A batch only the log knows yet has
     none; another tenant's, or an unknown one, is a 404."""
     batch_id = request.match_info["batch_id"]
-    if not BATCH_ID.match(batch_id):
+    if not BATCH_ID.fullmatch(batch_id):
         raise NotFound(f"no batch {batch_id!r}")
     tenant = caller_of(request).tenant
     row = await _load_row(request, batch_id)
@@ -450,7 +451,7 @@ async def get_webhooks(request: web.Request) -> web.Response:
 async def _state_of(request: web.Request, batch_id: str) -> tuple[str, BatchStatus, bool]:
     """(tenant, status, whether a cancel was asked) of the caller's batch; 404 otherwise.
     The log answers for a batch the projection does not hold yet."""
-    if not BATCH_ID.match(batch_id):
+    if not BATCH_ID.fullmatch(batch_id):
         raise NotFound(f"no batch {batch_id!r}")
     js = request.app[JS]
     tenant = caller_of(request).tenant

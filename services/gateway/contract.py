@@ -106,7 +106,7 @@ IDEMPOTENCY_KEY = Param(
 MONTH = Param(
     "month",
     "query",
-    {"type": "string", "pattern": r"^\d{4}-\d{2}$"},
+    {"type": "string", "pattern": r"^[0-9]{4}-[0-9]{2}$"},
     "the month, `YYYY-MM` (UTC); this month by default",
 )
 LAST_EVENT_ID = Param(
@@ -255,8 +255,11 @@ JOBS: dict[tuple[str, str], Route] = {
     ("GET", "/files/{key}"): Route(
         "Download a document through its signed link (local storage only)",
         "jobs",
-        {200: Media(("application/pdf", "image/png"), "the document")},
-        (404,),
+        {
+            200: Media(("application/pdf", "image/png"), "the document"),
+            206: Media(("application/pdf", "image/png"), "the part a `Range` asked for"),
+        },
+        (400, 404, 416),
         params=(
             Param(
                 "key",
@@ -267,6 +270,12 @@ JOBS: dict[tuple[str, str], Route] = {
             ),
             Param("expires", "query", {"type": "string"}, "the link's expiry (Unix time)"),
             Param("sig", "query", {"type": "string"}, "the link's signature"),
+            Param(
+                "Range",
+                "header",
+                {"type": "string", "pattern": "^bytes=[0-9]*-[0-9]*$"},
+                "one range of bytes (`bytes=0-1023`, `bytes=1024-`, `bytes=-512`)",
+            ),
         ),
         description="The signed link is its own permission: no key needed.",
     ),

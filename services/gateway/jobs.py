@@ -1,4 +1,5 @@
-"""HTTP routes: submit a job, read its status, download its file, health and readiness."""
+"""HTTP routes: submit a job, read its status, health and readiness (a job's file is
+downloaded through `downloads.py`)."""
 
 from __future__ import annotations
 
@@ -13,9 +14,9 @@ from aiohttp import web
 from services.core import bus, crypto, db, diagnosis, events, metrics, netpolicy, timeline
 from services.core.errors import Conflict, NotFound, PressroomError, Unavailable
 from services.core.status import JobStatus
-from services.core.storage import LocalStorage
 from services.gateway import answers, idempotency, templates
 from services.gateway.auth import caller_of, guarded
+from services.gateway.headers import header
 from services.gateway.keys import (
     IDEMPOTENCY,
     JS,
@@ -118,7 +119,7 @@ async def submit_job(request: web.Request) -> web.Response:
     request.app[LIMITS].admit(tenant)
     job = parse_job(await read_json_body(request))
     await _check_addresses(job, settings.allow_private_networks)
-    key = request.headers.get("Idempotency-Key")
+    key = header(request, "Idempotency-Key")
     job_id = job_id_for(settings.server_key_bytes(), tenant, key)
     if key is not None and await _repeated(request, job, tenant, key, job_id):
         return _accepted(job_id)
@@ -187,7 +188,7 @@ async def job_answer(request: web.Request, row: db.JobRow) -> answers.Job:
 
 def job_id_of(request: web.Request) -> str:
     job_id = request.match_info["job_id"]
-    if not JOB_ID.match(job_id):
+    if not JOB_ID.fullmatch(job_id):
         raise NotFound(f"no job {job_id!r}")
     return job_id
 
@@ -244,28 +245,6 @@ def attempt_view(row: db.WebhookDelivery | db.BatchWebhookDelivery) -> answers.W
         latency_ms=row.latency_ms,
         at=_iso(row.at),
     )
-
-
-async def download(request: web.Request) -> web.FileResponse:
-    """`GET /files/{key}`: local-storage downloads, only through an unexpired signed link."""
-    storage = request.app[STORAGE]
-    if not isinstance(storage, LocalStorage):
-        raise NotFound("downloads are served by object storage")
-    key = request.match_info["key"]
-    path = storage.verify(key, request.query.get("expires", ""), request.query.get("sig", ""))
-    kind = "image/png" if key.endswith(".png") else "application/pdf"
-    return web.FileResponse(path, headers={"Content-Type": kind, **download_headers(key)})
-
-
-def download_headers(key: str) -> dict[str, str]:
-    """A download is a file to save, never a page to render or sniff, nor to share from a
-    cache: `attachment` under the job's name (`<job id>.pdf`)."""
-    name = key.rsplit("/", 1)[-1]
-    return {
-        "Content-Disposition": f'attachment; filename="{name}"',
-        "X-Content-Type-Options": "nosniff",
-        "Cache-Control": "private, max-age=60",
-    }
 
 
 async def healthz(request: web.Request) -> web.Response:
@@ -370,6 +349,5 @@ def add_routes(app: web.Application) -> None:
     app.router.add_post(
         "/jobs/{job_id}/webhooks/redeliver", guarded("jobs:write", redeliver_webhook)
     )
-    app.router.add_get("/files/{key:.+}", download)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)

@@ -16,12 +16,16 @@ from aiohttp import web
 from services.core import crypto, pageoptions
 from services.core.errors import RequestError
 from services.core.events import BatchItem
+from services.core.numbers import bounded_int
 from services.core.options import check_options
 from services.core.pageoptions import Margin, Mark, Metadata, PageOptions, WaitFor
 from services.core.signing import parse_secrets
+from services.gateway.headers import header
+from services.gateway.jsonbody import parse_json
 
 _PATH = re.compile(r"at `\$\.?([^`]*)`")
 _NAMED = re.compile(r"(?:required|unknown) field `([^`]*)`")
+# Matched whole (`fullmatch`): `$` alone lets a final newline through, into a NATS subject.
 JOB_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}(\.[0-9]{1,7})?$")  # `<batch_id>.<index>`: an item
 BATCH_ID = re.compile(r"^b[0-9a-f]{31}$")
 TEMPLATE_ID = re.compile(r"^[0-9a-f]{32}$")
@@ -144,7 +148,7 @@ def _field_of(message: str) -> str:
 
 async def read_json_body(request: web.Request) -> bytes:
     """The raw body of a request that must say `Content-Type: application/json`."""
-    content_type = request.headers.get("Content-Type", "")
+    content_type = header(request, "Content-Type") or ""
     mime = content_type.split(";", 1)[0].strip().lower()
     if mime != "application/json" and not mime.endswith("+json"):
         shown = content_type or "none"
@@ -152,73 +156,6 @@ async def read_json_body(request: web.Request) -> bytes:
             f"Content-Type must be application/json, got {shown}", field="Content-Type"
         )
     return await request.read()
-
-
-MAX_DEPTH = 32
-"""How deeply a request's JSON may nest: far more than any document needs, and far less
-than what makes PostgreSQL's jsonb or a template's recursion give up."""
-
-
-def _too_deep(value: Any, limit: int) -> bool:
-    """Whether `value` (decoded JSON) nests arrays and objects more than `limit` deep.
-
-    Level by level, and only containers go to the next level: an invoice's hundreds of
-    strings and numbers are looked at once each, not stacked (a fifth of the CPU)."""
-    level = [value] if type(value) is dict or type(value) is list else []
-    depth = 1
-    while level:
-        if depth > limit:
-            return True
-        below = []
-        for item in level:
-            for child in item.values() if type(item) is dict else item:
-                if type(child) is dict or type(child) is list:
-                    below.append(child)
-        level = below
-        depth += 1
-    return False
-
-
-def parse_json(body: bytes) -> dict[str, Any]:
-    """Decode a JSON object, or raise `RequestError` saying what is wrong with it
-    (including nesting deeper than `MAX_DEPTH`, and numbers too large to hold)."""
-    try:
-        value = msgspec.json.decode(body)
-    except msgspec.DecodeError as exc:
-        raise RequestError(f"body is not valid JSON: {exc}", field="body") from None
-    except RecursionError:
-        value = None  # deeper than the decoder goes: certainly deeper than MAX_DEPTH
-    # Fewer brackets than the limit cannot nest deeper than it: most bodies skip the walk.
-    brackets = body.count(b"[") + body.count(b"{")
-    if value is None or (brackets > MAX_DEPTH and _too_deep(value, MAX_DEPTH)):
-        raise RequestError(f"body nests deeper than {MAX_DEPTH} levels", field="body")
-    if not isinstance(value, dict):
-        raise RequestError("body must be a JSON object", field="body")
-    if b"\\u0000" in body and (path := _nul_at(value)) is not None:
-        # PostgreSQL's text and jsonb cannot hold NUL: refuse it here rather than let an
-        # accepted job jam the projection. (Only a real NUL: the text "\\u0000" escaped
-        # in a script is fine.)
-        raise RequestError(f"{path} must not contain NUL characters (\\u0000)", field=path)
-    return value
-
-
-def _nul_at(value: Any, path: str = "") -> str | None:
-    """Where the first string (or key) holding a NUL is, as a field path; None if none."""
-    if isinstance(value, str):
-        return (path or "body") if "\x00" in value else None
-    items: list[tuple[str, Any]] = []
-    if isinstance(value, dict):
-        for key, item in value.items():
-            name = f"{path}.{key}" if path else str(key)
-            if "\x00" in str(key):
-                return name
-            items.append((name, item))
-    elif isinstance(value, list):
-        items = [(f"{path}[{index}]", item) for index, item in enumerate(value)]
-    for name, item in items:
-        if (found := _nul_at(item, name)) is not None:
-            return found
-    return None
 
 
 def _convert(raw: dict[str, Any], kind: type[_T]) -> _T:
@@ -260,7 +197,7 @@ def _check_source(job: JobRequest) -> None:
     _not_blank(getattr(job, source), source)
     if job.template_version is not None and source != "template_id":
         raise RequestError("template_version needs template_id", field="template_version")
-    if source == "template_id" and not TEMPLATE_ID.match(job.template_id or ""):
+    if source == "template_id" and not TEMPLATE_ID.fullmatch(job.template_id or ""):
         raise RequestError(f"no stored template has id {job.template_id!r}", field="template_id")
     if job.data and source in {"html", "url"}:
         raise RequestError(
@@ -320,11 +257,10 @@ def int_param(query: Mapping[str, str], name: str, low: int, high: int) -> int |
     raw = query.get(name)
     if raw is None:
         return None
-    # The length bound keeps int() away from huge digit strings (and their ValueError).
-    digits = raw.isascii() and raw.isdigit() and len(raw) <= len(str(high))
-    if not digits or not low <= int(raw) <= high:
+    value = bounded_int(raw, low, high)
+    if value is None:
         raise RequestError(f"{name} must be an integer from {low} to {high}", field=name)
-    return int(raw)
+    return value
 
 
 def job_id_for(server_key: bytes, tenant: str, idempotency_key: str | None) -> str:
@@ -350,10 +286,6 @@ def batch_id_for(server_key: bytes, tenant: str, idempotency_key: str | None) ->
 def fingerprint(request: JobRequest | BatchRequest) -> str:
     """What makes two requests the same request: every field, in a canonical order."""
     return hashlib.sha256(msgspec.json.encode(request, order="sorted")).hexdigest()
-
-
-MAX_FILENAME = 200
-"""Longest file name of an item in a batch's archive, in characters."""
 
 
 JSON_LINES = ("application/x-ndjson", "application/jsonl", "application/x-jsonlines")
@@ -442,7 +374,7 @@ def _check_batch_source(batch: BatchRequest) -> None:
         _not_blank(batch.template, "template")
     if batch.template_version is not None and batch.template_id is None:
         raise RequestError("template_version needs template_id", field="template_version")
-    if batch.template_id is not None and not TEMPLATE_ID.match(batch.template_id):
+    if batch.template_id is not None and not TEMPLATE_ID.fullmatch(batch.template_id):
         raise RequestError(f"no stored template has id {batch.template_id!r}", field="template_id")
     templated = batch.template is not None or batch.template_id is not None
     for index, item in enumerate(batch.items):
@@ -470,6 +402,10 @@ def _check_item_source(item: BatchItemRequest, name: str, templated: bool) -> No
 def extension_of(batch: BatchRequest) -> str:
     """The extension of every item's file: what `options.output` makes."""
     return "png" if batch.options.output == "png" else "pdf"
+
+
+MAX_FILENAME = 200
+"""Longest file name of an item in a batch's archive, in characters."""
 
 
 def default_filename(index: int, total: int, extension: str) -> str:

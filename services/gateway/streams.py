@@ -35,9 +35,11 @@ from nats.js.api import RawStreamMsg
 
 from services.core import bus, db, events, timeline
 from services.core.errors import NotFound, RequestError, TooManyStreams, Unavailable
+from services.core.numbers import bounded_int
 from services.core.status import TERMINAL, BatchStatus, JobStatus
 from services.gateway import batches, jobs
 from services.gateway.auth import caller_of, guarded
+from services.gateway.headers import header
 from services.gateway.keys import JS, NATS, POOL, SETTINGS, STORAGE
 from services.gateway.postgres import unavailable_without_postgres
 from services.gateway.requests import BATCH_ID, JOB_ID
@@ -53,6 +55,8 @@ PROGRESS_EVERY = 1.0
 PROGRESS_WATCH = 5.0
 """How long after the last bell a batch stream keeps reading its counts: the projection
 counts an item's end a moment after the log holds it."""
+MAX_SEQUENCE = 2**64 - 1
+"""Largest stream sequence JetStream has (an unsigned 64-bit integer)."""
 
 _encoder = msgspec.json.Encoder()
 
@@ -209,13 +213,14 @@ async def _serve(request: web.Request, subjects: list[str], step: Step) -> web.S
 def _last_event_id(request: web.Request) -> int:
     """The sequence to resume after (`Last-Event-ID`, or `?last_event_id=`), 0 if none."""
     for name, raw in (
-        ("Last-Event-ID", request.headers.get("Last-Event-ID")),
+        ("Last-Event-ID", header(request, "Last-Event-ID")),
         ("last_event_id", request.query.get("last_event_id")),
     ):
         if raw is not None:
-            if not (raw.isascii() and raw.isdigit() and len(raw) <= 19):
+            sequence = bounded_int(raw, 0, MAX_SEQUENCE)
+            if sequence is None:
                 raise RequestError(f"{name} must be a stream sequence", field=name)
-            return int(raw)
+            return sequence
     return 0
 
 
@@ -281,7 +286,7 @@ class JobFeed:
 
 async def _check_job(request: web.Request, job_id: str) -> None:
     """`NotFound` unless the log holds the caller's submission of the job."""
-    if JOB_ID.match(job_id):
+    if JOB_ID.fullmatch(job_id):
         submitted = await timeline.last_event(request.app[JS], job_id, "submitted")
         if submitted is not None and submitted.tenant == caller_of(request).tenant:
             return
@@ -401,7 +406,7 @@ class BatchFeed:
 
 async def _submission(request: web.Request, batch_id: str) -> events.BatchSubmitted:
     """The caller's batch's submission; `NotFound` for any other id."""
-    if BATCH_ID.match(batch_id):
+    if BATCH_ID.fullmatch(batch_id):
         submitted = await timeline.batch_submission(request.app[JS], batch_id)
         if submitted is not None and submitted.tenant == caller_of(request).tenant:
             return submitted

@@ -135,7 +135,7 @@ async def get_template(request: web.Request) -> web.Response:
     of all versions; 404 if the template or the version does not exist."""
     template_id = request.match_info["template_id"]
     version = int_param(request.query, "version", 1, MAX_VERSION)
-    if not TEMPLATE_ID.match(template_id):
+    if not TEMPLATE_ID.fullmatch(template_id):
         raise NotFound(f"no template {template_id!r}")
     pool, tenant = request.app[POOL], caller_of(request).tenant
     with unavailable_without_postgres("templates are unavailable"):
