@@ -27,6 +27,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from services.core.errors import NotFound, StorageError
+from services.core.filenames import content_disposition
 from services.core.numbers import bounded_int
 from services.core.settings import Settings, SettingsError
 
@@ -302,12 +303,11 @@ class S3Storage:
             raise StorageError(f"cannot delete {key}: {exc}") from exc
 
     async def url(self, key: str, ttl: int) -> str:
-        name = key.rsplit("/", 1)[-1]
         params = {
             "Bucket": self.bucket,
             "Key": key,
             # S3 answers the download with these headers (as the gateway does locally).
-            "ResponseContentDisposition": f'attachment; filename="{name}"',
+            "ResponseContentDisposition": content_disposition(key.rsplit("/", 1)[-1]),
             "ResponseCacheControl": "private, max-age=60",
         }
         url: str = await self.client.generate_presigned_url(

@@ -13,6 +13,7 @@ import os
 
 from aiohttp import web
 
+from services.core import filenames
 from services.core.errors import NotFound, RangeNotSatisfiable, RequestError
 from services.core.storage import LocalStorage
 from services.gateway.headers import header
@@ -57,9 +58,8 @@ def _check_range(request: web.Request, file: os.stat_result) -> None:
 def download_headers(key: str) -> dict[str, str]:
     """A download is a file to save, never a page to render or sniff, nor to share from a
     cache: `attachment` under the job's name (`<job id>.pdf`)."""
-    name = key.rsplit("/", 1)[-1]
     return {
-        "Content-Disposition": f'attachment; filename="{name}"',
+        "Content-Disposition": filenames.content_disposition(key.rsplit("/", 1)[-1]),
         "X-Content-Type-Options": "nosniff",
         "Cache-Control": "private, max-age=60",
     }

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import unicodedata
 import uuid
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal, TypeVar
@@ -13,7 +12,7 @@ from typing import Annotated, Any, Literal, TypeVar
 import msgspec
 from aiohttp import web
 
-from services.core import crypto, pageoptions
+from services.core import crypto, filenames, pageoptions
 from services.core.errors import RequestError
 from services.core.events import BatchItem
 from services.core.numbers import bounded_int
@@ -404,10 +403,6 @@ def extension_of(batch: BatchRequest) -> str:
     return "png" if batch.options.output == "png" else "pdf"
 
 
-MAX_FILENAME = 200
-"""Longest file name of an item in a batch's archive, in characters."""
-
-
 def default_filename(index: int, total: int, extension: str) -> str:
     """`00017.pdf`: the index, zero-padded to at least 5 digits (wider for huge batches),
     so an archive's files sort in item order."""
@@ -415,31 +410,30 @@ def default_filename(index: int, total: int, extension: str) -> str:
     return f"{index:0{width}d}.{extension}"
 
 
-def _check_filename(name: str, extension: str, field: str) -> None:
-    """A name safe to extract from an archive anywhere: no path, no hidden file, no
-    control characters, and the extension of what the item renders to."""
-    if not 1 <= len(name) <= MAX_FILENAME:
-        raise RequestError(f"{field} must be 1 to {MAX_FILENAME} characters", field=field)
-    if name.startswith("."):
-        raise RequestError(f"{field} must not start with a dot", field=field)
-    bad = next((c for c in name if c in "/\\" or unicodedata.category(c) == "Cc"), None)
-    if bad is not None:
-        raise RequestError(f"{field} must not contain {bad!r}", field=field)
+def _checked_filename(name: str, extension: str, field: str) -> str:
+    """A name the archive will hold as given (`filenames.problem`: no path, drive, device,
+    hidden file, control or bidi character, at most 255 bytes) with the extension of what
+    the item renders to; in NFC, the one change the rule makes without asking."""
+    problem = filenames.problem(name)
+    if problem is not None:
+        raise RequestError(f"{field} {problem}", field=field)
     if not name.lower().endswith(f".{extension}"):
         raise RequestError(f"{field} must end with .{extension}", field=field)
+    return filenames.safe_name(name)
 
 
 def _name_items(items: list[BatchItemRequest], extension: str) -> None:
     """Check every given file name, give the others their default, and refuse two items
-    with one name (ignoring case: archives are extracted on case-insensitive disks too).
+    with one name (ignoring case and normalisation, `filenames.key`: archives are
+    extracted on case-insensitive disks too).
     A clash with a default name is blamed on the item that gave its name."""
     for index, item in enumerate(items):
         if item.filename is not None:
-            _check_filename(item.filename, extension, f"items[{index}].filename")
+            item.filename = _checked_filename(item.filename, extension, f"items[{index}].filename")
     names = [i.filename or default_filename(n, len(items), extension) for n, i in enumerate(items)]
     seen: dict[str, int] = {}
     for index, name in enumerate(names):
-        first = seen.setdefault(name.casefold(), index)
+        first = seen.setdefault(filenames.key(name), index)
         if first != index:
             blamed, other = (index, first) if items[index].filename is not None else (first, index)
             field = f"items[{blamed}].filename"

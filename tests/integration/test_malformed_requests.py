@@ -1,7 +1,7 @@
 """Each class of malformed request the hunt of `test_hostile_input.py` found, or the
 issue named, answered with a 400 (404, 416) problem naming its field: header bytes that
-are not UTF-8, digits outside ASCII, numbers with thousands of digits, ids that no
-tenant or key can have, download ranges.
+are not UTF-8, digits outside ASCII, numbers with thousands of digits, file names the
+safe-name rule would change, ids that no tenant or key can have, download ranges.
 
 Requests go over a raw socket (`rawhttp.exchange`), byte for byte, to the
 gateway and projector (no renderer, no Chromium).
@@ -123,6 +123,21 @@ async def test_numbers_with_thousands_of_digits_are_a_400_naming_the_field(targe
         ("GET", "/jobs", {"query": ("offset", b"1" + b"0" * 5000)}, "offset"),
         ("GET", "/jobs/{id}/stream", {"query": ("last_event_id", b"9" * 5000)},
          "last_event_id"),
+    ]  # fmt: skip
+    assert await asyncio.to_thread(refusals, target, cases) == []
+
+
+async def test_a_file_name_the_safe_name_rule_would_change_is_a_400_naming_it(target: Target):
+    """A batch item's file name and an attachment's name are what the client gets back,
+    or a 400 saying why not (`core/filenames.problem`)."""
+    names = ["CON.pdf", "a\u202efdp.pdf", "C:x.pdf", "a\uff0fb.pdf", "a.pdf.", "\u200b.pdf"]
+    files = [[{"name": name, "content": "data:text/csv;base64,YSxi"}] for name in names]
+    cases = [
+        *[("POST", "/batches", {"body": (("items", 0, "filename"), name)}, "items[0].filename")
+          for name in names],
+        *[("POST", "/jobs", {"token": (("options", "attachments"), json.dumps(f).encode())},
+           "options.attachments[0].name")
+          for f in files],
     ]  # fmt: skip
     assert await asyncio.to_thread(refusals, target, cases) == []
 
