@@ -33,6 +33,7 @@ from services.gateway import (
 )
 from services.gateway.auth import AUTH_SETTINGS, CALLER_KEY, DIRECTORY, Directory
 from services.gateway.console import add_routes as add_console_routes
+from services.gateway.headers import text_headers
 from services.gateway.keys import (
     IDEMPOTENCY,
     JAIL,
@@ -208,7 +209,8 @@ async def traced(request: web.Request, handler: Handler) -> web.StreamResponse:
     when traces are exported)."""
     route = request.match_info.route.resource
     name = f"{request.method} {route.canonical if route is not None else request.path}"
-    with tracing.span(name, request.headers, tracing.SERVER, **{"http.method": request.method}):
+    carrier = text_headers(request.headers)  # outside `errors_as_json`: nothing here may raise
+    with tracing.span(name, carrier, tracing.SERVER, **{"http.method": request.method}):
         return await handler(request)
 
 
