@@ -320,9 +320,16 @@ def parse_batch_lines(body: bytes, max_items: int) -> BatchRequest:
         try:
             items.append(parse_json(line))
         except RequestError as exc:
-            message = exc.message.replace("body", f"line {number}", 1)
-            raise RequestError(message, field=f"items[{len(items)}]") from None
+            raise _in_line(exc, number, f"items[{len(items)}]") from None
     return _checked_batch(_convert({**fields, "items": items}, BatchRequest), max_items)
+
+
+def _in_line(exc: RequestError, number: int, item: str) -> RequestError:
+    """A JSON Lines item's error: about the item (`items[3]`, "line 5 is not valid JSON")
+    or about a field inside it (`items[3].data.n`, "line 5: data.n is …")."""
+    if exc.field in (None, "body"):
+        return RequestError(exc.message.replace("body", f"line {number}", 1), field=item)
+    return RequestError(f"line {number}: {exc.message}", field=f"{item}.{exc.field}")
 
 
 def parse_batch(body: bytes, max_items: int) -> BatchRequest:

@@ -232,6 +232,11 @@ def test_json_lines_carry_the_batch_on_the_first_line_and_an_item_per_line():
     [
         (b'{"template": "t", "items": []}\n{"data": {}}', "items"),  # items are lines
         (b'{"template": "t"}\n{"data": {}}\n[1]', "items[1]"),  # not an object
+        (
+            b'{"template": "t"}\n{"data": {}}\n{"data": {"n": 1' + b"0" * 30 + b"}}",
+            "items[1].data.n",
+        ),  # a number out of range
+        (b'{"template": "t"}\n{"data": {"s": "a\\u0000"}}', "items[0].data.s"),  # a NUL
         (b'{"template": "t"}\n{"data": {}, "filename": "a/b.pdf"}', "items[0].filename"),
         (b'{"template": "t"}\n' + b'{"data": {}}\n' * 4, "items"),  # over the limit of 3
         (b'{"html": "<p>x</p>"}\n{"data": {}}', "html"),
