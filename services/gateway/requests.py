@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import unicodedata
 import uuid
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal, TypeVar
@@ -426,7 +427,7 @@ def _checked_filename(name: str, extension: str, field: str) -> str:
         raise RequestError(f"{field} {problem}", field=field)
     if not name.lower().endswith(f".{extension}"):
         raise RequestError(f"{field} must end with .{extension}", field=field)
-    return filenames.safe_name(name)
+    return unicodedata.normalize("NFC", name)  # what safe_name makes of it, for less
 
 
 def _name_items(items: list[BatchItemRequest], extension: str) -> None:
