@@ -131,7 +131,8 @@ TENANT_ID = path_id("tenant")
 EVENT_STREAM = Media(
     ("text/event-stream",),
     "Server-Sent Events: `id: <stream sequence>`, `event: <name>`, `data: <one-line JSON>`; "
-    "`: keep-alive` comments while idle; the stream closes after the terminal event",
+    "`: keep-alive` comments while idle; the stream closes after the terminal event, or "
+    'with a last `event: error` (data `{"error": {...}}`) once its key is revoked',
 )
 HTML = Media(("text/html",), "an HTML page")
 STATIC = Media(("text/html", "text/javascript", "text/css"), "a static file")
