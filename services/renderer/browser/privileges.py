@@ -52,7 +52,7 @@ ids, so there is no way back)."""
 # The namespaces Chromium's zygote makes for its sandboxed processes. Where user namespaces
 # are allowed but powerless (Ubuntu's AppArmor restriction), only the PID and network ones
 # fail, so asking for all three at once finds that too.
-_NAMESPACES = (
+NAMESPACES_CHECK = (
     DROP_TO_UID
     + """
 flags = 0x10000000 | 0x20000000 | 0x40000000  # CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET
@@ -68,8 +68,8 @@ except OSError as exc:
 )
 
 _NO_NAMESPACES = 3
-"""Exit status of `_NAMESPACES` when the kernel refused them; any other failure means the
-change of user did not work."""
+"""Exit status of `NAMESPACES_CHECK` when the kernel refused them; any other failure means
+the change of user did not work."""
 
 
 class Sandbox(enum.StrEnum):
@@ -150,7 +150,7 @@ def namespaces_refusal(uid: int | None) -> str:
     """
     try:
         done = subprocess.run(
-            [sys.executable, "-I", "-S", "-c", _NAMESPACES, str(-1 if uid is None else uid)],
+            [sys.executable, "-I", "-S", "-c", NAMESPACES_CHECK, str(-1 if uid is None else uid)],
             capture_output=True,
             text=True,
             timeout=30,
