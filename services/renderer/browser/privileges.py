@@ -220,14 +220,16 @@ def _applied(found: Confinement, sandbox: Sandbox) -> Confinement:
     return found
 
 
-def _warn(confinement: Confinement) -> None:
+def _warn(confinement: Confinement, sandbox: Sandbox) -> None:
     if not confinement.sandboxed:
         log.warning(
             "Chromium runs without its own sandbox (--no-sandbox): %s. A page that takes "
-            "over a Chromium process then has everything %s may do; to sandbox Chromium, "
-            "allow unprivileged user namespaces (README: The sandbox)",
+            "over a Chromium process then has everything %s may do%s (README: The sandbox)",
             confinement.why_unsandboxed,
             _who(confinement.uid),
+            ""
+            if sandbox is Sandbox.OFF
+            else "; to sandbox Chromium, allow unprivileged user namespaces",
         )
     if confinement.why_unwalled:
         log.warning(
@@ -244,10 +246,10 @@ def confine(chromium_uid: int) -> Confinement:
     hidden = _walls.hidden
     if not sys.platform.startswith("linux"):
         # The launcher that changes user is Linux-only; elsewhere Chromium runs as before.
-        found = Confinement(None, f"{sys.platform} is not Linux", hidden, "not Linux")
+        found = Confinement(None, f"{sys.platform} is not Linux", hidden, _file_wall(hidden))
     else:
         decided = decide(os.geteuid(), chromium_uid, namespaces_refusal)
         found = dataclasses.replace(decided, hidden=hidden, why_unwalled=_file_wall(hidden))
     confinement = _applied(found, _walls.sandbox)
-    _warn(confinement)
+    _warn(confinement, _walls.sandbox)
     return confinement
