@@ -15,7 +15,8 @@ being non-dumpable closes its environment and memory, and only Landlock its file
 every attempt is refused, and the probe's environment holds no secret. And with a real
 Chromium: no secret given as a file is in the renderer's environment, nor any secret in
 Chromium's (each read as root from /proc), Chromium runs walled (no new privileges) and
-starts its tabs.
+starts its tabs, and no process of the renderer's user opens the environment or memory
+of the renderer, the template jail's forkserver or its workers.
 """
 
 from __future__ import annotations
@@ -259,7 +260,7 @@ def _stop(renderer: subprocess.Popen[bytes]) -> None:
             renderer.wait(10)
 
 
-def test_secrets_from_files_are_in_no_environment_and_chromium_runs_walled(
+def test_secrets_from_files_are_in_no_environment_and_the_renderer_s_processes_are_closed(
     nats_server: NatsServer, chromium: str
 ) -> None:
     python = python_for(ALONE_UID)
@@ -274,8 +275,11 @@ def test_secrets_from_files_are_in_no_environment_and_chromium_runs_walled(
             renderer_environ = Path(f"/proc/{renderer.pid}/environ").read_bytes()
             chromium_environ = Path(f"/proc/{browser.pid}/environ").read_bytes()
             status = Path(f"/proc/{browser.pid}/status").read_text()
+            jail = wait_until(lambda: _jail_of(renderer), 60, "the template jail's workers")
+            reached = _read_as(ALONE_UID, [renderer.pid, *jail])
         finally:
             _stop(renderer)
+    assert not reached, f"another process of the renderer's user reached {reached}"
     for value in secrets.values.values():  # given as files: nowhere
         assert value.encode() not in renderer_environ
         assert value.encode() not in chromium_environ
@@ -284,6 +288,43 @@ def test_secrets_from_files_are_in_no_environment_and_chromium_runs_walled(
     assert b"PRESSROOM_" not in chromium_environ
     assert "NoNewPrivs:\t1" in status, "the launcher applied no Landlock walls"
     assert tabs
+
+
+def _jail_of(renderer: subprocess.Popen[bytes]) -> list[int]:
+    """The jail's forkserver and the workers it forked (template data, the signing key),
+    once there are workers."""
+    with contextlib.suppress(psutil.Error):
+        found = [
+            p.pid
+            for p in psutil.Process(renderer.pid).children(recursive=True)
+            if "multiprocessing.forkserver" in " ".join(p.cmdline())
+        ]
+        return found if len(found) >= 2 else []
+    return []
+
+
+READER = """import json, os, sys
+found = {}
+for pid in sys.argv[1:]:
+    for part in ("environ", "mem"):
+        try:
+            open(f"/proc/{pid}/{part}", "rb").close()
+            found[f"{pid}/{part}"] = "opened"
+        except OSError:
+            pass
+print(json.dumps(found))
+"""
+
+
+def _read_as(uid: int, pids: list[int]) -> dict[str, str]:
+    """What a process of `uid` (not Chromium: any other) opens of `pids`' environ and mem."""
+    done = subprocess.run(
+        [python_for(uid, needs="json"), "-c", READER, *map(str, pids)],
+        user=uid, group=uid, extra_groups=[], capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    found: dict[str, str] = json.loads(done.stdout)
+    return found
 
 
 def _renderers_of(chromium: psutil.Process) -> list[psutil.Process]:
