@@ -27,6 +27,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -42,7 +43,8 @@ from services.renderer.browser.privileges import Sandbox, Walls
 from tests.conftest import NatsServer, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
-SITE = next(p for p in sys.path if p.endswith("site-packages") and ".venv" in p)
+SITE = sysconfig.get_paths()["purelib"]
+"""This project's packages, for an interpreter other than this one (`python_for`)."""
 
 ALONE_UID = 10001
 """The renderer's user in the same-user case: the pods' user in deploy/k8s."""
