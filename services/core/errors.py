@@ -26,6 +26,7 @@
     └── TransientError            may work on a later attempt: retry with backoff
         ├── Unavailable           NATS or Postgres cannot be reached (HTTP 503)
         │   ├── LogFull           the JOBS log has no room for new jobs (HTTP 503)
+        │   ├── RetryLater        not possible now, with the seconds to wait (HTTP 503)
         │   └── Refused           PostgreSQL refused the data (the projector skips it)
         ├── StorageError          object storage failed
         ├── BrowserError          Chromium crashed or the page broke
@@ -165,7 +166,8 @@ class TooManyStreams(TooManyRequests):
 
 
 class QuotaExceeded(TooManyRequests):
-    """The tenant has used its monthly quota of successful documents."""
+    """The tenant's monthly quota has no room left: successful documents of the month
+    and documents held by its accepted, unfinished work fill it."""
 
     kind = "quota_exceeded"
 
@@ -256,6 +258,19 @@ class LogFull(Unavailable):
 
     def headers(self) -> dict[str, str]:
         return {"Retry-After": "30"}
+
+
+class RetryLater(Unavailable):
+    """The request cannot be decided now (PostgreSQL cannot say whether a tenant's quota
+    has room, every template worker is busy and the queue is full); `retry_after` says
+    when to try again, and the message names the cause."""
+
+    def __init__(self, message: str, *, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": str(self.retry_after)}
 
 
 class Refused(Unavailable):

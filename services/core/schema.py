@@ -214,4 +214,22 @@ MIGRATIONS: list[str] = [
     CREATE INDEX jobs_tenant_recent ON jobs (tenant_id, created_at DESC, id)
         WHERE batch_id IS NULL;
     """,
+    # 9: quota holds (`core/holds.py`): work a gateway accepted for a tenant with a monthly
+    # quota and that has not ended, in units (documents). Written by the gateway before it
+    # publishes the submission, released by the projector as the work ends. Not a
+    # projection: a rebuild leaves it alone (the replay releases nothing twice).
+    """
+    CREATE TYPE quota_hold_kind AS ENUM ('job', 'batch');
+    CREATE TYPE quota_hold_state AS ENUM ('pending', 'logged');
+    CREATE TABLE quota_holds (
+        id          text PRIMARY KEY,
+        tenant_id   text NOT NULL,
+        kind        quota_hold_kind NOT NULL,
+        units       integer NOT NULL CHECK (units >= 0),
+        state       quota_hold_state NOT NULL DEFAULT 'pending',
+        created_at  timestamptz NOT NULL DEFAULT clock_timestamp()
+    );
+    CREATE INDEX quota_holds_tenant ON quota_holds (tenant_id);
+    CREATE INDEX quota_holds_pending ON quota_holds (created_at) WHERE state = 'pending';
+    """,
 ]

@@ -298,7 +298,8 @@ class Settings:
         "PRESSROOM_MONTHLY_QUOTA",
         0,
         _int(0, 2**62),
-        "successful documents per tenant and month, unless the tenant has its own (0: none)",
+        "documents per tenant and month, unless the tenant has its own (0: none): succeeded"
+        " ones and those of accepted work not finished yet count",
     )
     free_tier: int = _var(
         "PRESSROOM_FREE_TIER",

@@ -159,15 +159,14 @@ async def _storage_ctx(app: web.Application) -> AsyncIterator[None]:
 
 
 async def _refresh_forever(app: web.Application, stop: asyncio.Event) -> None:
-    """Keep keys, tenants and quota usage current; PostgreSQL trouble keeps the last copy."""
-    settings, directory, limits = app[SETTINGS], app[DIRECTORY], app[LIMITS]
+    """Keep keys and tenants current; PostgreSQL trouble keeps the last copy."""
+    settings, directory = app[SETTINGS], app[DIRECTORY]
     rounds = 0
     while not stop.is_set():
         await runtime.pause(stop, settings.auth_refresh)
         rounds += 1
         try:
             await directory.refresh(app[POOL])
-            await limits.refresh(app[POOL])
             if rounds % USE_FLUSH_EVERY == 0 or stop.is_set():
                 await directory.flush_use(app[POOL])
         except Unavailable as exc:
