@@ -13,6 +13,7 @@
     │   ├── RateLimited           over the tenant's submission rate (HTTP 429)
     │   ├── QuotaExceeded         over the tenant's monthly quota (HTTP 429)
     │   ├── TooManyStreams        the tenant has its most live-update streams open (HTTP 429)
+    │   ├── CompileLimited        over the tenant's share of template compiling (HTTP 429)
     │   ├── Conflict              not possible in the job's current state (HTTP 409)
     │   ├── TemplateError         Jinja2 could not parse or render the template
     │   ├── OutputTooLarge        the rendered document is over the output limit
@@ -170,6 +171,13 @@ class QuotaExceeded(TooManyRequests):
     and documents held by its accepted, unfinished work fill it."""
 
     kind = "quota_exceeded"
+
+
+class CompileLimited(TooManyRequests):
+    """The tenant has its most template compiles in flight on this gateway, or compiles
+    faster than its template rate (`PRESSROOM_TEMPLATE_*`)."""
+
+    kind = "compile_limited"
 
 
 class Conflict(DeterministicError):
