@@ -2,7 +2,8 @@
 monthly quota until that work ends.
 
 A tenant with a monthly quota commits, at any moment, what succeeded this month
-(`usage_months.succeeded`, counted by the projector) plus every unit still held. Before
+(`usage_months.succeeded`, counted by the projector) plus every unit still held
+(`quota_held`, the sum of its holds, kept by a trigger on `quota_holds`). Before
 the gateway publishes a submission it takes a hold (`take`): 1 unit for a job, one per
 item for a batch, keyed by the job's or batch's id. `take` runs in one transaction under
 a lock of the tenant's own (`pg_advisory_xact_lock`), and reads the committed total in a
@@ -69,15 +70,20 @@ is stored in between)."""
 _LOCK = "SELECT pg_advisory_xact_lock($1::integer, hashtext($2::text))"
 
 # $1 tenant, $2 hold id, $3 kind, $4 units, $5 quota. The month is the database's, in
-# UTC, as usage's is. A hold of the same id (a client repeating an `Idempotency-Key`
-# whose first request never reached the log) is taken again, not counted twice.
+# UTC, as usage's is. `quota_held` is the tenant's units held (a trigger keeps it equal
+# to the sum of its holds). A hold of the same id (a client repeating an
+# `Idempotency-Key` whose first request never reached the log) is taken again, not
+# counted twice. A projector releasing this tenant's units meanwhile only ever lowers
+# the committed total read here (a success moves a unit from held to succeeded), so the
+# check stays on the safe side while the trigger's update waits for that transaction.
 _TAKE = f"""
 WITH committed AS (
     SELECT COALESCE((SELECT u.succeeded FROM usage_months AS u WHERE u.tenant_id = $1
                      AND u.month = date_trunc('month', now() AT TIME ZONE 'UTC')::date),
                     0)::bigint AS succeeded,
-           COALESCE((SELECT sum(h.units) FROM quota_holds AS h
-                     WHERE h.tenant_id = $1 AND h.id <> $2), 0)::bigint AS held
+           COALESCE((SELECT q.units FROM quota_held AS q WHERE q.tenant_id = $1), 0)
+           - COALESCE((SELECT h.units FROM quota_holds AS h
+                       WHERE h.id = $2 AND h.tenant_id = $1), 0)::bigint AS held
 ), taken AS (
     INSERT INTO quota_holds AS h (id, tenant_id, kind, units)
     SELECT $2, $1, $3::quota_hold_kind, $4::integer FROM committed

@@ -80,6 +80,22 @@ async def accepts_one_more(stack: Stack, tenant: Tenant) -> dict[str, Any] | Non
     return dict(body)
 
 
+async def held_units(settings: Settings, tenant: Tenant) -> tuple[int, int]:
+    """The tenant's held units as the quota check reads them (`quota_held`), and the sum
+    of its holds: the two must agree, whoever changed the holds."""
+    conn = await asyncpg.connect(settings.database_url)
+    try:
+        counted = await conn.fetchval(
+            "SELECT COALESCE(sum(units), 0) FROM quota_held WHERE tenant_id = $1", tenant.id
+        )
+        summed = await conn.fetchval(
+            "SELECT COALESCE(sum(units), 0) FROM quota_holds WHERE tenant_id = $1", tenant.id
+        )
+    finally:
+        await conn.close()
+    return int(counted), int(summed)
+
+
 def done(job_id: str, tenant: Tenant) -> events.JobDone:
     return events.JobDone(
         job_id=job_id, tenant=tenant.id, attempt=1, object_key=f"jobs/{tenant.id}/{job_id}.pdf",
@@ -111,6 +127,7 @@ async def test_concurrent_jobs_and_batches_never_take_a_tenant_past_its_quota(st
     # Usage still counts only what succeeded.
     assert (await usage_of(stack, tenant))["succeeded"] == 3
     assert await accepts_one_more(stack, tenant) is None
+    assert await held_units(stack.settings, tenant) == (25, 25)
 
 
 async def _succeeded(stack: Stack, tenant: Tenant, count: int) -> bool:
@@ -161,6 +178,7 @@ async def test_a_batch_holds_every_item_and_its_cancel_gives_them_back(stack: St
         return bool(seen["status"] == "cancelled")
 
     await eventually(cancelled, 30, "the batch cancelled")
+    assert await held_units(stack.settings, tenant) == (1, 1)
     status, again, _ = await post(tenant, stack, "/batches", batch_of(4))
     assert status == 202, again
     assert await accepts_one_more(stack, tenant) is None
@@ -238,6 +256,7 @@ async def test_a_rebuild_replays_every_end_and_gives_back_nothing_twice(settings
         await projector.start("projector")
         assert await ended(front, tenant, item)
         assert await accepts_one_more(front, tenant) is None
+        assert await held_units(settings, tenant) == (4, 4)
     finally:
         await projector.close()
         await front.close()
