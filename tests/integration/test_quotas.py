@@ -5,11 +5,13 @@ until a test ends it, by a cancel or by publishing the event a renderer would): 
 concurrent submissions, single jobs and batches at once, by a tenant close to its quota
 never accept more documents than the quota; the refusals are 429 `quota_exceeded` with
 `Retry-After`; a cancelled or failed job and a cancelled batch's items give their
-documents back, a done job keeps its document (as usage); a hold taken by a gateway that
-never published (it died) is released by the projector's sweep, while one whose job is
-in the log is kept; a job the log refuses gives its hold back at once; a rebuild of the
-projection replays every end and gives back nothing twice; with PostgreSQL away a tenant
-with a quota gets 503 with `Retry-After` naming the cause, one without a quota still 202.
+documents back, a done job keeps its document (as usage); the projector's sweep releases
+a hold taken by a gateway that never published (it died) but keeps one whose job is in
+the log, and releases a hold of work the projection shows ended; a job the log refuses
+gives its hold back at once; a rebuild of the projection replays every end and gives
+back nothing twice; with PostgreSQL away a tenant with a quota gets 503 with
+`Retry-After` naming the cause, one without a quota still 202. Throughout, the counter
+the check reads equals the sum of the tenant's holds.
 """
 
 from __future__ import annotations
@@ -208,6 +210,25 @@ async def test_a_hold_never_published_is_swept_and_one_in_the_log_is_kept(settin
         assert await accepts_one_more(stack, tenant) is None
     finally:
         await stack.close()
+
+
+async def test_a_hold_of_work_that_has_ended_is_swept(stack: Stack):
+    """A hold taken for a job the projection shows ended (its id used again once its
+    `Idempotency-Key` expired, say) would never be released by an end: the sweep does."""
+    tenant = await stack.new_tenant(monthly_quota=1)
+    job = await accepts_one_more(stack, tenant)
+    assert job is not None
+    status, _, _ = await call(tenant.http, "DELETE", f"{stack.url}/jobs/{job['id']}")
+    assert status == 200
+    await eventually(lambda: ended(stack, tenant, job["id"]), 15, "the job cancelled")
+    async with db.open_pool(stack.settings, size=2) as pool:
+        again = await holds.take(pool, tenant.id, job["id"], holds.HoldKind.JOB, 1, 1)
+        assert again.taken
+        assert await accepts_one_more(stack, tenant) is None
+        async with db.connection(pool) as conn, bus.open_bus(stack.settings, name="t") as (_, js):
+            assert await quota.sweep(js, conn) == 1
+    assert await held_units(stack.settings, tenant) == (0, 0)
+    assert await accepts_one_more(stack, tenant) is not None
 
 
 async def _age_holds(conn: asyncpg.Connection, seconds: float) -> None:
