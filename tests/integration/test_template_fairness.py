@@ -1,9 +1,9 @@
 """One tenant's heavy templates cannot stall another tenant's template uploads.
 
-Verifies, on the real gateway with its default pool of two template workers and a 2 s
+Verifies, on the real gateway with its default pool of two template workers and a 3 s
 compile limit: while one tenant posts compile bombs (each takes the whole limit, then its
 worker is killed and replaced) from three clients in a loop, another tenant's
-`POST /templates` answers within 0.5 s of its idle latency, measured on the same stack in
+`POST /templates` answers within 1 s of its idle latency, measured on the same stack in
 the same test; the heavy tenant gets 429 `compile_limited` with `Retry-After` for every
 request beyond its one compile in flight, and a 400 naming the limit for each bomb that
 ran. A tenant over its template rate gets 429 too, before any work is queued, and the
@@ -26,7 +26,11 @@ BOMB = {"name": "bomb", "body": "{{a}}" * 150_000}
 
 LIGHT_ROUNDS = 10
 LIGHT_EVERY = 0.2
-"""The light tenant's uploads are spread over 2 s: across at least one whole bomb."""
+"""The light tenant's uploads are spread over 2 s, inside the heavy tenant's bombs."""
+
+BOUND = 1.0
+"""Seconds a light upload may take beyond its idle latency while bombs compile: a third
+of the 3 s compile limit, which is what waiting behind one bomb would cost."""
 
 
 async def upload(stack: Stack, tenant: Tenant, body: dict[str, Any]) -> tuple[int, Any, Any]:
@@ -47,7 +51,7 @@ async def latencies(stack: Stack, tenant: Tenant, rounds: int) -> list[float]:
 
 
 async def test_heavy_templates_of_one_tenant_do_not_stall_anothers_uploads(settings: Settings):
-    stack = Stack(replace(settings, template_timeout=2.0))
+    stack = Stack(replace(settings, template_timeout=3.0))
     await stack.start("gateway")
     answers: list[tuple[int, Any, Any]] = []
     hammering: list[asyncio.Task[None]] = []
@@ -74,7 +78,7 @@ async def test_heavy_templates_of_one_tenant_do_not_stall_anothers_uploads(setti
         f"while another posts bombs max {max(busy) * 1000:.0f} ms; heavy answers: "
         f"{sorted({status for status, _, _ in answers})}, {len(answers)} in all"
     )
-    assert max(busy) < max(idle) + 0.5, (idle, busy)
+    assert max(busy) < max(idle) + BOUND, (idle, busy)
     statuses = [status for status, _, _ in answers]
     assert set(statuses) == {400, 429}, statuses
     for status, body, headers in answers:
@@ -84,7 +88,7 @@ async def test_heavy_templates_of_one_tenant_do_not_stall_anothers_uploads(setti
             assert int(headers["Retry-After"]) >= 1
         else:
             assert body["error"]["field"] == "body"
-            assert "took longer than 2 s" in body["error"]["message"]
+            assert "took longer than 3 s" in body["error"]["message"]
 
 
 async def test_over_the_template_rate_is_429_and_a_full_pool_queue_is_503(settings: Settings):
