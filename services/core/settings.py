@@ -311,7 +311,8 @@ class Settings:
         "PRESSROOM_MONTHLY_QUOTA",
         0,
         _int(0, 2**62),
-        "successful documents per tenant and month, unless the tenant has its own (0: none)",
+        "documents per tenant and month, unless the tenant has its own (0: none): succeeded"
+        " ones and those of accepted work not finished yet count",
     )
     free_tier: int = _var(
         "PRESSROOM_FREE_TIER",
@@ -367,6 +368,36 @@ class Settings:
         10.0,
         _float(0.1, 600),
         "time limit to render (renderer) or compile (gateway) one template, s",
+    )
+    template_workers: int = _var(
+        "PRESSROOM_TEMPLATE_WORKERS",
+        2,
+        _int(1, 64),
+        "gateway: worker processes that compile stored templates, shared by every tenant",
+    )
+    template_concurrency: int = _var(
+        "PRESSROOM_TEMPLATE_CONCURRENCY",
+        1,
+        _int(1, 64),
+        "gateway: template compiles one tenant may have in flight at once; more get 429",
+    )
+    template_rate: float = _var(
+        "PRESSROOM_TEMPLATE_RATE",
+        2.0,
+        _float(0.01, 10_000),
+        "gateway: template compiles per second per tenant (POST /templates); more get 429",
+    )
+    template_burst: int = _var(
+        "PRESSROOM_TEMPLATE_BURST",
+        20,
+        _int(1, 100_000),
+        "gateway: template compiles a tenant may make at once above its template rate",
+    )
+    template_queue: int = _var(
+        "PRESSROOM_TEMPLATE_QUEUE",
+        16,
+        _int(0, 10_000),
+        "gateway: template compiles waiting for a worker at most, every tenant's; more get 503",
     )
     template_max_output: int = _var(
         "PRESSROOM_TEMPLATE_MAX_OUTPUT",

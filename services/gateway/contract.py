@@ -358,8 +358,10 @@ TEMPLATES: dict[tuple[str, str], Route] = {
         "Store a template, or the next version of one with that name",
         "templates",
         {201: answers.TemplateCreated},
-        WRITE_ERRORS,
+        (*WRITE_ERRORS, 429),
         body=Body(requests.TemplateRequest, TEMPLATE_EXAMPLE),
+        description="The body, header and footer must compile as Jinja2, within the "
+        "tenant's share of the gateway's template workers (429 `compile_limited` over it).",
     ),
     ("GET", "/templates"): Route(
         "List the tenant's templates, most recently updated first",
