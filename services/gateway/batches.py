@@ -25,6 +25,7 @@ from services.core.errors import (
     RequestError,
     Unavailable,
 )
+from services.core.holds import HoldKind
 from services.core.status import BatchStatus, JobStatus
 from services.gateway import answers, idempotency, templates
 from services.gateway.auth import caller_of, guarded
@@ -160,10 +161,9 @@ def _accepted(batch_id: str, total: int) -> web.Response:
     return answers.respond(body, 202, {"Location": location})
 
 
-def _admit(request: web.Request, tenant: str, total: int, lines: list[bytes]) -> int:
-    """Refuse the batch (429, 503) if the tenant's quota or the log's room cannot take
-    its items; the bytes its items' submissions will add to the log."""
-    request.app[LIMITS].admit_many(tenant, total)
+def _admit(request: web.Request, total: int, lines: list[bytes]) -> int:
+    """Refuse the batch (503) if the log's room cannot take its items; the bytes its
+    items' submissions will add to the log."""
     size = sum(len(line) for line in lines) + total * ITEM_OVERHEAD
     request.app[LOG_ROOM].admit_batch(total, size)
     return size
@@ -182,14 +182,23 @@ async def _repeated(
 async def _store_and_publish(
     request: web.Request, batch: BatchRequest, ids: tuple[str, str], key: str | None
 ) -> bool:
-    """Store the item list, then publish the batch; True if the log took it now."""
-    tenant, _ = ids
+    """Hold every item's document in the tenant's monthly quota (if it has one), store
+    the item list, then publish the batch; True if the log took it now. The hold is
+    given back if the log did not take the batch."""
+    tenant, batch_id = ids
     lines = _item_lines(batch, request.app[SETTINGS].stream_max_msg_size)
-    size = _admit(request, tenant, len(lines), lines)
+    size = _admit(request, len(lines), lines)
     event = await _submitted_event(request, batch, ids, key)
-    items = b"".join(lines)
-    await request.app[STORAGE].put(event.items_key, items, "application/x-ndjson")
-    fresh = await bus.publish_batch(request.app[JS], event)
+    limits, pool = request.app[LIMITS], request.app[POOL]
+    held = await limits.hold(pool, tenant, batch_id, HoldKind.BATCH, len(lines))
+    try:
+        items = b"".join(lines)
+        await request.app[STORAGE].put(event.items_key, items, "application/x-ndjson")
+        fresh = await bus.publish_batch(request.app[JS], event)
+    except PressroomError:
+        if held:
+            await limits.release(pool, batch_id)
+        raise
     if fresh:
         request.app[LOG_ROOM].took_batch(len(lines), size)
     return fresh
@@ -198,7 +207,8 @@ async def _store_and_publish(
 async def submit_batch(request: web.Request) -> web.Response:
     """`POST /batches`: 202 once the item list is stored and the batch's `submitted`
     event is durable in JetStream. The same checks as `POST /jobs` apply (rate limit,
-    log room), and the tenant's monthly quota must have room for every item."""
+    log room), and the tenant's monthly quota must have room for every item: they are
+    held in it before the batch is published."""
     settings = request.app[SETTINGS]
     tenant = caller_of(request).tenant
     _require_nats(request)

@@ -131,7 +131,8 @@ TENANT_ID = path_id("tenant")
 EVENT_STREAM = Media(
     ("text/event-stream",),
     "Server-Sent Events: `id: <stream sequence>`, `event: <name>`, `data: <one-line JSON>`; "
-    "`: keep-alive` comments while idle; the stream closes after the terminal event",
+    "`: keep-alive` comments while idle; the stream closes after the terminal event, or "
+    'with a last `event: error` (data `{"error": {...}}`) once its key is revoked',
 )
 HTML = Media(("text/html",), "an HTML page")
 STATIC = Media(("text/html", "text/javascript", "text/css"), "a static file")
@@ -366,8 +367,10 @@ TEMPLATES: dict[tuple[str, str], Route] = {
         "Store a template, or the next version of one with that name",
         "templates",
         {201: answers.TemplateCreated},
-        WRITE_ERRORS,
+        (*WRITE_ERRORS, 429),
         body=Body(requests.TemplateRequest, TEMPLATE_EXAMPLE),
+        description="The body, header and footer must compile as Jinja2, within the "
+        "tenant's share of the gateway's template workers (429 `compile_limited` over it).",
     ),
     ("GET", "/templates"): Route(
         "List the tenant's templates, most recently updated first",

@@ -13,6 +13,7 @@ from aiohttp import web
 
 from services.core import bus, crypto, db, diagnosis, events, metrics, netpolicy, timeline
 from services.core.errors import Conflict, NotFound, PressroomError, Unavailable
+from services.core.holds import HoldKind
 from services.core.status import JobStatus
 from services.gateway import answers, idempotency, templates
 from services.gateway.auth import caller_of, guarded
@@ -106,11 +107,27 @@ async def _repeated(
     return not first and await _in_log(request, job_id, tenant)
 
 
+async def _hold_and_publish(request: web.Request, event: events.JobSubmitted) -> bool:
+    """Hold the job's document in its tenant's monthly quota (if it has one), then
+    publish its submission; True if the log took it now. The hold is given back if the
+    log did not take it."""
+    limits, pool = request.app[LIMITS], request.app[POOL]
+    held = await limits.hold(pool, event.tenant, event.job_id, HoldKind.JOB, 1)
+    try:
+        await request.app[SINGLES].ensure(request.app[JS], event.tenant)
+        return await bus.publish(request.app[JS], event)
+    except PressroomError:
+        if held:
+            await limits.release(pool, event.job_id)
+        raise
+
+
 async def submit_job(request: web.Request) -> web.Response:
     """`POST /jobs`: 202 once the `submitted` event is durable in JetStream.
 
     A `template_id` is resolved here, from PostgreSQL: such a job gets a 503 while
-    PostgreSQL is down, where other jobs still get their 202.
+    PostgreSQL is down, where other jobs still get their 202. So does the job of a tenant
+    with a monthly quota, whose document is held in PostgreSQL before it is published.
     """
     settings = request.app[SETTINGS]
     tenant = caller_of(request).tenant
@@ -123,10 +140,9 @@ async def submit_job(request: web.Request) -> web.Response:
     job_id = job_id_for(settings.server_key_bytes(), tenant, key)
     if key is not None and await _repeated(request, job, tenant, key, job_id):
         return _accepted(job_id)
-    event = await _submitted_event(request, job, tenant, job_id, key)
     try:
-        await request.app[SINGLES].ensure(request.app[JS], tenant)
-        fresh = await bus.publish(request.app[JS], event)
+        event = await _submitted_event(request, job, tenant, job_id, key)
+        fresh = await _hold_and_publish(request, event)
     except PressroomError:  # not in the log: the key is free for the same request again
         if key is not None:
             await idempotency.release(request.app[IDEMPOTENCY], tenant, key)

@@ -75,7 +75,8 @@ STATUS_TEXT = {
     413: "The body is over its limit (or too large for one message on the log)",
     416: "The `Range` starts past the end of the file (`Content-Range: bytes */<size>`)",
     422: "The `Idempotency-Key` was used for another request",
-    429: "Over the tenant's rate, quota or stream limit; retry after `Retry-After` seconds",
+    429: "Over the tenant's rate, quota, stream or template-compile limit; retry after "
+    "`Retry-After` seconds",
     503: "NATS or PostgreSQL is unreachable, or the log is full; retry shortly",
 }
 SCHEMES = {
