@@ -46,6 +46,7 @@ from services.core.busaccess import Role
 from services.core.errors import Unavailable
 from services.core.settings import Settings, SettingsError
 from services.core.signing import new_secret
+from services.core.valuefiles import FILE_SUFFIX
 
 log = logging.getLogger("dev")
 
@@ -264,7 +265,8 @@ def service_env(
     envs = {}
     for name in SERVICES:
         envs[name] = {**base, "PRESSROOM_METRICS_PORT": str(free_port())}
-        if seeds is not None:
+        if seeds is not None:  # the embedded NATS knows these identities alone
+            envs[name].pop("PRESSROOM_NATS_NKEY_SEED" + FILE_SUFFIX, None)
             envs[name]["PRESSROOM_NATS_NKEY_SEED"] = seeds[f"{SEED}{name}"]
     return envs
 
@@ -306,11 +308,11 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
     overrides = embedded_defaults(settings, data, kept)
     seeds = None
     async with contextlib.AsyncExitStack() as stack:
-        if "PRESSROOM_NATS_URL" not in os.environ:
+        if not given("PRESSROOM_NATS_URL"):
             nats = await stack.enter_async_context(embedded_nats(data, kept))
             overrides["PRESSROOM_NATS_URL"] = nats
             seeds = kept
-        if "PRESSROOM_DATABASE_URL" not in os.environ:
+        if not given("PRESSROOM_DATABASE_URL"):
             pg = await stack.enter_async_context(embedded_postgres(data))
             overrides["PRESSROOM_DATABASE_URL"] = pg
         envs = service_env(settings, overrides, seeds)
@@ -340,7 +342,12 @@ def embedded_defaults(settings: Settings, data: Path, kept: dict[str, str]) -> d
         "PRESSROOM_ADMIN_KEY": kept["admin_key"],
         "PRESSROOM_SERVER_KEY": kept["server_key"],
     }
-    return {k: v for k, v in defaults.items() if k not in os.environ}
+    return {k: v for k, v in defaults.items() if not given(k)}
+
+
+def given(variable: str) -> bool:
+    """Whether the person set `variable`, or the file variable that stands for it."""
+    return variable in os.environ or variable + FILE_SUFFIX in os.environ
 
 
 class BootstrapError(Exception):
