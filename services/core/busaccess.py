@@ -317,9 +317,10 @@ GRANTS: Mapping[Role, Grants] = {
 
 @dataclass(frozen=True)
 class Variable:
-    """A value nats-server reads from its environment (or its configuration's variables)
-    where the configuration says `$name`: deploy/k8s gives the NATS pods each service's
-    public key this way, from the Secret, so the permissions stay in the ConfigMap."""
+    """A value nats-server takes from its configuration's variables (or its environment)
+    where the configuration says `$name`: deploy/k8s defines each service's public key in
+    a file of the Secret that the authorization (in the ConfigMap) includes, so an
+    installation's keys and the code's permissions stay apart."""
 
     name: str
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import yaml
 
-from services.bus_cli import seed_name
-from services.core import busaccess, buskeys
+from services.bus_cli import KEYS, KEYS_INCLUDE, keys_conf
+from services.core import buskeys
 from services.core.busaccess import Role
 from tests.conftest import BIN, nats_port, reported_port
 from tests.pki import CLIENT, SERVER, new_pki
@@ -106,22 +106,17 @@ def secret_values(docs: tuple[Any, ...]) -> dict[str, str]:
     return {k: base64.b64decode(v).decode() for k, v in secret["data"].items()}
 
 
-def installation_keys(overlay: str) -> dict[str, str]:
-    """The NATS pods' environment of public keys: the dev overlay's own Secret, else a
-    fresh installation's (`pressroom bus-keys`)."""
+def installation_keys(overlay: str) -> str:
+    """The `nats-keys.conf` the NATS pods mount from the Secret: the dev overlay's own,
+    else a fresh installation's (`pressroom bus-keys`)."""
     if overlay == "dev":
-        values = secret_values(render("dev"))
-    else:
-        values = {seed_name(r): buskeys.new_seed() for r in Role}
-        values |= {busaccess.public_key_variable(r).name: "" for r in Role}
-    for role in Role:
-        key = busaccess.public_key_variable(role).name
-        values[key] = values[key] or buskeys.public_key(values[seed_name(role)])
-    return values
+        return secret_values(render("dev"))[KEYS]
+    return keys_conf({role: buskeys.new_seed() for role in Role})
 
 
 def nats_files(overlay: str, folder: Path) -> tuple[Path, dict[str, str]]:
-    """The overlay's NATS configuration written out as its pod sees it (storage and
+    """The overlay's NATS configuration written out as its pod sees it (the ConfigMap in
+    `folder/nats`, the Secret's keys beside it in `folder/nats-keys`; storage and
     certificates moved into `folder`), and the pod's environment."""
     tls = new_pki(folder / "tls")
     cert, key = tls.issue("nats", SERVER, CLIENT)
@@ -132,14 +127,16 @@ def nats_files(overlay: str, folder: Path) -> tuple[Path, dict[str, str]]:
         f"{TLS_FILES}tls.key": str(key),
         f"{TLS_FILES}ca.crt": str(tls.ca_file),
     }
+    config = folder / "nats"
+    config.mkdir(parents=True, exist_ok=True)
     for name, text in config_data(render(overlay), "nats-config").items():
         for old, new in moved.items():
             text = text.replace(old, new)
-        (folder / name).write_text(text)
-    keys = installation_keys(overlay)
-    env = {"POD_NAME": "nats-0", "PATH": "/usr/bin:/bin"}
-    env |= {v.name: keys[v.name] for v in map(busaccess.public_key_variable, Role)}
-    return folder / "nats.conf", env
+        (config / name).write_text(text)
+    keys = config / KEYS_INCLUDE
+    keys.parent.mkdir(parents=True, exist_ok=True)
+    keys.write_text(installation_keys(overlay))
+    return config / "nats.conf", {"POD_NAME": "nats-0", "PATH": "/usr/bin:/bin"}
 
 
 @contextlib.contextmanager

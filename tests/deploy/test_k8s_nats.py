@@ -1,10 +1,11 @@
 """deploy/k8s' NATS as a cluster would run it: who may connect, as whom, and over what.
 
-Verifies: nats-server accepts every overlay's configuration (with the installation's keys
-in its environment, as the Secret gives them, and production's certificates); the
-permissions in the ConfigMap are those `core/busaccess` makes (so they cannot drift from
-the code), and every overlay's NATS reads them; each service's pod gets its own seed and no
-other, and the NATS pods every public key; the dev overlay's public keys are its seeds';
+Verifies: nats-server accepts every overlay's configuration (with the installation's
+public keys mounted from the Secret, and production's certificates); the permissions in
+the ConfigMap are those `core/busaccess` makes (so they cannot drift from the code), and
+every overlay's NATS reads them; each service's pod gets its own seed and no other (in
+production as a file), the NATS pods the public keys and no seed; the dev overlay's
+public keys are its seeds';
 its NATS, run for real, refuses a client without credentials and a renderer's submission,
 and lets each service in; production speaks TLS from the first byte with the
 certificates of the Secret `nats-tls`, its services trusting that CA and holding no key.
@@ -12,14 +13,15 @@ certificates of the Secret `nats-tls`, its services trusting that CA and holding
 
 from __future__ import annotations
 
+import posixpath
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import nats
 import pytest
 
-from services.bus_cli import kubernetes_authorization, seed_name
-from services.core import busaccess, buskeys
+from services.bus_cli import KEYS, KEYS_INCLUDE, keys_conf, kubernetes_authorization, seed_name
 from services.core.busaccess import Role
 from tests.conftest import BIN, eventually
 from tests.deploy.k8s import (
@@ -58,26 +60,48 @@ def test_nats_grants_each_service_what_busaccess_says_and_no_more(overlay: str) 
         "regenerate: pressroom bus-keys --authorization > deploy/k8s/base/nats-authorization.conf"
     )
     assert 'include "nats-authorization.conf"' in config["nats.conf"]
-    nats_env = {e["name"]: e for e in container(named(docs, "StatefulSet", "nats"))["env"]}
-    for role in Role:
-        ref = nats_env[busaccess.public_key_variable(role).name]["valueFrom"]["secretKeyRef"]
-        assert ref["name"].startswith("pressroom-secrets"), ref  # the dev overlay's is made
-        assert ref["key"] == busaccess.public_key_variable(role).name
-    assert not [e for e in nats_env if e.startswith("NATS_SEED")], "NATS holds no seed"
+    stateful = named(docs, "StatefulSet", "nats")
+    config_dir = next(m for m in container(stateful)["volumeMounts"] if m["name"] == "config")
+    keys_at = posixpath.normpath(posixpath.join(config_dir["mountPath"], KEYS_INCLUDE))
+    assert secret_items(stateful) == {keys_at: KEYS}, "NATS reads the public keys, no seed"
     for role in SERVICES:
-        env = container(named(docs, "Deployment", role)).get("env", [])
-        seeds = [e for e in env if e["name"] == "PRESSROOM_NATS_NKEY_SEED"]
-        assert len(seeds) == 1, role
-        assert seeds[0]["valueFrom"]["secretKeyRef"]["key"] == seed_name(role), role
-        refs = [e.get("valueFrom", {}).get("secretKeyRef", {}).get("key", "") for e in env]
-        assert [k for k in refs if k.startswith("NATS_")] == [seed_name(role)], role
+        deployment = named(docs, "Deployment", role)
+        read = [k for k in secret_items(deployment).values() if k.startswith("NATS_")]
+        read += [k for k in env_secrets(deployment).values() if k.startswith("NATS_")]
+        assert read == [seed_name(role)], (role, read)
+        env = {e["name"]: e for e in container(deployment).get("env", [])}
+        if "PRESSROOM_NATS_NKEY_SEED_FILE" in env:  # production: a file
+            path = env["PRESSROOM_NATS_NKEY_SEED_FILE"]["value"]
+            assert secret_items(deployment)[path] == seed_name(role), role
+            assert "PRESSROOM_NATS_NKEY_SEED" not in env, role
+        else:
+            assert env_secrets(deployment)["PRESSROOM_NATS_NKEY_SEED"] == seed_name(role)
+
+
+def secret_items(workload: dict[str, Any]) -> dict[str, str]:
+    """Where each key of `pressroom-secrets` the workload mounts is: path -> key."""
+    volumes = {v["name"]: v for v in workload["spec"]["template"]["spec"]["volumes"]}
+    found = {}
+    for mount in container(workload).get("volumeMounts", []):
+        secret = volumes.get(mount["name"], {}).get("secret", {})  # else a claim
+        if secret.get("secretName", "").startswith("pressroom-secrets"):
+            for item in secret["items"]:
+                found[f"{mount['mountPath']}/{item['path']}"] = item["key"]
+    return found
+
+
+def env_secrets(workload: dict[str, Any]) -> dict[str, str]:
+    """Each variable the workload's container gets from a Secret: variable -> key."""
+    return {
+        e["name"]: e["valueFrom"]["secretKeyRef"]["key"]
+        for e in container(workload).get("env", [])
+        if "secretKeyRef" in e.get("valueFrom", {})
+    }
 
 
 def test_the_dev_overlay_s_public_keys_are_its_seeds() -> None:
     values = secret_values(render("dev"))
-    for role in Role:
-        key = values[busaccess.public_key_variable(role).name]
-        assert key == buskeys.public_key(values[seed_name(role)]), role
+    assert values[KEYS] == keys_conf({role: values[seed_name(role)] for role in Role})
 
 
 async def test_the_dev_overlay_s_nats_refuses_strangers_and_lets_each_service_in(
