@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from services.core.errors import FinishingError, PressroomError
 from services.core.pageoptions import PageOptions
-from services.renderer.finishing import attachments, encrypt, facturx, marks, pdfa, sign
-from services.renderer.finishing.context import Context, Step
+from services.pdftools import attachments, encrypt, facturx, marks, pdfa, sign
+from services.pdftools.context import Context, Step
 
 __all__ = ["STEPS", "Context", "Step", "finish", "needed"]
 

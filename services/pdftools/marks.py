@@ -20,7 +20,7 @@ import pikepdf
 
 from services.core.options import page_numbers
 from services.core.pageoptions import Mark, PageOptions
-from services.renderer.finishing.context import Context
+from services.pdftools.context import Context
 
 KINDS = ("watermark", "stamp")
 MARGIN = 0.04

@@ -20,8 +20,8 @@ from pyhanko.stamp import TextStampStyle
 
 from services.core.errors import RequestError, SigningNotConfigured, TimestampUnavailable
 from services.core.pageoptions import PageOptions, Sign
-from services.renderer.finishing.context import Context
-from services.renderer.finishing.signer import SigningKey, pyhanko_signer
+from services.pdftools.context import Context
+from services.pdftools.signer import SigningKey, pyhanko_signer
 
 FIELD = "Signature1"
 TSA_TIMEOUT = 10  # seconds, of the finishing time limit (PRESSROOM_FINISHING_TIMEOUT)

@@ -12,8 +12,8 @@ import pikepdf
 from services.core.errors import FinishingError
 from services.core.finishingoptions import invoice_problem
 from services.core.pageoptions import FacturX, PageOptions
-from services.renderer.finishing.attachments import embed, saved
-from services.renderer.finishing.context import Context
+from services.pdftools.attachments import embed, saved
+from services.pdftools.context import Context
 
 FILE_NAME = "factur-x.xml"
 NAMESPACE = "urn:factur-x:pdfa:CrossIndustryDocument:invoice:1p0#"

@@ -21,9 +21,9 @@ import pikepdf
 
 from services.core.errors import FinishingError
 from services.core.pageoptions import PageOptions
-from services.renderer.finishing import facturx, xmp
-from services.renderer.finishing.attachments import saved
-from services.renderer.finishing.context import Context
+from services.pdftools import facturx, xmp
+from services.pdftools.attachments import saved
+from services.pdftools.context import Context
 
 SRGB = "sRGB IEC61966-2.1"
 _PRINT, _HIDDEN, _NO_VIEW = 4, 2, 32  # annotation flags (PDF 32000-1, 12.5.3)

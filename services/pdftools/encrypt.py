@@ -9,7 +9,7 @@ import io
 import pikepdf
 
 from services.core.pageoptions import PageOptions
-from services.renderer.finishing.context import Context
+from services.pdftools.context import Context
 
 _GRANTS = {
     "print": ("print_lowres",),

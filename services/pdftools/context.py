@@ -8,7 +8,7 @@ from typing import Protocol
 
 from services.core.pageoptions import PageOptions
 from services.core.settings import Settings
-from services.renderer.finishing.signer import SigningKey, signing_key_of
+from services.pdftools.signer import SigningKey, signing_key_of
 
 
 @dataclass(frozen=True)

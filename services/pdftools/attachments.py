@@ -11,8 +11,8 @@ import pikepdf
 from services.core.errors import FinishingError
 from services.core.finishingoptions import data_url
 from services.core.pageoptions import PageOptions
-from services.renderer.finishing import xmp
-from services.renderer.finishing.context import Context
+from services.pdftools import xmp
+from services.pdftools.context import Context
 
 
 def applies(options: PageOptions) -> bool:
