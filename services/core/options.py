@@ -218,6 +218,11 @@ def _check_page_ranges(options: PageOptions) -> None:
         )
 
 
+def are_page_ranges(ranges: str) -> bool:
+    """Whether `ranges` is pages and ranges such as `1-3, 5, 8-` (what `page_numbers` reads)."""
+    return all(_is_page_range(part.strip()) for part in ranges.split(","))
+
+
 def _is_page_range(text: str) -> bool:
     match = _PAGE_RANGE.match(text)
     if match is None:

@@ -1,32 +1,26 @@
-"""`options.attachments`: files embedded in the PDF (its EmbeddedFiles name tree), each
-with the MIME type of its data URL. In a PDF/A-3 file each is also listed in the
-catalog's /AF array with the relationship /Unspecified (`pdfa.py` writes that array)."""
+"""The `attach` step (and `options.attachments`): files embedded in the PDF (its
+EmbeddedFiles name tree), each with its MIME type and its /AFRelationship. In a PDF/A-3
+file each is also listed in the catalog's /AF array (`pdfa.py` has pikepdf add it)."""
 
 from __future__ import annotations
 
-import io
+from collections.abc import Mapping
 
 import pikepdf
 
 from services.core.errors import FinishingError
-from services.core.finishingoptions import data_url
-from services.core.pageoptions import PageOptions
 from services.pdftools import xmp
-from services.pdftools.context import Context
+from services.pdftools.document import Document
+from services.pdftools.steps import Attach
 
 
-def applies(options: PageOptions) -> bool:
-    return bool(options.attachments)
-
-
-def apply(pdf: bytes, options: PageOptions, context: Context) -> bytes:
-    with pikepdf.open(io.BytesIO(pdf)) as doc:
-        for index, attachment in enumerate(options.attachments or ()):
-            decoded = data_url(attachment.content)
-            if decoded is None:  # the gateway refuses these; an old one may not have
-                raise FinishingError(f"options.attachments[{index}].content is not a data URL")
-            embed(doc, attachment.name, decoded[1], decoded[0], "Unspecified")
-        return saved(doc)
+def attach(doc: Document, step: Attach, files: Mapping[str, bytes]) -> None:
+    """Embed each file of `step`, read from the job's other inputs (`files`)."""
+    pdf = doc.pdf()
+    for index, file in enumerate(step.files):
+        if file.source not in files:  # `rules.check_steps` names it at the gateway
+            raise FinishingError(f"files[{index}].source {file.source!r} is not an input")
+        embed(pdf, file.name, files[file.source], file.mime, file.relationship)
 
 
 def embed(doc: pikepdf.Pdf, name: str, data: bytes, mime: str, relationship: str) -> None:
@@ -41,10 +35,3 @@ def embed(doc: pikepdf.Pdf, name: str, data: bytes, mime: str, relationship: str
         relationship=pikepdf.Name("/" + relationship),
     )
     doc.attachments[name] = spec
-
-
-def saved(doc: pikepdf.Pdf) -> bytes:
-    """`doc` written out (object streams, so the added structures cost little)."""
-    out = io.BytesIO()
-    doc.save(out, object_stream_mode=pikepdf.ObjectStreamMode.generate)
-    return out.getvalue()

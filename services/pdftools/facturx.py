@@ -1,55 +1,44 @@
-"""`options.facturx`: the invoice's CII XML embedded as `factur-x.xml` (MIME text/xml)
-with the relationship its profile calls for, in a PDF/A-3b whose XMP carries the
-Factur-X extension schema (`xmp_extra`, written by `pdfa.py`), as Factur-X 1.0 asks so
+"""The `facturx` step (and `options.facturx`): the invoice's CII XML, checked first
+(`invoice.checked`: its own profile equal to the declared one, valid against that
+profile's Factur-X XSD), embedded as `factur-x.xml` (MIME text/xml) with the
+relationship its profile calls for, in a PDF/A-3b whose XMP carries the Factur-X
+properties and their extension schema (`xmp_extra`), as Factur-X 1.0 asks so
 e-invoicing software finds the invoice."""
 
 from __future__ import annotations
 
-import io
-
-import pikepdf
-
-from services.core.errors import FinishingError
-from services.core.finishingoptions import invoice_problem
-from services.core.pageoptions import FacturX, PageOptions
-from services.pdftools.attachments import embed, saved
-from services.pdftools.context import Context
+from services.pdftools import invoice, pdfa
+from services.pdftools.attachments import embed
+from services.pdftools.document import Document
+from services.pdftools.xmp import FACTURX
 
 FILE_NAME = "factur-x.xml"
-NAMESPACE = "urn:factur-x:pdfa:CrossIndustryDocument:invoice:1p0#"
+NAMESPACE = FACTURX
 DATA_ONLY = ("MINIMUM", "BASIC WL")
 """Profiles that do not hold a whole invoice: their XML is /Data, the others' /Alternative
 (the PDF and the XML are the same invoice)."""
 
 
-def applies(options: PageOptions) -> bool:
-    return options.facturx is not None
+def relationship(profile: str) -> str:
+    return "Data" if profile in DATA_ONLY else "Alternative"
 
 
-def relationship(invoice: FacturX) -> str:
-    return "Data" if invoice.profile in DATA_ONLY else "Alternative"
+def apply(doc: Document, xml: str, declared: str | None, icc_profile: str, where: str) -> list[str]:
+    """Check the invoice, embed it and make `doc` a PDF/A-3b with the Factur-X XMP;
+    the PDF/A warnings (constructs not checked). `where` names the XML in errors."""
+    profile = invoice.checked(xml, declared, where)
+    embed(doc.pdf(), FILE_NAME, xml.encode(), "text/xml", relationship(profile))
+    return pdfa.convert(doc, "3b", icc_profile, extension=xmp_extra(profile))
 
 
-def apply(pdf: bytes, options: PageOptions, context: Context) -> bytes:
-    invoice = options.facturx
-    if invoice is None:
-        return pdf
-    problem = invoice_problem(invoice.xml)  # the gateway checked; an older one may not have
-    if problem is not None:
-        raise FinishingError(f"options.facturx.xml {problem}")
-    with pikepdf.open(io.BytesIO(pdf)) as doc:
-        embed(doc, FILE_NAME, invoice.xml.encode(), "text/xml", relationship(invoice))
-        return saved(doc)
-
-
-def xmp_extra(invoice: FacturX) -> str:
+def xmp_extra(profile: str) -> str:
     """The XMP descriptions of the Factur-X properties and of their extension schema."""
     return (
         f'<rdf:Description rdf:about="" xmlns:fx="{NAMESPACE}">\n'
         f"<fx:DocumentType>INVOICE</fx:DocumentType>"
         f"<fx:DocumentFileName>{FILE_NAME}</fx:DocumentFileName>"
         f"<fx:Version>1.0</fx:Version>"
-        f"<fx:ConformanceLevel>{invoice.profile}</fx:ConformanceLevel>\n"
+        f"<fx:ConformanceLevel>{profile}</fx:ConformanceLevel>\n"
         "</rdf:Description>\n" + _EXTENSION_SCHEMA
     )
 

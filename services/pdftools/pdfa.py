@@ -1,16 +1,22 @@
-"""`options.pdfa` (`"2b"` or `"3b"`, and `facturx`, which is a PDF/A-3b): a PDF/A file.
+"""The `pdfa` step (and `options.pdfa`, `options.facturx`): a PDF/A-1b, 2b or 3b file,
+or `PdfaNotPossible` naming why the document cannot be one.
 
-What Chromium prints is close already (fonts embedded as subsets, no encryption, no
-JavaScript, a trailer /ID from qpdf); this step adds what PDF/A requires beyond it:
+pikepdf's PDF/A module does the work: `prepare` replaces the output intents with one for
+`PRESSROOM_ICC_PROFILE` (sRGB), sets the Print flag on annotations and removes hidden
+ones, adds /CIDSet to PDF/A-1 subset fonts, gives PDF/A-3 embedded files their /AF
+entries, and rewrites the XMP with the PDF/A identification and the Info's values; the
+document is then written with the settings the level pins (PDF/A-1: PDF 1.4, no object
+streams) and the written bytes are checked by pikepdf's allowlist validator, whose
+violations (veraPDF's rule ids) are the error's reasons.
 
-- an sRGB output intent, the ICC profile `PRESSROOM_ICC_PROFILE`, since Chromium draws
-  in DeviceRGB;
-- XMP metadata equal to the document information, with the PDF/A identification
-  (`xmp.py`), and the Factur-X schema when there is an invoice;
-- the Print flag on every annotation (links), and no Hidden or NoView flag;
-- in PDF/A-3 the catalog's /AF array naming every embedded file.
+Before that, what no repair can give fails at once with a plain reason: a font used on a
+page that is not embedded, and embedded files in PDF/A-1 or 2. Two quirks of Chromium's
+files that the allowlist does not know are tidied away first (a /Type key in /MarkInfo
+and /ViewerPreferences, neither defined there; PDF 1.5's /Tabs for PDF/A-1).
 
-A font that is not embedded fails the job (`FinishingError`): such a file cannot conform.
+pikepdf's validator does not read XMP extension schemas, so a Factur-X file's `fx:`
+properties and their schema show as "namespace not permitted": exactly those findings,
+for the namespaces the extension declares, are set aside (`declared_by_extension`).
 """
 
 from __future__ import annotations
@@ -18,93 +24,109 @@ from __future__ import annotations
 import io
 
 import pikepdf
+import pikepdf.pdfa
 
-from services.core.errors import FinishingError
-from services.core.pageoptions import PageOptions
-from services.pdftools import facturx, xmp
-from services.pdftools.attachments import saved
-from services.pdftools.context import Context
+from services.core.errors import FinishingError, PdfaNotPossible
+from services.pdftools import xmp
+from services.pdftools.document import Document
 
+LEVELS = ("1b", "2b", "3b")
 SRGB = "sRGB IEC61966-2.1"
-_PRINT, _HIDDEN, _NO_VIEW = 4, 2, 32  # annotation flags (PDF 32000-1, 12.5.3)
+_EXTENSION_NAMESPACES = tuple(
+    xmp.NAMESPACES[prefix] for prefix in ("fx", "pdfaExtension", "pdfaSchema", "pdfaProperty")
+)
+_MAX_REASONS = 5
 
 
-def applies(options: PageOptions) -> bool:
-    return options.pdfa is not None or options.facturx is not None
-
-
-def level(options: PageOptions) -> str:
-    """`"2b"` or `"3b"`: Factur-X is always PDF/A-3b."""
-    return "3b" if options.facturx is not None else options.pdfa or "3b"
-
-
-def apply(pdf: bytes, options: PageOptions, context: Context) -> bytes:
-    part, conformance = level(options)[0], level(options)[1].upper()
-    with pikepdf.open(io.BytesIO(pdf)) as doc:
-        check_fonts(doc)
-        add_output_intent(doc, context.icc_profile)
-        flag_annotations(doc)
-        if part == "3":
-            list_embedded_files(doc)
-        extra = facturx.xmp_extra(options.facturx) if options.facturx is not None else ""
-        doc.Root.Metadata = doc.make_stream(xmp.packet(doc, part, conformance, extra))
-        doc.Root.Metadata.Type = pikepdf.Name.Metadata
-        doc.Root.Metadata.Subtype = pikepdf.Name.XML
-        return saved(doc)
-
-
-def add_output_intent(doc: pikepdf.Pdf, icc_profile: str) -> None:
-    try:
-        with open(icc_profile, "rb") as file:
-            profile = doc.make_stream(file.read(), N=3)
-    except OSError as exc:  # the renderer's setup, not the job: still the same every time
-        raise FinishingError(f"the sRGB profile for PDF/A cannot be read: {exc}") from None
-    intent = pikepdf.Dictionary(
-        Type=pikepdf.Name.OutputIntent,
-        S=pikepdf.Name.GTS_PDFA1,
-        OutputConditionIdentifier=pikepdf.String(SRGB),
-        Info=pikepdf.String(SRGB),
-        RegistryName=pikepdf.String("http://www.color.org"),
-        DestOutputProfile=profile,
+def convert(doc: Document, level: str, icc_profile: str, extension: str = "") -> list[str]:
+    """Make `doc` PDF/A-`level` and write it; the validator's notes on what it does not
+    check (each a warning for the report). `extension`: XMP descriptions to add."""
+    pdf = doc.pdf()
+    _refuse_impossible(pdf, level, doc.name)
+    _tidy(pdf, level)
+    pikepdf.pdfa.prepare(
+        pdf, level, output_intent=_profile(icc_profile), output_condition_identifier=SRGB
     )
-    doc.Root.OutputIntents = pikepdf.Array([doc.make_indirect(intent)])
+    if extension:
+        xmp.add_descriptions(pdf, extension)
+    doc.save_kwargs = pikepdf.pdfa.resolve_save_kwargs(level)
+    doc.pdfa = level
+    report = pikepdf.pdfa.validate_written(io.BytesIO(doc.data()), level, doc.save_kwargs)
+    findings = [f for f in report.findings if not (extension and declared_by_extension(f))]
+    violations = [f for f in findings if f.kind == "violation"]
+    if violations:
+        reasons = "; ".join(f"{f.message} ({f.where}, {f.rule})" for f in violations[:_MAX_REASONS])
+        more = len(violations) - _MAX_REASONS
+        raise PdfaNotPossible(
+            f"{doc.name} cannot be PDF/A-{level}: {reasons}"
+            + (f"; and {more} more" if more > 0 else "")
+        )
+    return [f"PDF/A-{level} not checked: {f.message} ({f.where})" for f in findings]
 
 
-def flag_annotations(doc: pikepdf.Pdf) -> None:
-    for page in doc.pages:
-        for annotation in page.obj.get("/Annots", pikepdf.Array()):
-            flags = int(annotation.get("/F", 0))
-            annotation.F = (flags | _PRINT) & ~(_HIDDEN | _NO_VIEW)
+def _profile(path: str) -> bytes:
+    try:
+        with open(path, "rb") as file:
+            return file.read()
+    except OSError as exc:  # the service's setup, not the job: still the same every time
+        raise FinishingError(f"the sRGB profile for PDF/A cannot be read: {exc}") from None
 
 
-def list_embedded_files(doc: pikepdf.Pdf) -> None:
-    files = [spec.obj for spec in doc.attachments.values()]
-    if files:
-        doc.Root.AF = pikepdf.Array(files)
+def _refuse_impossible(pdf: pikepdf.Pdf, level: str, name: str) -> None:
+    if level != "3b" and pdf.attachments:
+        files = ", ".join(sorted(pdf.attachments)[:3])
+        raise PdfaNotPossible(
+            f"{name} cannot be PDF/A-{level}: it embeds files ({files}); PDF/A-1 allows "
+            "none and PDF/A-2 only PDF/A files: use 3b"
+        )
+    check_fonts(pdf, name)
 
 
-def check_fonts(doc: pikepdf.Pdf) -> None:
-    """`FinishingError` naming the first font used on a page that is not embedded."""
-    for number, page in enumerate(doc.pages, start=1):
+def _tidy(pdf: pikepdf.Pdf, level: str) -> None:
+    for key in ("/MarkInfo", "/ViewerPreferences"):
+        holder = pdf.Root.get(key)
+        if isinstance(holder, pikepdf.Dictionary) and "/Type" in holder:
+            del holder["/Type"]
+    if level == "1b":
+        for page in pdf.pages:
+            if "/Tabs" in page.obj:
+                del page.obj["/Tabs"]
+
+
+def check_fonts(pdf: pikepdf.Pdf, name: str) -> None:
+    """`PdfaNotPossible` naming the first font used on a page that is not embedded."""
+    for number, page in enumerate(pdf.pages, start=1):
         for font in _fonts(page.obj.get("/Resources", pikepdf.Dictionary())):
-            if not _embedded(font):
-                raise FinishingError(
-                    f"font {font.get('/BaseFont')} on page {number} is not embedded"
+            if not embedded(font):
+                raise PdfaNotPossible(
+                    f"{name} cannot be PDF/A: font {font.get('/BaseFont')} on page {number} "
+                    "is not embedded"
                 )
 
 
-def _fonts(resources: pikepdf.Object) -> list[pikepdf.Object]:
+def _fonts(resources: pikepdf.Object, depth: int = 0) -> list[pikepdf.Object]:
     fonts = list(resources.get("/Font", pikepdf.Dictionary()).values())
+    if depth > 8:  # form XObjects nest; a loop of them must not recurse forever
+        return fonts
     for xobject in resources.get("/XObject", pikepdf.Dictionary()).values():
         if xobject.get("/Subtype") == pikepdf.Name.Form and "/Resources" in xobject:
-            fonts += _fonts(xobject.Resources)
+            fonts += _fonts(xobject.Resources, depth + 1)
     return fonts
 
 
-def _embedded(font: pikepdf.Object) -> bool:
+def embedded(font: pikepdf.Object) -> bool:
+    """Whether `font`'s glyphs are in the file (a Type 3 font draws its own)."""
     if font.get("/Subtype") == pikepdf.Name.Type3:
-        return True  # glyphs drawn by the font's own content streams
+        return True
     if font.get("/Subtype") == pikepdf.Name.Type0:
         font = font.DescendantFonts[0]
     descriptor = font.get("/FontDescriptor", pikepdf.Dictionary())
     return any(key in descriptor for key in ("/FontFile", "/FontFile2", "/FontFile3"))
+
+
+def declared_by_extension(finding: pikepdf.pdfa.Finding) -> bool:
+    """A finding about the XMP extension's own namespaces (see the module docstring)."""
+    message = finding.message
+    if any(uri in message for uri in _EXTENSION_NAMESPACES):
+        return True
+    return "XMP property fx:" in message or "XMP property pdfaExtension:" in message

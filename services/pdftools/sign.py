@@ -1,9 +1,16 @@
-"""`options.sign`: a PAdES signature (ETSI.CAdES.detached, baseline B-B; B-T with a
-timestamp) with the renderer's certificate and key, appended as an incremental update,
-so it is the last step: any later change would break it.
+"""The `sign` step (and `options.sign`): a PAdES signature (ETSI.CAdES.detached,
+baseline B-B; B-T with a timestamp) with the service's certificate and key, appended as
+an incremental update, so it is the last step that changes a document: any later change
+would break it. A document signed before keeps its signatures (a new field is added).
 
 An encrypted file (`encrypt` runs before) is signed with its owner password, which the
-job's options hold; the signature's value is not encrypted, as PDF requires. Without a
+job's options hold; the signature's value is not encrypted, as PDF requires.
+
+pyHanko rewrites the XMP when it signs: its `pdf:Producer` becomes pyHanko's name while
+the Info's Producer would get it appended, and a PDF/A validator then finds the two
+apart. The Info's Producer is set to pyHanko's name in the same update first, so both
+say it (the last writer of the file); the namespace prefixes survive the rewrite because
+`xmp` registered them. Without a
 configured key (`PRESSROOM_SIGNING_*`) the job fails at once (`SigningNotConfigured`);
 a timestamp server that fails makes the attempt transient (`TimestampUnavailable`).
 """
@@ -12,58 +19,71 @@ from __future__ import annotations
 
 import io
 
+from pyhanko.pdf_utils import generic
 from pyhanko.pdf_utils.incremental_writer import IncrementalPdfFileWriter
+from pyhanko.pdf_utils.metadata.model import VENDOR
 from pyhanko.sign import fields, signers
 from pyhanko.sign.timestamps import HTTPTimeStamper, TimeStamper
 from pyhanko.sign.timestamps.common_utils import TimestampRequestError
 from pyhanko.stamp import TextStampStyle
 
 from services.core.errors import RequestError, SigningNotConfigured, TimestampUnavailable
-from services.core.pageoptions import PageOptions, Sign
-from services.pdftools.context import Context
+from services.core.pageoptions import Sign
+from services.pdftools import xmp  # noqa: F401  (registers the XMP prefixes pyHanko writes)
+from services.pdftools.document import Document
 from services.pdftools.signer import SigningKey, pyhanko_signer
 
-FIELD = "Signature1"
 TSA_TIMEOUT = 10  # seconds, of the finishing time limit (PRESSROOM_FINISHING_TIMEOUT)
 STAMP = TextStampStyle(stamp_text="Digitally signed by %(signer)s\nDate: %(ts)s", border_width=1)
 """A visible signature's appearance."""
 NOT_CONFIGURED = (
-    "options.sign needs a signing certificate and key on the renderer: set "
+    "signing needs a signing certificate and key on the renderer: set "
     "PRESSROOM_SIGNING_CERT and PRESSROOM_SIGNING_KEY (PEM files; "
     "PRESSROOM_SIGNING_KEY_PASSWORD for an encrypted key)"
 )
 
 
-def applies(options: PageOptions) -> bool:
-    return options.sign is not None
-
-
-def apply(pdf: bytes, options: PageOptions, context: Context) -> bytes:
-    sign = options.sign
-    if sign is None:
-        return pdf
-    if context.signing is None:
-        raise SigningNotConfigured(NOT_CONFIGURED, field="options.sign")
-    writer = IncrementalPdfFileWriter(io.BytesIO(pdf))
-    if options.encrypt is not None:
-        writer.encrypt(options.encrypt.owner_password)  # type: ignore[no-untyped-call]
+def apply(doc: Document, sign: Sign, signing: SigningKey | None, field: str) -> None:
+    """Sign `doc` with `signing` (`field` names the step or option in errors)."""
+    if signing is None:
+        raise SigningNotConfigured(NOT_CONFIGURED, field=field)
+    writer = IncrementalPdfFileWriter(io.BytesIO(doc.data()))
+    if writer.prev.encrypted:
+        writer.encrypt(doc.password)  # type: ignore[no-untyped-call]
+    _align_producer(writer)
+    name = _free_name(writer)
     signer = signers.PdfSigner(
-        _metadata(sign),
-        pyhanko_signer(context.signing),
-        timestamper=_timestamper(context.signing),
-        new_field_spec=_field(writer, sign),
+        _metadata(sign, name),
+        pyhanko_signer(signing),
+        timestamper=_timestamper(signing),
+        new_field_spec=_field(writer, sign, name, field),
         stamp_style=STAMP,
     )
     try:
         signed: io.BytesIO = signer.sign_pdf(writer)
     except TimestampRequestError as exc:
         raise TimestampUnavailable(f"the timestamp server failed: {exc}") from None
-    return signed.getvalue()
+    doc.replace(signed.getvalue(), signed=True)
 
 
-def _metadata(sign: Sign) -> signers.PdfSignatureMetadata:
+def _align_producer(writer: IncrementalPdfFileWriter) -> None:
+    """Info's Producer as pyHanko will write the XMP's (see the module docstring)."""
+    if "/Metadata" not in writer.root or "/Info" not in writer.trailer:
+        return  # no XMP: pyHanko appends its name to the Info's Producer alone
+    info = writer.trailer["/Info"]
+    info["/Producer"] = generic.TextStringObject(VENDOR)
+    writer.update_container(info)
+
+
+def _free_name(writer: IncrementalPdfFileWriter) -> str:
+    """`Signature1`, or the first `SignatureN` no field of the document has."""
+    taken = {name for name, _, _ in fields.enumerate_sig_fields(writer.prev)}
+    return next(f"Signature{n}" for n in range(1, len(taken) + 2) if f"Signature{n}" not in taken)
+
+
+def _metadata(sign: Sign, name: str) -> signers.PdfSignatureMetadata:
     return signers.PdfSignatureMetadata(
-        field_name=FIELD,
+        field_name=name,
         reason=sign.reason,
         location=sign.location,
         subfilter=fields.SigSeedSubFilter.PADES,
@@ -77,15 +97,16 @@ def _timestamper(identity: SigningKey) -> TimeStamper | None:
     return HTTPTimeStamper(identity.tsa_url, timeout=TSA_TIMEOUT) if identity.tsa_url else None
 
 
-def _field(writer: IncrementalPdfFileWriter, sign: Sign) -> fields.SigFieldSpec:
+def _field(
+    writer: IncrementalPdfFileWriter, sign: Sign, name: str, field: str
+) -> fields.SigFieldSpec:
     if not sign.visible or sign.box is None:
-        return fields.SigFieldSpec(FIELD)  # no box: an invisible signature
+        return fields.SigFieldSpec(name)  # no box: an invisible signature
     page = sign.page or 1
     count = int(writer.root["/Pages"]["/Count"])
     if page > count:
         raise RequestError(
-            f"options.sign.page is {page} but the document has {count} pages",
-            field="options.sign.page",
+            f"{field}.page is {page} but the document has {count} pages", field=f"{field}.page"
         )
     x1, y1, x2, y2 = (round(value) for value in sign.box)
-    return fields.SigFieldSpec(FIELD, on_page=page - 1, box=(x1, y1, x2, y2))
+    return fields.SigFieldSpec(name, on_page=page - 1, box=(x1, y1, x2, y2))

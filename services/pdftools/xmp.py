@@ -1,38 +1,40 @@
-"""The XMP metadata packet of a PDF/A file, written whole from the document information
-dictionary (so the two say the same, as PDF/A requires), with the PDF/A identification
-and, for Factur-X, a description and extension schema of its own (`extra`)."""
+"""XMP details the libraries leave to us: the namespace prefixes as the standards spell
+them, descriptions added to a packet (Factur-X's properties and extension schema), and
+PDF dates.
+
+pikepdf and pyHanko both write XMP through lxml, which names a namespace it was not told
+about `ns0`: PDF/A validators and Factur-X readers look for `fx:`, `pdfaid:`, `pdfuaid:`.
+Importing this module registers every prefix Pressroom writes with lxml (process-wide,
+which is what both libraries read), so a packet they rewrite (pyHanko does, when it
+signs) keeps the standard prefixes.
+"""
 
 from __future__ import annotations
 
 import datetime
-from xml.sax.saxutils import escape
 
 import pikepdf
-from pikepdf.models.metadata import decode_pdf_date
+from lxml import etree
 
+FACTURX = "urn:factur-x:pdfa:CrossIndustryDocument:invoice:1p0#"
 NAMESPACES = {
     "pdfaid": "http://www.aiim.org/pdfa/ns/id/",
+    "pdfuaid": "http://www.aiim.org/pdfua/ns/id/",
     "dc": "http://purl.org/dc/elements/1.1/",
     "pdf": "http://ns.adobe.com/pdf/1.3/",
     "xmp": "http://ns.adobe.com/xap/1.0/",
+    "fx": FACTURX,
+    "pdfaExtension": "http://www.aiim.org/pdfa/ns/extension/",
+    "pdfaSchema": "http://www.aiim.org/pdfa/ns/schema#",
+    "pdfaProperty": "http://www.aiim.org/pdfa/ns/property#",
 }
+RDF = "http://www.w3.org/1999/02/22-rdf-syntax-ns#"
+_HEADER = '<?xpacket begin="\ufeff" id="W5M0MpCehiHzreSzNTczkc9d"?>\n'.encode()
+_TRAILER = b'\n<?xpacket end="w"?>'
+_PARSER = etree.XMLParser(resolve_entities=False, no_network=True, remove_blank_text=False)
 
-
-def packet(doc: pikepdf.Pdf, part: str, conformance: str, extra: str = "") -> bytes:
-    """The XMP of `doc` as PDF/A-`part``conformance`; dates are added to the document
-    information when Chromium left them out."""
-    info = _dated(doc)
-    xmlns = " ".join(f'xmlns:{prefix}="{uri}"' for prefix, uri in NAMESPACES.items())
-    body = "".join(_properties(info))
-    return (
-        '<?xpacket begin="\ufeff" id="W5M0MpCehiHzreSzNTczkc9d"?>\n'
-        '<x:xmpmeta xmlns:x="adobe:ns:meta/">\n'
-        '<rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#">\n'
-        f'<rdf:Description rdf:about="" {xmlns}>\n'
-        f"<pdfaid:part>{part}</pdfaid:part><pdfaid:conformance>{conformance}</pdfaid:conformance>\n"
-        f"{body}</rdf:Description>\n{extra}</rdf:RDF>\n</x:xmpmeta>\n"
-        '<?xpacket end="w"?>'
-    ).encode()
+for _prefix, _uri in NAMESPACES.items():
+    etree.register_namespace(_prefix, _uri)
 
 
 def pdf_date() -> str:
@@ -40,33 +42,29 @@ def pdf_date() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("D:%Y%m%d%H%M%S+00'00'")
 
 
-def _dated(doc: pikepdf.Pdf) -> dict[str, str]:
-    now = pdf_date()
-    for key in ("/CreationDate", "/ModDate"):
-        if key not in doc.docinfo:
-            doc.docinfo[key] = now
-    return {str(k): str(v) for k, v in doc.docinfo.items() if isinstance(v, pikepdf.String)}
+def add_descriptions(pdf: pikepdf.Pdf, descriptions: str) -> None:
+    """Append `descriptions` (`rdf:Description` elements, as XML text) to the document's
+    XMP packet, replacing earlier descriptions of the same namespaces."""
+    with pdf.open_metadata(set_pikepdf_as_editor=False, update_docinfo=False):
+        pass  # makes the packet when the document has none
+    root = etree.fromstring(pdf.Root.Metadata.read_bytes(), _PARSER)
+    rdf = root if root.tag == f"{{{RDF}}}RDF" else root.find(f"{{{RDF}}}RDF")
+    if rdf is None:
+        raise ValueError("the XMP packet has no rdf:RDF")
+    wrapper = f'<rdf:RDF xmlns:rdf="{RDF}">{descriptions}</rdf:RDF>'
+    added = list(etree.fromstring(wrapper.encode(), _PARSER))
+    namespaces = {uri for element in added for uri in element.nsmap.values()} - {RDF}
+    for old in list(rdf):
+        if namespaces & (set(old.nsmap.values()) - {RDF}) and _describes(old, namespaces):
+            rdf.remove(old)
+    rdf.extend(added)
+    stream = pdf.make_stream(_HEADER + etree.tostring(root, encoding="utf-8") + _TRAILER)
+    stream.Type, stream.Subtype = pikepdf.Name.Metadata, pikepdf.Name.XML
+    pdf.Root.Metadata = stream
 
 
-def _properties(info: dict[str, str]) -> list[str]:
-    lines = []
-    if "/Title" in info:
-        lines.append(f"<dc:title>{_alt(info['/Title'])}</dc:title>\n")
-    if "/Author" in info:
-        author = f"<rdf:Seq><rdf:li>{escape(info['/Author'])}</rdf:li></rdf:Seq>"
-        lines.append(f"<dc:creator>{author}</dc:creator>\n")
-    if "/Subject" in info:
-        lines.append(f"<dc:description>{_alt(info['/Subject'])}</dc:description>\n")
-    simple = {
-        "/Keywords": "pdf:Keywords",
-        "/Producer": "pdf:Producer",
-        "/Creator": "xmp:CreatorTool",
-    }
-    lines += [f"<{tag}>{escape(info[key])}</{tag}>\n" for key, tag in simple.items() if key in info]
-    for key, tag in (("/CreationDate", "xmp:CreateDate"), ("/ModDate", "xmp:ModifyDate")):
-        lines.append(f"<{tag}>{decode_pdf_date(info[key]).isoformat()}</{tag}>\n")
-    return lines
-
-
-def _alt(text: str) -> str:
-    return f'<rdf:Alt><rdf:li xml:lang="x-default">{escape(text)}</rdf:li></rdf:Alt>'
+def _describes(element: etree._Element, namespaces: set[str]) -> bool:
+    """Whether `element` holds properties only of `namespaces`."""
+    used = {etree.QName(child).namespace for child in element}
+    used |= {etree.QName(name).namespace for name in element.attrib}
+    return bool(used - {RDF, None}) and used - {RDF, None} <= namespaces
