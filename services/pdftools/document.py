@@ -15,6 +15,7 @@ opened: a flate, PNG-predictor, RunLength, TIFF or JPEG stream that would decode
 from __future__ import annotations
 
 import io
+import re
 from typing import Any
 
 import pikepdf
@@ -33,6 +34,14 @@ COMPACT: dict[str, Any] = {
 }
 """How documents are written unless a step pins other settings (`pdfa`): object
 streams and compressed structure (a tagged Chromium PDF shrinks several-fold)."""
+
+
+_STREAM = re.compile(r"stream <_io\.BytesIO object at 0x[0-9a-f]+>:? ?")
+
+
+def described(problem: object, name: str) -> str:
+    """qpdf's message about a document read from memory, naming the document instead."""
+    return _STREAM.sub("", str(problem)).strip() or f"{name} is damaged"
 
 
 def guard() -> None:
@@ -56,7 +65,7 @@ def open_pdf(data: bytes, name: str, password: str = "") -> pikepdf.Pdf:
         given = "the password given is wrong" if password else "give its password"
         raise PdfEncrypted(f"{name} is encrypted: {given}") from None
     except (pikepdf.PdfError, ValueError, RecursionError) as exc:
-        raise PdfInvalid(f"{name} is not a PDF that can be read: {exc}") from None
+        raise PdfInvalid(f"{name} is not a PDF that can be read: {described(exc, name)}") from None
 
 
 class Document:

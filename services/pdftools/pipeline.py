@@ -54,7 +54,7 @@ from services.pdftools import (
     validate,
 )
 from services.pdftools.context import Context, Limits
-from services.pdftools.document import Document, guard
+from services.pdftools.document import Document, described, guard
 from services.pdftools.report import Output, Report, StepRecord
 from services.pdftools.rules import check_steps
 from services.pdftools.steps import (
@@ -173,6 +173,9 @@ def _opened(
         doc = Document(name, given.data, given.password)
         pdf: pikepdf.Pdf = _guarded(doc.view, "reading", doc.name)
         doc.pages = _counted(pdf, doc.name)
+        if doc.pages == 0:
+            why = "".join(f" ({described(w, doc.name)})" for w in pdf.get_warnings()[:1])
+            raise PdfInvalid(f"{doc.name} has no page that can be read{why}")
         report.pages_processed += doc.pages
         if report.pages_processed > limits.pages:
             raise TooManyPages(
@@ -182,7 +185,7 @@ def _opened(
         found = active.found(pdf)
         if found and not reporting:
             raise PdfActiveContent(f"{doc.name} has JavaScript or launch actions: {found[0]}")
-        report.warnings.extend(f"{doc.name}: {w}" for w in pdf.get_warnings()[:5])
+        report.warnings += [f"{doc.name}: {described(w, doc.name)}" for w in pdf.get_warnings()[:5]]
         docs.append(doc)
     return docs
 
@@ -201,9 +204,12 @@ def _guarded(action: Callable[[], Any], doing: str, name: str) -> Any:
     except PressroomError:
         raise
     except pikepdf.DataDecodingError as exc:
-        raise PdfInvalid(f"{doing} {name}: a stream cannot be decoded ({exc})") from None
+        raise PdfInvalid(
+            f"{doing} {name}: a stream cannot be decoded ({described(exc, name)})"
+        ) from None
     except (pikepdf.PdfError, pikepdf.ForeignObjectError, PyhankoPdfError, RecursionError) as exc:
-        raise PdfInvalid(f"{doing} {name} failed on a damaged part of it: {exc}") from None
+        problem = described(exc, name)
+        raise PdfInvalid(f"{doing} {name} failed on a damaged part of it: {problem}") from None
 
 
 def _step(docs: list[Document], step: Step, work: Work, index: int) -> list[Document]:

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import io
 
+from cryptography import x509
+from cryptography.hazmat.primitives.asymmetric import rsa
 from pyhanko.pdf_utils import generic
 from pyhanko.pdf_utils.incremental_writer import IncrementalPdfFileWriter
 from pyhanko.pdf_utils.metadata.model import VENDOR
@@ -27,7 +29,12 @@ from pyhanko.sign.timestamps import HTTPTimeStamper, TimeStamper
 from pyhanko.sign.timestamps.common_utils import TimestampRequestError
 from pyhanko.stamp import TextStampStyle
 
-from services.core.errors import RequestError, SigningNotConfigured, TimestampUnavailable
+from services.core.errors import (
+    PdfaNotPossible,
+    RequestError,
+    SigningNotConfigured,
+    TimestampUnavailable,
+)
 from services.core.pageoptions import Sign
 from services.pdftools import xmp  # noqa: F401  (registers the XMP prefixes pyHanko writes)
 from services.pdftools.document import Document
@@ -47,6 +54,12 @@ def apply(doc: Document, sign: Sign, signing: SigningKey | None, field: str) -> 
     """Sign `doc` with `signing` (`field` names the step or option in errors)."""
     if signing is None:
         raise SigningNotConfigured(NOT_CONFIGURED, field=field)
+    if doc.pdfa and not _keeps_pdf_1(signing):
+        raise PdfaNotPossible(
+            f"{doc.name} is PDF/A-{doc.pdfa}, and a signature with the service's key (not "
+            "RSA) makes it PDF 2.0 (ISO/TS 32002), which PDF/A-1, 2 and 3 forbid: sign PDF/A "
+            "files with an RSA key (PRESSROOM_SIGNING_KEY)"
+        )
     writer = IncrementalPdfFileWriter(io.BytesIO(doc.data()))
     if writer.prev.encrypted:
         writer.encrypt(doc.password)  # type: ignore[no-untyped-call]
@@ -64,6 +77,13 @@ def apply(doc: Document, sign: Sign, signing: SigningKey | None, field: str) -> 
     except TimestampRequestError as exc:
         raise TimestampUnavailable(f"the timestamp server failed: {exc}") from None
     doc.replace(signed.getvalue(), signed=True)
+
+
+def _keeps_pdf_1(signing: SigningKey) -> bool:
+    """Whether pyHanko signs with this key within PDF 1.7: RSA does; ECDSA and EdDSA
+    need PDF 2.0's ISO/TS 32002 extension, and pyHanko raises the version for them."""
+    key = x509.load_der_x509_certificate(signing.certificate).public_key()
+    return isinstance(key, rsa.RSAPublicKey)
 
 
 def _align_producer(writer: IncrementalPdfFileWriter) -> None:

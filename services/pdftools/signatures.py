@@ -18,8 +18,12 @@ from pyhanko.sign.validation import validate_pdf_signature
 from pyhanko.sign.validation.errors import SignatureValidationError
 from pyhanko.sign.validation.pdf_embedded import EmbeddedPdfSignature
 from pyhanko.sign.validation.status import SignatureCoverageLevel
+from pyhanko_certvalidator import ValidationContext
 
 from services.pdftools.report import SignatureFacts
+
+_UNTRUSTED = ValidationContext(trust_roots=[], allow_fetching=False)
+"""No trust roots, no network: the cryptographic verdict only (never the system's list)."""
 
 
 def found(data: bytes, password: str = "") -> list[SignatureFacts]:
@@ -37,7 +41,7 @@ def found(data: bytes, password: str = "") -> list[SignatureFacts]:
 def _facts(signature: EmbeddedPdfSignature) -> SignatureFacts:
     signer = _signer(signature)
     try:
-        status = validate_pdf_signature(signature, skip_diff=True)
+        status = validate_pdf_signature(signature, _UNTRUSTED, skip_diff=True)
     except (SignatureValidationError, PdfError, ValueError) as exc:
         return SignatureFacts(
             field=signature.field_name,

@@ -25,7 +25,7 @@ import pikepdf
 import pytest
 import pytest_asyncio
 
-from services.core.errors import FinishingError, PdfInvalid
+from services.core.errors import FinishingError, InvoiceInvalid, PdfInvalid
 from services.core.jail import Jail, TemplateLimits
 from services.core.pageoptions import Attachment, Encrypt, FacturX, Metadata, PageOptions
 from services.renderer import finishing
@@ -223,3 +223,14 @@ async def test_a_bad_invoice_that_reached_the_renderer_fails_deterministically()
 async def test_a_pdf_the_library_cannot_read_is_pdf_invalid_naming_the_document() -> None:
     with pytest.raises(PdfInvalid, match=r"document\.pdf is not a PDF that can be read"):
         finishing.finish(b"not a pdf", PageOptions(attachments=(Attachment("a", CSV),)), CONTEXT)
+
+
+async def test_a_rendered_invoice_failing_the_factur_x_xsd_is_refused_naming_the_problem(
+    printed: RenderResult,
+) -> None:
+    """The audit's finding: an XSD-invalid XML used to be embedded without complaint."""
+    invalid = INVOICE_XML.replace("<ram:TypeCode>380</ram:TypeCode>", "", 1)
+    with pytest.raises(
+        InvoiceInvalid, match=r"options\.facturx\.xml fails the Factur-X EN 16931 XSD"
+    ):
+        finishing.finish(printed.data, PageOptions(facturx=FacturX(xml=invalid)), CONTEXT)
