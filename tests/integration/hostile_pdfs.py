@@ -8,6 +8,7 @@ Each function returns the file's bytes; `CORPUS` names them for the tests.
 
 from __future__ import annotations
 
+import functools
 import io
 import zlib
 from collections.abc import Callable
@@ -61,8 +62,10 @@ def garbage() -> bytes:
     return b"%PDF-1.7\n" + b"\x00\xff" * 500
 
 
-def flate_bomb(gib: int = 2) -> bytes:
-    """A page whose content is deflated twice: a few KB that decode to `gib` GiB."""
+@functools.cache
+def flate_bomb(gib: int = 1) -> bytes:
+    """A page whose content is deflated twice: a few KB that decode to `gib` GiB (over
+    qpdf's decoding limit, `document.DECODE_LIMIT`)."""
     inner = zlib.compressobj(9)
     zeros = b"\0" * (1 << 20)
     once = b"".join(inner.compress(zeros) for _ in range(1024 * gib)) + inner.flush()
@@ -89,13 +92,16 @@ def deep_nesting(levels: int = 10_000) -> bytes:
 
 
 def many_pages(pages: int = 20_000) -> bytes:
-    """`pages` empty pages sharing one content stream (a small file)."""
-    pdf = pikepdf.new()
-    pdf.add_blank_page(page_size=(300, 200))
-    first = pdf.pages[0]
-    for _ in range(pages - 1):
-        pdf.pages.append(first)
-    return _saved(pdf, object_stream_mode=pikepdf.ObjectStreamMode.generate)
+    """`pages` empty pages in one flat page tree (a file of about 1 MB)."""
+    kids = b" ".join(b"%d 0 R" % (3 + n) for n in range(pages))
+    page = b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 300 200] >>"
+    return _by_hand(
+        [
+            b"<< /Type /Catalog /Pages 2 0 R >>",
+            b"<< /Type /Pages /Kids [" + kids + b"] /Count %d >>" % pages,
+            *[page] * pages,
+        ]
+    )
 
 
 def javascript_open_action() -> bytes:
