@@ -76,6 +76,7 @@ from services.pdftools.steps import (
     Step,
     Validate,
     Watermark,
+    kind_of,
     name_of,
 )
 
@@ -216,11 +217,11 @@ def _step(docs: list[Document], step: Step, work: Work, index: int) -> list[Docu
     started = time.perf_counter()
     work.index, work.notes = index, []
     name = name_of(step)
-    run_step = _FLOWS.get(type(step))
+    run_step = _FLOWS.get(kind_of(step))
     if run_step is not None:
         docs = _guarded(functools.partial(run_step, docs, step, work), name, "the documents")
     else:
-        each = _EACH[type(step)]
+        each = _EACH[kind_of(step)]
         for doc in docs:
             _guarded(functools.partial(each, doc, step, work), name, doc.name)
     work.report.steps.append(

@@ -36,6 +36,7 @@ from services.pdftools.steps import (
     Stamp,
     Step,
     Watermark,
+    kind_of,
     name_of,
 )
 
@@ -57,7 +58,7 @@ def check_steps(steps: Sequence[Step], files: Collection[str] = ()) -> None:
     if len(steps) > MAX_STEPS:
         raise RequestError(f"steps may hold at most {MAX_STEPS} steps", field="steps")
     for index, step in enumerate(steps):
-        check = _CHECKS.get(type(step))
+        check = _CHECKS.get(kind_of(step))
         if check is not None:
             check(index, step, files)
     _check_order(steps)

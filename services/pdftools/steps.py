@@ -171,6 +171,11 @@ CHANGES_NOTHING = (ReadMetadata, Validate)
 """Steps that only report: allowed after `sign`, and in pipelines on signed inputs."""
 
 
+def kind_of(step: Step) -> type[Step]:
+    """The step's class in this module (a request's strict subclass is its base's kind)."""
+    return next(c for c in type(step).__mro__ if c.__module__ == __name__ and c is not Step)
+
+
 def name_of(step: Step) -> str:
     """A step's tag, as requests and reports spell it."""
     return str(step.__struct_config__.tag)
