@@ -42,10 +42,12 @@ def merge(docs: list[Document], step: Merge) -> tuple[list[Document], list[str]]
 
 def _copied(source: pikepdf.Pdf, start: int, name: str, notes: list[str]) -> list[OutlineItem]:
     """`source`'s outline as new items pointing at its pages' places after `start`."""
+    if "/Outlines" not in source.Root:
+        return []
     pages = outlines.page_index(source)
-    try:
-        with source.open_outline(max_depth=_MAX_DEPTH) as outline:
-            return [_item(item, source, pages, start) for item in outline.root]
+    try:  # read, not `with`: leaving the block would write the source's outline back
+        outline = source.open_outline(max_depth=_MAX_DEPTH)
+        return [_item(item, source, pages, start) for item in outline.root]
     except (pikepdf.OutlineStructureError, pikepdf.PdfError, RecursionError) as exc:
         notes.append(f"{name}'s outline could not be read and was left out: {exc}")
         return []

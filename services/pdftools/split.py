@@ -57,11 +57,10 @@ def _by_outline(source: pikepdf.Pdf, base: str, count: int) -> list[tuple[str, l
     """One part per top-level outline entry that goes to a page, in page order."""
     pages = outlines.page_index(source)
     starts: list[tuple[int, str]] = []
-    with source.open_outline(max_depth=1) as outline:
-        for item in outline.root:
-            index = outlines.target(item, source, pages)
-            if index is not None:
-                starts.append((index + 1, item.title or base))
+    for item in source.open_outline(max_depth=1).root:  # read only: no `with`
+        index = outlines.target(item, source, pages)
+        if index is not None:
+            starts.append((index + 1, item.title or base))
     starts.sort()
     if not starts:
         return [(f"{base}.pdf", list(range(1, count + 1)))]
