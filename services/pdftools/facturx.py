@@ -2,7 +2,7 @@
 (`invoice.checked`: its own profile equal to the declared one, valid against that
 profile's Factur-X XSD), embedded as `factur-x.xml` (MIME text/xml) with the
 relationship its profile calls for, in a PDF/A-3b whose XMP carries the Factur-X
-properties and their extension schema (`xmp_extra`), as Factur-X 1.0 asks so
+properties and their extension schema (`extension`), as Factur-X 1.0 asks so
 e-invoicing software finds the invoice."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from services.pdftools import invoice, pdfa
 from services.pdftools.attachments import embed
 from services.pdftools.document import Document
-from services.pdftools.xmp import FACTURX
+from services.pdftools.xmp import FACTURX, Extension
 
 FILE_NAME = "factur-x.xml"
 NAMESPACE = FACTURX
@@ -28,43 +28,32 @@ def apply(doc: Document, xml: str, declared: str | None, icc_profile: str, where
     the PDF/A warnings (constructs not checked). `where` names the XML in errors."""
     profile = invoice.checked(xml, declared, where)
     embed(doc.pdf(), FILE_NAME, xml.encode(), "text/xml", relationship(profile))
-    return pdfa.convert(doc, "3b", icc_profile, extension=xmp_extra(profile))
+    return pdfa.convert(doc, "3b", icc_profile, [extension(profile)])
 
 
-def xmp_extra(profile: str) -> str:
-    """The XMP descriptions of the Factur-X properties and of their extension schema."""
-    return (
-        f'<rdf:Description rdf:about="" xmlns:fx="{NAMESPACE}">\n'
-        f"<fx:DocumentType>INVOICE</fx:DocumentType>"
-        f"<fx:DocumentFileName>{FILE_NAME}</fx:DocumentFileName>"
-        f"<fx:Version>1.0</fx:Version>"
-        f"<fx:ConformanceLevel>{profile}</fx:ConformanceLevel>\n"
-        "</rdf:Description>\n" + _EXTENSION_SCHEMA
+def extension(profile: str) -> Extension:
+    """The Factur-X properties of the XMP, and their extension schema (Factur-X 1.0)."""
+    return Extension(
+        prefix="fx",
+        schema="Factur-X PDFA Extension Schema",
+        values={
+            "DocumentType": "INVOICE",
+            "DocumentFileName": FILE_NAME,
+            "Version": "1.0",
+            "ConformanceLevel": profile,
+        },
+        kinds={
+            "DocumentFileName": ("Text", "external", "The name of the embedded XML document"),
+            "DocumentType": (
+                "Text",
+                "external",
+                "The type of the hybrid document in capital letters",
+            ),
+            "Version": ("Text", "external", "The actual version of the Factur-X XML schema"),
+            "ConformanceLevel": (
+                "Text",
+                "external",
+                "The conformance level of the embedded XML document",
+            ),
+        },
     )
-
-
-def _property(name: str, description: str) -> str:
-    return (
-        f'<rdf:li rdf:parseType="Resource"><pdfaProperty:name>{name}</pdfaProperty:name>'
-        "<pdfaProperty:valueType>Text</pdfaProperty:valueType>"
-        "<pdfaProperty:category>external</pdfaProperty:category>"
-        f"<pdfaProperty:description>{description}</pdfaProperty:description></rdf:li>\n"
-    )
-
-
-_EXTENSION_SCHEMA = (
-    '<rdf:Description rdf:about=""'
-    ' xmlns:pdfaExtension="http://www.aiim.org/pdfa/ns/extension/"'
-    ' xmlns:pdfaSchema="http://www.aiim.org/pdfa/ns/schema#"'
-    ' xmlns:pdfaProperty="http://www.aiim.org/pdfa/ns/property#">\n'
-    '<pdfaExtension:schemas><rdf:Bag><rdf:li rdf:parseType="Resource">\n'
-    "<pdfaSchema:schema>Factur-X PDFA Extension Schema</pdfaSchema:schema>"
-    f"<pdfaSchema:namespaceURI>{NAMESPACE}</pdfaSchema:namespaceURI>"
-    "<pdfaSchema:prefix>fx</pdfaSchema:prefix>\n<pdfaSchema:property><rdf:Seq>\n"
-    + _property("DocumentFileName", "The name of the embedded XML document")
-    + _property("DocumentType", "The type of the hybrid document in capital letters")
-    + _property("Version", "The actual version of the Factur-X XML schema")
-    + _property("ConformanceLevel", "The conformance level of the embedded XML document")
-    + "</rdf:Seq></pdfaSchema:property>\n</rdf:li></rdf:Bag></pdfaExtension:schemas>\n"
-    "</rdf:Description>\n"
-)

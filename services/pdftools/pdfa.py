@@ -22,37 +22,44 @@ for the namespaces the extension declares, are set aside (`declared_by_extension
 from __future__ import annotations
 
 import io
+from collections.abc import Sequence
 
 import pikepdf
 import pikepdf.pdfa
 
 from services.core.errors import FinishingError, PdfaNotPossible
-from services.pdftools import xmp
+from services.pdftools import pdfua, xmp
 from services.pdftools.document import Document
 
 LEVELS = ("1b", "2b", "3b")
 SRGB = "sRGB IEC61966-2.1"
-_EXTENSION_NAMESPACES = tuple(
-    xmp.NAMESPACES[prefix] for prefix in ("fx", "pdfaExtension", "pdfaSchema", "pdfaProperty")
-)
+_MACHINERY = tuple(xmp.NAMESPACES[p] for p in ("pdfaExtension", "pdfaSchema", "pdfaProperty"))
+"""The namespaces of the extension schemas themselves."""
 _MAX_REASONS = 5
 
 
-def convert(doc: Document, level: str, icc_profile: str, extension: str = "") -> list[str]:
+def convert(
+    doc: Document, level: str, icc_profile: str, extensions: Sequence[xmp.Extension] = ()
+) -> list[str]:
     """Make `doc` PDF/A-`level` and write it; the validator's notes on what it does not
-    check (each a warning for the report). `extension`: XMP descriptions to add."""
+    check (each a warning for the report). `extensions`: XMP properties PDF/A does not
+    predefine, declared by extension schemas (a PDF/UA identification is kept so)."""
     pdf = doc.pdf()
     _refuse_impossible(pdf, level, doc.name)
     _tidy(pdf, level)
+    if pdfua.claimed(pdf):
+        extensions = [*extensions, pdfua.EXTENSION]
     pikepdf.pdfa.prepare(
         pdf, level, output_intent=_profile(icc_profile), output_condition_identifier=SRGB
     )
-    if extension:
-        xmp.add_descriptions(pdf, extension)
+    if extensions:
+        xmp.add_extensions(pdf, extensions)
     doc.save_kwargs = pikepdf.pdfa.resolve_save_kwargs(level)
     doc.pdfa = level
     report = pikepdf.pdfa.validate_written(io.BytesIO(doc.data()), level, doc.save_kwargs)
-    findings = [f for f in report.findings if not (extension and declared_by_extension(f))]
+    uris = {e.uri for e in extensions}
+    prefixes = {e.prefix for e in extensions}
+    findings = [f for f in report.findings if not declared_by_extension(f, uris, prefixes)]
     violations = [f for f in findings if f.kind == "violation"]
     if violations:
         reasons = "; ".join(f"{f.message} ({f.where}, {f.rule})" for f in violations[:_MAX_REASONS])
@@ -124,9 +131,14 @@ def embedded(font: pikepdf.Object) -> bool:
     return any(key in descriptor for key in ("/FontFile", "/FontFile2", "/FontFile3"))
 
 
-def declared_by_extension(finding: pikepdf.pdfa.Finding) -> bool:
-    """A finding about the XMP extension's own namespaces (see the module docstring)."""
+def declared_by_extension(
+    finding: pikepdf.pdfa.Finding, uris: set[str], prefixes: set[str]
+) -> bool:
+    """A finding about a namespace an extension schema declares, or about the schemas
+    themselves (see the module docstring); none when no extension is declared."""
+    if not uris:
+        return False
     message = finding.message
-    if any(uri in message for uri in _EXTENSION_NAMESPACES):
+    if any(uri in message for uri in (*uris, *_MACHINERY)):
         return True
-    return "XMP property fx:" in message or "XMP property pdfaExtension:" in message
+    return any(f"XMP property {prefix}:" in message for prefix in (*prefixes, "pdfaExtension"))

@@ -17,6 +17,25 @@ from services.core.errors import PdfUaNotPossible
 from services.pdftools import xmp
 from services.pdftools.document import Document
 from services.pdftools.steps import PdfUA
+from services.pdftools.xmp import Extension
+
+EXTENSION = Extension(
+    prefix="pdfuaid",
+    schema="PDF/UA Universal Accessibility Schema",
+    values={"part": "1"},
+    kinds={
+        "part": ("Integer", "internal", "Indicates, which part of ISO 14289 standard is followed")
+    },
+)
+"""The PDF/UA identification as a PDF/A file declares it (PDF/A predefines no pdfuaid)."""
+
+
+def claimed(pdf: pikepdf.Pdf) -> bool:
+    """Whether the document's XMP identifies it as PDF/UA."""
+    if "/Metadata" not in pdf.Root:
+        return False
+    meta = pdf.open_metadata(set_pikepdf_as_editor=False, update_docinfo=False)
+    return "pdfuaid:part" in meta
 
 
 def identify(doc: Document, step: PdfUA) -> None:

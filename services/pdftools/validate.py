@@ -99,7 +99,8 @@ def _pdfa_checks(pdf: pikepdf.Pdf, data: bytes, claim: str | None) -> list[Check
         return [_not_applicable("pdfa_rules", "the XMP claims no PDF/A level")]
     level = claim[0] + "b"  # A and U files are B files too: their B rules are checked
     report = pikepdf.pdfa.validate_written(io.BytesIO(data), level)
-    violations = [f for f in report.violations if not declared_by_extension(f)]
+    uris, prefixes = xmp.declared(pdf)
+    violations = [f for f in report.violations if not declared_by_extension(f, uris, prefixes)]
     reasons = "; ".join(f"{f.message} ({f.rule})" for f in violations[:_MAX_REASONS])
     checks = [_check("pdfa_rules", not violations, reasons)]
     checks.append(_check("xmp_present", "/Metadata" in pdf.Root, "no XMP metadata stream"))

@@ -12,6 +12,9 @@ signs) keeps the standard prefixes.
 from __future__ import annotations
 
 import datetime
+from collections.abc import Sequence
+from dataclasses import dataclass
+from xml.sax.saxutils import escape
 
 import pikepdf
 from lxml import etree
@@ -40,6 +43,81 @@ for _prefix, _uri in NAMESPACES.items():
 def pdf_date() -> str:
     """Now as a PDF date, in UTC, with the apostrophe PDF 1.7 wants after the minutes."""
     return datetime.datetime.now(datetime.UTC).strftime("D:%Y%m%d%H%M%S+00'00'")
+
+
+@dataclass(frozen=True)
+class Extension:
+    """Properties of a namespace PDF/A does not predefine (Factur-X's `fx`, PDF/UA's
+    `pdfuaid` for PDF/A), with the PDF/A extension schema that declares them: each
+    property's value, and its value type, category and description."""
+
+    prefix: str
+    schema: str
+    values: dict[str, str]
+    kinds: dict[str, tuple[str, str, str]]
+
+    @property
+    def uri(self) -> str:
+        return NAMESPACES[self.prefix]
+
+    def description(self) -> str:
+        body = "".join(
+            f"<{self.prefix}:{k}>{escape(v)}</{self.prefix}:{k}>" for k, v in self.values.items()
+        )
+        opening = f'<rdf:Description rdf:about="" xmlns:{self.prefix}="{self.uri}">'
+        return f"{opening}{body}</rdf:Description>\n"
+
+    def schema_item(self) -> str:
+        properties = "".join(
+            '<rdf:li rdf:parseType="Resource">'
+            f"<pdfaProperty:name>{name}</pdfaProperty:name>"
+            f"<pdfaProperty:valueType>{kind}</pdfaProperty:valueType>"
+            f"<pdfaProperty:category>{category}</pdfaProperty:category>"
+            f"<pdfaProperty:description>{escape(text)}</pdfaProperty:description></rdf:li>\n"
+            for name, (kind, category, text) in self.kinds.items()
+        )
+        return (
+            '<rdf:li rdf:parseType="Resource">\n'
+            f"<pdfaSchema:schema>{escape(self.schema)}</pdfaSchema:schema>"
+            f"<pdfaSchema:namespaceURI>{self.uri}</pdfaSchema:namespaceURI>"
+            f"<pdfaSchema:prefix>{self.prefix}</pdfaSchema:prefix>\n"
+            f"<pdfaSchema:property><rdf:Seq>\n{properties}</rdf:Seq></pdfaSchema:property>\n"
+            "</rdf:li>"
+        )
+
+
+def add_extensions(pdf: pikepdf.Pdf, extensions: Sequence[Extension]) -> None:
+    """Each extension's properties, and one PDF/A extension schema list declaring them all."""
+    schemas = "".join(extension.schema_item() for extension in extensions)
+    listing = (
+        '<rdf:Description rdf:about=""'
+        + "".join(
+            f' xmlns:{p}="{NAMESPACES[p]}"' for p in ("pdfaExtension", "pdfaSchema", "pdfaProperty")
+        )
+        + f"><pdfaExtension:schemas><rdf:Bag>{schemas}</rdf:Bag></pdfaExtension:schemas>"
+        "</rdf:Description>\n"
+    )
+    add_descriptions(pdf, "".join(e.description() for e in extensions) + listing)
+
+
+def declared(pdf: pikepdf.Pdf) -> tuple[set[str], set[str]]:
+    """The namespace URIs and prefixes the XMP's PDF/A extension schemas declare."""
+    if "/Metadata" not in pdf.Root:
+        return set(), set()
+    try:
+        root = etree.fromstring(pdf.Root.Metadata.read_bytes(), _PARSER)
+    except etree.XMLSyntaxError:
+        return set(), set()
+    return _values(root, "namespaceURI"), _values(root, "prefix")
+
+
+def _values(root: etree._Element, name: str) -> set[str]:
+    """Each `pdfaSchema:<name>`, as an element or as an attribute (RDF's short form,
+    which pyHanko writes when it rewrites a packet)."""
+    tag = f"{{{NAMESPACES['pdfaSchema']}}}{name}"
+    found = {e.text.strip() for e in root.iter(tag) if e.text}
+    found |= {str(e.get(tag)).strip() for e in root.iter() if e.get(tag) is not None}
+    return found
 
 
 def add_descriptions(pdf: pikepdf.Pdf, descriptions: str) -> None:

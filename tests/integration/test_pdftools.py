@@ -56,6 +56,7 @@ from services.pdftools.steps import (
     Stamp,
     Step,
     Validate,
+    Watermark,
 )
 from services.pdftools.worker import Tools
 from services.renderer.browser import BrowserPool, Html
@@ -312,17 +313,26 @@ async def test_an_invoice_declared_with_another_profile_than_its_own_is_refused(
         )
 
 
-async def test_a_pdf_stamp_is_drawn_over_the_pages_asked(
-    tools: Tools, printed: dict[str, bytes], tmp_path: Path
+@pytest.mark.parametrize("kind", [Stamp, Watermark])
+async def test_a_pdf_mark_is_drawn_on_the_pages_asked_over_or_under_the_content(
+    tools: Tools, printed: dict[str, bytes], tmp_path: Path, kind: type[Stamp | Watermark]
 ) -> None:
     mark = hostile_pdfs.plain(text="APPROVED")
     result = await ran(
-        tools, {"c.pdf": printed["chapters.pdf"]}, Stamp(pdf="mark", pages="2"), mark=mark
+        tools,
+        {"c.pdf": printed["chapters.pdf"]},
+        kind(pdf="mark", pages="2", rotation=0),
+        mark=mark,
     )
     data = result.documents[0].data
     qpdf_check(data, tmp_path)
     assert "APPROVED" in pdftotext(data, tmp_path, "-f", "2", "-l", "2")
     assert "APPROVED" not in pdftotext(data, tmp_path, "-f", "1", "-l", "1")
+    with pikepdf.open(io.BytesIO(data)) as pdf:
+        contents = pdf.pages[1].obj.Contents
+        drawn = [stream.read_bytes() for stream in contents]
+        mark_first = b"/Artifact" in drawn[0]  # a watermark is drawn before the page
+        assert mark_first == (kind is Watermark)
 
 
 async def test_a_signed_facturx_file_keeps_xmp_and_info_equal_and_the_standard_prefixes(
@@ -384,3 +394,18 @@ async def test_a_pdfa_file_is_not_signed_with_a_key_that_would_make_it_pdf_2(
             await ran(tools, {"a.pdf": printed["chapters.pdf"]}, PdfA(level="2b"), Sign())
         signed = await ran(tools, {"a.pdf": printed["chapters.pdf"]}, Sign(), Validate())
         assert validation(signed).signatures[0].intact  # a file that is not PDF/A is signed
+
+
+async def test_a_pdfua_document_made_pdfa_keeps_its_identification_declared_for_pdfa(
+    tools: Tools, printed: dict[str, bytes], tmp_path: Path
+) -> None:
+    """PDF/A predefines no pdfuaid: the identification stays, under an extension schema."""
+    steps = (PdfUA(lang="en"), PdfA(level="2b"), Validate())
+    result = await ran(tools, {"c.pdf": printed["chapters.pdf"]}, *steps)
+    found = validation(result)
+    assert (found.pdfa, found.pdfua) == ("2B", "1") and not failed(found), failed(found)
+    data = result.documents[0].data
+    qpdf_check(data, tmp_path)
+    with pikepdf.open(io.BytesIO(data)) as pdf:
+        xmp = pdf.Root.Metadata.read_bytes()
+    assert b"<pdfaSchema:prefix>pdfuaid</pdfaSchema:prefix>" in xmp and b"ns0" not in xmp
