@@ -76,10 +76,6 @@ class Validation(msgspec.Struct, omit_defaults=True):
     signatures: list[SignatureFacts] = msgspec.field(default_factory=list)
     checks: list[Check] = msgspec.field(default_factory=list)
 
-    @property
-    def failed(self) -> list[Check]:
-        return [check for check in self.checks if check.status is Status.FAILED]
-
 
 class MetadataFacts(msgspec.Struct, omit_defaults=True):
     """A document's metadata: the Info dictionary and the XMP properties, as strings."""

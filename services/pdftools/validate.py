@@ -11,7 +11,7 @@ validation table lists them) and passes, fails with a reason, or does not apply.
                       xmp_info_consistent, output_intent, fonts_embedded, not_encrypted,
                       no_active_content, associated_files (3), no_object_streams (1)
     PDF/UA part       pdfuaid, marked, structure_tree, lang, display_doc_title, title
-    Factur-X          facturx_xml (found), facturx_xsd, facturx_profile
+    Factur-X          facturx_xsd, facturx_profile (when an invoice is embedded)
     signatures        signatures_intact
 """
 
@@ -23,7 +23,7 @@ import re
 import pikepdf
 import pikepdf.pdfa
 
-from services.core.errors import InvoiceInvalid
+from services.core.errors import InvoiceInvalid, PdfaNotPossible
 from services.pdftools import active, invoice, metadata, signatures, xmp
 from services.pdftools.document import Document, open_pdf
 from services.pdftools.pdfa import check_fonts, declared_by_extension
@@ -132,7 +132,7 @@ def _has_output_intent(pdf: pikepdf.Pdf) -> bool:
 def _fonts(pdf: pikepdf.Pdf) -> Check:
     try:
         check_fonts(pdf, "the document")
-    except Exception as exc:  # PdfaNotPossible: the reason is the check's
+    except PdfaNotPossible as exc:  # its reason is the check's
         return _check("fonts_embedded", False, str(exc))
     return _check("fonts_embedded", True)
 
