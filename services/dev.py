@@ -41,6 +41,7 @@ from services.core import runtime
 from services.core.errors import Unavailable
 from services.core.settings import Settings, SettingsError
 from services.core.signing import new_secret
+from services.core.valuefiles import FILE_SUFFIX
 
 log = logging.getLogger("dev")
 
@@ -277,9 +278,9 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
     data.mkdir(parents=True, exist_ok=True)
     overrides = embedded_defaults(settings, data)
     async with contextlib.AsyncExitStack() as stack:
-        if "PRESSROOM_NATS_URL" not in os.environ:
+        if not given("PRESSROOM_NATS_URL"):
             overrides["PRESSROOM_NATS_URL"] = await stack.enter_async_context(embedded_nats(data))
-        if "PRESSROOM_DATABASE_URL" not in os.environ:
+        if not given("PRESSROOM_DATABASE_URL"):
             pg = await stack.enter_async_context(embedded_postgres(data))
             overrides["PRESSROOM_DATABASE_URL"] = pg
         envs = service_env(settings, overrides)
@@ -310,7 +311,12 @@ def embedded_defaults(settings: Settings, data: Path) -> dict[str, str]:
         "PRESSROOM_ADMIN_KEY": kept["admin_key"],
         "PRESSROOM_SERVER_KEY": kept["server_key"],
     }
-    return {k: v for k, v in defaults.items() if k not in os.environ}
+    return {k: v for k, v in defaults.items() if not given(k)}
+
+
+def given(variable: str) -> bool:
+    """Whether the person set `variable`, or the file variable that stands for it."""
+    return variable in os.environ or variable + FILE_SUFFIX in os.environ
 
 
 class BootstrapError(Exception):

@@ -13,7 +13,9 @@
     │   ├── RateLimited           over the tenant's submission rate (HTTP 429)
     │   ├── QuotaExceeded         over the tenant's monthly quota (HTTP 429)
     │   ├── TooManyStreams        the tenant has its most live-update streams open (HTTP 429)
+    │   ├── CompileLimited        over the tenant's share of template compiling (HTTP 429)
     │   ├── Conflict              not possible in the job's current state (HTTP 409)
+    │   ├── RangeNotSatisfiable   a download's Range starts past the file's end (HTTP 416)
     │   ├── TemplateError         Jinja2 could not parse or render the template
     │   ├── OutputTooLarge        the rendered document is over the output limit
     │   ├── InvalidEvent          a message on the log cannot be decoded
@@ -33,6 +35,7 @@
     └── TransientError            may work on a later attempt: retry with backoff
         ├── Unavailable           NATS or Postgres cannot be reached (HTTP 503)
         │   ├── LogFull           the JOBS log has no room for new jobs (HTTP 503)
+        │   ├── RetryLater        not possible now, with the seconds to wait (HTTP 503)
         │   └── Refused           PostgreSQL refused the data (the projector skips it)
         ├── StorageError          object storage failed
         ├── BrowserError          Chromium crashed or the page broke
@@ -172,9 +175,17 @@ class TooManyStreams(TooManyRequests):
 
 
 class QuotaExceeded(TooManyRequests):
-    """The tenant has used its monthly quota of successful documents."""
+    """The tenant's monthly quota has no room left: successful documents of the month
+    and documents held by its accepted, unfinished work fill it."""
 
     kind = "quota_exceeded"
+
+
+class CompileLimited(TooManyRequests):
+    """The tenant has its most template compiles in flight on this gateway, or compiles
+    faster than its template rate (`PRESSROOM_TEMPLATE_*`)."""
+
+    kind = "compile_limited"
 
 
 class Conflict(DeterministicError):
@@ -182,6 +193,21 @@ class Conflict(DeterministicError):
 
     kind = "conflict"
     http_status = 409
+
+
+class RangeNotSatisfiable(DeterministicError):
+    """A download's `Range` starts at or past the end of the file; `size` is the file's
+    length, which the answer states (`Content-Range: bytes */<size>`)."""
+
+    kind = "range_not_satisfiable"
+    http_status = 416
+
+    def __init__(self, message: str, *, size: int) -> None:
+        super().__init__(message, field="Range")
+        self.size = size
+
+    def headers(self) -> dict[str, str]:
+        return {"Content-Range": f"bytes */{self.size}"}
 
 
 class TemplateError(DeterministicError):
@@ -318,6 +344,19 @@ class LogFull(Unavailable):
 
     def headers(self) -> dict[str, str]:
         return {"Retry-After": "30"}
+
+
+class RetryLater(Unavailable):
+    """The request cannot be decided now (PostgreSQL cannot say whether a tenant's quota
+    has room, every template worker is busy and the queue is full); `retry_after` says
+    when to try again, and the message names the cause."""
+
+    def __init__(self, message: str, *, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": str(self.retry_after)}
 
 
 class Refused(Unavailable):

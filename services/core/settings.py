@@ -3,6 +3,12 @@
 `Settings.from_env(environ)` is the only place that reads `PRESSROOM_*` variables. A bad
 value raises `SettingsError` naming the variable and the value, and each service turns that
 into a one-line message and exit status 2.
+
+Any variable `PRESSROOM_X` may instead be given as `PRESSROOM_X_FILE`, the path of a file
+that holds the value (trailing line breaks dropped): secrets then come from files (a
+Kubernetes Secret volume) and stay out of every process's environment. Both at once is an
+error, as is a file that cannot be read; a bad value read from a file is reported without
+the value (`valuefiles`).
 """
 
 from __future__ import annotations
@@ -18,11 +24,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from services.core.valuefiles import SettingsError as SettingsError
+from services.core.valuefiles import raw_value
+
 T = TypeVar("T")
-
-
-class SettingsError(ValueError):
-    """A `PRESSROOM_*` variable holds a value the service cannot use."""
 
 
 def _int(lo: int, hi: int) -> Callable[[str], int]:
@@ -169,6 +174,14 @@ class Settings:
         _int(1, 2**32 - 2),
         "user and group id Chromium runs as when the renderer runs as root",
     )
+    chromium_sandbox: str = _var(
+        "PRESSROOM_CHROMIUM_SANDBOX",
+        "auto",
+        _choice("auto", "require", "off"),
+        "Chromium's own sandbox: auto (on where user namespaces allow, else --no-sandbox "
+        "with a warning), require (refuse to start Chromium without it, or without the wall "
+        "around the renderer's secret files), off (--no-sandbox)",
+    )
     chromium_nice: int = _var(
         "PRESSROOM_CHROMIUM_NICE",
         19,
@@ -298,7 +311,8 @@ class Settings:
         "PRESSROOM_MONTHLY_QUOTA",
         0,
         _int(0, 2**62),
-        "successful documents per tenant and month, unless the tenant has its own (0: none)",
+        "documents per tenant and month, unless the tenant has its own (0: none): succeeded"
+        " ones and those of accepted work not finished yet count",
     )
     free_tier: int = _var(
         "PRESSROOM_FREE_TIER",
@@ -354,6 +368,36 @@ class Settings:
         10.0,
         _float(0.1, 600),
         "time limit to render (renderer) or compile (gateway) one template, s",
+    )
+    template_workers: int = _var(
+        "PRESSROOM_TEMPLATE_WORKERS",
+        2,
+        _int(1, 64),
+        "gateway: worker processes that compile stored templates, shared by every tenant",
+    )
+    template_concurrency: int = _var(
+        "PRESSROOM_TEMPLATE_CONCURRENCY",
+        1,
+        _int(1, 64),
+        "gateway: template compiles one tenant may have in flight at once; more get 429",
+    )
+    template_rate: float = _var(
+        "PRESSROOM_TEMPLATE_RATE",
+        2.0,
+        _float(0.01, 10_000),
+        "gateway: template compiles per second per tenant (POST /templates); more get 429",
+    )
+    template_burst: int = _var(
+        "PRESSROOM_TEMPLATE_BURST",
+        20,
+        _int(1, 100_000),
+        "gateway: template compiles a tenant may make at once above its template rate",
+    )
+    template_queue: int = _var(
+        "PRESSROOM_TEMPLATE_QUEUE",
+        16,
+        _int(0, 10_000),
+        "gateway: template compiles waiting for a worker at most, every tenant's; more get 503",
     )
     template_max_output: int = _var(
         "PRESSROOM_TEMPLATE_MAX_OUTPUT",
@@ -446,14 +490,14 @@ class Settings:
         """Build settings from `environ`, raising `SettingsError` on the first bad value."""
         values: dict[str, Any] = {}
         for f in dataclasses.fields(cls):
-            name = f.metadata["env"]
-            if name not in environ:
+            found = raw_value(environ, f.metadata["env"])
+            if found is None:
                 continue
-            raw = environ[name]
+            raw, source = found
             try:
                 values[f.name] = f.metadata["parse"](raw)
-            except ValueError as exc:
-                raise SettingsError(f"{name}={raw!r} is invalid: {exc}") from None
+            except ValueError as exc:  # a value from a file is not shown: it may be a secret
+                raise SettingsError(f"{source} is invalid: {exc}") from None
         return cls(**values)
 
     def __post_init__(self) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import re
 from typing import Annotated, Any
 
 import msgspec
@@ -27,6 +28,10 @@ log = logging.getLogger(__name__)
 TenantName = Annotated[
     str, msgspec.Meta(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 ]
+
+
+ID = re.compile(r"[A-Za-z0-9_.-]{1,100}")
+"""What a tenant's or a key's id may be (`crypto.new_id`'s, and the tenant `default`)."""
 
 
 class RateLimitRequest(msgspec.Struct, forbid_unknown_fields=True):
@@ -116,8 +121,17 @@ async def list_tenants(request: web.Request) -> web.Response:
     return answers.respond(answers.TenantList(tenants=[tenant_view(t) for t in tenants]))
 
 
+def _id_of(request: web.Request, name: str, what: str) -> str:
+    """The path's id `name`; `NotFound` for one no tenant or key can have (so PostgreSQL
+    never sees a NUL, which it refuses)."""
+    value = request.match_info[name]
+    if not ID.fullmatch(value):
+        raise NotFound(f"no {what} {value!r}")
+    return value
+
+
 async def _tenant_or_404(request: web.Request) -> tenancy.Tenant:
-    tenant_id = request.match_info["tenant_id"]
+    tenant_id = _id_of(request, "tenant_id", "tenant")
     with unavailable_without_postgres("tenants are unavailable"):
         tenant = await tenancy.get_tenant(request.app[POOL], tenant_id)
     if tenant is None:
@@ -205,7 +219,7 @@ async def list_keys(request: web.Request) -> web.Response:
 async def revoke_key(request: web.Request) -> web.Response:
     """`DELETE /admin/keys/{key_id}`: 204; the key is refused from now on (on every
     gateway within `PRESSROOM_AUTH_REFRESH` seconds)."""
-    key_id = request.match_info["key_id"]
+    key_id = _id_of(request, "key_id", "key")
     with unavailable_without_postgres("cannot revoke the key"):
         key = await tenancy.revoke_key(request.app[POOL], key_id)
     if key is None:

@@ -22,6 +22,7 @@ from services.gateway import (
     answers,
     batches,
     diagnostics,
+    downloads,
     idempotency,
     joblist,
     jobs,
@@ -31,10 +32,12 @@ from services.gateway import (
     templates,
 )
 from services.gateway.auth import AUTH_SETTINGS, CALLER_KEY, DIRECTORY, Directory
+from services.gateway.compiles import Compiler
 from services.gateway.console import add_routes as add_console_routes
+from services.gateway.headers import text_headers
 from services.gateway.keys import (
+    COMPILER,
     IDEMPOTENCY,
-    JAIL,
     JS,
     LOG_ROOM,
     NATS,
@@ -145,10 +148,13 @@ async def _db_ctx(app: web.Application) -> AsyncIterator[None]:
         yield
 
 
-async def _jail_ctx(app: web.Application) -> AsyncIterator[None]:
-    """A worker process that compiles stored templates, off the event loop."""
-    async with Jail(1, TemplateLimits.of(app[SETTINGS]), what="compiling the template") as jail:
-        app[JAIL] = jail
+async def _compiler_ctx(app: web.Application) -> AsyncIterator[None]:
+    """The worker processes that compile stored templates, off the event loop, shared by
+    every tenant within its share (`compiles.py`)."""
+    settings = app[SETTINGS]
+    limits = TemplateLimits.of(settings)
+    async with Jail(settings.template_workers, limits, what="compiling the template") as jail:
+        app[COMPILER] = Compiler(jail, settings)
         yield
 
 
@@ -159,15 +165,14 @@ async def _storage_ctx(app: web.Application) -> AsyncIterator[None]:
 
 
 async def _refresh_forever(app: web.Application, stop: asyncio.Event) -> None:
-    """Keep keys, tenants and quota usage current; PostgreSQL trouble keeps the last copy."""
-    settings, directory, limits = app[SETTINGS], app[DIRECTORY], app[LIMITS]
+    """Keep keys and tenants current; PostgreSQL trouble keeps the last copy."""
+    settings, directory = app[SETTINGS], app[DIRECTORY]
     rounds = 0
     while not stop.is_set():
         await runtime.pause(stop, settings.auth_refresh)
         rounds += 1
         try:
             await directory.refresh(app[POOL])
-            await limits.refresh(app[POOL])
             if rounds % USE_FLUSH_EVERY == 0 or stop.is_set():
                 await directory.flush_use(app[POOL])
         except Unavailable as exc:
@@ -207,7 +212,8 @@ async def traced(request: web.Request, handler: Handler) -> web.StreamResponse:
     when traces are exported)."""
     route = request.match_info.route.resource
     name = f"{request.method} {route.canonical if route is not None else request.path}"
-    with tracing.span(name, request.headers, tracing.SERVER, **{"http.method": request.method}):
+    carrier = text_headers(request.headers)  # outside `errors_as_json`: nothing here may raise
+    with tracing.span(name, carrier, tracing.SERVER, **{"http.method": request.method}):
         return await handler(request)
 
 
@@ -223,9 +229,10 @@ def init_app(settings: Settings) -> web.Application:
     app[LOG_ROOM] = logroom.LogRoom()
     app[SINGLES] = bus.SinglesLanes(settings)
     app[LIMITS] = Limits(settings, app[DIRECTORY])
-    app.cleanup_ctx.extend([_nats_ctx, _db_ctx, _auth_ctx, _storage_ctx, _jail_ctx])
+    app.cleanup_ctx.extend([_nats_ctx, _db_ctx, _auth_ctx, _storage_ctx, _compiler_ctx])
     app.on_response_prepare.append(_rate_headers)
     jobs.add_routes(app)
+    downloads.add_routes(app)
     diagnostics.add_routes(app)
     joblist.add_routes(app)
     streams.add_routes(app)

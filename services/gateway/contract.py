@@ -106,7 +106,7 @@ IDEMPOTENCY_KEY = Param(
 MONTH = Param(
     "month",
     "query",
-    {"type": "string", "pattern": r"^\d{4}-\d{2}$"},
+    {"type": "string", "pattern": r"^[0-9]{4}-[0-9]{2}$"},
     "the month, `YYYY-MM` (UTC); this month by default",
 )
 LAST_EVENT_ID = Param(
@@ -131,7 +131,8 @@ TENANT_ID = path_id("tenant")
 EVENT_STREAM = Media(
     ("text/event-stream",),
     "Server-Sent Events: `id: <stream sequence>`, `event: <name>`, `data: <one-line JSON>`; "
-    "`: keep-alive` comments while idle; the stream closes after the terminal event",
+    "`: keep-alive` comments while idle; the stream closes after the terminal event, or "
+    'with a last `event: error` (data `{"error": {...}}`) once its key is revoked',
 )
 HTML = Media(("text/html",), "an HTML page")
 STATIC = Media(("text/html", "text/javascript", "text/css"), "a static file")
@@ -255,8 +256,11 @@ JOBS: dict[tuple[str, str], Route] = {
     ("GET", "/files/{key}"): Route(
         "Download a document through its signed link (local storage only)",
         "jobs",
-        {200: Media(("application/pdf", "image/png"), "the document")},
-        (404,),
+        {
+            200: Media(("application/pdf", "image/png"), "the document"),
+            206: Media(("application/pdf", "image/png"), "the part a `Range` asked for"),
+        },
+        (400, 404, 416),
         params=(
             Param(
                 "key",
@@ -267,6 +271,12 @@ JOBS: dict[tuple[str, str], Route] = {
             ),
             Param("expires", "query", {"type": "string"}, "the link's expiry (Unix time)"),
             Param("sig", "query", {"type": "string"}, "the link's signature"),
+            Param(
+                "Range",
+                "header",
+                {"type": "string", "pattern": "^bytes=[0-9]*-[0-9]*$"},
+                "one range of bytes (`bytes=0-1023`, `bytes=1024-`, `bytes=-512`)",
+            ),
         ),
         description="The signed link is its own permission: no key needed.",
     ),
@@ -357,8 +367,10 @@ TEMPLATES: dict[tuple[str, str], Route] = {
         "Store a template, or the next version of one with that name",
         "templates",
         {201: answers.TemplateCreated},
-        WRITE_ERRORS,
+        (*WRITE_ERRORS, 429),
         body=Body(requests.TemplateRequest, TEMPLATE_EXAMPLE),
+        description="The body, header and footer must compile as Jinja2, within the "
+        "tenant's share of the gateway's template workers (429 `compile_limited` over it).",
     ),
     ("GET", "/templates"): Route(
         "List the tenant's templates, most recently updated first",

@@ -73,8 +73,10 @@ STATUS_TEXT = {
     408: "The body did not arrive within `PRESSROOM_BODY_TIMEOUT`",
     409: "Not possible in the resource's current state",
     413: "The body is over its limit (or too large for one message on the log)",
+    416: "The `Range` starts past the end of the file (`Content-Range: bytes */<size>`)",
     422: "The `Idempotency-Key` was used for another request",
-    429: "Over the tenant's rate, quota or stream limit; retry after `Retry-After` seconds",
+    429: "Over the tenant's rate, quota, stream or template-compile limit; retry after "
+    "`Retry-After` seconds",
     503: "NATS or PostgreSQL is unreachable, or the log is full; retry shortly",
 }
 SCHEMES = {
@@ -177,6 +179,8 @@ def _error(status: int, refs: dict[type, Any]) -> dict[str, Any]:
         described["headers"] = {"Retry-After": {"schema": {"type": "integer"}}}
     if status == 401:
         described["headers"] = {"WWW-Authenticate": {"schema": {"type": "string"}}}
+    if status == 416:
+        described["headers"] = {"Content-Range": {"schema": {"type": "string"}}}
     return described
 
 

@@ -7,12 +7,13 @@ e-invoicing software finds the invoice."""
 
 from __future__ import annotations
 
+from services.core.finishingoptions import FACTURX_FILE
 from services.pdftools import invoice, pdfa
 from services.pdftools.attachments import embed
 from services.pdftools.document import Document
 from services.pdftools.xmp import FACTURX, Extension
 
-FILE_NAME = "factur-x.xml"
+FILE_NAME = FACTURX_FILE
 NAMESPACE = FACTURX
 DATA_ONLY = ("MINIMUM", "BASIC WL")
 """Profiles that do not hold a whole invoice: their XML is /Data, the others' /Alternative

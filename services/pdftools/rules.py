@@ -18,7 +18,7 @@ from collections.abc import Callable, Collection, Sequence
 
 from services.core.errors import RequestError
 from services.core.finishingoptions import FACTURX_PROFILES, check_finishing
-from services.core.options import are_page_ranges
+from services.core.options import is_page_ranges
 from services.core.pageoptions import Encrypt as EncryptOptions
 from services.core.pageoptions import PageOptions
 from services.core.signoptions import check_sign
@@ -72,7 +72,7 @@ def _rotate(index: int, step: Step, files: Collection[str]) -> None:
 
 
 def _ranges(index: int, name: str, ranges: str | None) -> None:
-    if ranges is not None and not are_page_ranges(ranges):
+    if ranges is not None and not is_page_ranges(ranges):
         raise _fail(index, name, "must be pages and ranges such as '1-3, 5, 8-' (from 1)")
 
 

@@ -10,13 +10,14 @@ from services.core.jail import Jail, TemplateLimits
 from services.core.settings import Settings
 from services.core.storage import open_storage
 from services.renderer import consumer, lanes, states
-from services.renderer.browser import BrowserPool
+from services.renderer.browser import BrowserPool, privileges
 from services.renderer.finishing import Context
 from services.renderer.finishing.worker import Finisher, jail_of
 
 
 async def serve(settings: Settings, stop: asyncio.Event) -> None:
     context = Context.of(settings)  # reads the signing key: a bad file stops us here
+    privileges.configure(privileges.Walls.of(settings))  # before the first browser
     browser = BrowserPool(
         settings.chromium_path(),
         pages=settings.render_concurrency,

@@ -175,6 +175,38 @@ async def test_attachments_are_listed_back_with_their_mime_types(
 
 
 @TOOLS
+async def test_hostile_attachment_names_are_embedded_safe_and_apart(
+    finisher: Finisher, printed: RenderResult, tmp_path: Path
+) -> None:
+    """Names that reached the renderer unchecked (a job accepted before the gateway
+    refused them) are embedded under the names a reader can save them as: safe, unique
+    ignoring case, `factur-x.xml` left to the invoice. pikepdf and pdfdetach read them."""
+    names = [
+        "../../evil.csv", "CON.csv", "a\u202etxt.exe", "Data.csv", "data.csv",
+        "FACTUR-X.XML", "\u3164", "x\uff0fy.csv", "C:\\x.csv", "caf\u0065\u0301.csv",
+    ]  # fmt: skip
+    files = tuple(Attachment(name=name, content=CSV) for name in names)
+    options = PageOptions(attachments=files, facturx=FacturX(xml=INVOICE_XML))
+    data = await finished(finisher, printed, options)
+    safe = [
+        "_.._evil.csv", "_CON.csv", "atxt.exe", "Data.csv", "data (2).csv",
+        "FACTUR-X (2).XML", "attachment", "x_y.csv", "C__x.csv", "caf\u00e9.csv",
+    ]  # fmt: skip
+    with pikepdf.open(io.BytesIO(data)) as doc:
+        assert sorted(doc.attachments) == sorted([*safe, "factur-x.xml"])
+        assert doc.attachments["factur-x.xml"].get_file().read_bytes() == INVOICE_XML.encode()
+        assert {str(f.UF) for f in doc.Root.AF} == {*safe, "factur-x.xml"}
+        assert {str(f.F) for f in doc.Root.AF} == {*safe, "factur-x.xml"}
+    path = tmp_path / "attached.pdf"
+    path.write_bytes(data)
+    folder = tmp_path / "saved"
+    folder.mkdir()
+    saved = run("pdfdetach", "-saveall", "-o", str(folder), str(path))
+    assert saved.returncode == 0, saved.stderr
+    assert sorted(p.name for p in folder.iterdir()) == sorted([*safe, "factur-x.xml"])
+
+
+@TOOLS
 async def test_encrypted_file_opens_with_either_password_only_and_grants_what_was_asked(
     finisher: Finisher, printed: RenderResult, tmp_path: Path
 ) -> None:

@@ -19,8 +19,9 @@ thousands of small uncompressed objects, which object streams shrink several-fol
 
 from __future__ import annotations
 
+from services.core import filenames
 from services.core.errors import FinishingError
-from services.core.finishingoptions import data_url
+from services.core.finishingoptions import FACTURX_FILE, data_url
 from services.core.pageoptions import PageOptions
 from services.pdftools import pipeline
 from services.pdftools.context import Context, Limits
@@ -53,8 +54,13 @@ def steps_of(options: PageOptions) -> list[tuple[str, Step]]:
             (f"options.{kind}", made(**{f: getattr(mark, f) for f in mark.__struct_fields__}))
         )
     if options.attachments:
+        names = filenames.Unique([FACTURX_FILE] if options.facturx is not None else [])
         files = [
-            AttachedFile(name=a.name, source=f"options.attachments[{i}]", mime=_mime(a.content, i))
+            AttachedFile(
+                name=names.take(a.name, fallback="attachment"),
+                source=f"options.attachments[{i}]",
+                mime=_mime(a.content, i),
+            )
             for i, a in enumerate(options.attachments)
         ]
         steps.append(("options.attachments", Attach(files=files)))

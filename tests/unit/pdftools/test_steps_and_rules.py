@@ -10,7 +10,7 @@ import msgspec
 import pytest
 
 from services.core.errors import RequestError
-from services.pdftools.names import safe, unique
+from services.pdftools.names import pdf_name, unique
 from services.pdftools.requests import StepRequest
 from services.pdftools.rules import check_steps
 from services.pdftools.steps import AnyStep, Merge, Rotate, Sign, Validate
@@ -133,16 +133,16 @@ def test_an_empty_or_huge_pipeline_is_refused() -> None:
     ("given", "safe_name"),
     [
         ("report.pdf", "report.pdf"),
-        ("../../etc/passwd", "etc-passwd.pdf"),
-        ("a\x00b\nc.PDF", "a-b-c.pdf"),
+        ("../../etc/passwd", "_.._etc_passwd.pdf"),
+        ("a\x00b\nc.PDF", "abc.PDF"),
         ("...", "document.pdf"),
-        ("Chapter 1: Intro?", "Chapter 1- Intro.pdf"),
-        ("x" * 300, "x" * 116 + ".pdf"),
+        ("Chapter 1: Intro?", "Chapter 1_ Intro_.pdf"),
+        ("x" * 300, "x" * 251 + ".pdf"),
     ],
 )
-def test_output_names_are_safe_to_save(given: str, safe_name: str) -> None:
-    assert safe(given) == safe_name
+def test_output_names_follow_the_file_name_rule_and_end_in_pdf(given: str, safe_name: str) -> None:
+    assert pdf_name(given) == safe_name
 
 
 def test_equal_output_names_are_numbered_ignoring_case() -> None:
-    assert unique(["a.pdf", "A.pdf", "a.pdf", "b"]) == ["a.pdf", "A-2.pdf", "a-3.pdf", "b.pdf"]
+    assert unique(["a.pdf", "A.pdf", "a.pdf", "b"]) == ["a.pdf", "A (2).pdf", "a (3).pdf", "b.pdf"]
