@@ -83,8 +83,10 @@ def steps_of(options: PageOptions) -> list[tuple[str, Step]]:
 
 
 def needed(options: PageOptions) -> bool:
-    """Whether any step applies: a small job that asks for none pays nothing."""
-    return bool(steps_of(options))
+    """Whether any step applies: a small job that asks for none pays nothing. Cheap (on
+    the event loop, for every job): it reads the options, builds no step."""
+    asks = (options.attachments, options.facturx, options.pdfa, options.encrypt, options.sign)
+    return bool(asked(options)) or any(option is not None and option != () for option in asks)
 
 
 def compacts(size: int, limit: int) -> bool:
