@@ -21,9 +21,16 @@
     │   ├── InvalidEvent          a message on the log cannot be decoded
     │   ├── WaitTimeout           `wait_for`'s selector or expression never came true
     │   ├── SourceError           a `url` source answered 4xx or cannot be a page
-    │   ├── FinishingError        post-processing (PDF/A, Factur-X, encryption…) refused
-    │   │                         its input or went over its limits
-    │   │   └── SigningNotConfigured  `sign` asked of a renderer without a signing key
+    │   ├── FinishingError        a PDF step (finishing or a PDF-tool job: PDF/A, Factur-X,
+    │   │                         encryption…) refused its input or went over its limits
+    │   │   ├── SigningNotConfigured  `sign` asked of a renderer without a signing key
+    │   │   ├── PdfInvalid        an input is not a PDF the PDF library can read (HTTP 422)
+    │   │   ├── PdfEncrypted      an input needs a password that was not given (HTTP 422)
+    │   │   ├── PdfActiveContent  an input carries JavaScript or launch actions (HTTP 422)
+    │   │   ├── TooManyPages      the inputs have more pages than allowed (HTTP 413)
+    │   │   ├── PdfaNotPossible   an input cannot be made PDF/A, and why (HTTP 422)
+    │   │   ├── PdfUaNotPossible  PDF/UA asked of an untagged input, or one without a title
+    │   │   └── InvoiceInvalid    a Factur-X XML fails its XSD or its profile (HTTP 422)
     │   └── PageKeepsCrashing     the page crashed its tab on two attempts in a row
     └── TransientError            may work on a later attempt: retry with backoff
         ├── Unavailable           NATS or Postgres cannot be reached (HTTP 503)
@@ -249,6 +256,61 @@ class SigningNotConfigured(FinishingError):
     (`PRESSROOM_SIGNING_CERT`, `PRESSROOM_SIGNING_KEY`): every attempt would fail alike."""
 
     kind = "signing_not_configured"
+
+
+class PdfInvalid(FinishingError):
+    """An input PDF cannot be read even after qpdf's repair (garbage, a file cut short
+    before any page, a page tree that loops), or a stream it needs is a decompression
+    bomb over the decoding limit."""
+
+    kind = "pdf_invalid"
+    http_status = 422
+
+
+class PdfEncrypted(FinishingError):
+    """An input PDF is encrypted and the job gave no password, or a wrong one."""
+
+    kind = "pdf_encrypted"
+    http_status = 422
+
+
+class PdfActiveContent(FinishingError):
+    """An input PDF carries JavaScript or a launch action (an /OpenAction, /AA, a named
+    script): PDF tools never pass scripts on to the documents they write."""
+
+    kind = "pdf_active_content"
+    http_status = 422
+
+
+class TooManyPages(FinishingError):
+    """The inputs of a PDF-tool job have more pages than `PRESSROOM_PDF_MAX_PAGES`."""
+
+    kind = "too_many_pages"
+    http_status = 413
+
+
+class PdfaNotPossible(FinishingError):
+    """An input cannot be made PDF/A at the asked level; the message names why (a font
+    not embedded, transparency in PDF/A-1, embedded files in PDF/A-1 or 2, encryption)."""
+
+    kind = "pdfa_not_possible"
+    http_status = 422
+
+
+class PdfUaNotPossible(FinishingError):
+    """PDF/UA identification asked of an input that is not tagged (no structure tree),
+    or that has no title or language to declare: the message names what is missing."""
+
+    kind = "pdfua_not_possible"
+    http_status = 422
+
+
+class InvoiceInvalid(FinishingError):
+    """A Factur-X XML fails the Factur-X XSD of its profile, or its profile (the XML's
+    GuidelineSpecifiedDocumentContextParameter) is not the one declared."""
+
+    kind = "facturx_invalid"
+    http_status = 422
 
 
 class PageKeepsCrashing(DeterministicError):

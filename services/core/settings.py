@@ -455,6 +455,30 @@ class Settings:
         "/usr/share/color/icc/sRGB.icc",
         doc="renderer: the sRGB ICC profile of PDF/A output intents (Debian: icc-profiles-free)",
     )
+    pdf_max_input_bytes: int = _var(
+        "PRESSROOM_PDF_MAX_INPUT_BYTES",
+        256 * 2**20,
+        _int(1024, 2**34),
+        "PDF tools: most bytes of PDFs and files one job may read",
+    )
+    pdf_max_pages: int = _var(
+        "PRESSROOM_PDF_MAX_PAGES",
+        5000,
+        _int(1, 1_000_000),
+        "PDF tools: most pages one job's input PDFs may have together",
+    )
+    pdf_max_outputs: int = _var(
+        "PRESSROOM_PDF_MAX_OUTPUTS",
+        1000,
+        _int(1, 100_000),
+        "PDF tools: most documents one job may write (split)",
+    )
+    compact_pdf_bytes: int = _var(
+        "PRESSROOM_COMPACT_PDF_BYTES",
+        256 * 2**10,
+        _int(0, 2**31),
+        "renderer: a printed PDF over this size is rewritten with object streams (0: every)",
+    )
     signing_cert: str = _var(
         "PRESSROOM_SIGNING_CERT",
         "",

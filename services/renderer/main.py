@@ -41,7 +41,7 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
         states.watched(js) as batches,
     ):
         health.check("nats", lambda: nc.is_connected)
-        finisher = Finisher(finishing_jail, context)
+        finisher = Finisher(finishing_jail, context, settings.compact_pdf_bytes)
         renderer = consumer.Renderer(settings, js, storage, browser, jail, batches, finisher)
         await lanes.work(
             nc,
