@@ -4,7 +4,8 @@ one table (`pressroom dev`, the tests, `pressroom bus-keys` for Kubernetes).
 
     identity   publishes (besides JetStream's API for what it reads, below)
     gateway    single jobs' submissions, cancels, deletions, webhook redeliveries; batches'
-               submissions, pauses, resumes, cancels; lane bells; its Idempotency-Key bucket
+               submissions, pauses, resumes, cancels; lane bells; its Idempotency-Key bucket;
+               key notices (`events.KEY_NEWS`), which only gateways may send or hear
     renderer   its jobs' and items' lifecycle: started, retrying, done, failed
     projector  failed (deliveries ran out, stalled), re-driven submissions, batches'
                complete and progress, usage; the one that updates the streams' settings
@@ -208,6 +209,7 @@ def _gateway() -> Grants:
             *job_events("redeliver", items=False),
             *batch_events("submitted", "paused", "resumed", "cancel"),
             f"{events.LANE_BELL}.{ANY}",
+            events.KEY_NEWS,
             LANES,
             *bucket(IDEMPOTENCY_STREAM, write=True),
             f"{API}.STREAM.CREATE.{IDEMPOTENCY_STREAM}",
@@ -217,7 +219,7 @@ def _gateway() -> Grants:
         ),
         deny=tuple(others(FIXED_DURABLES)),
         # SSE: a bell on the subjects of the job or batch a client follows
-        subscribe=("jobs.>", "batches.>", f"{inbox(Role.GATEWAY)}.>"),
+        subscribe=("jobs.>", "batches.>", events.KEY_NEWS, f"{inbox(Role.GATEWAY)}.>"),
     )
 
 

@@ -21,8 +21,10 @@ from typing import Any, TypeVar
 import asyncpg
 import msgspec
 
+from services.core import runtime
 from services.core.boundary import ErrorMap, describe
 from services.core.errors import PressroomError, Refused, Unavailable
+from services.core.pgwatch import Watch
 from services.core.schema import MIGRATIONS
 from services.core.settings import Settings
 from services.core.status import BatchStatus, JobStatus
@@ -223,24 +225,72 @@ def _encode_json(value: Any) -> str:
     return msgspec.json.encode(value).decode()
 
 
+class Pool(asyncpg.Pool):  # type: ignore[misc]  # asyncpg has no type hints
+    """asyncpg's pool, as `create_pool` makes it, with two bounds on taking a connection:
+    at most `acquire_timeout` seconds of waiting for one, and, once a `pgwatch.Watch` is
+    set, none at all while the watch says PostgreSQL is down (`Unavailable` at once)."""
+
+    watch: Watch | None = None
+    acquire_timeout: float | None = None
+
+    def acquire(self, *, timeout: float | None = None) -> Any:
+        if self.watch is not None:
+            self.watch.require()
+        return super().acquire(timeout=timeout if timeout is not None else self.acquire_timeout)
+
+
+def pool_size(settings: Settings, default: int) -> tuple[int, int]:
+    """(min, max) connections of a process whose own default is `default`:
+    `PRESSROOM_DATABASE_POOL_MAX` when set, the minimum never above the maximum."""
+    most = settings.database_pool_max or default
+    return min(settings.database_pool_min, most), most
+
+
 @contextlib.asynccontextmanager
-async def open_pool(settings: Settings, *, size: int = 4) -> AsyncIterator[asyncpg.Pool]:
-    """A migrated pool; closed on exit. Raises `Unavailable` if Postgres cannot be reached."""
+async def open_pool(settings: Settings, *, size: int = 4) -> AsyncIterator[Pool]:
+    """A migrated pool of at most `size` connections (or `PRESSROOM_DATABASE_POOL_MAX`);
+    closed on exit. Raises `Unavailable` if Postgres cannot be reached within
+    `PRESSROOM_DATABASE_TIMEOUT`, which also bounds each statement and each wait for a
+    connection."""
+    least, most = pool_size(settings, size)
     async with map_db_errors("cannot reach PostgreSQL"):
-        pool = await asyncpg.create_pool(
+        pool = await Pool(
             settings.database_url,
-            min_size=1,
-            max_size=size,
+            min_size=least,
+            max_size=most,
+            max_queries=50_000,  # create_pool's defaults, which it passes the same way
+            max_inactive_connection_lifetime=300.0,
             init=_init_connection,
             reset=_keep_session,
-            command_timeout=10,
+            loop=None,
+            connection_class=asyncpg.Connection,
+            record_class=asyncpg.Record,
+            command_timeout=settings.database_timeout,
+            timeout=settings.database_timeout,
         )
+    pool.acquire_timeout = settings.database_timeout
     try:
         async with map_db_errors(), pool.acquire() as conn:
             await migrate(conn)
         yield pool
     finally:
         await pool.close()
+
+
+@contextlib.asynccontextmanager
+async def watched(pool: Pool, settings: Settings) -> AsyncIterator[Watch]:
+    """Watch PostgreSQL for this pool (`pgwatch`) while the block runs: the pool refuses
+    at once while it does not answer."""
+    watch = Watch(settings.database_url)
+    pool.watch = watch
+    stop = asyncio.Event()
+    task = asyncio.create_task(watch.run(stop))
+    try:
+        yield watch
+    finally:
+        stop.set()
+        pool.watch = None
+        await runtime.cancelled(task)
 
 
 @contextlib.asynccontextmanager

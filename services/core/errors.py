@@ -36,6 +36,7 @@
         ├── Unavailable           NATS or Postgres cannot be reached (HTTP 503)
         │   ├── LogFull           the JOBS log has no room for new jobs (HTTP 503)
         │   ├── RetryLater        not possible now, with the seconds to wait (HTTP 503)
+        │   ├── SecretUnreadable  a stored secret does not open with the server keyring
         │   └── Refused           PostgreSQL refused the data (the projector skips it)
         ├── StorageError          object storage failed
         ├── BrowserError          Chromium crashed or the page broke
@@ -321,10 +322,17 @@ class PageKeepsCrashing(DeterministicError):
 
 
 class TransientError(PressroomError):
-    """A dependency failed; the same work may succeed later."""
+    """A dependency failed; the same work may succeed later: a 503 whose `Retry-After`
+    says when to ask again."""
 
     kind = "transient"
     http_status = 503
+    retry_after = 5
+    """Seconds a client should wait before it asks again: long enough for a restarted
+    PostgreSQL or a reconnected NATS, short enough that a client is not held up."""
+
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": str(self.retry_after)}
 
 
 class Unavailable(TransientError):
@@ -341,9 +349,7 @@ class LogFull(Unavailable):
     """
 
     kind = "log_full"
-
-    def headers(self) -> dict[str, str]:
-        return {"Retry-After": "30"}
+    retry_after = 30
 
 
 class RetryLater(Unavailable):
@@ -355,8 +361,17 @@ class RetryLater(Unavailable):
         super().__init__(message)
         self.retry_after = retry_after
 
-    def headers(self) -> dict[str, str]:
-        return {"Retry-After": str(self.retry_after)}
+
+class SecretUnreadable(Unavailable):
+    """A sealed secret does not open with the server keyring (`PRESSROOM_SERVER_KEY`
+    lacks the key that sealed it: a wrong key, or a retired one dropped too early).
+
+    Its webhook waits and is retried, never signed with another secret: a receiver would
+    reject that signature while the attempt was recorded as delivered. The message names
+    the missing key's id, so the operator knows which key to give back.
+    """
+
+    kind = "secret_unreadable"
 
 
 class Refused(Unavailable):

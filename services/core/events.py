@@ -54,6 +54,11 @@ LANE_BELL = "pressroom.lanes"
 tenant's single job is stored, so idle renderers ask that tenant's durable at once instead
 of at their next sweep. A hint only: a lost bell delays a job by one sweep, never loses it."""
 
+KEY_NEWS = "pressroom.keys"
+"""Core NATS (not the log): a gateway that changed an API key or a tenant tells every
+gateway (`gateway/keynews.py`), so a revocation is refused everywhere at once. A hint
+too: each gateway still reloads keys from PostgreSQL every `PRESSROOM_AUTH_REFRESH`."""
+
 _TOKEN = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 

@@ -59,6 +59,10 @@ BROWSER_LAUNCHES = Counter(
 NATS_CONNECTED = Gauge(
     "pressroom_nats_connected", "1 while this service is connected to NATS, else 0"
 )
+POSTGRES_UP = Gauge(
+    "pressroom_postgres_up",
+    "1 while PostgreSQL answers this service's watch (gateway, projector), else 0",
+)
 PROJECTION_LAG = Gauge(
     "pressroom_projection_lag",
     "Events in the log the projector has not applied to PostgreSQL yet",

@@ -252,4 +252,9 @@ MIGRATIONS: list[str] = [
     CREATE TRIGGER quota_holds_follow AFTER INSERT OR DELETE OR UPDATE OF units, tenant_id
         ON quota_holds FOR EACH ROW EXECUTE FUNCTION quota_held_follow();
     """,
+    # 10: a tenant's webhook secret retired by a rotation signs until `expires_at`, beside
+    # its successor, so receivers can switch keys without missing a webhook.
+    """
+    ALTER TABLE webhook_secrets ADD COLUMN expires_at timestamptz;
+    """,
 ]

@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from services.core.crypto import KEY_BYTES, ServerKeys
 from services.core.valuefiles import SettingsError as SettingsError
 from services.core.valuefiles import raw_value
 
@@ -80,21 +81,29 @@ def _str(raw: str) -> str:
 
 
 @functools.lru_cache(maxsize=4)
-def _decoded(raw: str) -> bytes:
-    """Base64 decoded once per value (the gateway derives a job id from it per request)."""
-    return base64.b64decode(raw)
+def _keyring(raw: str) -> ServerKeys:
+    """The keyring of a `PRESSROOM_SERVER_KEY` value, decoded once per value (the gateway
+    derives a job id from it per request)."""
+    return ServerKeys(tuple(base64.b64decode(part) for part in _parts(raw)))
+
+
+def _parts(raw: str) -> list[str]:
+    return [part for part in re.split(r"[\s,]+", raw.strip()) if part]
 
 
 def _server_key(raw: str) -> str:
-    """32 random bytes in base64: encrypts secrets at rest and derives idempotent job ids."""
-    if not raw:
-        return raw
-    try:
-        key = base64.b64decode(raw, validate=True)
-    except binascii.Error:
-        raise ValueError("must be base64") from None
-    if len(key) != 32:
-        raise ValueError("must be 32 bytes in base64 (openssl rand -base64 32)")
+    """One or more keys of 32 random bytes in base64, separated by spaces or commas: the
+    first seals secrets at rest and derives idempotent job ids, the others only open what
+    they sealed (a rotation)."""
+    parts = _parts(raw)
+    for n, part in enumerate(parts, start=1):
+        which = f"key {n} of {len(parts)}" if len(parts) > 1 else "the key"
+        try:
+            key = base64.b64decode(part, validate=True)
+        except binascii.Error:
+            raise ValueError(f"{which} must be base64") from None
+        if len(key) != KEY_BYTES:
+            raise ValueError(f"{which} must be 32 bytes in base64 (openssl rand -base64 32)")
     return raw
 
 
@@ -178,12 +187,31 @@ class Settings:
     database_url: str = _var(
         "PRESSROOM_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/pressroom", doc="Postgres"
     )
+    database_pool_min: int = _var(
+        "PRESSROOM_DATABASE_POOL_MIN", 1, _int(0, 1000), "PostgreSQL connections a process keeps"
+    )
+    database_pool_max: int = _var(
+        "PRESSROOM_DATABASE_POOL_MAX",
+        0,
+        _int(0, 1000),
+        "PostgreSQL connections a process opens at most (0: the service's own, gateway 8, "
+        "projector 4, others 2); the gateway and projector open one more to watch it",
+    )
+    database_timeout: float = _var(
+        "PRESSROOM_DATABASE_TIMEOUT",
+        10.0,
+        _float(0.5, 600),
+        "seconds to connect to PostgreSQL, wait for a pooled connection, or run a statement",
+    )
     storage: str = _var("PRESSROOM_STORAGE", "local", _choice("local", "s3"), "storage backend")
     storage_dir: str = _var(
         "PRESSROOM_STORAGE_DIR", ".pressroom/files", doc="folder of the local storage backend"
     )
     url_secret: str = _var(
-        "PRESSROOM_URL_SECRET", "", doc="HMAC key for local download URLs (dev generates one)"
+        "PRESSROOM_URL_SECRET",
+        "",
+        doc="HMAC key(s) for local download URLs, space-separated: the first signs, every one "
+        "verifies (dev generates one)",
     )
     url_ttl: int = _var(
         "PRESSROOM_URL_TTL", 900, _int(10, 7 * 86400), "lifetime of download URLs, s"
@@ -320,7 +348,9 @@ class Settings:
         "PRESSROOM_SERVER_KEY",
         "",
         _server_key,
-        "32 random bytes, base64: encrypts secrets at rest (dev generates one)",
+        "32 random bytes, base64: encrypts secrets at rest and derives idempotent ids; "
+        "several, space-separated, while rotating: the first seals, every one opens "
+        "(dev generates one)",
     )
     auth_refresh: float = _var(
         "PRESSROOM_AUTH_REFRESH",
@@ -555,14 +585,23 @@ class Settings:
     def auth_enabled(self) -> bool:
         return self.auth == "enabled"
 
-    def server_key_bytes(self) -> bytes:
-        """The server key; `SettingsError` naming the variable when it is not set."""
-        if not self.server_key:
+    def server_keys(self) -> ServerKeys:
+        """The server keyring; `SettingsError` naming the variable when it is not set."""
+        if not _parts(self.server_key):
             raise SettingsError(
                 "PRESSROOM_SERVER_KEY must be set: 32 random bytes in base64 "
                 "(openssl rand -base64 32); it encrypts secrets at rest"
             )
-        return _decoded(self.server_key)
+        return _keyring(self.server_key)
+
+    def server_key_bytes(self) -> bytes:
+        """The keyring's primary key (`server_keys().primary`)."""
+        return self.server_keys().primary
+
+    @property
+    def url_secrets(self) -> tuple[str, ...]:
+        """Every key of `PRESSROOM_URL_SECRET`: the first signs links, every one verifies."""
+        return tuple(self.url_secret.split())
 
     @property
     def base_url(self) -> str:

@@ -108,9 +108,12 @@ class LocalStorage:
     """Files under a folder; written atomically (temp file, then rename)."""
 
     def __init__(self, root: str, base_url: str, secret: str) -> None:
+        """`secret` is `PRESSROOM_URL_SECRET`: one key or several (space-separated), the
+        first signs links and every one verifies them, so a new key can take over while
+        the links the old one signed run out (`PRESSROOM_URL_TTL`)."""
         self.root = Path(root)
         self.base_url = base_url
-        self.secret = secret
+        self.secrets = tuple(secret.split()) or (secret,)
         self._resolved: Path | None = None  # the root, resolved once it exists
 
     def path(self, key: str) -> Path:
@@ -191,7 +194,8 @@ class LocalStorage:
 
     async def url(self, key: str, ttl: int) -> str:
         expires = int(time.time()) + ttl
-        query = urllib.parse.urlencode({"expires": expires, "sig": sign(self.secret, key, expires)})
+        signature = sign(self.secrets[0], key, expires)
+        query = urllib.parse.urlencode({"expires": expires, "sig": signature})
         return f"{self.base_url}/files/{urllib.parse.quote(key)}?{query}"
 
     def verify(self, key: str, expires: str, sig: str) -> Path:
@@ -200,9 +204,9 @@ class LocalStorage:
         if deadline is None:
             raise NotFound("invalid or expired link")
         # As bytes: compare_digest refuses str with non-ASCII characters (a forged `sig`).
-        expected = sign(self.secret, key, deadline).encode()
-        good = hmac.compare_digest(expected, sig.encode("utf-8", "surrogatepass"))
-        if not good or deadline < time.time():
+        given = sig.encode("utf-8", "surrogatepass")
+        good = [hmac.compare_digest(sign(s, key, deadline).encode(), given) for s in self.secrets]
+        if not any(good) or deadline < time.time():
             raise NotFound("invalid or expired link")
         path = self.path(key)
         if not path.is_file():

@@ -51,11 +51,16 @@ class ApiKey:
 
 @dataclass(frozen=True)
 class WebhookSecret:
-    """One of a tenant's signing secrets, sealed with the server key (`core/crypto`)."""
+    """One of a tenant's signing secrets, sealed with the server key (`core/crypto`);
+    one retired by a rotation signs until `expires_at`."""
 
     id: str
     secret: str
     created_at: dt.datetime
+    expires_at: dt.datetime | None = None
+
+    def signs(self, now: dt.datetime) -> bool:
+        return self.expires_at is None or self.expires_at > now
 
 
 @dataclass(frozen=True)
@@ -235,11 +240,36 @@ async def add_webhook_secret(
 async def webhook_secrets(pool: asyncpg.Pool, tenant_id: str) -> list[WebhookSecret]:
     """A tenant's signing secrets, oldest first."""
     rows = await pool.fetch(
-        "SELECT id, secret, created_at FROM webhook_secrets WHERE tenant_id = $1 "
+        "SELECT id, secret, created_at, expires_at FROM webhook_secrets WHERE tenant_id = $1 "
         "ORDER BY created_at, id",
         tenant_id,
     )
     return [WebhookSecret(**dict(r)) for r in rows]
+
+
+@map_db_errors()
+async def retire_webhook_secrets(
+    pool: asyncpg.Pool, tenant_id: str, keep: str, after: float
+) -> dt.datetime:
+    """Let every secret of the tenant but `keep` sign for `after` more seconds (one that
+    expires sooner keeps its time), and delete those that no longer sign; returns when
+    the retired ones stop."""
+    async with pool.acquire() as conn, conn.transaction():
+        await conn.execute(
+            "DELETE FROM webhook_secrets WHERE tenant_id = $1 AND expires_at <= clock_timestamp()",
+            tenant_id,
+        )
+        until: dt.datetime = await conn.fetchval(
+            "SELECT clock_timestamp() + make_interval(secs => $1)", after
+        )
+        await conn.execute(
+            "UPDATE webhook_secrets SET expires_at = LEAST(COALESCE(expires_at, $3), $3) "
+            "WHERE tenant_id = $1 AND id <> $2",
+            tenant_id,
+            keep,
+            until,
+        )
+    return until
 
 
 @map_db_errors()

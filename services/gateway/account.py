@@ -2,14 +2,17 @@
 
 Signing secrets are sealed with the server key (`core/crypto`) before they are stored,
 shown once when created, and every one that exists signs the tenant's webhooks, so a
-receiver can move to a new secret before the old one is deleted.
+receiver can move to a new secret before the old one is deleted. A rotation in one call:
+`POST /webhook-secrets` with `retire_others_after` makes the new secret and lets the
+others sign only that many more seconds (both signatures are sent meanwhile), after which
+they are gone.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import re
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 from aiohttp import web
@@ -67,27 +70,36 @@ async def get_usage(request: web.Request) -> web.Response:
     )
 
 
+MAX_GRACE = 30 * 86400
+"""The longest a rotated-out secret may go on signing, s."""
+
+
 class SecretRequest(msgspec.Struct, forbid_unknown_fields=True):
     """`POST /webhook-secrets`: a secret of the tenant's own choosing (`whsec_…`), or none
-    for a new random one."""
+    for a new random one; with `retire_others_after`, the tenant's other secrets sign
+    only that many more seconds (a rotation)."""
 
     secret: str | None = None
+    retire_others_after: Annotated[int, msgspec.Meta(ge=0, le=MAX_GRACE)] | None = None
 
 
-async def _chosen(request: web.Request) -> str | None:
-    """The secret a request brings, checked; None for an empty body."""
+async def _secret_request(request: web.Request) -> SecretRequest:
+    """The body, checked; an empty body asks for a new random secret."""
     if not (await request.read()).strip():
-        return None
-    secret = parse_struct(await read_json_body(request), SecretRequest).secret
-    if secret is None:
-        return None
+        return SecretRequest()
+    body = parse_struct(await read_json_body(request), SecretRequest)
+    if body.secret is not None:
+        _check_chosen(body.secret)
+    return body
+
+
+def _check_chosen(secret: str) -> None:
     try:
         keys = parse_secrets(secret)
     except ValueError as exc:
         raise RequestError(f"secret is invalid: {exc}", field="secret") from None
     if len(keys) != 1 or len(keys[0]) < 24:
         raise RequestError("secret must be one whsec_ secret of 24 bytes or more", field="secret")
-    return secret
 
 
 async def add_secret(
@@ -98,8 +110,7 @@ async def add_secret(
     `{"id","created_at"}` for a chosen one (never echoed)."""
     secret = chosen or new_secret()
     secret_id = crypto.new_id("whs")
-    key = request.app[SETTINGS].server_key_bytes()
-    sealed = crypto.seal(key, secret, tenant_id)
+    sealed = request.app[SETTINGS].server_keys().seal(secret, tenant_id)
     created = await tenancy.add_webhook_secret(request.app[POOL], secret_id, tenant_id, sealed)
     made = answers.SecretCreated(id=secret_id, created_at=created.isoformat())
     if not chosen:
@@ -109,26 +120,43 @@ async def add_secret(
 
 async def create_secret(request: web.Request) -> web.Response:
     """`POST /webhook-secrets`: 201 with a new secret (or the id of the one given); from
-    now on it signs too."""
+    now on it signs too, and with `retire_others_after` the others stop after that long."""
     tenant = caller_of(request).tenant
-    chosen = await _chosen(request)
+    body = await _secret_request(request)
+    pool = request.app[POOL]
     with unavailable_without_postgres("cannot store the secret"):
-        existing = await tenancy.webhook_secrets(request.app[POOL], tenant)
-        if len(existing) >= MAX_SECRETS:
+        now = dt.datetime.now(dt.UTC)
+        signing = [r for r in await tenancy.webhook_secrets(pool, tenant) if r.signs(now)]
+        if len(signing) >= MAX_SECRETS:
             raise RequestError(
                 f"a tenant has at most {MAX_SECRETS} secrets; delete an old one first",
                 field="webhook_secrets",
             )
-        created = await add_secret(request, tenant, chosen)
+        created = await add_secret(request, tenant, body.secret)
+        if body.retire_others_after is not None:
+            until = await tenancy.retire_webhook_secrets(
+                pool, tenant, created.id, body.retire_others_after
+            )
+            created.others_expire_at = until.isoformat()
     return answers.respond(created, 201)
 
 
 async def list_secrets(request: web.Request) -> web.Response:
-    """`GET /webhook-secrets`: ids and creation times (never the secrets)."""
+    """`GET /webhook-secrets`: ids and times (never the secrets); a secret retired by a
+    rotation shows when it stops signing."""
     tenant = caller_of(request).tenant
     with unavailable_without_postgres("secrets are unavailable"):
         rows = await tenancy.webhook_secrets(request.app[POOL], tenant)
-    listed = [answers.SecretSummary(id=r.id, created_at=r.created_at.isoformat()) for r in rows]
+    now = dt.datetime.now(dt.UTC)
+    listed = [
+        answers.SecretSummary(
+            id=r.id,
+            created_at=r.created_at.isoformat(),
+            expires_at=r.expires_at.isoformat() if r.expires_at else None,
+        )
+        for r in rows
+        if r.signs(now)
+    ]
     return answers.respond(answers.SecretList(secrets=listed))
 
 
@@ -137,7 +165,8 @@ async def delete_secret(request: web.Request) -> web.Response:
     tenant, secret_id = caller_of(request).tenant, request.match_info["secret_id"]
     pool = request.app[POOL]
     with unavailable_without_postgres("cannot delete the secret"):
-        existing = {r.id for r in await tenancy.webhook_secrets(pool, tenant)}
+        now = dt.datetime.now(dt.UTC)
+        existing = {r.id for r in await tenancy.webhook_secrets(pool, tenant) if r.signs(now)}
         if secret_id not in existing:
             raise NotFound(f"no webhook secret {secret_id!r}")
         if len(existing) == 1:

@@ -17,7 +17,7 @@ from aiohttp import web
 
 from services.core import crypto, tenancy
 from services.core.errors import Conflict, NotFound, RequestError
-from services.gateway import account, answers
+from services.gateway import account, answers, keynews
 from services.gateway.auth import DIRECTORY, SCOPES, admin_only
 from services.gateway.keys import POOL, SETTINGS
 from services.gateway.postgres import unavailable_without_postgres
@@ -110,6 +110,7 @@ async def create_tenant(request: web.Request) -> web.Response:
             raise Conflict(f"a tenant named {body.name!r} exists already")
         secret = await account.add_secret(request, tenant.id)
     request.app[DIRECTORY].add_tenants([tenant])
+    await keynews.tell(request.app)
     log.info("tenant %s (%s) created", tenant.id, tenant.name)
     view = msgspec.structs.asdict(tenant_view(tenant))
     return answers.respond(answers.TenantCreated(**view, webhook_secret=secret), 201)
@@ -156,8 +157,8 @@ def _limits(change: TenantChange) -> dict[str, Any]:
 
 
 async def change_tenant(request: web.Request) -> web.Response:
-    """`PATCH /admin/tenants/{id}`: new limits, in force on every gateway within
-    `PRESSROOM_AUTH_REFRESH` seconds (at once on this one)."""
+    """`PATCH /admin/tenants/{id}`: new limits, in force on every gateway at once (told
+    over NATS; within `PRESSROOM_AUTH_REFRESH` seconds if that notice is lost)."""
     tenant = await _tenant_or_404(request)
     limits = _limits(parse_struct(await read_json_body(request), TenantChange))
     if limits:
@@ -165,6 +166,7 @@ async def change_tenant(request: web.Request) -> web.Response:
             changed = await tenancy.update_tenant(request.app[POOL], tenant.id, limits)
         tenant = changed or tenant
         request.app[DIRECTORY].add_tenants([tenant])
+        await keynews.tell(request.app)
     return answers.respond(tenant_view(tenant))
 
 
@@ -198,6 +200,7 @@ async def create_key(request: web.Request) -> web.Response:
             key[: len(crypto.KEY_PREFIX) + 6], scopes,
         )  # fmt: skip
     request.app[DIRECTORY].add_keys([stored])
+    await keynews.tell(request.app)
     log.info("key %s for tenant %s created", stored.id, tenant.id)
     created = answers.KeyCreated(
         id=stored.id,
@@ -217,14 +220,16 @@ async def list_keys(request: web.Request) -> web.Response:
 
 
 async def revoke_key(request: web.Request) -> web.Response:
-    """`DELETE /admin/keys/{key_id}`: 204; the key is refused from now on (on every
-    gateway within `PRESSROOM_AUTH_REFRESH` seconds)."""
+    """`DELETE /admin/keys/{key_id}`: 204; the key is refused from now on, on every
+    gateway at once (told over NATS; within `PRESSROOM_AUTH_REFRESH` seconds if that
+    notice is lost)."""
     key_id = _id_of(request, "key_id", "key")
     with unavailable_without_postgres("cannot revoke the key"):
         key = await tenancy.revoke_key(request.app[POOL], key_id)
     if key is None:
         raise NotFound(f"no key {key_id!r}")
     request.app[DIRECTORY].add_keys([key])
+    await keynews.tell(request.app, revoked=[key.id])
     log.info("key %s of tenant %s revoked", key.id, key.tenant_id)
     return web.Response(status=204)
 

@@ -352,11 +352,15 @@ class SecretCreated(Answer, kw_only=True):
     id: str
     created_at: Timestamp
     secret: str | Unset = UNSET
+    others_expire_at: Timestamp | Unset = UNSET
+    """With `retire_others_after`: when the tenant's other secrets stop signing."""
 
 
 class SecretSummary(Answer, kw_only=True):
     id: str
     created_at: Timestamp
+    expires_at: Timestamp | None = None
+    """When a secret retired by a rotation stops signing; null for one that does not."""
 
 
 class SecretList(Answer, kw_only=True):
@@ -444,7 +448,9 @@ class Checks(Answer, kw_only=True):
 
 
 class Readiness(Answer, kw_only=True):
-    """`200` once every check passes, else `503` with the same body."""
+    """`200` while the gateway can take jobs (NATS connected), else `503` with the same
+    body. `postgres` says whether PostgreSQL answers: reads and stored templates need it,
+    submissions with their own source do not, so it does not decide readiness."""
 
     ready: bool
     checks: Checks

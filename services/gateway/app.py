@@ -11,9 +11,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
 
-from services.core import bus, db, metrics, runtime, tracing
+from services.core import bus, db, metrics, sealed, tracing
 from services.core.busaccess import Role
-from services.core.errors import PayloadTooLarge, PressroomError, RequestTimeout, Unavailable
+from services.core.errors import PayloadTooLarge, PressroomError, RequestTimeout
 from services.core.jail import Jail, TemplateLimits
 from services.core.settings import Settings
 from services.core.storage import open_storage
@@ -27,6 +27,7 @@ from services.gateway import (
     idempotency,
     joblist,
     jobs,
+    keynews,
     logroom,
     openapi,
     streams,
@@ -42,6 +43,7 @@ from services.gateway.keys import (
     JS,
     LOG_ROOM,
     NATS,
+    PG_WATCH,
     POOL,
     SETTINGS,
     SINGLES,
@@ -54,8 +56,8 @@ log = logging.getLogger(__name__)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-USE_FLUSH_EVERY = 10
-"""Refreshes between two writes of keys' last-use times."""
+POOL_SIZE = 8
+"""PostgreSQL connections of a gateway unless `PRESSROOM_DATABASE_POOL_MAX` says."""
 
 
 def error_response(
@@ -144,8 +146,11 @@ async def _nats_ctx(app: web.Application) -> AsyncIterator[None]:
 
 
 async def _db_ctx(app: web.Application) -> AsyncIterator[None]:
-    async with db.open_pool(app[SETTINGS], size=8) as pool:
-        app[POOL] = pool
+    """The pool, and the watch that makes it refuse at once while PostgreSQL is down."""
+    settings = app[SETTINGS]
+    async with db.open_pool(settings, size=POOL_SIZE) as pool, db.watched(pool, settings) as watch:
+        await sealed.check_keyring(pool, settings.server_keys())
+        app[POOL], app[PG_WATCH] = pool, watch
         yield
 
 
@@ -165,25 +170,9 @@ async def _storage_ctx(app: web.Application) -> AsyncIterator[None]:
         yield
 
 
-async def _refresh_forever(app: web.Application, stop: asyncio.Event) -> None:
-    """Keep keys and tenants current; PostgreSQL trouble keeps the last copy."""
-    settings, directory = app[SETTINGS], app[DIRECTORY]
-    rounds = 0
-    while not stop.is_set():
-        await runtime.pause(stop, settings.auth_refresh)
-        rounds += 1
-        try:
-            await directory.refresh(app[POOL])
-            if rounds % USE_FLUSH_EVERY == 0 or stop.is_set():
-                await directory.flush_use(app[POOL])
-        except Unavailable as exc:
-            log.warning("keys and tenants not refreshed (the last copy serves): %s", exc)
-        except Exception:  # a bug must not end the refreshes: revocations would stop
-            log.exception("keys and tenants not refreshed (the last copy serves)")
-
-
 async def _auth_ctx(app: web.Application) -> AsyncIterator[None]:
-    """Load every key and tenant before the first request; refresh them in the background."""
+    """Load every key and tenant before the first request; keep them current after
+    (`keynews`)."""
     settings = app[SETTINGS]
     if not settings.auth_enabled:
         log.warning(
@@ -191,13 +180,8 @@ async def _auth_ctx(app: web.Application) -> AsyncIterator[None]:
             "the one tenant 'default'; run this only on a trusted network"
         )
     await app[DIRECTORY].refresh(app[POOL])
-    stop = asyncio.Event()
-    task = asyncio.create_task(_refresh_forever(app, stop))
-    try:
+    async with keynews.kept_current(app):
         yield
-    finally:
-        stop.set()
-        await task
 
 
 async def _rate_headers(request: web.Request, response: web.StreamResponse) -> None:
@@ -224,7 +208,7 @@ def init_app(settings: Settings) -> web.Application:
         middlewares=[*first, route_body_limit, errors_as_json],
         client_max_size=settings.max_body_bytes,
     )
-    settings.server_key_bytes()  # fail at start, naming the variable, if it is not set
+    settings.server_keys()  # fail at start, naming the variable, if it is not set
     app[SETTINGS] = app[AUTH_SETTINGS] = settings
     app[DIRECTORY] = Directory()
     app[LOG_ROOM] = logroom.LogRoom()

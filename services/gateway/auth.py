@@ -2,11 +2,11 @@
 trip.
 
 Every gateway keeps every key's hash (and every tenant) in memory: `Directory` loads them
-at start and reloads what changed every `PRESSROOM_AUTH_REFRESH` seconds (a revocation
-takes effect within about that long on every gateway, and at once on the one that made
-it). While PostgreSQL is down the last copy keeps serving, so known keys keep getting
-their `202`. Last-use times are collected in memory and written in one statement every
-few seconds.
+at start and reloads what changed every `PRESSROOM_AUTH_REFRESH` seconds; a change made
+through any gateway is told to every gateway over NATS at once (`keynews.py`), so a
+revocation is refused everywhere within a round trip. While PostgreSQL is down the last
+copy keeps serving: known keys keep getting their `202`, revoked keys stay refused.
+Last-use times are collected in memory and written in one statement every few seconds.
 
 A request is authenticated when it arrives, but an answer that lasts (a live-update
 stream) outlives that moment: it asks `Directory.recheck` again as it goes, and the
@@ -20,6 +20,7 @@ request is the implicit tenant `default` with every scope.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import hashlib
 import hmac
@@ -105,6 +106,13 @@ class Directory:
         if changed:
             for watcher in self._watchers:
                 watcher(changed)
+
+    def revoke(self, key_ids: list[str]) -> None:
+        """Refuse these keys from now on, as a notice from another gateway says (the
+        revocation is in PostgreSQL already; the next refresh reads the same)."""
+        now = dt.datetime.now(dt.UTC)
+        known = [self.by_id[k] for k in key_ids if k in self.by_id]
+        self.add_keys([dataclasses.replace(k, revoked_at=now) for k in known if not k.revoked_at])
 
     def add_tenants(self, tenants: list[tenancy.Tenant]) -> None:
         for tenant in tenants:

@@ -16,7 +16,7 @@ from typing import Any, Literal
 import msgspec
 from aiohttp import web
 
-from services.core import bus, crypto, db, events, netpolicy, timeline
+from services.core import bus, db, events, netpolicy, timeline
 from services.core.errors import (
     Conflict,
     EventTooLarge,
@@ -127,7 +127,7 @@ async def _submitted_event(
     tenant, batch_id = ids
     secret = batch.webhook_secret
     if secret is not None:
-        secret = crypto.seal(request.app[SETTINGS].server_key_bytes(), secret, batch_id)
+        secret = request.app[SETTINGS].server_keys().seal(secret, batch_id)
     event = events.BatchSubmitted(
         batch_id=batch_id,
         tenant=tenant,
@@ -169,14 +169,18 @@ def _admit(request: web.Request, total: int, lines: list[bytes]) -> int:
     return size
 
 
-async def _repeated(
+async def _claimed(
     request: web.Request, batch: BatchRequest, tenant: str, key: str, batch_id: str
-) -> bool:
-    """Whether this request repeats an earlier one with the same `Idempotency-Key` whose
-    batch is in the log; `IdempotencyConflict` if the key was used for another request."""
+) -> tuple[str, bool]:
+    """The batch this request is for, and whether the log holds it already: a request
+    that repeats an earlier one with the same `Idempotency-Key` is for the first one's
+    batch (`IdempotencyConflict` if the key was used for another request)."""
     kv = request.app[IDEMPOTENCY]
-    first = await idempotency.claim(kv, tenant, _key_entry(key), batch_id, fingerprint(batch))
-    return not first and await _in_log(request, batch_id, tenant)
+    entry = _key_entry(key)
+    first = await idempotency.claim(kv, tenant, entry, batch_id, fingerprint(batch))
+    if first is None:
+        return batch_id, False
+    return first, await _in_log(request, first, tenant)
 
 
 async def _store_and_publish(
@@ -222,8 +226,10 @@ async def submit_batch(request: web.Request) -> web.Response:
     key = header(request, "Idempotency-Key")
     batch_id = batch_id_for(settings.server_key_bytes(), tenant, key)
     total = len(batch.items)
-    if key is not None and await _repeated(request, batch, tenant, key, batch_id):
-        return _accepted(batch_id, total)
+    if key is not None:
+        batch_id, logged = await _claimed(request, batch, tenant, key, batch_id)
+        if logged:
+            return _accepted(batch_id, total)
     try:
         await _store_and_publish(request, batch, (tenant, batch_id), key)
     except PressroomError:  # not in the log: the key is free for the same request again

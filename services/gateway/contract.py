@@ -405,7 +405,9 @@ ACCOUNT: dict[tuple[str, str], Route] = {
         {201: answers.SecretCreated},
         WRITE_ERRORS,
         body=Body(account.SecretRequest, {}, required=False),
-        description=f"At most {account.MAX_SECRETS} secrets; every one signs.",
+        description=f"At most {account.MAX_SECRETS} secrets; every one signs. With "
+        "`retire_others_after` (seconds) it is a rotation: the other secrets go on signing "
+        "beside the new one for that long, then stop.",
     ),
     ("GET", "/webhook-secrets"): Route(
         "The tenant's signing secrets (ids and times, never a secret)",
@@ -486,7 +488,7 @@ ADMIN: dict[tuple[str, str], Route] = {
 META: dict[tuple[str, str], Route] = {
     ("GET", "/healthz"): Route("Liveness: the event loop answers", "meta", {200: answers.Health}),
     ("GET", "/readyz"): Route(
-        "Readiness: NATS connected and PostgreSQL answering",
+        "Readiness: NATS connected (PostgreSQL's state reported, not required)",
         "meta",
         {200: answers.Readiness, 503: answers.Readiness},
     ),

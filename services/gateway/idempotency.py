@@ -75,10 +75,14 @@ def _entry(tenant: str, key: str) -> str:
     return f"{tenant}.{hashlib.sha256(key.encode()).hexdigest()}"
 
 
-async def claim(kv: KeyValue, tenant: str, key: str, job_id: str, fingerprint: str) -> bool:
-    """True if this request is the first with `key`; False if it repeats the first one.
+async def claim(kv: KeyValue, tenant: str, key: str, job_id: str, fingerprint: str) -> str | None:
+    """None if this request is the first with `key` (which now names `job_id`); else the
+    id of the first request's job, which this one repeats.
 
-    Raises `IdempotencyConflict` when the key was first used with another request, and
+    The first id stands even when this request derived another: ids derive from the
+    server key, and one rotated since the first request (`crypto.ServerKeys`) derives
+    new ones, while a retry must still find its first job. Raises
+    `IdempotencyConflict` when the key was first used with another request, and
     `Unavailable` when NATS does not answer.
     """
     entry = _entry(tenant, key)
@@ -86,7 +90,7 @@ async def claim(kv: KeyValue, tenant: str, key: str, job_id: str, fingerprint: s
     try:
         with bus.map_bus_errors("cannot check the Idempotency-Key: NATS"):
             await kv.create(entry, value)
-        return True
+        return None
     except Conflict:  # the key is taken: by this same request, or by another?
         pass
     try:
@@ -94,12 +98,12 @@ async def claim(kv: KeyValue, tenant: str, key: str, job_id: str, fingerprint: s
             first = _decoder.decode((await kv.get(entry)).value or b"")
     except (NotFound, msgspec.DecodeError) as exc:  # expired in between, or not a claim
         raise Unavailable(f"cannot check the Idempotency-Key: NATS: {exc}") from exc
-    if first.fingerprint != fingerprint or first.job_id != job_id:
+    if first.fingerprint != fingerprint:
         raise IdempotencyConflict(
             "this Idempotency-Key was used for a different request; use a new key for a new job",
             field="Idempotency-Key",
         )
-    return False
+    return first.job_id
 
 
 async def release(kv: KeyValue, tenant: str, key: str) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
-from services.core import bus, crypto, db, diagnosis, events, metrics, netpolicy, timeline
+from services.core import bus, db, diagnosis, events, metrics, netpolicy, timeline
 from services.core.errors import Conflict, NotFound, PressroomError, Unavailable
 from services.core.holds import HoldKind
 from services.core.status import JobStatus
@@ -23,6 +23,7 @@ from services.gateway.keys import (
     JS,
     LOG_ROOM,
     NATS,
+    PG_WATCH,
     POOL,
     SETTINGS,
     SINGLES,
@@ -70,7 +71,7 @@ async def _submitted_event(
     into it, and a per-job webhook secret sealed (never in plain text on the log)."""
     secret = job.webhook_secret
     if secret is not None:
-        secret = crypto.seal(request.app[SETTINGS].server_key_bytes(), secret, job_id)
+        secret = request.app[SETTINGS].server_keys().seal(secret, job_id)
     event = events.JobSubmitted(
         job_id=job_id,
         tenant=tenant,
@@ -96,15 +97,18 @@ def _accepted(job_id: str) -> web.Response:
     return answers.respond(body, 202, {"Location": location})
 
 
-async def _repeated(
+async def _claimed(
     request: web.Request, job: JobRequest, tenant: str, key: str, job_id: str
-) -> bool:
-    """Whether this request repeats an earlier one with the same `Idempotency-Key` whose
-    job is in the log; `IdempotencyConflict` if the key was used for another request."""
+) -> tuple[str, bool]:
+    """The job this request is for, and whether the log holds it already: a request that
+    repeats an earlier one with the same `Idempotency-Key` is for the first one's job
+    (`IdempotencyConflict` if the key was used for another request)."""
     kv = request.app[IDEMPOTENCY]
     first = await idempotency.claim(kv, tenant, key, job_id, fingerprint(job))
+    if first is None:
+        return job_id, False
     # A repeat whose first request never reached the log (it failed) is submitted now.
-    return not first and await _in_log(request, job_id, tenant)
+    return first, await _in_log(request, first, tenant)
 
 
 async def _hold_and_publish(request: web.Request, event: events.JobSubmitted) -> bool:
@@ -138,8 +142,10 @@ async def submit_job(request: web.Request) -> web.Response:
     await _check_addresses(job, settings.allow_private_networks)
     key = header(request, "Idempotency-Key")
     job_id = job_id_for(settings.server_key_bytes(), tenant, key)
-    if key is not None and await _repeated(request, job, tenant, key, job_id):
-        return _accepted(job_id)
+    if key is not None:
+        job_id, logged = await _claimed(request, job, tenant, key, job_id)
+        if logged:
+            return _accepted(job_id)
     try:
         event = await _submitted_event(request, job, tenant, job_id, key)
         fresh = await _hold_and_publish(request, event)
@@ -268,15 +274,14 @@ async def healthz(request: web.Request) -> web.Response:
 
 
 async def readyz(request: web.Request) -> web.Response:
-    """Ready when NATS is connected and Postgres answers."""
-    postgres = True
-    try:
-        await db.ping(request.app[POOL], timeout=2)
-    except Unavailable:
-        postgres = False
-    checks = answers.Checks(nats=request.app[NATS].is_connected, postgres=postgres)
-    ready = checks.nats and checks.postgres
-    return answers.respond(answers.Readiness(ready=ready, checks=checks), 200 if ready else 503)
+    """Ready while the gateway can take jobs: NATS connected. PostgreSQL's state is
+    reported (the watch's, `core/pgwatch`) but not required: submissions need only NATS,
+    and what needs PostgreSQL answers 503 with `Retry-After` by itself. No I/O, so the
+    probe answers at once whatever either server does."""
+    checks = answers.Checks(nats=request.app[NATS].is_connected, postgres=request.app[PG_WATCH].up)
+    return answers.respond(
+        answers.Readiness(ready=checks.nats, checks=checks), 200 if checks.nats else 503
+    )
 
 
 async def job_or_404(request: web.Request, job_id: str) -> db.JobState:

@@ -9,6 +9,7 @@ from nats.js import JetStreamContext
 from nats.js.kv import KeyValue
 
 from services.core import bus
+from services.core.pgwatch import Watch
 from services.core.settings import Settings
 from services.core.storage import Storage
 from services.gateway.compiles import Compiler
@@ -18,6 +19,7 @@ SETTINGS = web.AppKey("settings", Settings)
 NATS = web.AppKey("nats", Client)
 JS = web.AppKey("js", JetStreamContext)
 POOL = web.AppKey("pool", asyncpg.Pool)
+PG_WATCH = web.AppKey("pg_watch", Watch)
 STORAGE = web.AppKey("storage", Storage)
 IDEMPOTENCY = web.AppKey("idempotency", KeyValue)
 COMPILER = web.AppKey("compiler", Compiler)

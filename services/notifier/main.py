@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from services.core import bus, db, events, metrics, runtime, signing, worker
+from services.core import bus, db, events, metrics, runtime, sealed, signing, worker
 from services.core.busaccess import Role
 from services.core.settings import Settings, SettingsError
 from services.core.storage import open_storage
@@ -22,6 +22,7 @@ def check_secret(settings: Settings) -> None:
 
 async def serve(settings: Settings, stop: asyncio.Event) -> None:
     check_secret(settings)
+    keys = settings.server_keys()  # none, or a malformed one: stop now, naming it
     async with (
         metrics.serve(settings.host, settings.metrics_port) as health,
         bus.open_bus(settings, name="notifier", role=Role.NOTIFIER) as (nc, js),
@@ -29,6 +30,7 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
         open_storage(settings) as storage,
         delivery.open_session(allow_private=settings.allow_private_networks) as session,
     ):
+        await sealed.check_keyring(pool, keys)  # a wrong one: stop now, not at each webhook
         health.check("nats", lambda: nc.is_connected)
         notifier = Notifier(settings, js, storage, session, Keyring(settings, pool), pool)
         backlog = asyncio.create_task(track_backlog(js, stop))

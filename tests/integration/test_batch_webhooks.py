@@ -26,7 +26,7 @@ from nats.js import JetStreamContext
 from prometheus_client import REGISTRY
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-from services.core import bus, crypto, events, signing
+from services.core import bus, events, signing
 from services.core.settings import Settings
 from tests.conftest import Postgres, Receiver, Stack, eventually
 from tests.integration.test_templates import database_refusing_connections
@@ -66,7 +66,7 @@ async def test_a_batch_webhook_is_signed_with_its_own_secret_and_retried(
     settings: Settings, receiver: Receiver
 ):
     batch, own = batch_id(1), signing.new_secret()
-    sealed = crypto.seal(settings.server_key_bytes(), own, batch)
+    sealed = settings.server_keys().seal(own, batch)
     receiver.statuses = [503]  # the first attempt fails: the schedule sends it again
     async with notifier(settings) as js:
         await bus.publish_batch(js, submitted(batch, webhook_url=receiver.url,

@@ -246,7 +246,7 @@ async def test_per_job_secret_signs_instead_of_the_tenants_and_is_never_stored_p
         await nc.close()
     key = own.removeprefix("whsec_").encode()
     assert own.encode() not in raw.data and key not in raw.data
-    assert b'"webhook_secret":"sealed1:' in raw.data
+    assert b'"webhook_secret":"sealed2:' in raw.data
     conn = await asyncpg.connect(stack.settings.database_url)
     try:
         dump = await conn.fetchval("SELECT string_agg(j::text, '') FROM jobs AS j")

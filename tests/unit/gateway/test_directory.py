@@ -1,8 +1,9 @@
 """The key Directory tells long-lived answers when a key stops allowing them.
 
-Verifies: a key revoked, or one whose scopes no longer include what a stream needs, is
-reported to the Directory's watchers once, and `recheck` then refuses it (401, 403); a
-key's last use alone is no news; a caller without a key (auth disabled) always passes.
+Verifies: a key revoked (here, in PostgreSQL, or in a notice from another gateway), or one
+whose scopes no longer include what a stream needs, is reported to the Directory's
+watchers once, and `recheck` then refuses it (401, 403); a key's last use alone is no
+news; a caller without a key (auth disabled) always passes.
 """
 
 from __future__ import annotations
@@ -66,3 +67,14 @@ def test_a_last_use_is_no_news_and_a_caller_without_a_key_always_passes():
     stranger = dataclasses.replace(directory.authenticate("prk_secret"), key_id="key_2")
     with pytest.raises(Unauthorized):
         directory.recheck(stranger, "jobs:read")
+
+
+def test_a_revocation_heard_from_another_gateway_is_refused_at_once_and_told():
+    """`keynews`: a notice names the key; this gateway refuses it without PostgreSQL."""
+    directory, told = watched()
+    directory.authenticate("prk_secret")
+    directory.revoke(["key_1", "key_unknown"])
+    directory.revoke(["key_1"])  # told again: no news
+    assert told == [{"key_1"}]
+    with pytest.raises(Unauthorized, match="revoked"):
+        directory.authenticate("prk_secret")

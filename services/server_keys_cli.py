@@ -1,0 +1,98 @@
+"""`pressroom server-keys new|status|rotate`: the server key's rotation.
+
+    pressroom server-keys new      a fresh key (32 random bytes, base64) and its id
+    pressroom server-keys status   the keyring's ids, and what PostgreSQL holds sealed
+                                   with each key; exit 1 if a key it needs is missing
+    pressroom server-keys rotate   seal again, with the first key, everything another key
+                                   sealed; exit 1 if something did not open
+
+They read `PRESSROOM_SERVER_KEY` and `PRESSROOM_DATABASE_URL` (or their `_FILE` forms)
+as the services do. The steps of a rotation (docs/operations.md, "Rotating keys"):
+put the new key *after* the current one everywhere (it opens, nothing seals with it
+yet); then *first* everywhere (it seals, the old one still opens); run `rotate`; after
+`PRESSROOM_STREAM_MAX_AGE`, when the log no longer holds what the old key sealed and
+`status` shows PostgreSQL needs it no more, remove it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import secrets
+import sys
+from collections.abc import Sequence
+
+from services.core import crypto, db, sealed
+from services.core.errors import PressroomError
+from services.core.settings import Settings, SettingsError
+
+USAGE = "usage: pressroom server-keys new|status|rotate"
+
+
+def new() -> int:
+    key = secrets.token_bytes(crypto.KEY_BYTES)
+    print(base64.b64encode(key).decode())
+    print(f"key id {crypto.key_id(key)}", file=sys.stderr)
+    return 0
+
+
+def _ring_lines(keys: crypto.ServerKeys) -> list[str]:
+    return [
+        f"key {kid}: {'seals new values and opens' if n == 0 else 'opens only'}"
+        for n, kid in enumerate(keys.ids)
+    ]
+
+
+async def status(settings: Settings) -> int:
+    keys = settings.server_keys()
+    async with db.open_pool(settings, size=1) as pool:
+        counts = await sealed.needed(pool)
+    lines = _ring_lines(keys)
+    for kid, n in sorted(counts.items()):
+        where = "in the keyring" if kid in keys.ids else "MISSING from the keyring"
+        lines.append(f"sealed with {kid}: {n} value(s) in PostgreSQL ({where})")
+    unused = [kid for kid in keys.ids[1:] if kid not in counts]
+    if unused:
+        lines.append(
+            f"not needed by PostgreSQL: {', '.join(unused)} (keep until the log no longer "
+            "holds what they sealed: PRESSROOM_STREAM_MAX_AGE after the rotation)"
+        )
+    print("\n".join(lines))
+    known = {*keys.ids, sealed.BEFORE_KEY_IDS}
+    return 1 if set(counts) - known else 0
+
+
+async def rotate(settings: Settings) -> int:
+    keys = settings.server_keys()
+    async with db.open_pool(settings, size=1) as pool:
+        result = await sealed.reseal(pool, keys)
+    primary = crypto.key_id(keys.primary)
+    for where, n in result.done.items():
+        print(f"{where}: {n} value(s) sealed again with {primary}")
+    bad = {where: n for where, n in result.unreadable.items() if n}
+    if bad:
+        listed = ", ".join(f"{where}: {n}" for where, n in bad.items())
+        print(f"did not open (left as they were; a key is missing): {listed}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def run(argv: Sequence[str], environ: dict[str, str]) -> int:
+    command = argv[0] if argv else ""
+    if command == "new":
+        return new()
+    if command not in {"status", "rotate"}:
+        print(USAGE, file=sys.stderr)
+        return 0 if command in {"-h", "--help"} else 2
+    try:
+        settings = Settings.from_env(environ)
+        return asyncio.run(status(settings) if command == "status" else rotate(settings))
+    except (SettingsError, PressroomError) as exc:
+        print(f"pressroom: {exc}", file=sys.stderr)
+        return 2
+
+
+def main() -> None:
+    # `pressroom server-keys …`: the CLI leaves sys.argv as it was.
+    raise SystemExit(run(sys.argv[2:], dict(os.environ)))

@@ -1,0 +1,213 @@
+"""Keys rotate without losing a webhook, a retry or a secret; a wrong key is loud.
+
+Verifies, with real gateways and notifiers over one NATS and one database:
+- the server key: with `PRESSROOM_SERVER_KEY="NEW OLD"` a tenant's secret sealed with OLD
+  still signs, and a retried `POST /jobs` with the same `Idempotency-Key` answers the
+  first job's id (its id derived from OLD), never a second job or a 422; `pressroom
+  server-keys rotate` seals every stored secret again with NEW and `status` then shows
+  none needing OLD; with NEW alone both services start and the secret still signs;
+- a wrong key: a notifier or gateway given only a key that did not seal the stored
+  secrets refuses to start, naming `PRESSROOM_SERVER_KEY` and the missing key's id; a
+  running notifier meeting a job whose own secret does not open never sends its webhook
+  (not signed with the tenant's or the installation's secret instead), records no
+  attempt, and tries again later, while other webhooks go out;
+- a tenant's webhook secret: `POST /webhook-secrets` with `retire_others_after` makes a
+  new secret; both sign each webhook (two signatures) until the old one expires, then
+  the new one alone does, and the listing shows the old one's end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import os
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from typing import Any
+
+import aiohttp
+import asyncpg
+import pytest
+from standardwebhooks.webhooks import Webhook, WebhookVerificationError
+
+from services.core import bus, crypto, events, timeline
+from services.core.settings import Settings, SettingsError
+from services.notifier.main import serve as serve_notifier
+from tests.conftest import SERVER_KEY, Receiver, Stack, Tenant, eventually
+
+NEW = base64.b64encode(os.urandom(32)).decode()
+OLD_ID = crypto.key_id(base64.b64decode(SERVER_KEY))
+NEW_ID = crypto.key_id(base64.b64decode(NEW))
+
+
+@contextlib.asynccontextmanager
+async def services(settings: Settings, tenant: Tenant | None = None) -> AsyncIterator[Stack]:
+    """A gateway and a notifier (no renderer: jobs stay queued, ends are published by the
+    test); the tenant of an earlier stack is reused when given."""
+    stack = Stack(settings)
+    if tenant is not None:
+        session = aiohttp.ClientSession(headers=tenant.auth)
+        stack.tenants.append(replace(tenant, http=session))
+        stack.http = session
+    await stack.start("gateway", "notifier")
+    try:
+        yield stack
+    finally:
+        await stack.close()
+
+
+async def _webhook(stack: Stack, receiver: Receiver, **submitted: Any) -> dict[str, Any]:
+    """Publish a job of the stack's tenant and its end, with a webhook; the request the
+    receiver got for it."""
+    job_id = uuid.uuid4().hex
+    async with bus.open_bus(stack.settings, name="test") as (_, js):
+        await _publish_job(js, job_id, stack.tenant.id, receiver.url, **submitted)
+
+    def arrived() -> dict[str, Any] | None:
+        return next((r for r in receiver.requests if r["json"]["data"]["id"] == job_id), None)
+
+    found: dict[str, Any] = await eventually(arrived, 20, "the webhook")
+    return found
+
+
+async def _publish_job(js: Any, job_id: str, tenant: str, url: str, **submitted: Any) -> None:
+    await bus.publish(
+        js,
+        events.JobSubmitted(
+            job_id=job_id, tenant=tenant, html="<p>x</p>", webhook_url=url, **submitted
+        ),
+    )
+    done = events.JobDone(
+        job_id=job_id, tenant=tenant, attempt=1, object_key=f"jobs/{tenant}/{job_id}.pdf",
+        bytes=10, pages=1, render_ms=1, webhook_url=url,
+    )  # fmt: skip
+    await bus.publish(js, done)
+
+
+def _verifies(secret: str, request: dict[str, Any]) -> bool:
+    try:
+        Webhook(secret).verify(request["body"], request["headers"])
+    except WebhookVerificationError:
+        return False
+    return True
+
+
+async def _post(stack: Stack, key: str) -> tuple[int, Any]:
+    body = {"html": "<p>once</p>"}
+    headers = {"Idempotency-Key": key}
+    async with stack.client.post(f"{stack.url}/jobs", json=body, headers=headers) as response:
+        return response.status, await response.json()
+
+
+async def _cli(settings: Settings, command: str) -> tuple[int, str]:
+    """`pressroom server-keys <command>` as an operator runs it: (exit status, output)."""
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("PRESSROOM_")},
+        "PRESSROOM_DATABASE_URL": settings.database_url,
+        "PRESSROOM_SERVER_KEY": settings.server_key,
+    }
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "services.cli", "server-keys", command,
+        env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )  # fmt: skip
+    out, _ = await proc.communicate()
+    return await proc.wait(), out.decode()
+
+
+async def _sealed_prefixes(settings: Settings) -> set[str]:
+    conn = await asyncpg.connect(settings.database_url)
+    try:
+        rows = await conn.fetch("SELECT secret FROM webhook_secrets")
+    finally:
+        await conn.close()
+    return {r["secret"].split(":")[0] + ":" + r["secret"].split(":")[1] for r in rows}
+
+
+async def test_the_server_key_rotates_without_losing_a_secret_or_a_retry(
+    settings: Settings, receiver: Receiver
+):
+    async with services(settings) as before:
+        tenant = before.tenant
+        status, first = await _post(before, "order-7")
+        assert status == 202, first
+        assert _verifies(tenant.webhook_secret, await _webhook(before, receiver))
+
+    both = replace(settings, server_key=f"{NEW} {SERVER_KEY}")
+    async with services(both, tenant) as during:
+        status, again = await _post(during, "order-7")
+        assert (status, again["id"]) == (202, first["id"]), again
+        assert _verifies(tenant.webhook_secret, await _webhook(during, receiver))
+        assert await _sealed_prefixes(settings) == {f"sealed2:{OLD_ID}"}
+        code, shown = await _cli(both, "rotate")
+        assert code == 0, shown
+        code, shown = await _cli(both, "status")
+        assert code == 0 and f"sealed with {OLD_ID}" not in shown, shown
+        assert await _sealed_prefixes(settings) == {f"sealed2:{NEW_ID}"}
+
+    after = replace(settings, server_key=NEW)
+    async with services(after, tenant) as rotated:
+        assert _verifies(tenant.webhook_secret, await _webhook(rotated, receiver))
+        status, again = await _post(rotated, "order-7")
+        assert (status, again["id"]) == (202, first["id"]), again
+
+
+async def test_a_wrong_server_key_stops_start_and_never_signs_with_another_secret(
+    settings: Settings, receiver: Receiver
+):
+    async with services(settings) as stack:
+        control = await _webhook(stack, receiver)
+        assert _verifies(stack.tenant.webhook_secret, control)
+        foreign = crypto.ServerKeys((os.urandom(32),))
+        job_id = uuid.uuid4().hex
+        own = "whsec_" + base64.b64encode(os.urandom(32)).decode()
+        async with bus.open_bus(settings, name="test") as (_, js):
+            await _publish_job(
+                js, job_id, stack.tenant.id, receiver.url,
+                webhook_secret=foreign.seal(own, job_id),
+            )  # fmt: skip
+            await _webhook(stack, receiver)  # a later webhook goes out meanwhile
+            await eventually(lambda: _retried(js), 30, "the unreadable webhook tried again")
+            attempts = await timeline.job_events(js, job_id)
+        assert not [r for r in receiver.requests if r["json"]["data"]["id"] == job_id]
+        assert [events.event_name(e) for _, _, e in attempts] == ["submitted", "done"]
+
+    wrong = replace(settings, server_key=NEW)
+    with pytest.raises(SettingsError, match=f"PRESSROOM_SERVER_KEY.*{OLD_ID}"):
+        await serve_notifier(wrong, asyncio.Event())
+    gateway = Stack(wrong)
+    try:
+        with pytest.raises(SettingsError, match=f"PRESSROOM_SERVER_KEY.*{OLD_ID}"):
+            await gateway.start("gateway")
+    finally:
+        await gateway.client.close()
+
+
+async def _retried(js: Any) -> bool:
+    info = await js.consumer_info(events.STREAM, events.NOTIFIER)
+    return bool(info.num_redelivered >= 1)
+
+
+async def test_a_rotated_webhook_secret_signs_beside_its_successor_until_it_expires(
+    settings: Settings, receiver: Receiver
+):
+    async with services(settings) as stack:
+        old = stack.tenant.webhook_secret
+        body = {"retire_others_after": 3}
+        async with stack.client.post(f"{stack.url}/webhook-secrets", json=body) as response:
+            assert response.status == 201, await response.text()
+            made = await response.json()
+        async with stack.client.get(f"{stack.url}/webhook-secrets") as response:
+            listed = {s["id"]: s["expires_at"] for s in (await response.json())["secrets"]}
+        assert listed[made["id"]] is None and made["others_expire_at"] in listed.values()
+        both = await _webhook(stack, receiver)
+        assert len(both["headers"]["webhook-signature"].split()) == 2
+        assert _verifies(old, both) and _verifies(made["secret"], both)
+
+        async def new_alone() -> bool:
+            request = await _webhook(stack, receiver)
+            return _verifies(made["secret"], request) and not _verifies(old, request)
+
+        await eventually(new_alone, 30, "the old secret retired", interval=0.5)
