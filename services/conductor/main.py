@@ -22,9 +22,11 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
         metrics.serve(settings.host, settings.metrics_port) as health,
         bus.open_bus(settings, name="conductor", role=Role.CONDUCTOR) as (nc, js),
         db.open_pool(settings, size=2) as pool,
+        db.watched(pool, settings) as postgres,
         open_storage(settings) as storage,
     ):
         health.check("nats", lambda: nc.is_connected)
+        health.inform("postgres", lambda: postgres.up)  # only packing an archive reads it
         conductor = Conductor(settings, js, pool, storage, await open_states(js))
         await worker.work(
             js,

@@ -61,7 +61,7 @@ NATS_CONNECTED = Gauge(
 )
 POSTGRES_UP = Gauge(
     "pressroom_postgres_up",
-    "1 while PostgreSQL answers this service's watch (gateway, projector), else 0",
+    "1 while PostgreSQL answers this service's watch, else 0",
 )
 PROJECTION_LAG = Gauge(
     "pressroom_projection_lag",
@@ -112,18 +112,28 @@ async def handle_metrics(request: web.Request) -> web.Response:
 
 class Health:
     """What a service's `/readyz` reports: named checks, each a cheap function of the
-    service's state (no I/O), added once the part it watches exists. `/healthz` only says
-    the event loop answers: a wedged loop fails it, and Kubernetes restarts the pod."""
+    service's state (no I/O), added once the part it watches exists; the service is ready
+    when every check passes. Reports (`inform`) are shown beside them without deciding
+    readiness: what the service can do without (PostgreSQL, for a notifier that signs
+    with cached secrets). `/healthz` only says the event loop answers: a wedged loop
+    fails it, and Kubernetes restarts the pod."""
 
     def __init__(self) -> None:
         self._checks: dict[str, Callable[[], bool]] = {}
+        self._informs: dict[str, Callable[[], bool]] = {}
 
     def check(self, name: str, probe: Callable[[], bool]) -> None:
         self._checks[name] = probe
 
+    def inform(self, name: str, probe: Callable[[], bool]) -> None:
+        self._informs[name] = probe
+
     def report(self) -> dict[str, bool]:
         """Each check's result; none yet (still starting) counts as not ready."""
         return {name: bool(probe()) for name, probe in self._checks.items()}
+
+    def informs(self) -> dict[str, bool]:
+        return {name: bool(probe()) for name, probe in self._informs.items()}
 
     def ready(self) -> bool:
         report = self.report()
@@ -140,9 +150,10 @@ async def handle_healthz(request: web.Request) -> web.Response:
 async def handle_readyz(request: web.Request) -> web.Response:
     health = request.app[HEALTH]
     ready = health.ready()
-    return web.json_response(
-        {"ready": ready, "checks": health.report()}, status=200 if ready else 503
-    )
+    body: dict[str, object] = {"ready": ready, "checks": health.report()}
+    if informs := health.informs():
+        body["informs"] = informs
+    return web.json_response(body, status=200 if ready else 503)
 
 
 @contextlib.asynccontextmanager

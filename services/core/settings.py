@@ -195,7 +195,7 @@ class Settings:
         0,
         _int(0, 1000),
         "PostgreSQL connections a process opens at most (0: the service's own, gateway 8, "
-        "projector 4, others 2); the gateway and projector open one more to watch it",
+        "projector 4, others 2); each opens one more to watch PostgreSQL",
     )
     database_timeout: float = _var(
         "PRESSROOM_DATABASE_TIMEOUT",

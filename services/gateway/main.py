@@ -17,7 +17,7 @@ from aiohttp import web
 from services.core import metrics, runtime
 from services.core.settings import Settings
 from services.gateway.app import init_app
-from services.gateway.keys import NATS
+from services.gateway.keys import NATS, PG_WATCH
 
 log = logging.getLogger(__name__)
 
@@ -73,8 +73,9 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
     try:
         async with metrics.serve(settings.host, settings.metrics_port) as health:
             listener = await listen(runner, settings)
-            nc = runner.app[NATS]
+            nc, postgres = runner.app[NATS], runner.app[PG_WATCH]
             health.check("nats", lambda: nc.is_connected)
+            health.inform("postgres", lambda: postgres.up)  # submissions go on without it
             try:
                 log.info("gateway listening on %s", settings.base_url)
                 await stop.wait()

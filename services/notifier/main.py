@@ -27,11 +27,13 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
         metrics.serve(settings.host, settings.metrics_port) as health,
         bus.open_bus(settings, name="notifier", role=Role.NOTIFIER) as (nc, js),
         db.open_pool(settings, size=2) as pool,
+        db.watched(pool, settings) as postgres,
         open_storage(settings) as storage,
         delivery.open_session(allow_private=settings.allow_private_networks) as session,
     ):
         await sealed.check_keyring(pool, keys)  # a wrong one: stop now, not at each webhook
         health.check("nats", lambda: nc.is_connected)
+        health.inform("postgres", lambda: postgres.up)  # cached secrets sign meanwhile
         notifier = Notifier(settings, js, storage, session, Keyring(settings, pool), pool)
         backlog = asyncio.create_task(track_backlog(js, stop))
         try:

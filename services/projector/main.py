@@ -20,15 +20,20 @@ from services.core.busaccess import Role
 from services.core.settings import Settings
 from services.projector import backlog, consumer, finalizer, rebuild, reconciler
 
+POOL_SIZE = 4
+"""PostgreSQL connections of a projector unless `PRESSROOM_DATABASE_POOL_MAX` says."""
+
 
 async def serve(settings: Settings, stop: asyncio.Event) -> None:
     """Run the four loops until `stop` is set; if one fails, stop the others and raise."""
     async with (
         metrics.serve(settings.host, settings.metrics_port) as health,
         bus.open_bus(settings, name="projector", role=Role.PROJECTOR) as (nc, js),
-        db.open_pool(settings, size=4) as pool,
+        db.open_pool(settings, size=POOL_SIZE) as pool,
+        db.watched(pool, settings) as postgres,
     ):
         health.check("nats", lambda: nc.is_connected)
+        health.check("postgres", lambda: postgres.up)  # its work is writing there
         await run_together(
             consumer.run(consumer.Projection(js, pool, settings.free_tier), stop),
             finalizer.run(js, pool, stop),

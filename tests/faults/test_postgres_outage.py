@@ -8,7 +8,10 @@ client submits inline jobs all the time and another asks for a job's status:
   PostgreSQL);
 - the gateway's `/readyz` answers within a second every time, stays `200` (Kubernetes
   keeps the gateway in its Service), and reports `postgres: false` during the outage and
-  `true` after it;
+  `true` after it; every service's own `/readyz` (on its metrics port) answers within a
+  second too, and says what its own work needs: the projector, which writes to
+  PostgreSQL, is not ready while it is away; gateway, renderer, notifier and conductor
+  stay ready (reporting PostgreSQL's state beside their checks); all are ready after;
 - each status read (which needs PostgreSQL) is answered `200`, or `503` with a JSON error
   of type `unavailable` and a `Retry-After`; once the gateway knows PostgreSQL is down it
   answers within `FAST` seconds, not after a timeout;
@@ -189,10 +192,12 @@ async def test_postgres_away_for_a_minute_under_load_degrades_and_converges(
         await asyncio.to_thread(own_postgres.freeze if outage == "frozen" else own_postgres.stop)
         await poll(lambda: _seen_down(watchers), 10, "/readyz reporting postgres down")
         known_down = time.monotonic()
+        during = await poll(lambda: _when_every_watch_saw(cluster), 10, "every watch saw it")
         await asyncio.sleep(max(0.0, began + OUTAGE - time.monotonic()))  # hold the outage
         await asyncio.to_thread(own_postgres.thaw if outage == "frozen" else own_postgres.start)
         back = time.monotonic()
         await poll(lambda: _seen_up(watchers, back), 30, "/readyz reporting postgres up")
+        await poll(lambda: _every_service_ready(cluster), 30, "every service ready again")
         await asyncio.sleep(3 * PACE)  # load after the outage
     finally:
         stop_load.set()
@@ -206,6 +211,7 @@ async def test_postgres_away_for_a_minute_under_load_degrades_and_converges(
     _assert_readiness(watchers.ready)
     _assert_reads(watchers.reads, known_down, back)
     assert {s.status for s in watchers.revoked} == {401}, watchers.revoked[:3]
+    _assert_service_readiness(during)
     posts = [r for r in cluster.ledger.answers if began <= r.started <= back]
     down_reads = [s for s in watchers.reads if known_down <= s.at <= back]
     slowest_ready = max(s.seconds for s in watchers.ready)
@@ -216,6 +222,41 @@ async def test_postgres_away_for_a_minute_under_load_degrades_and_converges(
         f"status reads while known down: {len(down_reads)}, slowest "
         f"{max(s.seconds for s in down_reads):.3f}s; done={outcome.count('done')}"
     )
+
+
+async def _service_probes(cluster: Cluster) -> dict[str, tuple[int, Any, float]]:
+    """Each service's own `/readyz` (its metrics port): status, body, seconds taken."""
+    probes = {}
+    for service in cluster.services:
+        started = time.monotonic()
+        status, body = await service.probe("/readyz")
+        probes[service.name] = (status, body, time.monotonic() - started)
+    return probes
+
+
+async def _when_every_watch_saw(cluster: Cluster) -> dict[str, tuple[int, Any, float]] | None:
+    """Every service's probe, once each watch of PostgreSQL (one per service that uses
+    it, each on its own second) has seen the outage."""
+    probes = await _service_probes(cluster)
+    bodies = [body for _, body, _ in probes.values() if body is not None]
+    seen = [b["checks"].get("postgres", b.get("informs", {}).get("postgres")) for b in bodies]
+    return probes if len(bodies) == len(probes) and True not in seen else None
+
+
+async def _every_service_ready(cluster: Cluster) -> bool:
+    probes = await _service_probes(cluster)
+    return all(status == 200 for status, _, _ in probes.values())
+
+
+def _assert_service_readiness(during: dict[str, tuple[int, Any, float]]) -> None:
+    assert all(seconds < READY_WITHIN for _, _, seconds in during.values()), during
+    status, body, _ = during.pop("projector")
+    assert status == 503 and body["checks"] == {"nats": True, "postgres": False}, body
+    assert {name: status for name, (status, _, _) in during.items()} == {
+        "gateway": 200, "notifier": 200, "conductor": 200, "renderer": 200,
+    }, during  # fmt: skip
+    for name in ("gateway", "notifier", "conductor"):
+        assert during[name][1]["informs"] == {"postgres": False}, during[name]
 
 
 async def _done_at_least(cluster: Cluster, count: int) -> bool:

@@ -35,3 +35,16 @@ async def test_readyz_answers_200_only_once_every_check_passes() -> None:
             {"ready": True, "checks": {"nats": True, "taking_work": True}},
         )
         assert await _get(port, "/healthz") == (200, {"status": "ok"})
+
+
+async def test_a_report_is_shown_beside_the_checks_without_deciding_readiness() -> None:
+    """`inform`: what a service can do without (PostgreSQL for the notifier) is reported,
+    and its being down leaves the service ready."""
+    port = free_port()
+    async with metrics.serve("127.0.0.1", port) as health:
+        health.check("nats", lambda: True)
+        health.inform("postgres", lambda: False)
+        assert await _get(port, "/readyz") == (
+            200,
+            {"ready": True, "checks": {"nats": True}, "informs": {"postgres": False}},
+        )
