@@ -13,6 +13,8 @@ COMMANDS = {
     "notifier": ("services.notifier.main", "deliver signed webhooks"),
     "conductor": ("services.conductor.main", "run batches: expand, pause, cancel, pack"),
     "bus-keys": ("services.bus_cli", "make the services' identities on NATS (deploy/k8s)"),
+    "backup": ("services.backup.main", "save PostgreSQL, the streams and the files in a folder"),
+    "restore": ("services.backup.main", "put a backup back and rebuild the projection"),
     "server-keys": ("services.server_keys_cli", "rotate PRESSROOM_SERVER_KEY: new, status, rotate"),
     "tenants": ("services.admin_cli", "create, list and show tenants (admin API)"),
     "keys": ("services.admin_cli", "create, list and revoke API keys (admin API)"),

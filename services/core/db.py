@@ -247,9 +247,12 @@ def pool_size(settings: Settings, default: int) -> tuple[int, int]:
 
 
 @contextlib.asynccontextmanager
-async def open_pool(settings: Settings, *, size: int = 4) -> AsyncIterator[Pool]:
-    """A migrated pool of at most `size` connections (or `PRESSROOM_DATABASE_POOL_MAX`);
-    closed on exit. Raises `Unavailable` if Postgres cannot be reached within
+async def open_pool(
+    settings: Settings, *, size: int = 4, migrate_schema: bool = True
+) -> AsyncIterator[Pool]:
+    """A migrated pool (unless `migrate_schema` is False: a backup reads the database as
+    it is) of at most `size` connections (or `PRESSROOM_DATABASE_POOL_MAX`); closed on
+    exit. Raises `Unavailable` if Postgres cannot be reached within
     `PRESSROOM_DATABASE_TIMEOUT`, which also bounds each statement and each wait for a
     connection."""
     least, most = pool_size(settings, size)
@@ -270,8 +273,9 @@ async def open_pool(settings: Settings, *, size: int = 4) -> AsyncIterator[Pool]
         )
     pool.acquire_timeout = settings.database_timeout
     try:
-        async with map_db_errors(), pool.acquire() as conn:
-            await migrate(conn)
+        if migrate_schema:
+            async with map_db_errors(), pool.acquire() as conn:
+                await migrate(conn)
         yield pool
     finally:
         await pool.close()
@@ -493,18 +497,39 @@ FROM usage_documents GROUP BY tenant_id, month
 """
 
 
+_KEEP_BEFORE = (
+    "DELETE FROM job_events WHERE stream_seq >= $1",
+    "DELETE FROM webhook_deliveries WHERE stream_seq >= $1",
+    "DELETE FROM jobs WHERE last_seq >= $1",
+    "DELETE FROM batch_events WHERE stream_seq >= $1",
+    "DELETE FROM batches WHERE last_seq >= $1",
+    "TRUNCATE usage_months",
+)
+"""What `truncate_projection(keep_before=…)` runs: every row the log from `keep_before`
+on will make again goes, rows of jobs and batches whose whole history lies before it
+stay."""
+
+
 @map_db_errors()
-async def truncate_projection(pool: asyncpg.Pool) -> None:
+async def truncate_projection(pool: asyncpg.Pool, keep_before: int = 0) -> None:
     """Empty every table the projector derives from the log (schema_migrations stays).
 
     Usage is the exception: `usage_documents` (one row per finished job) is kept, since it
     outlives the log's retention and bills, and `usage_months` is recounted from it; the
     replay then adds only jobs it does not hold yet, so each job still counts once.
+
+    With `keep_before`, the log's first sequence when it no longer starts at the
+    beginning (a restore: `pressroom restore`), what lies wholly before it is kept, so the
+    jobs the log has aged out of stay readable; everything else is made again.
     """
     async with pool.acquire() as conn, conn.transaction():
-        await conn.execute(
-            "TRUNCATE jobs, job_events, webhook_deliveries, usage_months, batches, batch_events"
-        )
+        if keep_before > 1:
+            for statement in _KEEP_BEFORE:
+                await conn.execute(statement, *(() if "TRUNCATE" in statement else (keep_before,)))
+        else:
+            await conn.execute(
+                "TRUNCATE jobs, job_events, webhook_deliveries, usage_months, batches, batch_events"
+            )
         await conn.execute(_RECOUNT_USAGE)
 
 

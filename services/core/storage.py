@@ -75,6 +75,10 @@ class Storage(Protocol):
 
     async def url(self, key: str, ttl: int) -> str: ...
 
+    def keys(self) -> AsyncIterator[str]:
+        """Every object's key, in no set order (`pressroom backup`)."""
+        ...
+
 
 def object_key(tenant: str, job_id: str, extension: str = "pdf") -> str:
     """Where a job's document is stored: under its tenant, and derived from the job id, so
@@ -192,6 +196,13 @@ class LocalStorage:
         with contextlib.suppress(FileNotFoundError):
             self.path(key).unlink()
 
+    async def keys(self) -> AsyncIterator[str]:
+        """Every file's key; writers' temp files (`.name.….tmp`) are not objects."""
+        files = await asyncio.to_thread(lambda: [p for p in self.root.rglob("*") if p.is_file()])
+        for path in files:
+            if not path.name.startswith("."):
+                yield path.relative_to(self.root).as_posix()
+
     async def url(self, key: str, ttl: int) -> str:
         expires = int(time.time()) + ttl
         signature = sign(self.secrets[0], key, expires)
@@ -305,6 +316,16 @@ class S3Storage:
             await self.client.delete_object(Bucket=self.bucket, Key=key)
         except (BotoCoreError, ClientError, OSError) as exc:
             raise StorageError(f"cannot delete {key}: {exc}") from exc
+
+    async def keys(self) -> AsyncIterator[str]:
+        try:
+            async for page in self.client.get_paginator("list_objects_v2").paginate(
+                Bucket=self.bucket
+            ):
+                for item in page.get("Contents", []):
+                    yield item["Key"]
+        except (BotoCoreError, ClientError, OSError) as exc:
+            raise StorageError(f"cannot list the bucket {self.bucket}: {exc}") from exc
 
     async def url(self, key: str, ttl: int) -> str:
         params = {

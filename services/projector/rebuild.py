@@ -11,7 +11,9 @@ ends; a batch's `complete`, which the projector publishes, is not published agai
 `batches.publish_complete`).
 
 Only what the stream still holds (`PRESSROOM_STREAM_MAX_AGE`) comes back; values that
-are not in the log, such as the reconciler's `redrives` count, restart at 0.
+are not in the log, such as the reconciler's `redrives` count, restart at 0. A restore
+(`pressroom restore`) rebuilds with `keep_history`: rows of jobs and batches whose whole
+history precedes the log's first message stay as the restored database had them.
 """
 
 from __future__ import annotations
@@ -55,14 +57,17 @@ def _tally(by_status: dict[str, int]) -> str:
     return " ".join(f"{status}={n}" for status, n in by_status.items()) or "none"
 
 
-async def rebuild(settings: Settings, stop: asyncio.Event) -> Summary:
-    """Empty the projection, replay the log until the projector durable has nothing pending
-    or unacknowledged, and report. Returns early, `complete=False`, if `stop` is set."""
+async def rebuild(
+    settings: Settings, stop: asyncio.Event, *, keep_history: bool = False
+) -> Summary:
+    """Empty the projection (but what precedes the log, with `keep_history`), replay the
+    log until the projector durable has nothing pending or unacknowledged, and report.
+    Returns early, `complete=False`, if `stop` is set."""
     async with (
         bus.open_bus(settings, name="projector-rebuild", role=Role.PROJECTOR) as (_, js),
         db.open_pool(settings, size=2) as pool,
     ):
-        await _restart(js, pool, settings)
+        await _restart(js, pool, settings, keep_history)
         caught_up = asyncio.Event()
         watcher = asyncio.create_task(_watch(js, stop, caught_up))
         try:
@@ -74,11 +79,15 @@ async def rebuild(settings: Settings, stop: asyncio.Event) -> Summary:
     return Summary(events_applied, jobs, complete=not stop.is_set(), batches=batches)
 
 
-async def _restart(js: JetStreamContext, pool: asyncpg.Pool, settings: Settings) -> None:
+async def _restart(
+    js: JetStreamContext, pool: asyncpg.Pool, settings: Settings, keep_history: bool
+) -> None:
     """Delete the durable, empty the tables, recreate the durable at the first message."""
     with contextlib.suppress(NotFound), bus.map_bus_errors():
         await js.delete_consumer(events.STREAM, events.PROJECTOR)
-    await db.truncate_projection(pool)
+    with bus.map_bus_errors():
+        first = (await js.stream_info(events.STREAM)).state.first_seq if keep_history else 0
+    await db.truncate_projection(pool, keep_before=first)
     # `ensure_stream` recreates the missing durable (DeliverPolicy.ALL) with its usual config.
     await bus.ensure_stream(js, settings, Role.PROJECTOR)
     log.info("projection emptied; replaying the log")

@@ -5,7 +5,9 @@ template syntax error) and stopped, a rebuild against the same NATS and PostgreS
 empties the tables, replays the stream and ends with the same statuses, attempts, error
 messages, webhook deliveries and usage; its one-line summary counts the events and the
 jobs by status; a bogus row that is in no event is gone, wrong monthly usage is counted
-again and a job's lost usage row comes back (each job still counted once).
+again and a job's lost usage row comes back (each job still counted once). Rebuilt
+keeping history (as a restore does) after the log's first messages aged out, the rows of a
+job wholly before the log stay as they were, where a plain rebuild drops them.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import asyncio
 import asyncpg
 import pytest
 
+from services.core import bus, events
 from services.core.settings import Settings
 from services.projector import main as projector_main
 from services.projector import rebuild
@@ -104,3 +107,39 @@ def test_rebuild_flag_is_parsed_after_the_command_name():
     assert projector_main.parse_args([]).rebuild is False
     with pytest.raises(SystemExit):
         projector_main.parse_args(["--bogus"])
+
+
+async def test_a_rebuild_keeping_history_keeps_the_jobs_the_log_has_aged_out_of(
+    settings: Settings,
+):
+    """`keep_history` (what `pressroom restore` asks): the log's first messages gone, as
+    retention drops them, the rows of a job whose whole history preceded the log stay,
+    and the jobs the log still holds are made again; a plain rebuild drops the first."""
+    stack = Stack(settings)
+    await stack.start()
+    try:
+        old = await stack.submit({"template": "<p>old</p>"})
+        assert (await stack.finished(old["id"]))["status"] == "done"
+        new = await stack.submit({"template": "<p>new</p>"})
+        assert (await stack.finished(new["id"]))["status"] == "done"
+    finally:
+        await stack.close()
+    before = await snapshot(settings.database_url)
+    conn = await asyncpg.connect(settings.database_url)
+    try:
+        first_of_new = await conn.fetchval(
+            "SELECT min(stream_seq) FROM job_events WHERE job_id = $1", new["id"]
+        )
+        aged = await conn.fetchval("SELECT count(*) FROM job_events WHERE job_id = $1", old["id"])
+    finally:
+        await conn.close()
+    async with bus.open_bus(settings, name="test") as (_, js):
+        await js.purge_stream(events.STREAM, seq=first_of_new)  # what retention would do
+
+    summary = await rebuild.rebuild(settings, asyncio.Event(), keep_history=True)
+    assert await snapshot(settings.database_url) == before
+    assert summary.events == before["events"]  # the old job's rows, the new job's replay
+    await rebuild.rebuild(settings, asyncio.Event())
+    dropped = await snapshot(settings.database_url)
+    assert [j["id"] for j in dropped["jobs"]] == [new["id"]]
+    assert dropped["events"] == before["events"] - aged
