@@ -68,6 +68,9 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
         handle_signals=False,
         keepalive_timeout=settings.header_timeout,
         lingering_time=LINGER,
+        # requests in flight at SIGTERM get the grace to finish (aiohttp's own is 60 s,
+        # past the runtime's exit and the pod's termination grace period)
+        shutdown_timeout=settings.shutdown_grace,
     )
     await runner.setup()
     try:
