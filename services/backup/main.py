@@ -91,9 +91,15 @@ async def restore(
             f"PRESSROOM_SERVER_KEY lacks the key(s) {', '.join(sorted(missing))} that sealed "
             "the secrets in this backup: give the key the backed-up installation had"
         )
-    await postgres.restore(settings.database_url, folder, pg_bin, replace=replace)
     nc = await bus.connect(settings, name="restore")
     try:
+        taken = {s.name for s in manifest.streams} & set(await streams.names(nc))
+        if taken and not replace:  # refused before the database is touched
+            raise SettingsError(
+                f"NATS holds the streams {', '.join(sorted(taken))}; restore with --replace "
+                "to drop them"
+            )
+        await postgres.restore(settings.database_url, folder, pg_bin, replace=replace)
         for saved in manifest.streams:
             await streams.restore(nc, saved, folder, replace=replace)
     finally:
