@@ -16,9 +16,12 @@ re-seal what an old key holds with the new one (`… rotate`) before dropping it
 from __future__ import annotations
 
 import base64
+import binascii
+import functools
 import hashlib
 import hmac
 import os
+import re
 import secrets
 from dataclasses import dataclass
 
@@ -130,6 +133,25 @@ class ServerKeys:
             except ValueError:
                 continue
         raise ValueError("cannot open a sealed value: wrong key or owner")
+
+
+@functools.lru_cache(maxsize=4)
+def read_keyring(raw: str) -> ServerKeys | None:
+    """The keyring a `PRESSROOM_SERVER_KEY` value holds: keys of 32 random bytes in base64,
+    separated by spaces or commas; None for no key. ValueError naming the malformed key
+    (never showing it). Cached: the gateway derives a job id from it per request."""
+    parts = [part for part in re.split(r"[\s,]+", raw.strip()) if part]
+    keys = []
+    for n, part in enumerate(parts, start=1):
+        which = f"key {n} of {len(parts)}" if len(parts) > 1 else "the key"
+        try:
+            key = base64.b64decode(part, validate=True)
+        except binascii.Error:
+            raise ValueError(f"{which} must be base64") from None
+        if len(key) != KEY_BYTES:
+            raise ValueError(f"{which} must be 32 bytes in base64 (openssl rand -base64 32)")
+        keys.append(key)
+    return ServerKeys(tuple(keys)) if keys else None
 
 
 def idempotent_job_id(server_key: bytes, tenant: str, idempotency_key: str) -> str:

@@ -487,67 +487,6 @@ async def touch_job(conn: asyncpg.Connection, job_id: str) -> None:
     await conn.execute("UPDATE jobs SET updated_at = now() WHERE id = $1", job_id)
 
 
-_RECOUNT_USAGE = """
-INSERT INTO usage_months (tenant_id, month, succeeded, failed, cancelled, pages, bytes,
-                          render_ms)
-SELECT tenant_id, month, count(*) FILTER (WHERE outcome = 'done'),
-       count(*) FILTER (WHERE outcome = 'failed'), count(*) FILTER (WHERE outcome = 'cancelled'),
-       sum(pages), sum(bytes), sum(render_ms)
-FROM usage_documents GROUP BY tenant_id, month
-"""
-
-
-_KEEP_BEFORE = (
-    "DELETE FROM job_events WHERE stream_seq >= $1",
-    "DELETE FROM webhook_deliveries WHERE stream_seq >= $1",
-    "DELETE FROM jobs WHERE last_seq >= $1",
-    "DELETE FROM batch_events WHERE stream_seq >= $1",
-    "DELETE FROM batches WHERE last_seq >= $1",
-    "TRUNCATE usage_months",
-)
-"""What `truncate_projection(keep_before=…)` runs: every row the log from `keep_before`
-on will make again goes, rows of jobs and batches whose whole history lies before it
-stay."""
-
-
-@map_db_errors()
-async def truncate_projection(pool: asyncpg.Pool, keep_before: int = 0) -> None:
-    """Empty every table the projector derives from the log (schema_migrations stays).
-
-    Usage is the exception: `usage_documents` (one row per finished job) is kept, since it
-    outlives the log's retention and bills, and `usage_months` is recounted from it; the
-    replay then adds only jobs it does not hold yet, so each job still counts once.
-
-    With `keep_before`, the log's first sequence when it no longer starts at the
-    beginning (a restore: `pressroom restore`), what lies wholly before it is kept, so the
-    jobs the log has aged out of stay readable; everything else is made again.
-    """
-    async with pool.acquire() as conn, conn.transaction():
-        if keep_before > 1:
-            for statement in _KEEP_BEFORE:
-                await conn.execute(statement, *(() if "TRUNCATE" in statement else (keep_before,)))
-        else:
-            await conn.execute(
-                "TRUNCATE jobs, job_events, webhook_deliveries, usage_months, batches, batch_events"
-            )
-        await conn.execute(_RECOUNT_USAGE)
-
-
-@map_db_errors()
-async def projection_counts(pool: asyncpg.Pool) -> tuple[int, dict[str, int]]:
-    """(events recorded, jobs by status) of the projection."""
-    events = int(await pool.fetchval("SELECT count(*) FROM job_events"))
-    rows = await pool.fetch("SELECT status, count(*) AS n FROM jobs GROUP BY status ORDER BY 1")
-    return events, {r["status"]: int(r["n"]) for r in rows}
-
-
-@map_db_errors()
-async def batch_counts(pool: asyncpg.Pool) -> dict[str, int]:
-    """Batches by status in the projection."""
-    rows = await pool.fetch("SELECT status, count(*) AS n FROM batches GROUP BY status ORDER BY 1")
-    return {r["status"]: int(r["n"]) for r in rows}
-
-
 class BatchItemRow(msgspec.Struct, kw_only=True, frozen=True):
     """One item of a batch as `GET /batches/{id}/items` shows it: an item the conductor
     has not expanded yet is `queued`, with no filename known here."""

@@ -13,10 +13,7 @@ the value (`valuefiles`).
 
 from __future__ import annotations
 
-import base64
-import binascii
 import dataclasses
-import functools
 import os
 import re
 import shutil
@@ -24,7 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from services.core.crypto import KEY_BYTES, ServerKeys
+from services.core.crypto import ServerKeys, read_keyring
 from services.core.valuefiles import SettingsError as SettingsError
 from services.core.valuefiles import raw_value
 
@@ -80,30 +77,9 @@ def _str(raw: str) -> str:
     return raw
 
 
-@functools.lru_cache(maxsize=4)
-def _keyring(raw: str) -> ServerKeys:
-    """The keyring of a `PRESSROOM_SERVER_KEY` value, decoded once per value (the gateway
-    derives a job id from it per request)."""
-    return ServerKeys(tuple(base64.b64decode(part) for part in _parts(raw)))
-
-
-def _parts(raw: str) -> list[str]:
-    return [part for part in re.split(r"[\s,]+", raw.strip()) if part]
-
-
 def _server_key(raw: str) -> str:
-    """One or more keys of 32 random bytes in base64, separated by spaces or commas: the
-    first seals secrets at rest and derives idempotent job ids, the others only open what
-    they sealed (a rotation)."""
-    parts = _parts(raw)
-    for n, part in enumerate(parts, start=1):
-        which = f"key {n} of {len(parts)}" if len(parts) > 1 else "the key"
-        try:
-            key = base64.b64decode(part, validate=True)
-        except binascii.Error:
-            raise ValueError(f"{which} must be base64") from None
-        if len(key) != KEY_BYTES:
-            raise ValueError(f"{which} must be 32 bytes in base64 (openssl rand -base64 32)")
+    """One or more keys of 32 random bytes in base64 (`crypto.read_keyring`)."""
+    read_keyring(raw)
     return raw
 
 
@@ -587,21 +563,17 @@ class Settings:
 
     def server_keys(self) -> ServerKeys:
         """The server keyring; `SettingsError` naming the variable when it is not set."""
-        if not _parts(self.server_key):
+        keys = read_keyring(self.server_key)
+        if keys is None:
             raise SettingsError(
                 "PRESSROOM_SERVER_KEY must be set: 32 random bytes in base64 "
                 "(openssl rand -base64 32); it encrypts secrets at rest"
             )
-        return _keyring(self.server_key)
+        return keys
 
     def server_key_bytes(self) -> bytes:
         """The keyring's primary key (`server_keys().primary`)."""
         return self.server_keys().primary
-
-    @property
-    def url_secrets(self) -> tuple[str, ...]:
-        """Every key of `PRESSROOM_URL_SECRET`: the first signs links, every one verifies."""
-        return tuple(self.url_secret.split())
 
     @property
     def base_url(self) -> str:

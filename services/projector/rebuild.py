@@ -1,4 +1,5 @@
-"""`pressroom projector --rebuild`: throw the read model away and replay it from the log.
+"""`pressroom projector --rebuild`: throw the read model away and replay it from the log
+(and the statements that empty and count the projection's tables for it).
 
 Run it with every other projector stopped. Order matters for a crash half-way: the
 `projector` durable is deleted first, then the tables are emptied, then the durable is
@@ -74,8 +75,8 @@ async def rebuild(
             await consumer.run(consumer.Projection(js, pool, settings.free_tier), caught_up)
         finally:
             await runtime.cancelled(watcher)
-        events_applied, jobs = await db.projection_counts(pool)
-        batches = await db.batch_counts(pool)
+        events_applied, jobs = await projection_counts(pool)
+        batches = await batch_counts(pool)
     return Summary(events_applied, jobs, complete=not stop.is_set(), batches=batches)
 
 
@@ -87,7 +88,7 @@ async def _restart(
         await js.delete_consumer(events.STREAM, events.PROJECTOR)
     with bus.map_bus_errors():
         first = (await js.stream_info(events.STREAM)).state.first_seq if keep_history else 0
-    await db.truncate_projection(pool, keep_before=first)
+    await truncate_projection(pool, keep_before=first)
     # `ensure_stream` recreates the missing durable (DeliverPolicy.ALL) with its usual config.
     await bus.ensure_stream(js, settings, Role.PROJECTOR)
     log.info("projection emptied; replaying the log")
@@ -112,6 +113,69 @@ async def _drained(js: JetStreamContext) -> bool:
         log.warning("cannot read the projector's backlog: %s", exc)
         return False
     return bool(info.num_pending == 0 and info.num_ack_pending == 0)
+
+
+# The projection's tables: emptied before a replay, counted after it.
+
+_RECOUNT_USAGE = """
+INSERT INTO usage_months (tenant_id, month, succeeded, failed, cancelled, pages, bytes,
+                          render_ms)
+SELECT tenant_id, month, count(*) FILTER (WHERE outcome = 'done'),
+       count(*) FILTER (WHERE outcome = 'failed'), count(*) FILTER (WHERE outcome = 'cancelled'),
+       sum(pages), sum(bytes), sum(render_ms)
+FROM usage_documents GROUP BY tenant_id, month
+"""
+
+
+_KEEP_BEFORE = (
+    "DELETE FROM job_events WHERE stream_seq >= $1",
+    "DELETE FROM webhook_deliveries WHERE stream_seq >= $1",
+    "DELETE FROM jobs WHERE last_seq >= $1",
+    "DELETE FROM batch_events WHERE stream_seq >= $1",
+    "DELETE FROM batches WHERE last_seq >= $1",
+    "TRUNCATE usage_months",
+)
+"""What `truncate_projection(keep_before=…)` runs: every row the log from `keep_before`
+on will make again goes, rows of jobs and batches whose whole history lies before it
+stay."""
+
+
+@db.map_db_errors()
+async def truncate_projection(pool: asyncpg.Pool, keep_before: int = 0) -> None:
+    """Empty every table the projector derives from the log (schema_migrations stays).
+
+    Usage is the exception: `usage_documents` (one row per finished job) is kept, since it
+    outlives the log's retention and bills, and `usage_months` is recounted from it; the
+    replay then adds only jobs it does not hold yet, so each job still counts once.
+
+    With `keep_before`, the log's first sequence when it no longer starts at the
+    beginning (a restore: `pressroom restore`), what lies wholly before it is kept, so the
+    jobs the log has aged out of stay readable; everything else is made again.
+    """
+    async with pool.acquire() as conn, conn.transaction():
+        if keep_before > 1:
+            for statement in _KEEP_BEFORE:
+                await conn.execute(statement, *(() if "TRUNCATE" in statement else (keep_before,)))
+        else:
+            await conn.execute(
+                "TRUNCATE jobs, job_events, webhook_deliveries, usage_months, batches, batch_events"
+            )
+        await conn.execute(_RECOUNT_USAGE)
+
+
+@db.map_db_errors()
+async def projection_counts(pool: asyncpg.Pool) -> tuple[int, dict[str, int]]:
+    """(events recorded, jobs by status) of the projection."""
+    events = int(await pool.fetchval("SELECT count(*) FROM job_events"))
+    rows = await pool.fetch("SELECT status, count(*) AS n FROM jobs GROUP BY status ORDER BY 1")
+    return events, {r["status"]: int(r["n"]) for r in rows}
+
+
+@db.map_db_errors()
+async def batch_counts(pool: asyncpg.Pool) -> dict[str, int]:
+    """Batches by status in the projection."""
+    rows = await pool.fetch("SELECT status, count(*) AS n FROM batches GROUP BY status ORDER BY 1")
+    return {r["status"]: int(r["n"]) for r in rows}
 
 
 async def main(settings: Settings, stop: asyncio.Event) -> None:
