@@ -28,6 +28,15 @@ INTERVAL = 1.0
 TIMEOUT = 1.0
 """Seconds a probe (connecting included) may take before PostgreSQL counts as down."""
 
+DOWN = (
+    OSError,
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    asyncpg.InternalClientError,
+    TimeoutError,
+)
+"""What a probe of a down, restarting or frozen server raises (`db.DB_DOWN`'s kinds)."""
+
 
 class Watch:
     """PostgreSQL's state as this process last saw it: `up`, since when, and why not."""
@@ -62,9 +71,10 @@ class Watch:
                 if self._conn is None or self._conn.is_closed():
                     self._conn = await asyncpg.connect(self.dsn, timeout=TIMEOUT)
                 await self._conn.fetchval("SELECT 1")
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as exc:
+        except DOWN as exc:
             self._drop()
-            self._record(False, describe(exc) if str(exc) else "no answer within 1 s")
+            silent = isinstance(exc, TimeoutError)
+            self._record(False, f"no answer within {TIMEOUT:g} s" if silent else describe(exc))
         else:
             self._record(True, "")
 
