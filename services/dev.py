@@ -14,6 +14,8 @@ identity, an NKey generated on first start and kept in `secrets.json` (`nats_see
 Once the gateway is ready it makes sure there is a tenant `dev` with a working API key,
 kept in `api-key` (reused on the next start while it works), and writes the admin key to
 `admin-key`, so the printed curl line and `pressroom tenants …` work with no setup.
+`run/operator.env` holds the settings an operator's tools need against the running stack
+(`set -a; . .pressroom/run/operator.env; set +a; scripts/backup.sh backups`).
 """
 
 from __future__ import annotations
@@ -288,6 +290,21 @@ def write_targets(path: Path, envs: dict[str, dict[str, str]]) -> None:
     os.replace(tmp, path)
 
 
+OPERATOR_ENV = "operator.env"
+"""Where `pressroom dev` writes the settings an operator's tools need against it
+(`pressroom backup`, `restore`, `server-keys`), with the operators' NATS identity."""
+
+
+def write_operator_env(path: Path, env: dict[str, str], seeds: dict[str, str] | None) -> None:
+    """`path` (0600), for `set -a; . <path>; set +a`: every `PRESSROOM_*` setting of the
+    services, as the operators' identity on the embedded NATS."""
+    values = {k: v for k, v in env.items() if k.startswith("PRESSROOM_")}
+    values.pop("PRESSROOM_METRICS_PORT", None)
+    if seeds is not None:
+        values["PRESSROOM_NATS_NKEY_SEED"] = seeds[f"{SEED}{Role.ADMIN}"]
+    write_private(path, "".join(f"{k}={shlex.quote(v)}\n" for k, v in sorted(values.items())))
+
+
 async def wait_healthy(url: str, stop: asyncio.Event) -> bool:
     async with aiohttp.ClientSession() as session:
         end = time.monotonic() + 120
@@ -317,6 +334,7 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
             overrides["PRESSROOM_DATABASE_URL"] = pg
         envs = service_env(settings, overrides, seeds)
         write_targets(data / "run" / TARGETS, envs)
+        write_operator_env(data / "run" / OPERATOR_ENV, envs["gateway"], seeds)
         tasks = [
             asyncio.create_task(supervise(name, envs[name], stop, settings.shutdown_grace + 5))
             for name in SERVICES

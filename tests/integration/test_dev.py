@@ -3,7 +3,8 @@
 Verifies: it comes up on embedded defaults on the port given by PRESSROOM_PORT; it makes a
 tenant `dev` with an API key in `api-key` and writes the admin key to `admin-key`; the curl
 line it prints works as printed; `pressroom tenants` and `pressroom keys` work against it
-with nothing but PRESSROOM_PORT and PRESSROOM_DATA_DIR; its NATS lets in only the
+with nothing but PRESSROOM_PORT and PRESSROOM_DATA_DIR, and `scripts/backup.sh` with the
+settings it writes to `run/operator.env`; its NATS lets in only the
 services, each as its own identity, none refused anything; after the whole process tree is
 SIGKILLed mid-work, a restart keeps every job, finishes the unfinished ones and reuses the
 same API key; Ctrl-C (SIGINT) stops everything, leaving no process behind.
@@ -35,6 +36,7 @@ from services.dev import load_secrets
 from tests.conftest import free_port, wait_until
 
 HELLO = {"template": "<h1>Hi {{name}}</h1>", "data": {"name": "Ana"}}
+REPO = Path(__file__).resolve().parents[2]
 
 
 class Dev:
@@ -143,6 +145,7 @@ def test_make_up_serves_the_curl_example_survives_sigkill_and_stops_cleanly(dev:
     assert pdf.headers["Content-Type"] == "application/pdf"
     text = pypdf.PdfReader(io.BytesIO(pdf.content)).pages[0].extract_text()
     assert "Hi Ana" in text
+    check_backup_with_the_operator_env(dev)
 
     in_flight = [dev.submit() for _ in range(10)]
     for proc in dev.tree():  # the whole tree, as a crash or `kill -9` would
@@ -218,6 +221,20 @@ def check_nats_lets_in_only_the_services(dev: Dev) -> None:
         assert seed not in config and buskeys.public_key(seed) in config, role
     log = (run / "nats.log").read_text()
     assert "Violation" not in log and "authentication error" in log  # the stranger's
+
+
+def check_backup_with_the_operator_env(dev: Dev) -> None:
+    """`run/operator.env` (0600) is all `scripts/backup.sh` needs against the stack."""
+    env_file = dev.data / "run" / "operator.env"
+    assert env_file.stat().st_mode & 0o777 == 0o600
+    root = dev.data.parent / "backups"
+    script = f"set -a; . {env_file}; set +a; {REPO}/scripts/backup.sh {root}"
+    env = {**dev.env, "PRESSROOM": str(Path(sys.executable).parent / "pressroom")}
+    ran = subprocess.run(["sh", "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    manifest = json.loads((Path(ran.stdout.strip().splitlines()[-1]) / "manifest.json").read_text())
+    assert {s["name"]: s["messages"] > 0 for s in manifest["streams"]}["JOBS"]
+    assert any(key.endswith(".pdf") for key in manifest["files"]["objects"])
 
 
 def check_admin_cli(dev: Dev) -> None:
