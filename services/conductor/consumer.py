@@ -31,6 +31,7 @@ from services.conductor.state import CANCELLED, PAUSED, RUNNING, BatchStates
 from services.core import bus, events, logs, runtime, timeline, topology
 from services.core.errors import (
     DeterministicError,
+    ErrorType,
     InvalidEvent,
     NotFound,
     TransientError,
@@ -251,7 +252,7 @@ class Conductor:
             return events.BatchCancelled(**common, object_key=key, bytes=size)
         if counts.done == 0 or key is None:
             error = events.ErrorInfo(
-                type="no_documents",
+                type=ErrorType.NO_DOCUMENTS,
                 message=f"no item produced a document: {pack.first_error(items)}",
             )
             return events.BatchFailed(**common, error=error, object_key=key)

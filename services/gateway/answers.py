@@ -19,6 +19,7 @@ import msgspec
 from aiohttp import web
 
 from services.core import diagnosis
+from services.core.errors import ErrorType
 from services.core.status import BatchStatus, JobStatus
 
 Timestamp = Annotated[str, msgspec.Meta(extra_json_schema={"format": "date-time"})]
@@ -74,7 +75,7 @@ class ErrorDetail(Answer, kw_only=True):
     """What went wrong: a stable `type` (`validation`, `not_found`, `rate_limited`, ...),
     a message for people, and the `field` (body field, parameter or header) it is about."""
 
-    type: str
+    type: ErrorType
     message: str
     field: str | Unset = UNSET
 
@@ -88,7 +89,7 @@ class ErrorBody(Answer, kw_only=True):
 class Failure(Answer, kw_only=True):
     """Why a job, an item or a batch failed: the error's type and root-cause message."""
 
-    type: str | None
+    type: ErrorType | None
     message: str
 
 

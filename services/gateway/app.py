@@ -12,7 +12,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from aiohttp import web
 
 from services.core import bus, db, metrics, runtime, tracing
-from services.core.errors import PayloadTooLarge, PressroomError, RequestTimeout, Unavailable
+from services.core.errors import (
+    ErrorType,
+    PayloadTooLarge,
+    PressroomError,
+    RequestTimeout,
+    Unavailable,
+)
 from services.core.jail import Jail, TemplateLimits
 from services.core.settings import Settings
 from services.core.storage import open_storage
@@ -59,7 +65,7 @@ USE_FLUSH_EVERY = 10
 
 def error_response(
     status: int,
-    kind: str,
+    kind: ErrorType,
     message: str,
     field: str | None = None,
     headers: dict[str, str] | None = None,
@@ -126,12 +132,32 @@ async def errors_as_json(request: web.Request, handler: Handler) -> web.StreamRe
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
-        return error_response(exc.status, "http", exc.reason)
+        message = _router_message(request, exc)
+        return error_response(exc.status, ErrorType.HTTP, message, headers=_kept(exc))
     except asyncio.CancelledError:
         raise
     except Exception:
         log.exception("unhandled error on %s %s", request.method, request.path)
-        return error_response(500, "internal", "internal error; see the gateway log")
+        return error_response(500, ErrorType.INTERNAL, "internal error; see the gateway log")
+
+
+KEPT_HEADERS = ("Allow",)
+"""Headers of aiohttp's own error answers that a client needs: a 405 names the methods
+the route takes (RFC 9110)."""
+
+
+def _kept(exc: web.HTTPException) -> dict[str, str]:
+    return {name: exc.headers[name] for name in KEPT_HEADERS if name in exc.headers}
+
+
+def _router_message(request: web.Request, exc: web.HTTPException) -> str:
+    """What the router's own 404 and 405 say: the route, and the methods it takes."""
+    if exc.status == 404:
+        return f"no route {request.path!r}"
+    if exc.status == 405 and "Allow" in exc.headers:
+        allowed = ", ".join(m.strip() for m in exc.headers["Allow"].split(","))
+        return f"{request.method} is not allowed here: use {allowed}"
+    return exc.reason
 
 
 async def _nats_ctx(app: web.Application) -> AsyncIterator[None]:

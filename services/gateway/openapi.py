@@ -22,6 +22,7 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
+from services.core.errors import ErrorType
 from services.gateway import answers
 from services.gateway.auth import ADMIN_KEY, API_KEY, Handler, guard_of
 from services.gateway.contract import (
@@ -276,7 +277,7 @@ def _file(name: str) -> web.Response:
     kind = FILE_TYPES.get(name)
     if kind is None:
         body = answers.ErrorBody(
-            error=answers.ErrorDetail(type="not_found", message=f"no {name!r}")
+            error=answers.ErrorDetail(type=ErrorType.NOT_FOUND, message=f"no {name!r}")
         )
         return answers.respond(body, 404, PAGE_HEADERS)
     data = resources.files(__package__ or "services.gateway").joinpath(FOLDER, name).read_bytes()
