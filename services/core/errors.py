@@ -98,6 +98,7 @@ class ErrorType(StrEnum):
 
 
 OTHER_TYPES = {
+    ErrorType.INTERNAL: "A fault of Pressroom's own (HTTP 500); the service's log has the details",
     ErrorType.HTTP: "No such route, or a method the route does not take (404, 405 with `Allow`)",
     ErrorType.WORKER_LOST: "Every delivery of the job crashed or lost its worker; the "
     "projector gave up on it",
@@ -108,7 +109,7 @@ OTHER_TYPES = {
     ErrorType.DOCUMENT_MISSING: "An item's document was deleted before the batch's archive "
     "was packed",
 }
-"""What each type that is no exception's `kind` means."""
+"""What each type that is no exception's `kind` means (and `internal`, the base class's)."""
 
 
 def known_type(value: str | None) -> ErrorType | None:

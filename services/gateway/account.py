@@ -72,6 +72,8 @@ class SecretRequest(msgspec.Struct, forbid_unknown_fields=True):
     for a new random one."""
 
     secret: str | None = None
+    """A secret of the tenant's own: `whsec_` and the base64 of 24 bytes or more; a new random
+    one when left out."""
 
 
 async def _chosen(request: web.Request) -> str | None:

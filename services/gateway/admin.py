@@ -35,8 +35,12 @@ ID = re.compile(r"[A-Za-z0-9_.-]{1,100}")
 
 
 class RateLimitRequest(msgspec.Struct, forbid_unknown_fields=True):
+    """A submission rate: a token bucket of `burst` filled at `per_second`."""
+
     per_second: Annotated[float, msgspec.Meta(gt=0, le=1_000_000)]
+    """Job submissions a second, on average (more than 0)."""
     burst: Annotated[int, msgspec.Meta(ge=1, le=10_000_000)]
+    """Submissions at once above that pace."""
 
 
 class TenantRequest(msgspec.Struct, forbid_unknown_fields=True):
@@ -44,8 +48,11 @@ class TenantRequest(msgspec.Struct, forbid_unknown_fields=True):
     limits that replace the installation's defaults."""
 
     name: TenantName
+    """A unique name: letters, digits, `.`, `_`, `-`."""
     rate_limit: RateLimitRequest | None = None
+    """Its submission rate; the installation's default without it."""
     monthly_quota: Annotated[int, msgspec.Meta(ge=0, le=2**62)] | None = None
+    """Documents it may make a month; the installation's default without it."""
 
 
 class TenantChange(msgspec.Struct, forbid_unknown_fields=True):
@@ -53,15 +60,18 @@ class TenantChange(msgspec.Struct, forbid_unknown_fields=True):
     installation's default, a field left out stays as it is."""
 
     rate_limit: RateLimitRequest | msgspec.UnsetType | None = msgspec.UNSET
+    """A new submission rate; null: back to the default; left out: unchanged."""
     monthly_quota: Annotated[int, msgspec.Meta(ge=0, le=2**62)] | msgspec.UnsetType | None = (
         msgspec.UNSET
     )
+    """A new monthly quota; null: back to the default; left out: unchanged."""
 
 
 class KeyRequest(msgspec.Struct, forbid_unknown_fields=True):
     """`POST /admin/tenants/{id}/keys`: the key's scopes (all of them by default)."""
 
     scopes: list[str] | None = None
+    """What the key may do; every scope when left out."""
 
 
 def _iso(value: dt.datetime | None) -> str | None:

@@ -16,7 +16,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from services.core.status import BatchStatus, JobStatus
-from services.gateway import account, admin, answers, batches, joblist, requests, templates
+from services.gateway import (
+    account,
+    admin,
+    answers,
+    batches,
+    joblist,
+    requests,
+    streamdocs,
+    templates,
+)
 
 _ID_NAMES = re.compile(r"\{(?:job|batch|template|secret|tenant)_id(?::[^}]*)?\}")
 _PATTERNS = re.compile(r"\{(\w+):[^}]*\}")
@@ -46,6 +55,7 @@ class Media:
     types: tuple[str, ...]
     description: str
     schema: dict[str, Any] = field(default_factory=lambda: {"type": "string"})
+    example: Any = None
 
 
 @dataclass(frozen=True)
@@ -128,11 +138,23 @@ JOB_ID = path_id("job", requests.JOB_ID)
 BATCH_ID = path_id("batch", requests.BATCH_ID)
 TENANT_ID = path_id("tenant")
 
-EVENT_STREAM = Media(
+EVENTS_TEXT = (
+    "Server-Sent Events (`text/event-stream`): messages of `id: <stream sequence>`, "
+    "`event: <name>` and `data: <one-line JSON>` lines, `: keep-alive` comments while idle; "
+    "the stream closes after the terminal event, or with a last `event: error` (data "
+    '`{"error": {...}}`) once its key is revoked. The schema lists the messages in order'
+)
+JOB_STREAM = Media(
     ("text/event-stream",),
-    "Server-Sent Events: `id: <stream sequence>`, `event: <name>`, `data: <one-line JSON>`; "
-    "`: keep-alive` comments while idle; the stream closes after the terminal event, or "
-    'with a last `event: error` (data `{"error": {...}}`) once its key is revoked',
+    EVENTS_TEXT,
+    streamdocs.stream_of("JobStreamMessage"),
+    streamdocs.JOB_EXAMPLE,
+)
+BATCH_STREAM = Media(
+    ("text/event-stream",),
+    EVENTS_TEXT,
+    streamdocs.stream_of("BatchStreamMessage"),
+    streamdocs.BATCH_EXAMPLE,
 )
 HTML = Media(("text/html",), "an HTML page")
 STATIC = Media(("text/html", "text/javascript", "text/css"), "a static file")
@@ -220,7 +242,7 @@ JOBS: dict[tuple[str, str], Route] = {
     ("GET", "/jobs/{id}/stream"): Route(
         "A job's events as they happen (Server-Sent Events)",
         "jobs",
-        {200: EVENT_STREAM},
+        {200: JOB_STREAM},
         (400, *READ_ERRORS, 429),
         params=(JOB_ID, LAST_EVENT_ID, LAST_EVENT_QUERY),
         description="Each message's data is a timeline entry plus the job's `status` "
@@ -332,7 +354,7 @@ BATCHES: dict[tuple[str, str], Route] = {
     ("GET", "/batches/{id}/stream"): Route(
         "A batch's progress as it happens (Server-Sent Events)",
         "batches",
-        {200: EVENT_STREAM},
+        {200: BATCH_STREAM},
         (400, *READ_ERRORS, 429),
         params=(BATCH_ID, LAST_EVENT_ID, LAST_EVENT_QUERY),
         description="`progress` messages carry the batch as `GET /batches/{id}` shows it, "

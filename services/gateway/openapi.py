@@ -23,7 +23,7 @@ import msgspec
 from aiohttp import web
 
 from services.core.errors import ErrorType
-from services.gateway import answers
+from services.gateway import answers, schemadocs, streamdocs
 from services.gateway.auth import ADMIN_KEY, API_KEY, Handler, guard_of
 from services.gateway.contract import (
     ROUTES,
@@ -35,8 +35,7 @@ from services.gateway.contract import (
     public_path,
 )
 from services.gateway.keys import SETTINGS
-
-REF = "#/components/schemas/{name}"
+from services.gateway.streamdocs import REF
 
 
 @dataclass
@@ -94,6 +93,13 @@ SCHEMES = {
     },
 }
 _NAME = re.compile(r"[^a-z0-9]+")
+INFO_TEXT = (
+    "HTML to PDF (and PNG) rendering, asynchronous: submit a job, get `202` once it is "
+    "durable, then poll it, follow its event stream or take its signed webhook. Every error "
+    'answer is `{"error": {"type", "message", "field"?}}` with a stable `type` (`ErrorType`) '
+    "and, for bad input, the `field` to fix; a method a route does not take is a `405` whose "
+    "`Allow` header names the ones it does."
+)
 
 
 class UndocumentedRoute(Exception):
@@ -155,11 +161,18 @@ def _request_body(body: Body, refs: dict[type, Any]) -> dict[str, Any]:
     return {"required": body.required, "content": content}
 
 
+def _media(answer: Media) -> dict[str, Any]:
+    described: dict[str, Any] = {"schema": answer.schema}
+    if answer.example is not None:
+        described["example"] = answer.example
+    return described
+
+
 def _answer(status: int, answer: type | Media | None, refs: dict[type, Any]) -> dict[str, Any]:
     if answer is None:
         return {"description": "No content"}
     if isinstance(answer, Media):
-        content = {kind: {"schema": answer.schema} for kind in answer.types}
+        content = {kind: _media(answer) for kind in answer.types}
         return {"description": answer.description, "content": content}
     doc = (answer.__doc__ or answer.__name__).split("\n\n")[0]
     described: dict[str, Any] = {
@@ -234,6 +247,8 @@ def document(app: web.Application, server: str) -> dict[str, Any]:
     structs = _structs([route for _, _, route, _ in found])
     schemas, components = msgspec.json.schema_components(structs, ref_template=REF)
     refs = dict(zip(structs, schemas, strict=True))
+    schemadocs.describe(components, structs, REF)
+    components.update(streamdocs.components())
     paths: dict[str, dict[str, Any]] = {}
     for operation in found:
         method, path = operation[0], operation[1]
@@ -243,10 +258,10 @@ def document(app: web.Application, server: str) -> dict[str, Any]:
         "info": {
             "title": "Pressroom",
             "version": "1",
-            "description": "HTML to PDF rendering. Every error answer is "
-            '`{"error": {"type", "message", "field"?}}`.',
+            "description": INFO_TEXT,
+            "contact": {"name": "This gateway's API reference", "url": f"{server}/docs"},
         },
-        "servers": [{"url": server}],
+        "servers": [{"url": server, "description": "This gateway (`PRESSROOM_PUBLIC_URL`)"}],
         "tags": [{"name": name, "description": text} for name, text in TAGS.items()],
         "paths": dict(sorted(paths.items())),
         "components": {
