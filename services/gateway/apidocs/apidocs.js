@@ -4,10 +4,12 @@
 
 const METHODS = ["get", "post", "put", "patch", "delete"];
 
+// Children may be nested arrays at any depth (a body's parts, each a list of nodes): all
+// are flattened, so no array is ever appended as its text ("[object HTMLDivElement]").
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
   for (const [name, value] of Object.entries(attrs || {})) node.setAttribute(name, value);
-  for (const child of children.flat()) {
+  for (const child of children.flat(Infinity)) {
     if (child === null || child === undefined || child === "") continue;
     node.append(typeof child === "string" ? document.createTextNode(child) : child);
   }
@@ -80,13 +82,41 @@ function example(media) {
   return el("pre", {}, el("code", {}, text));
 }
 
-function requestBody(operation) {
+// The schema a reference names, and the non-null branch of an optional one.
+function resolved(schema, doc) {
+  let found = schema || {};
+  for (let hops = 0; found.$ref && hops < 10; hops += 1) {
+    found = ((doc.components || {}).schemas || {})[refName(found.$ref)] || {};
+  }
+  const branches = (found.anyOf || []).filter((b) => b.type !== "null");
+  return branches.length === 1 ? resolved(branches[0], doc) : found;
+}
+
+// The fields of an object schema as a nested list: name, type, required, meaning, and
+// the fields of each field that is an object or a list of objects (`items[].filename`).
+function fields(schema, doc, depth = 0, seen = new Set()) {
+  let shape = resolved(schema, doc);
+  if (shape.type === "array") shape = resolved(shape.items, doc);
+  const props = Object.entries(shape.properties || {});
+  if (!props.length || depth > 4 || seen.has(shape)) return null;
+  const inner = new Set(seen).add(shape);
+  const required = new Set(shape.required || []);
+  return el("ul", { class: "fields" }, props.map(([name, property]) =>
+    el("li", {},
+      el("code", { class: "field-name" }, name), " ", el("span", { class: "field-type" }, typeOf(property)),
+      required.has(name) ? el("span", { class: "field-required" }, " required") : null,
+      property.description ? el("span", { class: "field-meaning" }, " — ", prose(property.description)) : null,
+      fields(property, doc, depth + 1, inner))));
+}
+
+function requestBody(operation, doc) {
   const body = operation.requestBody;
   if (!body) return null;
   const parts = Object.entries(body.content || {}).map(([kind, media]) =>
-    el("div", {},
+    el("div", { class: "body" },
       el("p", {}, el("code", {}, kind), ": ", typeOf(media.schema),
         body.required ? "" : " (optional)"),
+      kind === "application/json" ? fields(media.schema, doc) : null,
       example(media)));
   return [el("h3", {}, "Body"), parts];
 }
@@ -101,7 +131,7 @@ function responses(operation) {
   return [el("h3", {}, "Answers"), table(["status", "meaning", "body"], rows)];
 }
 
-function operationView(method, path, operation) {
+function operationView(method, path, operation, doc) {
   const secured = (operation.security || []).map((s) => Object.keys(s).join(", ")).join(", ");
   const summary = el("summary", {},
     el("span", { class: `method ${method}` }, method),
@@ -110,7 +140,7 @@ function operationView(method, path, operation) {
   return el("details", { id: anchor("op", operation.operationId || `${method}${path}`) },
     summary,
     operation.description ? el("p", {}, prose(operation.description)) : null,
-    parameters(operation), requestBody(operation), responses(operation));
+    parameters(operation), requestBody(operation, doc), responses(operation));
 }
 
 function schemaView(name, schema) {
@@ -164,7 +194,7 @@ function render(doc) {
     el("section", { id: anchor("tag", tag.name) },
       el("h2", {}, tag.name),
       tag.description ? el("p", {}, prose(tag.description)) : null,
-      operations.map(([method, path, op]) => operationView(method, path, op))));
+      operations.map(([method, path, op]) => operationView(method, path, op, doc))));
   const info = doc.info || {};
   main.replaceChildren(
     el("p", {}, prose(`${info.title || "API"} ${info.version || ""} — ${info.description || ""}`)),
