@@ -24,7 +24,7 @@ from aiohttp import web
 
 from services.core.errors import ErrorType
 from services.gateway import answers, schemadocs, streamdocs
-from services.gateway.auth import ADMIN_KEY, API_KEY, Handler, guard_of
+from services.gateway.auth import ADMIN_KEY, API_KEY, Guard, Handler, guard_of
 from services.gateway.contract import (
     ROUTES,
     TAGS,
@@ -216,6 +216,15 @@ def _with_rate_headers(responses: dict[str, dict[str, Any]]) -> None:
             )
 
 
+def _who(guard: Guard | None) -> str:
+    """Who may call the route, from its own guard: what its description opens with."""
+    if guard is None:
+        return "Open: no key needed."
+    if guard.scheme == ADMIN_KEY:
+        return "Needs the admin key."
+    return f"Needs the scope `{guard.scope}`." if guard.scope is not None else ""
+
+
 def _operation(operation: Operation, refs: dict[type, Any]) -> dict[str, Any]:
     method, path, route, handler = operation
     responses = {str(s): _answer(s, a, refs) for s, a in route.answers.items()}
@@ -224,13 +233,10 @@ def _operation(operation: Operation, refs: dict[type, Any]) -> dict[str, Any]:
     guard = guard_of(handler)
     if guard is not None and guard.scheme == API_KEY:
         _with_rate_headers(responses)
-    description = route.description
-    if guard is not None and guard.scope is not None:
-        description = f"Needs the scope `{guard.scope}`. {description}".strip()
     described: dict[str, Any] = {
         "operationId": _NAME.sub("_", f"{method} {path}".lower()).strip("_"),
         "summary": route.summary,
-        "description": description,
+        "description": f"{_who(guard)} {route.description}".strip(),
         "tags": [route.tag],
         "security": [{guard.scheme: []}] if guard is not None else [],
         "parameters": [_parameter(p) for p in route.params],

@@ -206,7 +206,7 @@ def test_operations_have_unique_valid_ids_summaries_and_defined_tags(doc):
     tags = {tag["name"]: tag for tag in doc["tags"]}
     assert all(tag["description"] for tag in tags.values())
     for label, operation in operations(doc):
-        assert operation["summary"], label
+        assert operation["summary"] and operation["description"], label
         assert operation["tags"] and set(operation["tags"]) <= set(tags), label
 
 
