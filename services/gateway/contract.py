@@ -1,5 +1,6 @@
 """What each public route takes and answers: one small entry per route, which
-`openapi.py` turns into the OpenAPI document.
+`openapi.py` turns into the OpenAPI document. Over 400 lines because it is a table (an
+entry per route), read top to bottom like the README's.
 
 Entries are keyed by method and path as the README names them (`/jobs/{id}`); the
 router's own names (`/jobs/{job_id}`) are mapped by `public_path`. Bodies and answers are
@@ -19,6 +20,7 @@ from services.core.status import BatchStatus, JobStatus
 from services.gateway import (
     account,
     admin,
+    adminanswers,
     answers,
     batches,
     joblist,
@@ -449,7 +451,7 @@ ADMIN: dict[tuple[str, str], Route] = {
     ("POST", "/admin/tenants"): Route(
         "Create a tenant (with its first signing secret, shown once)",
         "admin",
-        {201: answers.TenantCreated},
+        {201: adminanswers.TenantCreated},
         (400, 408, 409, 413, *ADMIN_ERRORS),
         body=Body(
             admin.TenantRequest,
@@ -457,19 +459,19 @@ ADMIN: dict[tuple[str, str], Route] = {
         ),
     ),
     ("GET", "/admin/tenants"): Route(
-        "Every tenant", "admin", {200: answers.TenantList}, ADMIN_ERRORS
+        "Every tenant", "admin", {200: adminanswers.TenantList}, ADMIN_ERRORS
     ),
     ("GET", "/admin/tenants/{id}"): Route(
         "One tenant",
         "admin",
-        {200: answers.Tenant},
+        {200: adminanswers.Tenant},
         (404, *ADMIN_ERRORS),
         params=(TENANT_ID,),
     ),
     ("PATCH", "/admin/tenants/{id}"): Route(
         "Change a tenant's limits (`null`: back to the default)",
         "admin",
-        {200: answers.Tenant},
+        {200: adminanswers.Tenant},
         (400, 404, 408, 413, *ADMIN_ERRORS),
         params=(TENANT_ID,),
         body=Body(admin.TenantChange, {"monthly_quota": 10000}),
@@ -477,7 +479,7 @@ ADMIN: dict[tuple[str, str], Route] = {
     ("POST", "/admin/tenants/{id}/keys"): Route(
         "Create an API key (shown once)",
         "admin",
-        {201: answers.KeyCreated},
+        {201: adminanswers.KeyCreated},
         (400, 404, 408, 413, *ADMIN_ERRORS),
         params=(TENANT_ID,),
         body=Body(admin.KeyRequest, {"scopes": ["jobs:read", "jobs:write"]}, required=False),
@@ -485,7 +487,7 @@ ADMIN: dict[tuple[str, str], Route] = {
     ("GET", "/admin/tenants/{id}/keys"): Route(
         "A tenant's keys (never a key, only its prefix)",
         "admin",
-        {200: answers.KeyList},
+        {200: adminanswers.KeyList},
         (404, *ADMIN_ERRORS),
         params=(TENANT_ID,),
     ),
@@ -499,7 +501,7 @@ ADMIN: dict[tuple[str, str], Route] = {
     ("GET", "/admin/usage"): Route(
         "Every tenant's usage of a month",
         "admin",
-        {200: answers.AllUsage},
+        {200: adminanswers.AllUsage},
         (400, *ADMIN_ERRORS),
         params=(MONTH,),
     ),
