@@ -3,7 +3,8 @@
 
 Verifies, each against what was broken before (issue 32):
 - `/docs` shows a request body's fields, nested ones included (`items` → `filename`),
-  and never an object's default text (`[object HTMLDivElement]`);
+  and never an object's default text (`[object HTMLDivElement]`); the error types are a
+  list, each with its meaning;
 - on a 390 px phone the console's header keeps every part on screen, none overlapping
   another, and no page scrolls sideways;
 - a batch's bar is coloured by its outcome: never green for a failed or cancelled batch
@@ -62,6 +63,10 @@ async def test_docs_show_a_bodys_nested_fields_and_never_an_objects_default_text
         assert "filename" in nested and "url" in nested and "data" in nested
         lines = await page.js("document.querySelector('#op-post_batches').innerText")
         assert "application/x-ndjson" in lines and '"filename": "invoice-1.pdf"' in lines
+        types = await page.js("document.querySelectorAll('#schema-ErrorType li').length")
+        async with api.client.get(f"{api.url}/openapi.json") as response:
+            document = await response.json()
+        assert types == len(document["components"]["schemas"]["ErrorType"]["enum"])  # a list
 
 
 HEADER = (

@@ -21,6 +21,18 @@ function prose(text) {
   return String(text || "").split("`").map((part, i) => (i % 2 ? el("code", {}, part) : part));
 }
 
+// A longer description: paragraphs apart, and lines that start with "- " as a list (the
+// error types and what each means), still only text nodes.
+function paragraphs(text) {
+  return String(text || "").split("\n\n").map((block) => {
+    const lines = block.split("\n");
+    if (lines.every((line) => line.startsWith("- "))) {
+      return el("ul", {}, lines.map((line) => el("li", {}, prose(line.slice(2)))));
+    }
+    return el("p", {}, prose(block));
+  });
+}
+
 function anchor(kind, name) {
   return `${kind}-${String(name).replace(/[^A-Za-z0-9_-]/g, "-")}`;
 }
@@ -153,7 +165,7 @@ function schemaView(name, schema) {
       el("td", {}, prose(property.description || property.title))));
   return el("details", { id: anchor("schema", name) },
     el("summary", {}, el("code", {}, name)),
-    schema.description ? el("p", {}, prose(schema.description)) : null,
+    schema.description ? paragraphs(schema.description) : null,
     rows.length ? table(["field", "type", "required", "meaning"], rows) : el("p", {}, typeOf(schema)),
     schema.additionalProperties === false ? el("p", {}, "Unknown fields are refused.") : null);
 }
