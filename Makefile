@@ -38,6 +38,7 @@ bench: $(STAMP) chromium
 	$(BIN)/python bench/finishing_cost.py
 	$(BIN)/python bench/sign_cost.py
 	$(BIN)/python bench/print_options_cost.py
+	$(BIN)/python bench/pdftools_cost.py
 
 soak: $(STAMP) chromium
 	$(BIN)/python bench/soak.py --plots docs/img

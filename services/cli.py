@@ -13,6 +13,7 @@ COMMANDS = {
     "projector": ("services.projector.main", "project the log into PostgreSQL"),
     "notifier": ("services.notifier.main", "deliver signed webhooks"),
     "conductor": ("services.conductor.main", "run batches: expand, pause, cancel, pack"),
+    "bus-keys": ("services.bus_cli", "make the services' identities on NATS (deploy/k8s)"),
     "tenants": ("services.admin_cli", "create, list and show tenants (admin API)"),
     "keys": ("services.admin_cli", "create, list and revoke API keys (admin API)"),
     "usage": ("services.admin_cli", "every tenant's usage of a month (admin API)"),

@@ -90,7 +90,7 @@ class Conductor:
         """Handle one batch event and ack, nak or term its message; never raises (but
         hands the message back when cancelled)."""
         try:
-            event = events.decode_log(msg.data)
+            event = events.decode_log(msg.data, subject=msg.subject)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             log.error("terminating undecodable message on %s: %s", msg.subject, exc)
             with contextlib.suppress(Exception):

@@ -21,9 +21,16 @@
     │   ├── InvalidEvent          a message on the log cannot be decoded
     │   ├── WaitTimeout           `wait_for`'s selector or expression never came true
     │   ├── SourceError           a `url` source answered 4xx or cannot be a page
-    │   ├── FinishingError        post-processing (PDF/A, Factur-X, encryption…) refused
-    │   │                         its input or went over its limits
-    │   │   └── SigningNotConfigured  `sign` asked of a renderer without a signing key
+    │   ├── FinishingError        a PDF step (finishing or a PDF-tool job: PDF/A, Factur-X,
+    │   │                         encryption…) refused its input or went over its limits
+    │   │   ├── SigningNotConfigured  `sign` asked of a renderer without a signing key
+    │   │   ├── PdfInvalid        an input is not a PDF the PDF library can read (HTTP 422)
+    │   │   ├── PdfEncrypted      an input needs a password that was not given (HTTP 422)
+    │   │   ├── PdfActiveContent  an input carries JavaScript or launch actions (HTTP 422)
+    │   │   ├── TooManyPages      the inputs have more pages than allowed (HTTP 413)
+    │   │   ├── PdfaNotPossible   an input cannot be made PDF/A, and why (HTTP 422)
+    │   │   ├── PdfUaNotPossible  PDF/UA asked of an untagged input, or one without a title
+    │   │   └── InvoiceInvalid    a Factur-X XML fails its XSD or its profile (HTTP 422)
     │   └── PageKeepsCrashing     the page crashed its tab on two attempts in a row
     └── TransientError            may work on a later attempt: retry with backoff
         ├── Unavailable           NATS or Postgres cannot be reached (HTTP 503)
@@ -90,6 +97,13 @@ class ErrorType(StrEnum):
     TIMEOUT = "timeout"
     TIMESTAMP_UNAVAILABLE = "timestamp_unavailable"
     SOURCE_UNREACHABLE = "source_unreachable"
+    PDF_INVALID = "pdf_invalid"
+    PDF_ENCRYPTED = "pdf_encrypted"
+    PDF_ACTIVE_CONTENT = "pdf_active_content"
+    TOO_MANY_PAGES = "too_many_pages"
+    PDFA_NOT_POSSIBLE = "pdfa_not_possible"
+    PDFUA_NOT_POSSIBLE = "pdfua_not_possible"
+    FACTURX_INVALID = "facturx_invalid"
     HTTP = "http"
     WORKER_LOST = "worker_lost"
     STALLED = "stalled"
@@ -325,6 +339,61 @@ class SigningNotConfigured(FinishingError):
     (`PRESSROOM_SIGNING_CERT`, `PRESSROOM_SIGNING_KEY`): every attempt would fail alike."""
 
     kind = ErrorType.SIGNING_NOT_CONFIGURED
+
+
+class PdfInvalid(FinishingError):
+    """An input PDF cannot be read even after qpdf's repair (garbage, a file cut short
+    before any page, a page tree that loops), or a stream it needs is a decompression
+    bomb over the decoding limit."""
+
+    kind = ErrorType.PDF_INVALID
+    http_status = 422
+
+
+class PdfEncrypted(FinishingError):
+    """An input PDF is encrypted and the job gave no password, or a wrong one."""
+
+    kind = ErrorType.PDF_ENCRYPTED
+    http_status = 422
+
+
+class PdfActiveContent(FinishingError):
+    """An input PDF carries JavaScript or a launch action (an /OpenAction, /AA, a named
+    script): PDF tools never pass scripts on to the documents they write."""
+
+    kind = ErrorType.PDF_ACTIVE_CONTENT
+    http_status = 422
+
+
+class TooManyPages(FinishingError):
+    """The inputs of a PDF-tool job have more pages than `PRESSROOM_PDF_MAX_PAGES`."""
+
+    kind = ErrorType.TOO_MANY_PAGES
+    http_status = 413
+
+
+class PdfaNotPossible(FinishingError):
+    """An input cannot be made PDF/A at the asked level; the message names why (a font
+    not embedded, transparency in PDF/A-1, embedded files in PDF/A-1 or 2, encryption)."""
+
+    kind = ErrorType.PDFA_NOT_POSSIBLE
+    http_status = 422
+
+
+class PdfUaNotPossible(FinishingError):
+    """PDF/UA identification asked of an input that is not tagged (no structure tree),
+    or that has no title or language to declare: the message names what is missing."""
+
+    kind = ErrorType.PDFUA_NOT_POSSIBLE
+    http_status = 422
+
+
+class InvoiceInvalid(FinishingError):
+    """A Factur-X XML fails the Factur-X XSD of its profile, or its profile (the XML's
+    GuidelineSpecifiedDocumentContextParameter) is not the one declared."""
+
+    kind = ErrorType.FACTURX_INVALID
+    http_status = 422
 
 
 class PageKeepsCrashing(DeterministicError):

@@ -104,6 +104,17 @@ def _http_url(raw: str) -> str:
     return raw
 
 
+_NKEY_SEED = re.compile(r"SU[A-Z2-7]{56}")
+
+
+def _nkey_seed(raw: str) -> str:
+    """An NKey user seed as `nk -gen user` or `pressroom bus-keys` prints it."""
+    seed = raw.strip()
+    if seed and not _NKEY_SEED.fullmatch(seed):
+        raise ValueError("must be an NKey user seed: SU followed by 56 base32 characters")
+    return seed
+
+
 def _var(name: str, default: Any, parse: Callable[[str], Any] = _str, doc: str = "") -> Any:
     return field(default=default, metadata={"env": name, "parse": parse, "doc": doc})
 
@@ -122,7 +133,29 @@ class Settings:
     )
     data_dir: str = _var("PRESSROOM_DATA_DIR", ".pressroom", doc="where `pressroom dev` keeps data")
     nats_url: str = _var(
-        "PRESSROOM_NATS_URL", "nats://127.0.0.1:4222", doc="NATS server URL(s), comma-separated"
+        "PRESSROOM_NATS_URL",
+        "nats://127.0.0.1:4222",
+        doc="NATS server URL(s), comma-separated (`tls://…` for TLS with the system's CAs)",
+    )
+    nats_nkey_seed: str = _var(
+        "PRESSROOM_NATS_NKEY_SEED",
+        "",
+        _nkey_seed,
+        "this service's NKey seed (SU…), its identity on NATS (`pressroom bus-keys` makes "
+        "them; dev generates them); empty: connect without credentials",
+    )
+    nats_tls_ca: str = _var(
+        "PRESSROOM_NATS_TLS_CA",
+        "",
+        doc="PEM file of the CA that signs NATS' certificate: connect over TLS and verify it",
+    )
+    nats_tls_cert: str = _var(
+        "PRESSROOM_NATS_TLS_CERT",
+        "",
+        doc="PEM file of this service's client certificate, for a NATS that verifies clients",
+    )
+    nats_tls_key: str = _var(
+        "PRESSROOM_NATS_TLS_KEY", "", doc="PEM file of that client certificate's private key"
     )
     stream_replicas: int = _var(
         "PRESSROOM_STREAM_REPLICAS", 1, _int(1, 5), "replicas of the JOBS stream"
@@ -422,6 +455,30 @@ class Settings:
         "/usr/share/color/icc/sRGB.icc",
         doc="renderer: the sRGB ICC profile of PDF/A output intents (Debian: icc-profiles-free)",
     )
+    pdf_max_input_bytes: int = _var(
+        "PRESSROOM_PDF_MAX_INPUT_BYTES",
+        256 * 2**20,
+        _int(1024, 2**34),
+        "PDF tools: most bytes of PDFs and files one job may read",
+    )
+    pdf_max_pages: int = _var(
+        "PRESSROOM_PDF_MAX_PAGES",
+        5000,
+        _int(1, 1_000_000),
+        "PDF tools: most pages one job's input PDFs may have together",
+    )
+    pdf_max_outputs: int = _var(
+        "PRESSROOM_PDF_MAX_OUTPUTS",
+        1000,
+        _int(1, 100_000),
+        "PDF tools: most documents one job may write (split)",
+    )
+    compact_pdf_bytes: int = _var(
+        "PRESSROOM_COMPACT_PDF_BYTES",
+        256 * 2**10,
+        _int(0, 2**31),
+        "renderer: a printed PDF over this size is rewritten with object streams (0: every)",
+    )
     signing_cert: str = _var(
         "PRESSROOM_SIGNING_CERT",
         "",
@@ -477,6 +534,11 @@ class Settings:
         return cls(**values)
 
     def __post_init__(self) -> None:
+        if bool(self.nats_tls_cert) != bool(self.nats_tls_key):
+            raise SettingsError(
+                "PRESSROOM_NATS_TLS_CERT and PRESSROOM_NATS_TLS_KEY go together: set both "
+                "(a client certificate and its key) or neither"
+            )
         if self.idempotency_ttl > self.stream_max_age:
             raise SettingsError(
                 f"PRESSROOM_IDEMPOTENCY_TTL={self.idempotency_ttl:g} is invalid: it must not "

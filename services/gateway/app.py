@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from aiohttp import web
 
 from services.core import bus, db, metrics, runtime, tracing
+from services.core.busaccess import Role
 from services.core.errors import (
     ErrorType,
     PayloadTooLarge,
@@ -161,7 +162,7 @@ def _router_message(request: web.Request, exc: web.HTTPException) -> str:
 
 
 async def _nats_ctx(app: web.Application) -> AsyncIterator[None]:
-    async with bus.open_bus(app[SETTINGS], name="gateway") as (nc, js):
+    async with bus.open_bus(app[SETTINGS], name="gateway", role=Role.GATEWAY) as (nc, js):
         app[NATS], app[JS] = nc, js
         app[IDEMPOTENCY] = await idempotency.open_bucket(js, app[SETTINGS])
         async with logroom.watching(app[LOG_ROOM], js):

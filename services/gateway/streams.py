@@ -280,7 +280,7 @@ def _last_event_id(request: web.Request) -> int:
 
 def _decoded(raw: RawStreamMsg) -> events.LogEvent | None:
     with contextlib.suppress(msgspec.DecodeError, msgspec.ValidationError):
-        return events.decode_log(raw.data or b"")
+        return events.decode_log(raw.data or b"", subject=raw.subject or "")
     return None
 
 

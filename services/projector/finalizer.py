@@ -115,7 +115,7 @@ async def _submitted(js: JetStreamContext, seq: int) -> events.JobSubmitted | No
         log.warning("advisory for stream seq %d: the message is no longer in the log", seq)
         return None
     try:
-        event = events.decode(raw.data or b"")
+        event = events.decode(raw.data or b"", subject=raw.subject or "")
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         log.error("advisory for stream seq %d: undecodable message: %s", seq, exc)
         return None

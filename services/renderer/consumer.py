@@ -363,7 +363,9 @@ class Renderer:
         if finisher is None:
             return result
         context = await with_marks(self.browser, options, finisher.context)  # Chromium prints them
-        return await Finisher(finisher.jail, context).finished(result, options)
+        return await Finisher(finisher.jail, context, finisher.compact_bytes).finished(
+            result, options
+        )
 
     async def _finish(
         self, msg: Msg, event: events.JobDone | events.JobFailed, step: Ack | Fail

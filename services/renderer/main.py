@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from services.core import bus, metrics, runtime
+from services.core.busaccess import Role
 from services.core.jail import Jail, TemplateLimits
 from services.core.settings import Settings
 from services.core.storage import open_storage
@@ -32,7 +33,7 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
     )
     async with (
         metrics.serve(settings.host, settings.metrics_port) as health,
-        bus.open_bus(settings, name="renderer") as (nc, js),
+        bus.open_bus(settings, name="renderer", role=Role.RENDERER) as (nc, js),
         open_storage(settings) as storage,
         browser,
         Jail(settings.render_concurrency, TemplateLimits.of(settings)) as jail,
@@ -40,7 +41,7 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
         states.watched(js) as batches,
     ):
         health.check("nats", lambda: nc.is_connected)
-        finisher = Finisher(finishing_jail, context)
+        finisher = Finisher(finishing_jail, context, settings.compact_pdf_bytes)
         renderer = consumer.Renderer(settings, js, storage, browser, jail, batches, finisher)
         await lanes.work(
             nc,
