@@ -124,7 +124,7 @@ def test_every_alert_links_a_runbook_section_that_says_what_to_look_at_and_do() 
         path, _, anchor = url.partition("#")
         assert path == "docs/runbooks.md" and anchor in sections, (rule["alert"], url)
         body = sections[anchor]
-        assert "Look at" in body and "Do" in body, (rule["alert"], body[:200])
+        assert "**Look at**" in body and "**Do**" in body, (rule["alert"], body[:200])
         assert "runbook" not in rule["annotations"], "the old annotation is gone"
 
 
