@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
 
-from services.core import bus, db, metrics, runtime, tracing
+from services.core import bus, db, metrics, runtime
 from services.core.busaccess import Role
 from services.core.errors import (
     ErrorType,
@@ -24,6 +24,7 @@ from services.core.jail import Jail, TemplateLimits
 from services.core.settings import Settings
 from services.core.storage import open_storage
 from services.gateway import (
+    accesslog,
     account,
     admin,
     answers,
@@ -41,7 +42,6 @@ from services.gateway import (
 from services.gateway.auth import AUTH_SETTINGS, CALLER_KEY, DIRECTORY, Directory
 from services.gateway.compiles import Compiler
 from services.gateway.console import add_routes as add_console_routes
-from services.gateway.headers import text_headers
 from services.gateway.keys import (
     COMPILER,
     IDEMPOTENCY,
@@ -233,21 +233,9 @@ async def _rate_headers(request: web.Request, response: web.StreamResponse) -> N
         response.headers.update(request.app[LIMITS].bucket(caller.tenant).headers())
 
 
-@web.middleware
-async def traced(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """A server span per request, continuing the client's `traceparent` (only installed
-    when traces are exported)."""
-    route = request.match_info.route.resource
-    name = f"{request.method} {route.canonical if route is not None else request.path}"
-    carrier = text_headers(request.headers)  # outside `errors_as_json`: nothing here may raise
-    with tracing.span(name, carrier, tracing.SERVER, **{"http.method": request.method}):
-        return await handler(request)
-
-
 def init_app(settings: Settings) -> web.Application:
-    first = [traced] if tracing.active() else []
     app = web.Application(
-        middlewares=[*first, route_body_limit, errors_as_json],
+        middlewares=[accesslog.observed, route_body_limit, errors_as_json],
         client_max_size=settings.max_body_bytes,
     )
     settings.server_key_bytes()  # fail at start, naming the variable, if it is not set
