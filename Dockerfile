@@ -16,15 +16,19 @@ FROM ${BASE} AS build
 RUN apt-get update \
     && apt-get install -y --no-install-recommends python3 python3-venv \
     && rm -rf /var/lib/apt/lists/*
-COPY requirements/image.txt /wheels/requirements.txt
 COPY build/wheels/ /wheels/
+COPY build/built/ /built/
 COPY build/project/ /project/
-# The lock, every file checked against its sha256; then the project alone; then pip's own
-# check that the two agree. pip and setuptools (the venv's own) leave with it: the
-# environment holds the lock and the project, nothing else.
+# The lock, every file checked against its sha256 (build/wheels/requirements.txt: the
+# lock less the few pure-Python releases published only as source, whose source the host
+# checked against the lock and built into /built); then those; then the project alone;
+# then pip's own check that they agree. pip and setuptools (the venv's own) leave with it:
+# the environment holds the lock and the project, nothing else.
 RUN python3 -m venv /opt/pressroom \
     && /opt/pressroom/bin/pip install --no-cache-dir --no-index --find-links /wheels \
         --require-hashes --requirement /wheels/requirements.txt \
+    && if ls /built/*.whl >/dev/null 2>&1; then \
+        /opt/pressroom/bin/pip install --no-cache-dir --no-index --no-deps /built/*.whl; fi \
     && /opt/pressroom/bin/pip install --no-cache-dir --no-index --no-deps /project/*.whl \
     && /opt/pressroom/bin/pip check \
     && /opt/pressroom/bin/pip uninstall --yes pip setuptools \

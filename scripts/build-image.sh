@@ -42,13 +42,34 @@ wheels() {  # the lock's wheels for the image's Python and glibc, and the projec
   arch=$(uname -m)
   for v in $(seq 36 -1 17); do platforms+=(--platform "manylinux_2_${v}_$arch"); done
   platforms+=(--platform "manylinux2014_$arch" --platform "manylinux2010_$arch" --platform "manylinux1_$arch")
-  rm -rf build/wheels build/project
+  rm -rf build/wheels build/project build/built
+  # --prefer-binary, not --only-binary: a few pure-Python releases (nkeys) are published
+  # as source only. Their source, checked against the lock's sha256 here, is built into a
+  # wheel on this host (`pure_wheels`), never in the image.
   "$python" -m pip download --quiet --disable-pip-version-check --dest build/wheels \
-    --require-hashes --no-deps --only-binary=:all: --implementation cp --python-version 3.11 \
+    --require-hashes --no-deps --prefer-binary --implementation cp --python-version 3.11 \
     --abi cp311 "${platforms[@]}" --requirement requirements/image.txt \
     2> >(grep -v "^WARNING: Location" >&2)
+  pure_wheels
   "$python" -m pip wheel --quiet --disable-pip-version-check --no-deps --wheel-dir build/project . \
     2> >(grep -v "^WARNING: Location" >&2)
+}
+
+pure_wheels() {  # each downloaded source release built into a pure-Python wheel
+  mkdir -p build/built
+  local sdist
+  for sdist in build/wheels/*.tar.gz build/wheels/*.zip; do
+    [ -e "$sdist" ] || continue
+    "$python" -m pip wheel --quiet --disable-pip-version-check --no-deps \
+      --wheel-dir build/built "$sdist" 2> >(grep -v "^WARNING: Location" >&2)
+    rm "$sdist"
+  done
+  if ls build/built/*.whl >/dev/null 2>&1 && ls build/built/*.whl | grep -qv -- '-none-any\.whl$'; then
+    echo "build-image: a source release built a platform wheel: $(ls build/built)" >&2
+    exit 1
+  fi
+  # The image installs the lock's other releases by hash, these by the host's check.
+  "$python" scripts/lock_without.py requirements/image.txt build/built > build/wheels/requirements.txt
 }
 
 local_base() {  # prints the local base, by digest, made and imported once

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+from pathlib import Path
 
 from tests.conftest import BIN
 from tests.deploy.k8s import REPO
@@ -67,7 +68,28 @@ def test_the_dockerfile_installs_the_lock_with_hashes_on_a_base_pinned_by_digest
         install,
     ), "the lock is not installed with --require-hashes and no index"
     assert re.search(r"pip install [^&]*--no-index --no-deps /project/", install)
-    assert "COPY requirements/image.txt /wheels/requirements.txt" in dockerfile
+    assert "COPY build/wheels/ /wheels/" in dockerfile
+
+
+def test_only_releases_built_from_checked_source_leave_the_hashed_install(tmp_path: Path) -> None:
+    """nkeys is published as source only: the build script builds it on the host after
+    `pip download` checked the source's hash, and the image installs every other release
+    of the lock by hash (`scripts/lock_without.py`)."""
+    (tmp_path / "nkeys-0.2.1-py3-none-any.whl").touch()
+    lock = (REPO / "requirements" / "image.txt").read_text()
+    kept = subprocess.run(
+        [str(BIN / "python"), str(REPO / "scripts" / "lock_without.py"),
+         str(REPO / "requirements" / "image.txt"), str(tmp_path)],
+        capture_output=True, text=True, check=True, timeout=60,
+    ).stdout  # fmt: skip
+    assert "nkeys==" in lock and "nkeys==" not in kept
+    pins = re.findall(r"^([A-Za-z0-9][\w.-]*)==", lock, re.M)
+    assert sorted(re.findall(r"^([A-Za-z0-9][\w.-]*)==", kept, re.M)) == sorted(
+        pin for pin in pins if pin != "nkeys"
+    )
+    nkeys_hash = re.search(r"^nkeys==.*\n\s*--hash=(sha256:\w+)", lock, re.M)
+    assert nkeys_hash and nkeys_hash[1] not in kept
+    assert set(kept.splitlines()) <= set(lock.splitlines())  # nothing else changed
 
 
 def test_the_build_script_refuses_a_base_given_by_tag() -> None:
