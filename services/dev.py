@@ -275,13 +275,21 @@ def service_env(
 
 TARGETS = "prometheus-targets.json"
 """Where `pressroom dev` lists its services' metrics endpoints for Prometheus, in the
-format of its `file_sd_configs` (each target labelled `service`)."""
+format of its `file_sd_configs`: each target labelled as deploy/prometheus/scrape.yaml
+labels a cluster's, `job` its service and `namespace` "local", so the alerts and the
+dashboard work on it unchanged."""
+
+NAMESPACE = "local"
+"""The `namespace` label of `pressroom dev`'s targets."""
 
 
 def write_targets(path: Path, envs: dict[str, dict[str, str]]) -> None:
     """The metrics endpoint of every service, for a Prometheus on this machine."""
     targets = [
-        {"targets": [f"127.0.0.1:{env['PRESSROOM_METRICS_PORT']}"], "labels": {"service": name}}
+        {
+            "targets": [f"127.0.0.1:{env['PRESSROOM_METRICS_PORT']}"],
+            "labels": {"job": name, "namespace": NAMESPACE},
+        }
         for name, env in envs.items()
     ]
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -20,7 +20,7 @@ import msgspec
 
 from services.conductor.merge import Merger, NotMergeable
 from services.core import db, filenames
-from services.core.errors import NotFound
+from services.core.errors import ErrorType, NotFound
 from services.core.status import JobStatus
 from services.core.storage import Sink, Storage
 
@@ -191,7 +191,10 @@ def _entry(item: Outcome, name: str, missing: bool) -> dict[str, Any]:
     if item.error_type is not None:
         error = {"type": item.error_type, "message": item.error_message or ""}
     elif missing:
-        error = {"type": "document_missing", "message": "the document was deleted before packing"}
+        error = {
+            "type": ErrorType.DOCUMENT_MISSING,
+            "message": "the document was deleted before packing",
+        }
     return {
         "index": item.item_index,
         "filename": name,

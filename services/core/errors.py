@@ -52,13 +52,97 @@ answers with (`http_status`) and the stable name clients see (`kind`).
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any
+
+
+class ErrorType(StrEnum):
+    """The stable, machine-readable `error.type` of every error answer and of every failed
+    job, item or batch: what a client branches on (the message is for people).
+
+    Most are the `kind` of one class below; the last few are set where no exception is
+    raised (`OTHER_TYPES` says what each means). A `StrEnum`: each member is its value
+    wherever a string goes (JSON, the log, SQL).
+    """
+
+    INTERNAL = "internal"
+    DETERMINISTIC = "deterministic"
+    VALIDATION = "validation"
+    TOO_LARGE = "too_large"
+    REQUEST_TIMEOUT = "request_timeout"
+    NOT_FOUND = "not_found"
+    NO_DIAGNOSIS = "no_diagnosis"
+    UNAUTHORIZED = "unauthorized"
+    FORBIDDEN = "forbidden"
+    IDEMPOTENCY_CONFLICT = "idempotency_conflict"
+    RATE_LIMITED = "rate_limited"
+    TOO_MANY_STREAMS = "too_many_streams"
+    QUOTA_EXCEEDED = "quota_exceeded"
+    COMPILE_LIMITED = "compile_limited"
+    CONFLICT = "conflict"
+    RANGE_NOT_SATISFIABLE = "range_not_satisfiable"
+    TEMPLATE = "template"
+    OUTPUT_TOO_LARGE = "output_too_large"
+    INVALID_EVENT = "invalid_event"
+    WAIT_TIMEOUT = "wait_timeout"
+    SOURCE = "source"
+    FINISHING = "finishing"
+    SIGNING_NOT_CONFIGURED = "signing_not_configured"
+    PAGE_CRASHED = "page_crashed"
+    TRANSIENT = "transient"
+    UNAVAILABLE = "unavailable"
+    LOG_FULL = "log_full"
+    SECRET_UNREADABLE = "secret_unreadable"
+    REFUSED = "refused"
+    STORAGE = "storage"
+    BROWSER = "browser"
+    TIMEOUT = "timeout"
+    TIMESTAMP_UNAVAILABLE = "timestamp_unavailable"
+    SOURCE_UNREACHABLE = "source_unreachable"
+    PDF_INVALID = "pdf_invalid"
+    PDF_ENCRYPTED = "pdf_encrypted"
+    PDF_ACTIVE_CONTENT = "pdf_active_content"
+    TOO_MANY_PAGES = "too_many_pages"
+    PDFA_NOT_POSSIBLE = "pdfa_not_possible"
+    PDFUA_NOT_POSSIBLE = "pdfua_not_possible"
+    FACTURX_INVALID = "facturx_invalid"
+    HTTP = "http"
+    WORKER_LOST = "worker_lost"
+    STALLED = "stalled"
+    NO_DOCUMENTS = "no_documents"
+    DOCUMENT_MISSING = "document_missing"
+
+
+OTHER_TYPES = {
+    ErrorType.INTERNAL: "A fault of Pressroom's own (HTTP 500); the service's log has the details",
+    ErrorType.HTTP: "No such route, or a method the route does not take (404, 405 with `Allow`)",
+    ErrorType.WORKER_LOST: "Every delivery of the job crashed or lost its worker; the "
+    "projector gave up on it",
+    ErrorType.STALLED: "The log stopped driving an unfinished job and re-driving it did not "
+    "help; the reconciler failed it",
+    ErrorType.NO_DOCUMENTS: "Every item of the batch failed or was cancelled: there is no "
+    "archive to make",
+    ErrorType.DOCUMENT_MISSING: "An item's document was deleted before the batch's archive "
+    "was packed",
+}
+"""What each type that is no exception's `kind` means (and `internal`, the base class's)."""
+
+
+def known_type(value: str | None) -> ErrorType | None:
+    """A stored error type as answers show it: its member, `internal` for a value no
+    member has (answers promise one of `ErrorType`), None for none."""
+    if value is None:
+        return None
+    try:
+        return ErrorType(value)
+    except ValueError:
+        return ErrorType.INTERNAL
 
 
 class PressroomError(Exception):
     """Base class; `kind` is the stable, machine-readable name shown to clients."""
 
-    kind = "internal"
+    kind = ErrorType.INTERNAL
     http_status = 500
 
     def headers(self) -> dict[str, str]:
@@ -79,21 +163,21 @@ class PressroomError(Exception):
 class DeterministicError(PressroomError):
     """Retrying cannot help: the job fails at once with this message."""
 
-    kind = "deterministic"
+    kind = ErrorType.DETERMINISTIC
     http_status = 400
 
 
 class RequestError(DeterministicError):
     """A request body, header or parameter is invalid; `field` names it."""
 
-    kind = "validation"
+    kind = ErrorType.VALIDATION
     http_status = 400
 
 
 class PayloadTooLarge(DeterministicError):
     """The request body is larger than `PRESSROOM_MAX_BODY_BYTES`."""
 
-    kind = "too_large"
+    kind = ErrorType.TOO_LARGE
     http_status = 413
 
 
@@ -104,7 +188,7 @@ class EventTooLarge(PayloadTooLarge):
 class RequestTimeout(DeterministicError):
     """The client took longer than `PRESSROOM_BODY_TIMEOUT` to send its body."""
 
-    kind = "request_timeout"
+    kind = ErrorType.REQUEST_TIMEOUT
     http_status = 408
 
     def headers(self) -> dict[str, str]:
@@ -115,7 +199,7 @@ class RequestTimeout(DeterministicError):
 class NotFound(DeterministicError):
     """The job, file or link does not exist (or has expired)."""
 
-    kind = "not_found"
+    kind = ErrorType.NOT_FOUND
     http_status = 404
 
 
@@ -123,13 +207,13 @@ class NoDiagnosis(NotFound):
     """The caller's job exists, but none of its attempts kept a diagnosis (it has not
     failed on a page, and did not ask for one with `options.diagnostics`)."""
 
-    kind = "no_diagnosis"
+    kind = ErrorType.NO_DIAGNOSIS
 
 
 class Unauthorized(DeterministicError):
     """No API key, or one the gateway does not know or that was revoked."""
 
-    kind = "unauthorized"
+    kind = ErrorType.UNAUTHORIZED
     http_status = 401
 
     def headers(self) -> dict[str, str]:
@@ -139,14 +223,14 @@ class Unauthorized(DeterministicError):
 class Forbidden(DeterministicError):
     """The API key is valid but lacks the scope this request needs."""
 
-    kind = "forbidden"
+    kind = ErrorType.FORBIDDEN
     http_status = 403
 
 
 class IdempotencyConflict(DeterministicError):
     """An `Idempotency-Key` already used for a request with another body."""
 
-    kind = "idempotency_conflict"
+    kind = ErrorType.IDEMPOTENCY_CONFLICT
     http_status = 422
 
 
@@ -166,33 +250,33 @@ class TooManyRequests(DeterministicError):
 class RateLimited(TooManyRequests):
     """The tenant submits faster than its rate limit."""
 
-    kind = "rate_limited"
+    kind = ErrorType.RATE_LIMITED
 
 
 class TooManyStreams(TooManyRequests):
     """The tenant has `PRESSROOM_MAX_STREAMS` live-update streams open in this gateway."""
 
-    kind = "too_many_streams"
+    kind = ErrorType.TOO_MANY_STREAMS
 
 
 class QuotaExceeded(TooManyRequests):
     """The tenant's monthly quota has no room left: successful documents of the month
     and documents held by its accepted, unfinished work fill it."""
 
-    kind = "quota_exceeded"
+    kind = ErrorType.QUOTA_EXCEEDED
 
 
 class CompileLimited(TooManyRequests):
     """The tenant has its most template compiles in flight on this gateway, or compiles
     faster than its template rate (`PRESSROOM_TEMPLATE_*`)."""
 
-    kind = "compile_limited"
+    kind = ErrorType.COMPILE_LIMITED
 
 
 class Conflict(DeterministicError):
     """The request does not fit the job's current state (HTTP 409)."""
 
-    kind = "conflict"
+    kind = ErrorType.CONFLICT
     http_status = 409
 
 
@@ -200,7 +284,7 @@ class RangeNotSatisfiable(DeterministicError):
     """A download's `Range` starts at or past the end of the file; `size` is the file's
     length, which the answer states (`Content-Range: bytes */<size>`)."""
 
-    kind = "range_not_satisfiable"
+    kind = ErrorType.RANGE_NOT_SATISFIABLE
     http_status = 416
 
     def __init__(self, message: str, *, size: int) -> None:
@@ -214,19 +298,19 @@ class RangeNotSatisfiable(DeterministicError):
 class TemplateError(DeterministicError):
     """The template has a syntax error or uses an undefined variable."""
 
-    kind = "template"
+    kind = ErrorType.TEMPLATE
 
 
 class OutputTooLarge(DeterministicError):
     """The rendered PDF is larger than `PRESSROOM_MAX_OUTPUT_BYTES`."""
 
-    kind = "output_too_large"
+    kind = ErrorType.OUTPUT_TOO_LARGE
 
 
 class InvalidEvent(DeterministicError):
     """A message on the log is not a valid event of this schema."""
 
-    kind = "invalid_event"
+    kind = ErrorType.INVALID_EVENT
 
 
 class WaitTimeout(DeterministicError):
@@ -235,13 +319,13 @@ class WaitTimeout(DeterministicError):
     The template or page decides what appears, so the same job would wait in vain again.
     """
 
-    kind = "wait_timeout"
+    kind = ErrorType.WAIT_TIMEOUT
 
 
 class SourceError(DeterministicError):
     """A `url` source answered with a 4xx status, or was refused or is not a page."""
 
-    kind = "source"
+    kind = ErrorType.SOURCE
 
 
 class FinishingError(DeterministicError):
@@ -249,14 +333,14 @@ class FinishingError(DeterministicError):
     that is not well-formed, a PDF it cannot read) or went over the finishing worker's
     memory or time limit: the same job would fail the same way."""
 
-    kind = "finishing"
+    kind = ErrorType.FINISHING
 
 
 class SigningNotConfigured(FinishingError):
     """A job asks for `sign` of a renderer that has no signing certificate and key
     (`PRESSROOM_SIGNING_CERT`, `PRESSROOM_SIGNING_KEY`): every attempt would fail alike."""
 
-    kind = "signing_not_configured"
+    kind = ErrorType.SIGNING_NOT_CONFIGURED
 
 
 class PdfInvalid(FinishingError):
@@ -264,14 +348,14 @@ class PdfInvalid(FinishingError):
     before any page, a page tree that loops), or a stream it needs is a decompression
     bomb over the decoding limit."""
 
-    kind = "pdf_invalid"
+    kind = ErrorType.PDF_INVALID
     http_status = 422
 
 
 class PdfEncrypted(FinishingError):
     """An input PDF is encrypted and the job gave no password, or a wrong one."""
 
-    kind = "pdf_encrypted"
+    kind = ErrorType.PDF_ENCRYPTED
     http_status = 422
 
 
@@ -279,14 +363,14 @@ class PdfActiveContent(FinishingError):
     """An input PDF carries JavaScript or a launch action (an /OpenAction, /AA, a named
     script): PDF tools never pass scripts on to the documents they write."""
 
-    kind = "pdf_active_content"
+    kind = ErrorType.PDF_ACTIVE_CONTENT
     http_status = 422
 
 
 class TooManyPages(FinishingError):
     """The inputs of a PDF-tool job have more pages than `PRESSROOM_PDF_MAX_PAGES`."""
 
-    kind = "too_many_pages"
+    kind = ErrorType.TOO_MANY_PAGES
     http_status = 413
 
 
@@ -294,7 +378,7 @@ class PdfaNotPossible(FinishingError):
     """An input cannot be made PDF/A at the asked level; the message names why (a font
     not embedded, transparency in PDF/A-1, embedded files in PDF/A-1 or 2, encryption)."""
 
-    kind = "pdfa_not_possible"
+    kind = ErrorType.PDFA_NOT_POSSIBLE
     http_status = 422
 
 
@@ -302,7 +386,7 @@ class PdfUaNotPossible(FinishingError):
     """PDF/UA identification asked of an input that is not tagged (no structure tree),
     or that has no title or language to declare: the message names what is missing."""
 
-    kind = "pdfua_not_possible"
+    kind = ErrorType.PDFUA_NOT_POSSIBLE
     http_status = 422
 
 
@@ -310,7 +394,7 @@ class InvoiceInvalid(FinishingError):
     """A Factur-X XML fails the Factur-X XSD of its profile, or its profile (the XML's
     GuidelineSpecifiedDocumentContextParameter) is not the one declared."""
 
-    kind = "facturx_invalid"
+    kind = ErrorType.FACTURX_INVALID
     http_status = 422
 
 
@@ -318,14 +402,14 @@ class PageKeepsCrashing(DeterministicError):
     """The page crashed its tab on two attempts in a row (out of memory, a renderer fault):
     a third try would crash again."""
 
-    kind = "page_crashed"
+    kind = ErrorType.PAGE_CRASHED
 
 
 class TransientError(PressroomError):
     """A dependency failed; the same work may succeed later: a 503 whose `Retry-After`
     says when to ask again."""
 
-    kind = "transient"
+    kind = ErrorType.TRANSIENT
     http_status = 503
     retry_after = 5
     """Seconds a client should wait before it asks again: long enough for a restarted
@@ -338,7 +422,7 @@ class TransientError(PressroomError):
 class Unavailable(TransientError):
     """NATS or PostgreSQL cannot be reached right now."""
 
-    kind = "unavailable"
+    kind = ErrorType.UNAVAILABLE
 
 
 class LogFull(Unavailable):
@@ -348,7 +432,7 @@ class LogFull(Unavailable):
     dropped to make room (the stream discards new messages, not old ones).
     """
 
-    kind = "log_full"
+    kind = ErrorType.LOG_FULL
     retry_after = 30
 
 
@@ -371,7 +455,7 @@ class SecretUnreadable(Unavailable):
     the missing key's id, so the operator knows which key to give back.
     """
 
-    kind = "secret_unreadable"
+    kind = ErrorType.SECRET_UNREADABLE
 
 
 class Refused(Unavailable):
@@ -383,45 +467,45 @@ class Refused(Unavailable):
     projection on it.
     """
 
-    kind = "refused"
+    kind = ErrorType.REFUSED
 
 
 class StorageError(TransientError):
     """Object storage refused or failed an operation."""
 
-    kind = "storage"
+    kind = ErrorType.STORAGE
 
 
 class BrowserError(TransientError):
     """Chromium crashed, disconnected or the page failed."""
 
-    kind = "browser"
+    kind = ErrorType.BROWSER
 
 
 class PageCrashed(BrowserError):
     """The page crashed its tab (out of memory, or a renderer fault). Retried once: a page
     that crashes its tab on two attempts in a row fails the job (`PageKeepsCrashing`)."""
 
-    kind = "page_crashed"
+    kind = ErrorType.PAGE_CRASHED
 
 
 class RenderTimeout(TransientError):
     """The render exceeded `PRESSROOM_RENDER_TIMEOUT`."""
 
-    kind = "timeout"
+    kind = ErrorType.TIMEOUT
 
 
 class TimestampUnavailable(TransientError):
     """The timestamp server (`PRESSROOM_SIGNING_TSA_URL`) could not be reached or gave no
     timestamp: a signature without its timestamp is not stored, the job is retried."""
 
-    kind = "timestamp_unavailable"
+    kind = ErrorType.TIMESTAMP_UNAVAILABLE
 
 
 class SourceUnreachable(TransientError):
     """A `url` source could not be loaded (DNS, connection) or answered 5xx, 408 or 429."""
 
-    kind = "source_unreachable"
+    kind = ErrorType.SOURCE_UNREACHABLE
 
 
 def _restore(cls: type[PressroomError], message: str, state: dict[str, Any]) -> PressroomError:

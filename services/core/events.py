@@ -344,8 +344,12 @@ class BatchItem(msgspec.Struct, omit_defaults=True):
     """One line of a batch's stored item list: what varies per item."""
 
     data: dict[str, Any] = msgspec.field(default_factory=dict)
+    """The item's template variables (a batch with a template or `template_id`)."""
     filename: str | None = None
+    """The item's file name in the archive, ending in the output's extension; by default its
+    index, zero-padded (`00017.pdf`)."""
     url: str | None = None
+    """The page to print (a batch without a template)."""
 
 
 class BatchEvent(msgspec.Struct, tag_field="type", kw_only=True, omit_defaults=True):

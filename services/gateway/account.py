@@ -80,7 +80,11 @@ class SecretRequest(msgspec.Struct, forbid_unknown_fields=True):
     only that many more seconds (a rotation)."""
 
     secret: str | None = None
+    """A secret of the tenant's own: `whsec_` and the base64 of 24 bytes or more; a new random
+    one when left out."""
     retire_others_after: Annotated[int, msgspec.Meta(ge=0, le=MAX_GRACE)] | None = None
+    """A rotation: the tenant's other secrets sign beside this one that many more seconds
+    (at most 30 days), then stop."""
 
 
 async def _secret_request(request: web.Request) -> SecretRequest:

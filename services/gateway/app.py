@@ -11,13 +11,14 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
 
-from services.core import bus, db, metrics, sealed, tracing
+from services.core import bus, db, metrics, sealed
 from services.core.busaccess import Role
-from services.core.errors import PayloadTooLarge, PressroomError, RequestTimeout
+from services.core.errors import ErrorType, PayloadTooLarge, PressroomError, RequestTimeout
 from services.core.jail import Jail, TemplateLimits
 from services.core.settings import Settings
 from services.core.storage import open_storage
 from services.gateway import (
+    accesslog,
     account,
     admin,
     answers,
@@ -36,7 +37,6 @@ from services.gateway import (
 from services.gateway.auth import AUTH_SETTINGS, CALLER_KEY, DIRECTORY, Directory
 from services.gateway.compiles import Compiler
 from services.gateway.console import add_routes as add_console_routes
-from services.gateway.headers import text_headers
 from services.gateway.keys import (
     COMPILER,
     IDEMPOTENCY,
@@ -62,7 +62,7 @@ POOL_SIZE = 8
 
 def error_response(
     status: int,
-    kind: str,
+    kind: ErrorType,
     message: str,
     field: str | None = None,
     headers: dict[str, str] | None = None,
@@ -129,12 +129,32 @@ async def errors_as_json(request: web.Request, handler: Handler) -> web.StreamRe
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
-        return error_response(exc.status, "http", exc.reason)
+        message = _router_message(request, exc)
+        return error_response(exc.status, ErrorType.HTTP, message, headers=_kept(exc))
     except asyncio.CancelledError:
         raise
     except Exception:
         log.exception("unhandled error on %s %s", request.method, request.path)
-        return error_response(500, "internal", "internal error; see the gateway log")
+        return error_response(500, ErrorType.INTERNAL, "internal error; see the gateway log")
+
+
+KEPT_HEADERS = ("Allow",)
+"""Headers of aiohttp's own error answers that a client needs: a 405 names the methods
+the route takes (RFC 9110)."""
+
+
+def _kept(exc: web.HTTPException) -> dict[str, str]:
+    return {name: exc.headers[name] for name in KEPT_HEADERS if name in exc.headers}
+
+
+def _router_message(request: web.Request, exc: web.HTTPException) -> str:
+    """What the router's own 404 and 405 say: the route, and the methods it takes."""
+    if exc.status == 404:
+        return f"no route {request.path!r}"
+    if exc.status == 405 and "Allow" in exc.headers:
+        allowed = ", ".join(m.strip() for m in exc.headers["Allow"].split(","))
+        return f"{request.method} is not allowed here: use {allowed}"
+    return exc.reason
 
 
 async def _nats_ctx(app: web.Application) -> AsyncIterator[None]:
@@ -191,21 +211,9 @@ async def _rate_headers(request: web.Request, response: web.StreamResponse) -> N
         response.headers.update(request.app[LIMITS].bucket(caller.tenant).headers())
 
 
-@web.middleware
-async def traced(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """A server span per request, continuing the client's `traceparent` (only installed
-    when traces are exported)."""
-    route = request.match_info.route.resource
-    name = f"{request.method} {route.canonical if route is not None else request.path}"
-    carrier = text_headers(request.headers)  # outside `errors_as_json`: nothing here may raise
-    with tracing.span(name, carrier, tracing.SERVER, **{"http.method": request.method}):
-        return await handler(request)
-
-
 def init_app(settings: Settings) -> web.Application:
-    first = [traced] if tracing.active() else []
     app = web.Application(
-        middlewares=[*first, route_body_limit, errors_as_json],
+        middlewares=[accesslog.observed, route_body_limit, errors_as_json],
         client_max_size=settings.max_body_bytes,
     )
     settings.server_keys()  # fail at start, naming the variable, if it is not set

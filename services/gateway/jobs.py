@@ -12,7 +12,7 @@ import msgspec
 from aiohttp import web
 
 from services.core import bus, db, diagnosis, events, metrics, netpolicy, timeline
-from services.core.errors import Conflict, NotFound, PressroomError, Unavailable
+from services.core.errors import Conflict, NotFound, PressroomError, Unavailable, known_type
 from services.core.holds import HoldKind
 from services.core.status import JobStatus
 from services.gateway import answers, idempotency, templates
@@ -184,7 +184,9 @@ async def _in_log(request: web.Request, job_id: str, tenant: str) -> bool:
 
 def failure(error_type: str | None, message: str | None) -> answers.Failure | None:
     """A row's error as answers show it; None if it has none."""
-    return answers.Failure(type=error_type, message=message) if message is not None else None
+    if message is None:
+        return None
+    return answers.Failure(type=known_type(error_type), message=message)
 
 
 async def job_answer(request: web.Request, row: db.JobRow) -> answers.Job:

@@ -1,5 +1,9 @@
 """Requests: bodies and query parameters parsed strictly, every problem reported with the
-field it concerns."""
+field it concerns.
+
+Over 400 lines: the request Structs, whose fields carry their descriptions (the strings
+under them, for the OpenAPI document), and the checks beyond their types, side by side.
+"""
 
 from __future__ import annotations
 
@@ -96,14 +100,25 @@ class JobRequest(msgspec.Struct, forbid_unknown_fields=True):
     options and an optional webhook."""
 
     template: str | None = None
+    """A Jinja2 template, rendered with `data` (one of the four sources)."""
     template_id: str | None = None
+    """A stored template's id (`POST /templates`), rendered with `data`."""
     template_version: Version | None = None
+    """With `template_id`: which version (the latest by default)."""
     html: str | None = None
+    """HTML printed as it is."""
     url: str | None = None
+    """An http(s) page to print (public addresses only, unless the installation allows private
+    ones)."""
     data: dict[str, Any] = msgspec.field(default_factory=dict)
+    """The template's variables (only with `template` or `template_id`)."""
     webhook_url: str | None = None
+    """Where to send the signed webhook when the job ends (`webhookUrl` is taken too)."""
     webhook_secret: str | None = None
+    """A `whsec_...` secret to sign this job's webhook with, instead of the tenant's (needs
+    `webhook_url`)."""
     options: OptionsRequest = msgspec.field(default_factory=OptionsRequest)
+    """How the page is printed."""
 
 
 class BatchItemRequest(BatchItem, forbid_unknown_fields=True):
@@ -116,24 +131,39 @@ class BatchRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     `url` per item; the items, page options for all of them, the output and a webhook."""
 
     items: Annotated[list[BatchItemRequest], msgspec.Meta(min_length=1)]
+    """The items, at least one (at most `PRESSROOM_MAX_BATCH_ITEMS`): data per item, or a url per
+    item without a template."""
     template: str | None = None
+    """A Jinja2 template every item renders with its own data."""
     template_id: str | None = None
+    """A stored template every item renders with its own data."""
     template_version: Version | None = None
+    """With `template_id`: which version (the latest by default)."""
     html: str | None = None  # only to refuse it by name: it cannot vary per item
+    """Refused: a batch's source must vary per item."""
     webhook_url: str | None = None
+    """Where to send the batch's signed webhooks."""
     webhook_secret: str | None = None
+    """A `whsec_...` secret for this batch's webhooks (needs `webhook_url`)."""
     options: OptionsRequest = msgspec.field(default_factory=OptionsRequest)
+    """How every item's page is printed."""
     output: Literal["zip", "merged"] = "zip"
+    """One ZIP of the items' files, or one merged PDF (needs `options.output` pdf)."""
     progress_webhooks: bool = False
+    """Also send `batch.progress` webhooks while it runs (needs `webhook_url`)."""
 
 
 class TemplateRequest(msgspec.Struct, forbid_unknown_fields=True):
     """`POST /templates`: a named Jinja2 template, with an optional page header and footer."""
 
     name: TemplateName
+    """The template's name: a new name starts a template, a known one stores its next version."""
     body: str
+    """The Jinja2 body; it must compile."""
     header: str | None = None
+    """A page header template, printed at the top of every page."""
     footer: str | None = None
+    """A page footer template, printed at the bottom of every page."""
 
 
 def _field_of(message: str) -> str:

@@ -27,7 +27,7 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
 from services.core import bus, db, events, metrics
-from services.core.errors import NotFound, Unavailable
+from services.core.errors import ErrorType, NotFound, Unavailable
 from services.core.status import TERMINAL
 
 log = logging.getLogger(__name__)
@@ -54,7 +54,7 @@ def worker_lost(job: events.JobSubmitted, deliveries: int) -> events.JobFailed:
         tenant=job.tenant,
         attempt=deliveries,
         error=events.ErrorInfo(
-            type="worker_lost", message=f"gave up after {deliveries} attempts: worker lost"
+            type=ErrorType.WORKER_LOST, message=f"gave up after {deliveries} attempts: worker lost"
         ),
         webhook_url=job.webhook_url,
     )

@@ -38,7 +38,7 @@ from nats.js import JetStreamContext
 from nats.js.api import ConsumerInfo
 
 from services.core import bus, db, events, metrics, runtime
-from services.core.errors import NotFound, Unavailable
+from services.core.errors import ErrorType, NotFound, Unavailable
 from services.core.settings import Settings
 from services.projector import quota
 from services.projector.consumer import BATCH as PROJECTOR_BATCH
@@ -244,7 +244,7 @@ def stalled(row: db.StaleJob, *, has_input: bool) -> events.JobFailed:
         job_id=row.id,
         tenant=row.tenant_id,
         attempt=row.attempts,
-        error=events.ErrorInfo(type="stalled", message=message),
+        error=events.ErrorInfo(type=ErrorType.STALLED, message=message),
         webhook_url=row.webhook_url,
     )
 

@@ -368,10 +368,15 @@ class Cluster:
     # -- the client ----------------------------------------------------------------------
 
     async def post_job(
-        self, body: dict[str, Any], *, expect: str = "done", key: str | None = None
+        self,
+        body: dict[str, Any],
+        *,
+        expect: str = "done",
+        key: str | None = None,
+        headers: dict[str, str] | None = None,
     ) -> Reply:
         """POST /jobs once; a 202 goes into the ledger with the status the job must end in."""
-        headers = {"Idempotency-Key": key} if key else {}
+        headers = {**(headers or {}), **({"Idempotency-Key": key} if key else {})}
         started = time.monotonic()
         async with self.http.post(f"{self.url}/jobs", json=body, headers=headers) as response:
             try:
