@@ -15,7 +15,12 @@
     │   ├── TooManyStreams        the tenant has its most live-update streams open (HTTP 429)
     │   ├── Conflict              not possible in the job's current state (HTTP 409)
     │   ├── TemplateError         Jinja2 could not parse or render the template
-    │   ├── OutputTooLarge        the rendered document is over the output limit
+    │   ├── LimitExceeded         the document is over one of the renderer's size limits
+    │   │   ├── OutputTooLarge    its bytes (or a PNG's pixels, a receipt's length)
+    │   │   │   └── TooManyPages  its page count
+    │   │   ├── DomTooLarge       its element count
+    │   │   ├── HeaderTooLarge    its header or footer template's size
+    │   │   └── TocTooLarge       its table of contents' entries
     │   ├── InvalidEvent          a message on the log cannot be decoded
     │   ├── WaitTimeout           `wait_for`'s selector or expression never came true
     │   ├── SourceError           a `url` source answered 4xx or cannot be a page
@@ -183,10 +188,44 @@ class TemplateError(DeterministicError):
     kind = "template"
 
 
-class OutputTooLarge(DeterministicError):
-    """The rendered PDF is larger than `PRESSROOM_MAX_OUTPUT_BYTES`."""
+class LimitExceeded(DeterministicError):
+    """The document is over one of the renderer's limits on what a document may be; the
+    message names the limit and the `PRESSROOM_*` setting that raises it. Checked before
+    or while printing, so a document that can never fit fails once, early."""
+
+    kind = "limit_exceeded"
+
+
+class OutputTooLarge(LimitExceeded):
+    """The rendered PDF is larger than `PRESSROOM_MAX_OUTPUT_BYTES` (or a PNG or a
+    receipt is over the sizes a file may have)."""
 
     kind = "output_too_large"
+
+
+class TooManyPages(OutputTooLarge):
+    """The PDF has more pages than `PRESSROOM_MAX_PAGES`: found while printing, after
+    at most one page more than the limit."""
+
+    kind = "too_many_pages"
+
+
+class DomTooLarge(LimitExceeded):
+    """The loaded document has more elements than `PRESSROOM_MAX_DOM_ELEMENTS`."""
+
+    kind = "dom_too_large"
+
+
+class HeaderTooLarge(LimitExceeded):
+    """A header or footer template is over `PRESSROOM_MAX_HEADER_BYTES`."""
+
+    kind = "header_too_large"
+
+
+class TocTooLarge(LimitExceeded):
+    """A table of contents would have more entries than `PRESSROOM_MAX_TOC_ENTRIES`."""
+
+    kind = "toc_too_large"
 
 
 class InvalidEvent(DeterministicError):
