@@ -37,7 +37,7 @@ from services.core.errors import (
 from services.core.pageoptions import Margin, PageOptions, WaitFor
 from services.core.settings import Settings
 from services.renderer.browser import BrowserPool, Html, count_pages, privileges
-from services.renderer.browser import tab as tab_module
+from services.renderer.browser import output as output_module
 from services.renderer.browser.privileges import confine
 from tests.conftest import eventually
 
@@ -265,7 +265,7 @@ async def test_output_over_the_limit_raises_output_too_large() -> None:
 
 
 async def test_a_pdf_streamed_in_many_chunks_is_whole(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tab_module, "STREAM_CHUNK", 1024)
+    monkeypatch.setattr(output_module, "STREAM_CHUNK", 1024)
     async with pool_of(pages=1) as pool:
         html = "".join(f"<p style='page-break-after: always'>page {i}</p>" for i in range(5))
         result = await pool.render(Html(html), A4)

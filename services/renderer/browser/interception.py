@@ -9,6 +9,7 @@ domain: their requests meet the egress proxy alone, which sees every connection 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -43,16 +44,18 @@ async def guard(
         lambda event: spawn(_adopt(session, gate, event, spawn, children)),
     )
     session.on("Target.detachedFromTarget", lambda event: _detached(session, event, children))
+    attach = {"autoAttach": True, "waitForDebuggerOnStart": True, "flatten": True}
+    # Sent together, in this order (Chromium runs a session's commands in order).
+    fetch = asyncio.ensure_future(session.send("Fetch.enable", {"patterns": [{"urlPattern": "*"}]}))
+    attached = asyncio.ensure_future(session.send("Target.setAutoAttach", attach))
     try:
-        await session.send("Fetch.enable", {"patterns": [{"urlPattern": "*"}]})
+        await fetch
     except CommandError as exc:
         if not child or exc.code != NO_SUCH_METHOD:
+            attached.cancel()
             raise
         log.debug("an attached target has no Fetch domain; the egress proxy checks it")
-    await session.send(
-        "Target.setAutoAttach",
-        {"autoAttach": True, "waitForDebuggerOnStart": True, "flatten": True},
-    )
+    await attached
 
 
 async def _decide(session: Session, gate: RequestFilter, event: dict[str, Any]) -> None:

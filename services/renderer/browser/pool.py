@@ -271,10 +271,22 @@ class BrowserPool:
         tab = await self._take(chromium, framed)
         try:
             data = await self._produce(chromium, tab, source, options, emulation, report)
-        finally:
-            tab.evidence.seal()  # what the page does from now on is nobody's
-            self._renew_later(chromium, tab, framed)
+        except (RenderTimeout, BrowserError):
+            # The page may still be busy (a loop, a hung renderer): its context is closed
+            # before the caller goes on, so it takes no core from the next render.
+            await asyncio.shield(self._retire(chromium, tab, framed))
+            raise
+        except BaseException:
+            self._retire(chromium, tab, framed)
+            raise
+        self._retire(chromium, tab, framed)
         return data, tuple(tab.evidence.refused.facts())
+
+    def _retire(self, chromium: Chromium, tab: Tab, framed: bool) -> asyncio.Task[None]:
+        """Seal the evidence of `tab`'s job (what its page does from now on is nobody's)
+        and renew the tab in the background."""
+        tab.evidence.seal()
+        return self._renew_later(chromium, tab, framed)
 
     async def _take(self, chromium: Chromium, framed: bool) -> Tab:
         """A new tab of kind `framed` (see `Chromium.take`), marked used: its job's alone."""
@@ -386,11 +398,12 @@ class BrowserPool:
             raise exc
         raise BrowserError(describe(exc)) from exc
 
-    def _renew_later(self, chromium: Chromium, tab: Tab, framed: bool) -> None:
+    def _renew_later(self, chromium: Chromium, tab: Tab, framed: bool) -> asyncio.Task[None]:
         """`_renew` in the background (`__aexit__` cancels it: the browser closes)."""
         task = self._track(self._renew(chromium, tab, framed))
         self._recovering.add(task)
         task.add_done_callback(self._recovering.discard)
+        return task
 
     async def _renew(self, chromium: Chromium, tab: Tab, framed: bool) -> None:
         """After a render: the tab's context closed, then a new tab of kind `framed` (the

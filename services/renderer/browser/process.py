@@ -220,8 +220,8 @@ class Chromium:
             "Page.javascriptDialogOpening",
             lambda _: self.spawn(session.send("Page.handleJavaScriptDialog", {"accept": False})),
         )
-        await guard(session, gate, self.spawn, tab.children)
-        await tab.enable()
+        # Together: one round trip while the tab's renderer process starts.
+        await asyncio.gather(guard(session, gate, self.spawn, tab.children), tab.enable())
         return tab
 
     def _crashed(self, tab: Tab) -> None:

@@ -1,58 +1,44 @@
-"""A pooled tab, and what one render does on it: emulate, load, wait, print or capture.
+"""A tab, and what one render does on it: emulate, load, wait, then print or capture
+(`output`).
 
 A tab serves one job and is then thrown away with its browser context (`BrowserPool`),
 so a document is written into the tab's first about:blank realm, which no other job's
 script ever ran in, and the render waits for `load` itself (`Page.setContent` is a bare
 `document.write` that does not). Jobs run with script disabled unless they ask for it or
-contain a way to run it (`javascript` auto).
-
-Printing goes straight to CDP `Page.printToPDF` on the tab's own session: `Page.pdf`
-passes neither `generateTaggedPDF` nor anything we did not know about when it was
-written, and one path for every option is easier to reason about (the parameters are
-made in `params`). What a job changes on its tab (JavaScript, emulated media, viewport)
-is compared with what the tab was made with and set only where it differs.
+contain a way to run it (`javascript` auto). What a job changes on its tab (JavaScript,
+emulated media, viewport) is compared with what the tab was made with and set only where
+it differs.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
-import math
 import time
 import urllib.parse
 from typing import Any
 
-import msgspec
-
 from services.core.errors import (
     BrowserError,
-    OutputTooLarge,
     RenderTimeout,
     RequestError,
     SourceError,
     SourceUnreachable,
     WaitTimeout,
 )
-from services.core.options import CSS_PX_PER_INCH, MAX_PAPER_INCHES
 from services.core.pageoptions import PageOptions, WaitFor
-from services.renderer.browser.capture import element_clip, page_clip
-from services.renderer.browser.cdp import CommandError, Session
+from services.renderer.browser.cdp import Session
 from services.renderer.browser.documents import Source, Url
 from services.renderer.browser.limits import (
     Limits,
-    capped_ranges,
     check_elements,
     check_headings,
-    check_pages,
 )
+from services.renderer.browser.output import print_pdf, screenshot
 from services.renderer.browser.params import (
     DEFAULT_VIEWPORT,
     Emulation,
     Viewport,
-    check_png_size,
-    count_pages,
-    print_params,
 )
 from services.renderer.browser.tasks import describe
 from services.renderer.browser.toc import print_with_toc
@@ -70,16 +56,6 @@ _LOAD_HTML = """async (html) => {
     await new Promise((resolve) => window.addEventListener("load", resolve, { once: true }));
   }
 }"""
-
-
-# The height a receipt needs: the document's full height at the receipt's width.
-_CONTENT_HEIGHT = (
-    "Math.ceil(Math.max(document.documentElement.scrollHeight,"
-    " document.documentElement.getBoundingClientRect().height))"
-)
-
-STREAM_CHUNK = 4 * 2**20
-"""Bytes asked for per `IO.read` of a PDF: an invoice comes in one read."""
 
 POLL_INTERVAL = 0.05
 """Seconds between two checks of a `wait_for` condition."""
@@ -138,16 +114,23 @@ class Tab:
         session.on("Runtime.exceptionThrown", evidence.exception_thrown)
 
     async def enable(self) -> None:
-        """Turn on the events renders use, and the viewport `Emulation()` stands for."""
-        for method, params in (
+        """Turn on the events renders use, and what `emulation` stands for: script on for
+        a drawing tab (a job that needs frames mostly runs script), off for a frameless
+        one (its jobs never do), so a job rarely changes what its new tab was made with.
+        The commands go out together (Chromium runs a session's commands in order): one
+        round trip for the lot, while the tab's renderer process starts."""
+        self.emulation = Emulation(javascript=self.framed)
+        commands = [
             ("Page.enable", {}),
             ("Page.setLifecycleEventsEnabled", {"enabled": True}),
             ("Network.enable", {}),
             ("Inspector.enable", {}),
-            ("Runtime.enable", {}),  # `Emulation()` runs script; see `emulate`
-        ):
-            await self.send(method, params)
-        await self._set_viewport(DEFAULT_VIEWPORT)
+            # Console and uncaught errors are reported while Runtime is on: with script.
+            ("Runtime.enable", {}) if self.framed else ("Runtime.disable", {}),
+            ("Emulation.setScriptExecutionDisabled", {"value": not self.framed}),
+            ("Emulation.setDeviceMetricsOverride", _metrics(DEFAULT_VIEWPORT)),
+        ]
+        await asyncio.gather(*(self.send(method, params) for method, params in commands))
 
     def _started(self, params: dict[str, Any]) -> None:
         self.requests[str(params["requestId"])] = str(params.get("request", {}).get("url", ""))
@@ -212,11 +195,12 @@ class Tab:
         self.emulation = want
 
     async def _set_viewport(self, size: Viewport) -> None:
-        await self.send(
-            "Emulation.setDeviceMetricsOverride",
-            {"width": size.width, "height": size.height, "deviceScaleFactor": size.scale,
-             "mobile": False},
-        )  # fmt: skip
+        await self.send("Emulation.setDeviceMetricsOverride", _metrics(size))
+
+
+def _metrics(size: Viewport) -> dict[str, Any]:
+    return {"width": size.width, "height": size.height, "deviceScaleFactor": size.scale,
+            "mobile": False}  # fmt: skip
 
 
 def _future() -> asyncio.Future[None]:
@@ -265,11 +249,11 @@ async def produce(
         if emulation.javascript:  # its script may have written more meanwhile
             await check_elements(tab, limits)
     if options.output == "png":
-        return await _screenshot(tab, options.scale, options.selector)
+        return await screenshot(tab, options.scale, options.selector)
     if options.toc:  # prints in passes until the page numbers hold (`toc`)
         await check_headings(tab, limits)
-        return await print_with_toc(tab, lambda: _print_pdf(tab, options, limits))
-    return await _print_pdf(tab, options, limits)
+        return await print_with_toc(tab, lambda: print_pdf(tab, options, limits))
+    return await print_pdf(tab, options, limits)
 
 
 async def _load(tab: Tab, source: Source, *, fresh_realm: bool = False) -> None:
@@ -424,92 +408,3 @@ def _busy_message(tab: Tab, waited: float) -> str:
         f"wait_for.network_idle: the network was still busy after {waited:.1f} s "
         f"({len(open_urls)} requests open{example})"
     )
-
-
-async def _print_pdf(tab: Tab, options: PageOptions, limits: Limits) -> bytes:
-    """Print the loaded document with `Page.printToPDF`, streamed out of Chromium
-    (`ReturnAsStream`) so that a document over `limits.output_bytes` is refused while it
-    is read, not after the whole of it was held in memory, twice (base64 and bytes).
-    Chromium is asked for one page more than `limits.pages` at most (`capped_ranges`):
-    a document that has more fails without the rest being drawn."""
-    params = {**print_params(options), "transferMode": "ReturnAsStream"}
-    params["pageRanges"] = capped_ranges(options.page_ranges, limits.pages + 1)
-    if options.receipt_width is not None:
-        params["paperHeight"] = await _receipt_height(tab, options, params)
-    try:
-        reply = await tab.send("Page.printToPDF", params)
-    except CommandError as exc:
-        # "Page range exceeds page count": the ranges were valid, but not for this document.
-        if "Page range" in str(exc):
-            message = str(exc).rsplit(": ", 1)[-1]
-            raise RequestError(
-                f"options.page_ranges: {message}", field="options.page_ranges"
-            ) from exc
-        raise
-    pdf = await _read_stream(tab, str(reply["stream"]), limits.output_bytes)
-    check_pages(count_pages(pdf), limits)
-    return pdf
-
-
-class StreamChunk(msgspec.Struct):
-    """An `IO.read` answer for a binary stream (a PDF): Chromium sends it as base64,
-    which msgspec decodes while reading the message."""
-
-    data: bytes = b""
-    base64Encoded: bool = False
-    eof: bool = False
-
-
-_STREAM_CHUNK = msgspec.json.Decoder(StreamChunk)
-
-
-async def _read_stream(tab: Tab, handle: str, limit: int) -> bytes:
-    """The bytes of a CDP `IO` stream, at most `limit` of them; the stream is closed."""
-    chunks: list[bytes] = []
-    size = 0
-    try:
-        while True:
-            chunk = await tab.session.send_as(
-                _STREAM_CHUNK, "IO.read", {"handle": handle, "size": STREAM_CHUNK}
-            )
-            size += len(chunk.data)
-            if size > limit:
-                raise OutputTooLarge(
-                    f"PDF is over the limit of {limit} bytes (PRESSROOM_MAX_OUTPUT_BYTES)"
-                )
-            chunks.append(chunk.data)
-            if chunk.eof:
-                return chunks[0] if len(chunks) == 1 else b"".join(chunks)
-    finally:
-        await tab.send("IO.close", {"handle": handle})
-
-
-async def _receipt_height(tab: Tab, options: PageOptions, params: dict[str, Any]) -> float:
-    """Paper height in inches that holds the whole document on one page."""
-    reply = await tab.evaluate(_CONTENT_HEIGHT)
-    content = float(reply["result"]["value"]) * options.scale / CSS_PX_PER_INCH
-    height = float(content + params["marginTop"] + params["marginBottom"])
-    if height > MAX_PAPER_INCHES:
-        raise OutputTooLarge(
-            f"receipt is {height * 25.4:.0f} mm long, over the PDF page limit of 5080 mm"
-        )
-    return height
-
-
-async def _screenshot(tab: Tab, scale: float, selector: str | None = None) -> bytes:
-    """A PNG of the whole page as tall as its content, or of the box of the element
-    `selector` matches (`capture`), `scale` device pixels per CSS pixel."""
-    clip = await (page_clip(tab) if selector is None else element_clip(tab, selector))
-    check_png_size(math.ceil(clip.width * scale), math.ceil(clip.height * scale))
-    # A screenshot waits for the tab to commit a frame. Headless tabs in the background
-    # (all but the last one opened) are reported elsewhere to sometimes never commit one;
-    # here a capture hung once until the render timeout, in ~300 not reproduced. So the
-    # capturing tab is brought to the front first, one tab at a time, so that no other
-    # capture sends it back meanwhile.
-    async with tab.foreground:
-        await tab.send("Page.bringToFront")
-        reply = await tab.send(
-            "Page.captureScreenshot",
-            {"format": "png", "clip": clip.params(), "captureBeyondViewport": True},
-        )
-    return base64.b64decode(reply["data"])
