@@ -97,13 +97,17 @@ async def check_headings(tab: Tab, limits: Limits) -> None:
 
 
 def check_pages(count: int, limits: Limits) -> None:
-    """`TooManyPages` for a PDF printed with `capped_ranges` that reached the cap."""
-    if count > limits.pages:
+    """`TooManyPages` for a PDF of `count` pages, printed with `capped_ranges` (so that
+    `limits.pages + 1` means "at least that many": printing stopped there)."""
+    if count <= limits.pages:
+        return
+    over = f"over the limit of {limits.pages:,} (PRESSROOM_MAX_PAGES)"
+    if count == limits.pages + 1:
         raise TooManyPages(
-            f"the PDF has more than {limits.pages:,} pages, over the limit of "
-            f"{limits.pages:,} (PRESSROOM_MAX_PAGES); printing stopped at page "
-            f"{limits.pages + 1:,}"
+            f"the PDF has more than {limits.pages:,} pages, {over}; printing stopped at page "
+            f"{count:,}"
         )
+    raise TooManyPages(f"the PDF has {count:,} pages, {over}")
 
 
 async def _number(tab: Tab, expression: str) -> int:

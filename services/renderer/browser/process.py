@@ -30,13 +30,13 @@ from services.renderer.proxy import BYPASS_NOTHING, Door, EgressProxy
 log = logging.getLogger(__name__)
 
 CLOSE_GRACE = 5.0
-"""Seconds a tab or the browser gets to close before it is dropped or killed."""
+"""Seconds the browser gets to close before it is killed."""
 
 OPEN_GRACE = 20.0
-"""Seconds a new tab (its browser context, renderer process and proxy door) gets to open
-before the browser is judged broken. Milliseconds on an idle machine, but a renderer
-starting beside busy browsers on a loaded 2-core machine took over 5 s, and at start-up
-that failure stops the renderer."""
+"""Seconds a new tab (its browser context, renderer process and proxy door) gets to open,
+and an old one to be closed, before the browser is judged broken. Milliseconds on an
+idle machine, but a renderer starting beside busy browsers on a loaded 2-core machine
+took over 5 s, and so did a context's disposal (at a load average of 8)."""
 
 
 class Chromium:
@@ -247,7 +247,7 @@ class Chromium:
         """
         tab.used = True  # whatever happens next, it serves no job again
         try:
-            await self.run(self.dispose(tab), CLOSE_GRACE)
+            await self.run(self.dispose(tab), OPEN_GRACE)
             made: Tab = await self.run(self.open_tab(framed), OPEN_GRACE)
         except BaseException:
             self.idle.put_nowait(tab)

@@ -235,19 +235,18 @@ async def produce(
 
     `deadline` (time.monotonic) is when a `wait_for` must give up, leaving time to print.
     The document is held to `limits` as soon as each can be known (`limits` module): its
-    elements once loaded (and after its wait if it runs script), its headings before a
-    table of contents, its pages and bytes while it is printed.
+    elements once loaded and again before printing, its headings before a table of
+    contents, its pages and bytes while it is printed.
     `emulation` is `emulation_for(options, source)`, which the caller made to choose the tab.
     """
     await tab.emulate(emulation)
     # A screenshot of a document written into a realm made before this job's emulation
     # sometimes never gets painted (Chromium 156): a PNG gets a realm made after it.
     await _load(tab, source, fresh_realm=options.output == "png")
-    await check_elements(tab, limits)
     if options.wait_for is not None:
+        await check_elements(tab, limits)  # rather than wait for a document that cannot be
         await _wait(tab, options.wait_for, deadline)
-        if emulation.javascript:  # its script may have written more meanwhile
-            await check_elements(tab, limits)
+    await check_elements(tab, limits)  # what is printed: with what its script or frames added
     if options.output == "png":
         return await screenshot(tab, options.scale, options.selector)
     if options.toc:  # prints in passes until the page numbers hold (`toc`)
