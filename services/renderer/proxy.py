@@ -135,6 +135,7 @@ class Door:
 
     async def close(self) -> None:
         """Stop listening and cut every connection still open."""
+        self._proxy.forget(self)
         if self._server is not None:
             self._server.close()
         for task in list(self._connections):
@@ -171,19 +172,28 @@ class EgressProxy:
     def __init__(self, egress: Egress, *, dial: Dial = open_tcp) -> None:
         self.egress = egress
         self._dial = dial
-        self._doors: list[Door] = []
+        self._doors: set[Door] = set()  # the open ones: a door per job, closed after it
 
     async def open_door(self, evidence: Evidence | None = None) -> Door:
         """A new door for the job whose `evidence` it records; without one, a door that
         refuses everything (the default context's)."""
         door = Door(self, evidence)
         await door.open()
-        self._doors.append(door)
+        self._doors.add(door)
         return door
 
+    def forget(self, door: Door) -> None:
+        """`door` is closed: nothing to close at the end."""
+        self._doors.discard(door)
+
     async def aclose(self) -> None:
-        doors, self._doors = self._doors, []
+        doors, self._doors = self._doors, set()
         await asyncio.gather(*(door.close() for door in doors))
+
+    @property
+    def doors(self) -> int:
+        """Doors open now."""
+        return len(self._doors)
 
     async def serve(
         self,

@@ -333,6 +333,23 @@ async def test_every_render_gets_a_context_of_its_own_that_is_gone_before_the_ne
         assert len(used) == 3
 
 
+async def test_renders_leave_no_context_door_or_session_behind() -> None:
+    """A context, a door and sessions per render: after many renders (with frames and
+    script), only the idle tabs' are left, and the browser-wide door."""
+    page = "<iframe srcdoc='<p>frame</p>'></iframe><script>console.log('x')</script><p>x</p>"
+    async with pool_of(pages=2) as pool:
+        await asyncio.gather(*(pool.render(Html(page), A4) for _ in range(12)))
+        await asyncio.gather(*(pool.render(Html("<p>static</p>"), A4) for _ in range(8)))
+        await pool.settle()
+        assert pool.chromium is not None
+        idle = pool.chromium.idle_tabs()
+        contexts = await pool.chromium.connection.browser.send("Target.getBrowserContexts")
+        assert sorted(contexts["browserContextIds"]) == sorted(tab.context_id for tab in idle)
+        assert pool.proxy.doors == len(idle) + 1
+        sessions = {tab.session.id for tab in idle} | {None}
+        assert pool.chromium.connection.listening == sessions
+
+
 # --- crashes, recycling, exit -------------------------------------------------------------
 
 

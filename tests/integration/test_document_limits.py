@@ -44,7 +44,8 @@ TIMEOUT = 30.0
 """The pool's render time limit: each doomed document must fail in a fraction of it."""
 PROMPT = TIMEOUT / 3
 
-PAGES_3000 = '<div style="height: 3369000px">tall</div>'  # 3,000 A4 pages at 1,123 px each
+BREAKS_3000 = "<div style='break-after: page'>p</div>" * 3_000  # 3,000 pages, short on screen
+TALL_10000 = '<div style="height: 11230000px">tall</div>'  # 10,000 A4 pages at 1,123 px
 SPANS = "<span>x </span>" * 40_000  # over the default 30,000 elements
 HEADINGS = "<nav data-toc></nav>" + "".join(f"<h2>Part {i}</h2>" for i in range(5_000))
 BIG_HEADER = "<div>" + "<span>x</span>" * 22_000 + "</div>"  # ~300 KB
@@ -66,6 +67,19 @@ async def pool(shared: BrowserPool) -> AsyncIterator[BrowserPool]:
 
 
 @contextlib.contextmanager
+def limits(pool: BrowserPool, **values: int) -> Iterator[None]:
+    """Other limits on the shared pool for one test."""
+    saved = {name: getattr(pool, name) for name in values}
+    for name, value in values.items():
+        setattr(pool, name, value)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(pool, name, value)
+
+
+@contextlib.contextmanager
 def within(seconds: float) -> Iterator[None]:
     started = time.monotonic()
     yield
@@ -77,12 +91,24 @@ async def test_thousands_of_pages_stop_printing_at_the_limit_plus_one(pool: Brow
     without the rest being drawn, with or without page ranges of the job's own."""
     for ranges in (None, "2-"):
         with within(PROMPT), pytest.raises(TooManyPages) as caught:
-            await pool.render(Html(PAGES_3000), PageOptions(page_ranges=ranges))
+            await pool.render(Html(BREAKS_3000), PageOptions(page_ranges=ranges))
         assert caught.value.kind == "too_many_pages"
         assert caught.value.message == (
             "the PDF has more than 500 pages, over the limit of 500 (PRESSROOM_MAX_PAGES); "
             "printing stopped at page 501"
         )
+
+
+async def test_a_document_long_on_screen_fails_before_a_page_is_drawn(pool: BrowserPool) -> None:
+    """A document taller on screen than half the limit's pages is first asked for its
+    page past the limit alone: with a limit of 5,000 pages, the 10,000-page document
+    fails in the time Chromium takes to paginate it (drawing 5,001 pages took 39 s)."""
+    with limits(pool, max_pages=5_000), within(PROMPT), pytest.raises(TooManyPages) as caught:
+        await pool.render(Html(TALL_10000), PageOptions())
+    assert "more than 5,000 pages" in caught.value.message
+    long_enough = "<div style='height: 6000000px'>tall</div>"  # 5,343 pages: not over
+    with limits(pool, max_pages=6_000):
+        assert (await pool.render(Html(long_enough), PageOptions(page_ranges="1-2"))).pages == 2
 
 
 async def test_a_document_of_too_many_elements_fails_once_it_is_loaded(pool: BrowserPool) -> None:
@@ -251,7 +277,7 @@ async def test_doomed_documents_fail_on_their_first_attempt_and_hold_no_one_else
     try:
         doomed, other = await stack.new_tenant(), await stack.new_tenant()
         bodies = {
-            "too_many_pages": {"html": PAGES_3000},
+            "too_many_pages": {"html": TALL_10000},
             "dom_too_large": {"html": SPANS},
             "toc_too_large": {"html": HEADINGS, "options": {"toc": True}},
             "header_too_large": {

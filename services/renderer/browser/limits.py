@@ -15,6 +15,8 @@ checked where it first can be, cheapest first:
 - the page count while printing: Chromium is asked for the first `pages + 1` pages the
   job's `page_ranges` select (every page when it has none), so a document of 50,000
   pages is cut at its 501st and fails as `too_many_pages` without the rest being drawn;
+  and a document that looks long on screen is first asked for its page `pages + 1`
+  alone (`output._probe_length`), which fails it before a page is drawn;
 - the output bytes while the PDF is read out of Chromium (`tab._read_stream`).
 """
 
@@ -135,6 +137,18 @@ def capped_ranges(page_ranges: str | None, pages: int) -> str:
         cut.append(f"{first}-{stop}" if stop > first else str(first))
         left -= stop - first + 1
     return ", ".join(cut)
+
+
+def nth_selected(page_ranges: str | None, n: int) -> int | None:
+    """The `n`th page (from 1) that `page_ranges` selects, every page without it; None
+    when the ranges select fewer than `n` pages whatever the document's length."""
+    if page_ranges is None:
+        return n
+    for first, last in _union(page_intervals(page_ranges)):
+        if last is None or n <= last - first + 1:
+            return first + n - 1
+        n -= last - first + 1
+    return None
 
 
 def _union(intervals: list[tuple[int, int | None]]) -> list[tuple[int, int | None]]:

@@ -20,7 +20,7 @@ from services.core.options import CSS_PX_PER_INCH, MAX_PAPER_INCHES
 from services.core.pageoptions import PageOptions
 from services.renderer.browser.capture import element_clip, page_clip
 from services.renderer.browser.cdp import CommandError
-from services.renderer.browser.limits import Limits, capped_ranges, check_pages
+from services.renderer.browser.limits import Limits, capped_ranges, check_pages, nth_selected
 from services.renderer.browser.params import check_png_size, count_pages, print_params
 
 if TYPE_CHECKING:
@@ -46,6 +46,8 @@ async def print_pdf(tab: Tab, options: PageOptions, limits: Limits) -> bytes:
     params["pageRanges"] = capped_ranges(options.page_ranges, limits.pages + 1)
     if options.receipt_width is not None:
         params["paperHeight"] = await _receipt_height(tab, options, params)
+    else:
+        await _probe_length(tab, options, params, limits)
     try:
         reply = await tab.send("Page.printToPDF", params)
     except CommandError as exc:
@@ -59,6 +61,37 @@ async def print_pdf(tab: Tab, options: PageOptions, limits: Limits) -> bytes:
     pdf = await _read_stream(tab, str(reply["stream"]), limits.output_bytes)
     check_pages(count_pages(pdf), limits)
     return pdf
+
+
+async def _probe_length(
+    tab: Tab, options: PageOptions, params: dict[str, Any], limits: Limits
+) -> None:
+    """`TooManyPages` before anything is drawn for a document that looks long (its height
+    on screen is more than half `limits.pages` pages) and has a page past the limit: only
+    that page is printed, which costs Chromium the pagination alone (drawing 501 pages of
+    a 10,000-page document took six times as long). Chromium answers "Page range exceeds
+    page count" when there is none; the document is then printed as asked."""
+    past = nth_selected(options.page_ranges, limits.pages + 1)
+    if past is None or await _screen_pages(tab, options, params) <= limits.pages / 2:
+        return
+    probe = {**params, "pageRanges": str(past), "transferMode": "ReturnAsBase64"}
+    try:
+        await tab.send("Page.printToPDF", probe)
+    except CommandError as exc:
+        if "Page range" in str(exc):
+            return
+        raise
+    check_pages(limits.pages + 1, limits)
+
+
+async def _screen_pages(tab: Tab, options: PageOptions, params: dict[str, Any]) -> float:
+    """Roughly how many pages the document's height on screen fills: a hint of its
+    length (print media, page breaks and margins cut at breaks change it either way)."""
+    reply = await tab.evaluate(_CONTENT_HEIGHT)
+    height = float(reply.get("result", {}).get("value") or 0)
+    side = float(params["paperWidth"] if options.landscape else params["paperHeight"])
+    page = (side - float(params["marginTop"]) - float(params["marginBottom"])) * CSS_PX_PER_INCH
+    return height * options.scale / max(page, 1.0)
 
 
 class StreamChunk(msgspec.Struct):

@@ -305,3 +305,14 @@ async def test_a_refusal_decided_after_the_job_ended_is_dropped_and_counted(
     assert status.startswith(b"HTTP/1.1 403")
     assert evidence.refused.facts() == []
     assert late("proxy") == before + 1
+
+
+async def test_a_closed_door_is_forgotten() -> None:
+    """A door per job: the proxy keeps only the open ones."""
+    proxy = EgressProxy(Egress(allow_private=False))
+    doors = [await proxy.open_door(Evidence()) for _ in range(20)]
+    assert proxy.doors == 20
+    for door in doors:
+        await door.close()
+    assert proxy.doors == 0
+    await proxy.aclose()
