@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from services.core.errors import DomTooLarge, HeaderTooLarge, TocTooLarge, TooManyPages
 from services.core.options import check_header_footer, page_intervals
 from services.core.pageoptions import PageOptions
+from services.core.settings import Settings
 
 if TYPE_CHECKING:
     from services.renderer.browser.tab import Tab
@@ -53,11 +54,11 @@ _COUNT_HEADINGS = 'document.querySelectorAll("h1, h2, h3, h4, h5, h6").length'
 class Limits:
     """A renderer's limits on one document (each a `PRESSROOM_*` setting)."""
 
-    output_bytes: int = 50 * 2**20
-    pages: int = 500
-    dom_elements: int = 30_000
-    header_bytes: int = 64 * 2**10
-    toc_entries: int = 2_000
+    output_bytes: int = Settings.max_output_bytes
+    pages: int = Settings.max_pages
+    dom_elements: int = Settings.max_dom_elements
+    header_bytes: int = Settings.max_header_bytes
+    toc_entries: int = Settings.max_toc_entries
 
 
 def check_templates(options: PageOptions, limits: Limits) -> None:
