@@ -27,7 +27,8 @@
     │   ├── FinishingError        post-processing (PDF/A, Factur-X, encryption…) refused
     │   │                         its input or went over its limits
     │   │   └── SigningNotConfigured  `sign` asked of a renderer without a signing key
-    │   └── PageKeepsCrashing     the page crashed its tab on two attempts in a row
+    │   ├── PageKeepsCrashing     the page crashed its tab on two attempts in a row
+    │   └── PrintKeepsTimingOut   printing ran out of time on two attempts in a row
     └── TransientError            may work on a later attempt: retry with backoff
         ├── Unavailable           NATS or Postgres cannot be reached (HTTP 503)
         │   ├── LogFull           the JOBS log has no room for new jobs (HTTP 503)
@@ -36,6 +37,7 @@
         ├── BrowserError          Chromium crashed or the page broke
         │   └── PageCrashed       the page crashed its tab (twice: the job fails)
         ├── RenderTimeout         the render took longer than allowed
+        │   └── PrintTimeout      ... while printing (twice in a row: the job fails)
         ├── TimestampUnavailable  the signing timestamp server failed or refused
         └── SourceUnreachable     a `url` source failed to load or answered 5xx
 
@@ -271,6 +273,15 @@ class PageKeepsCrashing(DeterministicError):
     kind = "page_crashed"
 
 
+class PrintKeepsTimingOut(DeterministicError):
+    """Printing ran out of the render time limit on two attempts in a row, its page
+    loaded and its waits over both times: the document is too long or too complex to
+    print in time, and a third try would run out again. The same error type as any
+    timeout (`timeout`), failed instead of retried."""
+
+    kind = "timeout"
+
+
 class TransientError(PressroomError):
     """A dependency failed; the same work may succeed later."""
 
@@ -332,6 +343,14 @@ class RenderTimeout(TransientError):
     """The render exceeded `PRESSROOM_RENDER_TIMEOUT`."""
 
     kind = "timeout"
+
+
+class PrintTimeout(RenderTimeout):
+    """The render ran out of time while Chromium printed the loaded page. Retried once: a
+    second one in a row fails the job (`PrintKeepsTimingOut`). Its message starts with
+    `PREFIX`, which is how the next attempt knows from the log what this one ran into."""
+
+    PREFIX = "printing did not end within the render time limit"
 
 
 class TimestampUnavailable(TransientError):

@@ -312,3 +312,30 @@ async def test_doomed_documents_fail_on_their_first_attempt_and_hold_no_one_else
         assert problem["error"]["field"] == "options.header_template"
     finally:
         await stack.close()
+
+
+async def test_a_document_whose_printing_times_out_twice_fails_on_its_second_attempt(
+    settings: Settings,
+) -> None:
+    """A document that loads but cannot be printed within the render time limit (60,000
+    elements in a tagged PDF, the element limit raised): the first timeout while printing
+    is retried, the second fails the job (`timeout`, 2 attempts of 5), instead of holding
+    a page for five time limits. A timeout before printing is retried as before."""
+    stack = Stack(
+        dataclasses.replace(
+            settings, render_timeout=5.0, max_dom_elements=1_000_000, retry_base=0.2
+        )
+    )
+    await stack.start()
+    try:
+        slow = await stack.submit({"html": "<span>x </span>" * 60_000})
+        job = await stack.finished(slow["id"], timeout=120)
+        async with stack.client.get(f"{stack.url}/jobs/{slow['id']}/events") as response:
+            timeline = (await response.json())["events"]
+    finally:
+        await stack.close()
+    assert (job["status"], job["error"]["type"], job["attempts"]) == ("failed", "timeout", 2)
+    assert job["error"]["message"].startswith("printing did not end within the render time")
+    assert job["error"]["message"].endswith("on two attempts in a row")
+    (retried,) = [event for event in timeline if event["type"] == "retrying"]
+    assert retried["error"]["message"].startswith("printing did not end")

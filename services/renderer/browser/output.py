@@ -42,6 +42,7 @@ async def print_pdf(tab: Tab, options: PageOptions, limits: Limits) -> bytes:
     is read, not after the whole of it was held in memory, twice (base64 and bytes).
     Chromium is asked for one page more than `limits.pages` at most (`capped_ranges`):
     a document that has more fails without the rest being drawn."""
+    tab.printing = True  # a timeout from now on is the print's (`PrintTimeout`)
     params = {**print_params(options), "transferMode": "ReturnAsStream"}
     params["pageRanges"] = capped_ranges(options.page_ranges, limits.pages + 1)
     if options.receipt_width is not None:

@@ -25,6 +25,7 @@ from services.core.errors import (
     OutputTooLarge,
     PageCrashed,
     PressroomError,
+    PrintTimeout,
     RenderTimeout,
 )
 from services.core.pageoptions import PageOptions
@@ -323,7 +324,7 @@ class BrowserPool:
         deadline = time.monotonic() + self.timeout - min(PRINT_RESERVE, self.timeout / 4)
         task = chromium.spawn(produce(tab, source, options, deadline, self.limits, emulation))
         try:
-            await self._outcome(chromium, task, tab.crashed, options)
+            await self._outcome(chromium, task, tab, options)
         except PressroomError:
             if report is not None:
                 await self._diagnose(chromium, tab, report)
@@ -347,21 +348,18 @@ class BrowserPool:
             log.exception("cannot make a diagnosis of the render")
 
     async def _outcome(
-        self,
-        chromium: Chromium,
-        task: asyncio.Task[Any],
-        crashed: asyncio.Future[None],
-        options: PageOptions,
+        self, chromium: Chromium, task: asyncio.Task[Any], tab: Tab, options: PageOptions
     ) -> None:
-        """Return once `task` succeeded; raise `RenderTimeout`, `PageCrashed` or
-        `BrowserError` otherwise, or the `PressroomError` the task raised itself (a wait,
-        a source, a limit).
+        """Return once `task` succeeded; raise `RenderTimeout` (`PrintTimeout` if `tab`
+        was printing), `PageCrashed` or `BrowserError` otherwise, or the `PressroomError`
+        the task raised itself (a wait, a source, a limit).
 
         A crash must not look like a timeout: a render waiting for a dead browser's event
         would wait forever, so the wait also ends when the connection drops. Nor like a
         failure of Chromium's: a command its crash failed (`Printing failed`) is answered
         before the crash is told, so a failed command waits a moment for that news.
         """
+        crashed = tab.crashed
         await asyncio.wait(
             {task, chromium.gone, crashed},
             timeout=self.timeout,
@@ -377,6 +375,11 @@ class BrowserPool:
             raise _crash_of(options)
         if chromium.gone.done():
             raise BrowserError(chromium.obituary)
+        if tab.printing:
+            raise PrintTimeout(
+                f"{PrintTimeout.PREFIX} ({self.timeout:g} s, PRESSROOM_RENDER_TIMEOUT): the "
+                "document may be too long or complex to print"
+            )
         raise RenderTimeout(f"render took longer than {self.timeout:g} s")
 
     @staticmethod

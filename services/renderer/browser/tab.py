@@ -97,6 +97,7 @@ class Tab:
         self.gate = gate
         self.evidence = gate.evidence
         self.used = False  # taken by a job: it never serves another
+        self.printing = False  # its job's page is loaded and being printed (`output`)
         self.children: set[str] = set()  # sessions of the targets it attached (`guard`)
         self.document_status = 0
         self.emulation = Emulation()
