@@ -1,12 +1,14 @@
-"""`BrowserPool`: HTML or a URL in, PDF or PNG bytes out, on a pool of Chromium tabs.
+"""`BrowserPool`: HTML or a URL in, PDF or PNG bytes out, on Chromium tabs.
 
-One Chromium process keeps `pages` tabs open and reuses them, since a new tab per PDF
-would cost much of the throughput (docs/benchmarks.md). A tab that times out is
-replaced; a browser that crashed, disconnected or rendered `recycle_after` documents is
-replaced by a fresh one while renders still running on the old one finish there.
-
-A render waiting for an event (a page's `load`) when the browser dies would wait until
-its timeout, so a render also stops waiting when the connection drops (`Chromium.gone`).
+Every render gets a tab of its own, in a browser context of its own with its own proxy
+door and its own record of what the page did (`renderer/evidence`); after the render the
+record is sealed, the context closed with every target in it, and only then the next
+tab made, in the background, so that nothing of one job is there for the next. One tab
+beyond `pages` is kept ready, so a render does not wait for a context to be made (what
+the context costs: docs/benchmarks.md). A browser that crashed, disconnected or rendered
+`recycle_after` documents is replaced by a fresh one while renders still running on the
+old one finish there; how a render's end is told apart (its own error, a timeout, a
+crash, the browser gone) is `outcome`'s.
 """
 
 from __future__ import annotations
@@ -23,9 +25,7 @@ from services.core import metrics
 from services.core.errors import (
     BrowserError,
     OutputTooLarge,
-    PageCrashed,
     PressroomError,
-    PrintTimeout,
     RenderTimeout,
 )
 from services.core.pageoptions import PageOptions
@@ -33,6 +33,7 @@ from services.core.settings import Settings
 from services.renderer.browser.diagnosis import PageReport, diagnose
 from services.renderer.browser.documents import PDF, PNG, RenderResult, Source
 from services.renderer.browser.limits import Limits, check_templates
+from services.renderer.browser.outcome import outcome
 from services.renderer.browser.params import (
     Emulation,
     count_pages,
@@ -41,7 +42,6 @@ from services.renderer.browser.params import (
 )
 from services.renderer.browser.process import Chromium
 from services.renderer.browser.tab import Tab, produce
-from services.renderer.browser.tasks import describe
 from services.renderer.egress import Egress
 from services.renderer.proxy import Door, EgressProxy
 from services.renderer.render import set_metadata
@@ -53,32 +53,15 @@ T = TypeVar("T")
 PRINT_RESERVE = 1.0
 """Seconds of the render time limit a `wait_for` leaves for printing (at most a quarter)."""
 
-
 SPARE_TABS = 1
 """New tabs a browser keeps beyond its `pages`: a render takes one while the tab of the
 render before it is still being renewed, so no job waits for a context to be made."""
-
-CRASH_GRACE = 1.0
-"""Seconds a failed DevTools command waits for news of its tab crashing: Chromium answers
-the command (`Printing failed`) before it reports the crash that failed it."""
 
 
 def _queue(chromium: Chromium, made: asyncio.Task[Tab]) -> None:
     """Queue the tab `made` for a caller that gave up waiting for it."""
     if not made.cancelled() and made.exception() is None:
         chromium.idle.put_nowait(made.result())
-
-
-def _crash_of(options: PageOptions) -> PageCrashed:
-    """The page's crash, naming its header or footer when it had one: a template that
-    loads what a header cannot (a stylesheet, a font by URL) crashes the tab as it is
-    printed. Retried once; a second crash in a row fails the job (`PageKeepsCrashing`)."""
-    if options.header_template is not None or options.footer_template is not None:
-        return PageCrashed(
-            "the page crashed its tab (out of memory, a renderer fault, or its header or "
-            "footer template, printed on every page)"
-        )
-    return PageCrashed("the page crashed its tab (out of memory, or a renderer fault)")
 
 
 class BrowserPool:
@@ -324,7 +307,7 @@ class BrowserPool:
         deadline = time.monotonic() + self.timeout - min(PRINT_RESERVE, self.timeout / 4)
         task = chromium.spawn(produce(tab, source, options, deadline, self.limits, emulation))
         try:
-            await self._outcome(chromium, task, tab, options)
+            await outcome(chromium, task, tab, options, self.timeout)
         except PressroomError:
             if report is not None:
                 await self._diagnose(chromium, tab, report)
@@ -346,60 +329,6 @@ class BrowserPool:
             await diagnose(tab, report, capture=capture)
         except Exception:  # a diagnosis must never change how the render ends
             log.exception("cannot make a diagnosis of the render")
-
-    async def _outcome(
-        self, chromium: Chromium, task: asyncio.Task[Any], tab: Tab, options: PageOptions
-    ) -> None:
-        """Return once `task` succeeded; raise `RenderTimeout` (`PrintTimeout` if `tab`
-        was printing), `PageCrashed` or `BrowserError` otherwise, or the `PressroomError`
-        the task raised itself (a wait, a source, a limit).
-
-        A crash must not look like a timeout: a render waiting for a dead browser's event
-        would wait forever, so the wait also ends when the connection drops. Nor like a
-        failure of Chromium's: a command its crash failed (`Printing failed`) is answered
-        before the crash is told, so a failed command waits a moment for that news.
-        """
-        crashed = tab.crashed
-        await asyncio.wait(
-            {task, chromium.gone, crashed},
-            timeout=self.timeout,
-            return_when=asyncio.FIRST_COMPLETED,
-        )
-        if task.done() and not task.cancelled() and task.exception() is None:
-            return
-        if not task.done():
-            task.cancel()  # what it would still do on the tab is of no use
-        elif not crashed.done():
-            await self._raise_failure(chromium, task, crashed)
-        if crashed.done():
-            raise _crash_of(options)
-        if chromium.gone.done():
-            raise BrowserError(chromium.obituary)
-        if tab.printing:
-            raise PrintTimeout(
-                f"{PrintTimeout.PREFIX} ({self.timeout:g} s, PRESSROOM_RENDER_TIMEOUT): the "
-                "document may be too long or complex to print"
-            )
-        raise RenderTimeout(f"render took longer than {self.timeout:g} s")
-
-    @staticmethod
-    async def _raise_failure(
-        chromium: Chromium, task: asyncio.Task[Any], crashed: asyncio.Future[None]
-    ) -> None:
-        """Raise what `task` failed with, unless it was Chromium failing because the tab
-        crashed (then return: the caller says so)."""
-        exc = task.exception()
-        assert exc is not None, "a failed task"
-        if isinstance(exc, PressroomError) and not isinstance(exc, BrowserError):
-            raise exc  # the render decided: a wait, a source, a limit
-        await asyncio.wait(
-            {crashed, chromium.gone}, timeout=CRASH_GRACE, return_when=asyncio.FIRST_COMPLETED
-        )
-        if crashed.done():
-            return
-        if isinstance(exc, BrowserError):
-            raise exc
-        raise BrowserError(describe(exc)) from exc
 
     def _renew_later(self, chromium: Chromium, tab: Tab, framed: bool) -> asyncio.Task[None]:
         """`_renew` in the background (`__aexit__` cancels it: the browser closes)."""
