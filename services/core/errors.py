@@ -18,7 +18,7 @@
     │   ├── LimitExceeded         the document is over one of the renderer's size limits
     │   │   ├── OutputTooLarge    its bytes (or a PNG's pixels, a receipt's length)
     │   │   │   └── TooManyPages  its page count
-    │   │   ├── DomTooLarge       its element count
+    │   │   ├── DomTooLarge       its node count
     │   │   ├── HeaderTooLarge    its header or footer template's size
     │   │   └── TocTooLarge       its table of contents' entries
     │   ├── InvalidEvent          a message on the log cannot be decoded
@@ -213,7 +213,7 @@ class TooManyPages(OutputTooLarge):
 
 
 class DomTooLarge(LimitExceeded):
-    """The loaded document has more elements than `PRESSROOM_MAX_DOM_ELEMENTS`."""
+    """The loaded document has more nodes than `PRESSROOM_MAX_DOM_NODES`."""
 
     kind = "dom_too_large"
 

@@ -222,11 +222,12 @@ class Settings:
     max_output_bytes: int = _var(
         "PRESSROOM_MAX_OUTPUT_BYTES", 50 * 1024 * 1024, _int(1024, 2**31), "largest PDF, bytes"
     )
-    max_dom_elements: int = _var(
-        "PRESSROOM_MAX_DOM_ELEMENTS",
-        30_000,
+    max_dom_nodes: int = _var(
+        "PRESSROOM_MAX_DOM_NODES",
+        50_000,
         _int(100, 10_000_000),
-        "most elements a loaded document may have (a tagged PDF's cost grows with their square)",
+        "most nodes (elements, text) a loaded document may have; a tagged PDF's cost grows "
+        "with their square",
     )
     max_header_bytes: int = _var(
         "PRESSROOM_MAX_HEADER_BYTES",

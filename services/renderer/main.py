@@ -23,7 +23,7 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
         timeout=settings.render_timeout,
         max_output_bytes=settings.max_output_bytes,
         max_pages=settings.max_pages,
-        max_dom_elements=settings.max_dom_elements,
+        max_dom_nodes=settings.max_dom_nodes,
         max_header_bytes=settings.max_header_bytes,
         max_toc_entries=settings.max_toc_entries,
         allow_private_networks=settings.allow_private_networks,

@@ -2,7 +2,7 @@
 page does after its render ended is recorded nowhere.
 
 Against the production `BrowserPool` (and, last, the whole stack): a document of
-thousands of pages, of too many elements (written by the parser or by its script), a
+thousands of pages, of too many nodes (written by the parser or by its script), a
 table of contents of too many headings, a header too large or one that loads a
 stylesheet, each fails with its own `kind` and a message naming the setting that raises
 the limit, in a fraction of the render time limit: without the guard each would print
@@ -46,7 +46,7 @@ PROMPT = TIMEOUT / 3
 
 BREAKS_3000 = "<div style='break-after: page'>p</div>" * 3_000  # 3,000 pages, short on screen
 TALL_10000 = '<div style="height: 11230000px">tall</div>'  # 10,000 A4 pages at 1,123 px
-SPANS = "<span>x </span>" * 40_000  # over the default 30,000 elements
+SPANS = "<span>x </span>" * 40_000  # 80,003 nodes (spans and their text): over 50,000
 HEADINGS = "<nav data-toc></nav>" + "".join(f"<h2>Part {i}</h2>" for i in range(5_000))
 BIG_HEADER = "<div>" + "<span>x</span>" * 22_000 + "</div>"  # ~300 KB
 MANY_PAGES = "".join(f"<div style='break-after: page'>page {i}</div>" for i in range(20))
@@ -111,30 +111,30 @@ async def test_a_document_long_on_screen_fails_before_a_page_is_drawn(pool: Brow
         assert (await pool.render(Html(long_enough), PageOptions(page_ranges="1-2"))).pages == 2
 
 
-async def test_a_document_of_too_many_elements_fails_once_it_is_loaded(pool: BrowserPool) -> None:
+async def test_a_document_of_too_many_nodes_fails_once_it_is_loaded(pool: BrowserPool) -> None:
     with within(PROMPT), pytest.raises(DomTooLarge) as caught:
         await pool.render(Html(SPANS), PageOptions())
     assert caught.value.kind == "dom_too_large"
     assert caught.value.message == (
-        "the document has 40,003 elements, over the limit of 30,000 "
-        "(PRESSROOM_MAX_DOM_ELEMENTS); split it into smaller documents"
+        "the document has 80,003 nodes, over the limit of 50,000 "
+        "(PRESSROOM_MAX_DOM_NODES); split it into smaller documents"
     )
 
 
-async def test_elements_a_script_or_a_frame_adds_count_too(pool: BrowserPool) -> None:
+async def test_nodes_a_script_or_a_frame_adds_count_too(pool: BrowserPool) -> None:
     """Written after `load` by the page's script (counted again after its wait), or
     inside a frame of the document (counted with it)."""
     script = (
-        "<script>setTimeout(() => { const many = []; for (let i = 0; i < 40000; i++)"
+        "<script>setTimeout(() => { const many = []; for (let i = 0; i < 60000; i++)"
         " many.push(document.createElement('i')); document.body.append(...many);"
         " window.ready = true; }, 50)</script>"
     )
     ready = PageOptions(wait_for=WaitFor(expression="window.ready === true"))
-    with within(PROMPT), pytest.raises(DomTooLarge, match="40,0"):
+    with within(PROMPT), pytest.raises(DomTooLarge, match="60,0"):
         await pool.render(Html(script), ready)
     framed = f'<iframe srcdoc="{SPANS}"></iframe>'
     loaded = "document.querySelector('iframe').contentDocument.body?.childElementCount >= 40000"
-    with within(PROMPT), pytest.raises(DomTooLarge, match="40,0"):
+    with within(PROMPT), pytest.raises(DomTooLarge, match="80,0"):
         await pool.render(Html(framed), PageOptions(wait_for=WaitFor(expression=loaded)))
 
 
@@ -317,18 +317,16 @@ async def test_doomed_documents_fail_on_their_first_attempt_and_hold_no_one_else
 async def test_a_document_whose_printing_times_out_twice_fails_on_its_second_attempt(
     settings: Settings,
 ) -> None:
-    """A document that loads but cannot be printed within the render time limit (60,000
-    elements in a tagged PDF, the element limit raised): the first timeout while printing
+    """A document that loads but cannot be printed within the render time limit (120,000
+    nodes in a tagged PDF, the node limit raised): the first timeout while printing
     is retried, the second fails the job (`timeout`, 2 attempts of 5), instead of holding
     a page for five time limits. A timeout before printing is retried as before."""
     stack = Stack(
-        dataclasses.replace(
-            settings, render_timeout=5.0, max_dom_elements=1_000_000, retry_base=0.2
-        )
+        dataclasses.replace(settings, render_timeout=5.0, max_dom_nodes=1_000_000, retry_base=0.2)
     )
     await stack.start()
     try:
-        slow = await stack.submit({"html": "<span>x </span>" * 60_000})
+        slow = await stack.submit({"html": "<span>x </span>" * 60_000})  # 120,003 nodes
         job = await stack.finished(slow["id"], timeout=120)
         async with stack.client.get(f"{stack.url}/jobs/{slow['id']}/events") as response:
             timeline = (await response.json())["events"]

@@ -7,9 +7,9 @@ checked where it first can be, cheapest first:
 
 - header and footer templates, by size, before a tab is taken (Chromium lays them out
   again on every page, so their cost is their size times the page count);
-- the document's elements, counted with one `Runtime.evaluate` once it is loaded (and
-  again before printing when its script may have added more): a tagged PDF's cost grows
-  with the square of them;
+- the document's nodes (elements, text, comments, its frames' included), counted with
+  one `Runtime.evaluate` once it is loaded and again before printing: a tagged PDF's cost
+  grows with the square of them;
 - a table of contents' headings, counted before its entries are written (each print pass
   and each page lookup grows with them);
 - the page count while printing: Chromium is asked for the first `pages + 1` pages the
@@ -33,13 +33,14 @@ from services.core.settings import Settings
 if TYPE_CHECKING:
     from services.renderer.browser.tab import Tab
 
-# The elements of the document and of the frames whose documents it can reach (a srcdoc
-# or same-origin frame is laid out and printed with it).
-_COUNT_ELEMENTS = """(() => {
+# The nodes of the document and of the frames whose documents it can reach (a srcdoc
+# or same-origin frame is laid out and printed with it), counted by XPath in C++.
+_COUNT_NODES = """(() => {
   let count = 0;
   const documents = [document];
   for (const doc of documents) {
-    count += doc.getElementsByTagName("*").length;
+    count += doc.evaluate("count(//node())", doc, null, XPathResult.NUMBER_TYPE, null)
+      .numberValue;
     for (const frame of doc.querySelectorAll("iframe, frame")) {
       try { if (frame.contentDocument) documents.push(frame.contentDocument); } catch (e) {}
     }
@@ -56,7 +57,7 @@ class Limits:
 
     output_bytes: int = Settings.max_output_bytes
     pages: int = Settings.max_pages
-    dom_elements: int = Settings.max_dom_elements
+    dom_nodes: int = Settings.max_dom_nodes
     header_bytes: int = Settings.max_header_bytes
     toc_entries: int = Settings.max_toc_entries
 
@@ -78,13 +79,13 @@ def check_templates(options: PageOptions, limits: Limits) -> None:
     check_header_footer(options)
 
 
-async def check_elements(tab: Tab, limits: Limits) -> None:
-    """`DomTooLarge` when the loaded document has more elements than `limits` allow."""
-    count = await _number(tab, _COUNT_ELEMENTS)
-    if count > limits.dom_elements:
+async def check_nodes(tab: Tab, limits: Limits) -> None:
+    """`DomTooLarge` when the loaded document has more nodes than `limits` allow."""
+    count = await _number(tab, _COUNT_NODES)
+    if count > limits.dom_nodes:
         raise DomTooLarge(
-            f"the document has {count:,} elements, over the limit of {limits.dom_elements:,} "
-            "(PRESSROOM_MAX_DOM_ELEMENTS); split it into smaller documents"
+            f"the document has {count:,} nodes, over the limit of {limits.dom_nodes:,} "
+            "(PRESSROOM_MAX_DOM_NODES); split it into smaller documents"
         )
 
 

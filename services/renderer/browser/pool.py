@@ -89,7 +89,7 @@ class BrowserPool:
         max_output_bytes: int,
         recycle_after: int = 1000,
         max_pages: int = Limits.pages,
-        max_dom_elements: int = Limits.dom_elements,
+        max_dom_nodes: int = Limits.dom_nodes,
         max_header_bytes: int = Limits.header_bytes,
         max_toc_entries: int = Limits.toc_entries,
         allow_private_networks: bool = False,
@@ -104,7 +104,7 @@ class BrowserPool:
         self.max_output_bytes = max_output_bytes
         self.recycle_after = recycle_after
         self.max_pages = max_pages
-        self.max_dom_elements = max_dom_elements
+        self.max_dom_nodes = max_dom_nodes
         self.max_header_bytes = max_header_bytes
         self.max_toc_entries = max_toc_entries
         self.fonts_dir = fonts_dir
@@ -128,7 +128,7 @@ class BrowserPool:
         return Limits(
             output_bytes=self.max_output_bytes,
             pages=self.max_pages,
-            dom_elements=self.max_dom_elements,
+            dom_nodes=self.max_dom_nodes,
             header_bytes=self.max_header_bytes,
             toc_entries=self.max_toc_entries,
         )

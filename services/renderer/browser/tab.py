@@ -31,8 +31,8 @@ from services.renderer.browser.cdp import Session
 from services.renderer.browser.documents import Source, Url
 from services.renderer.browser.limits import (
     Limits,
-    check_elements,
     check_headings,
+    check_nodes,
 )
 from services.renderer.browser.output import print_pdf, screenshot
 from services.renderer.browser.params import (
@@ -236,7 +236,7 @@ async def produce(
 
     `deadline` (time.monotonic) is when a `wait_for` must give up, leaving time to print.
     The document is held to `limits` as soon as each can be known (`limits` module): its
-    elements once loaded and again before printing, its headings before a table of
+    nodes once loaded and again before printing, its headings before a table of
     contents, its pages and bytes while it is printed.
     `emulation` is `emulation_for(options, source)`, which the caller made to choose the tab.
     """
@@ -245,9 +245,9 @@ async def produce(
     # sometimes never gets painted (Chromium 156): a PNG gets a realm made after it.
     await _load(tab, source, fresh_realm=options.output == "png")
     if options.wait_for is not None:
-        await check_elements(tab, limits)  # rather than wait for a document that cannot be
+        await check_nodes(tab, limits)  # rather than wait for a document that cannot be
         await _wait(tab, options.wait_for, deadline)
-    await check_elements(tab, limits)  # what is printed: with what its script or frames added
+    await check_nodes(tab, limits)  # what is printed: with what its script or frames added
     if options.output == "png":
         return await screenshot(tab, options.scale, options.selector)
     if options.toc:  # prints in passes until the page numbers hold (`toc`)
