@@ -231,7 +231,7 @@ async def _no_guard(session: Any, gate: Any, spawn: Any, children: Any) -> None:
 
 
 async def _print_pdf_base64(t: tab.Tab, options: PageOptions, limits: Any) -> bytes:
-    """`_print_pdf` with the PDF returned in the reply as base64, not streamed."""
+    """`print_pdf` with the PDF returned in the reply as base64, not streamed."""
     reply = await t.send("Page.printToPDF", print_params(options))
     return base64.b64decode(reply["data"])
 
