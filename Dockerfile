@@ -1,11 +1,15 @@
 # One image for every service: `pressroom gateway|renderer|projector|notifier|conductor`
-# (docs/deploy.md). Build it with scripts/build-image.sh, which first builds the
-# project's wheels on the host (build/wheels/): the image installs them with no index and
-# compiles nothing, so no build tool reaches either stage.
+# (docs/deploy.md, "Building the image"). Build it with `make image`
+# (scripts/build-image.sh), which first downloads the wheels of every release pinned in
+# requirements/image.txt (checked against the lock's sha256) and builds the project's
+# own wheel on the host: the image installs exactly the lock, with --require-hashes and no
+# index, and compiles nothing, so no build tool reaches either stage.
 #
-# BASE is any Debian bookworm: the default is Docker Hub's; where no registry can be
-# reached, scripts/build-image.sh makes one from Debian's packages with mmdebstrap.
-ARG BASE=docker.io/library/debian:bookworm-slim
+# BASE is Debian bookworm, pinned by digest: Docker Hub's debian:bookworm-slim by default
+# (move the digest on with each of its releases: docs/deploy.md). Where no registry can be
+# reached, scripts/build-image.sh makes a base from Debian's packages with mmdebstrap and
+# passes it here pinned by the digest podman gave it on import.
+ARG BASE=docker.io/library/debian:bookworm-slim@sha256:3783cc01769c7b2b1b83a5c5ad96c815348e28ed7da68e2e3687004faa906251
 
 FROM ${BASE} AS build
 # hadolint ignore=DL3008
@@ -13,9 +17,21 @@ RUN apt-get update \
     && apt-get install -y --no-install-recommends python3 python3-venv \
     && rm -rf /var/lib/apt/lists/*
 COPY build/wheels/ /wheels/
+COPY build/built/ /built/
+COPY build/project/ /project/
+# The lock, every file checked against its sha256 (build/wheels/requirements.txt: the
+# lock less the few pure-Python releases published only as source, whose source the host
+# checked against the lock and built into /built); then those; then the project alone;
+# then pip's own check that they agree. pip and setuptools (the venv's own) leave with it:
+# the environment holds the lock and the project, nothing else.
 RUN python3 -m venv /opt/pressroom \
-    && /opt/pressroom/bin/pip install --no-cache-dir --no-index --find-links /wheels pressroom \
-    && /opt/pressroom/bin/pip uninstall --yes pip \
+    && /opt/pressroom/bin/pip install --no-cache-dir --no-index --find-links /wheels \
+        --require-hashes --requirement /wheels/requirements.txt \
+    && if ls /built/*.whl >/dev/null 2>&1; then \
+        /opt/pressroom/bin/pip install --no-cache-dir --no-index --no-deps /built/*.whl; fi \
+    && /opt/pressroom/bin/pip install --no-cache-dir --no-index --no-deps /project/*.whl \
+    && /opt/pressroom/bin/pip check \
+    && /opt/pressroom/bin/pip uninstall --yes pip setuptools \
     && find /opt/pressroom -name __pycache__ -prune -exec rm -rf {} +
 
 FROM ${BASE}

@@ -1,17 +1,29 @@
 # Two commands: `make up` runs Pressroom on embedded defaults; `make test` runs every test.
+# `make image` builds the image and its SBOM; `make lock` updates requirements/ after
+# pyproject.toml changed (docs/deploy.md, "Building the image").
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+TAG ?= localhost/pressroom:dev
 STAMP := $(VENV)/.installed
 
-.PHONY: up test bench soak lint typecheck chromium clean
+.PHONY: up test bench soak lint typecheck chromium clean image lock
 
-$(STAMP): pyproject.toml
+# The development tools and every dependency from the lock (sha256 checked), then the
+# project itself, editable.
+$(STAMP): pyproject.toml requirements/dev.txt
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is needed"'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[embedded,test]'
+	$(BIN)/python -m pip install --quiet --require-hashes -r requirements/dev.txt
+	$(BIN)/python -m pip install --quiet --no-deps -e .
 	touch $(STAMP)
+
+lock: $(STAMP)
+	scripts/lock.sh
+
+image: $(STAMP)
+	PYTHON=$(BIN)/python scripts/build-image.sh $(TAG)
 
 chromium:
 	@scripts/ensure-chromium.sh
@@ -38,6 +50,7 @@ bench: $(STAMP) chromium
 	$(BIN)/python bench/finishing_cost.py
 	$(BIN)/python bench/sign_cost.py
 	$(BIN)/python bench/print_options_cost.py
+	$(BIN)/python bench/pdftools_cost.py
 
 soak: $(STAMP) chromium
 	$(BIN)/python bench/soak.py --plots docs/img

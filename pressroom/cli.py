@@ -1,4 +1,5 @@
 """`pressroom render|batch|jobs`: Pressroom from the command line, through `Client`.
+(Over 400 lines: the three commands, their parser and one way of reporting, together.)
 
     pressroom render invoice.html.j2 --data data.json -o invoice.pdf [--option format=A4]
     pressroom render https://example.com/report -o report.pdf      # a page, by its URL
@@ -10,8 +11,12 @@
 
 The gateway is `--url`, else `PRESSROOM_URL`, else the one `make up` runs from this folder
 (the settings' `base_url`); the key is `--key`, else `PRESSROOM_API_KEY`, else
-`<PRESSROOM_DATA_DIR or ./.pressroom>/api-key`. `--json` prints JSON on stdout (errors
-too, as `{"error": {...}}`). Exit status, for scripts:
+`<PRESSROOM_DATA_DIR or ./.pressroom>/api-key`.
+
+Data goes to stdout: a table or lines for people, or JSON with `--json` (the job, batch
+or listing, even when the job failed). Messages go to stderr: progress, why a job or
+batch did not end `done`, and errors (with `--json`, an error is one line of JSON,
+`{"error": {"type", "message", "field", "status"}}`). Exit status, for scripts:
 
     0    done
     1    the job or batch ended failed or cancelled
@@ -39,6 +44,12 @@ from pressroom.client.errors import ConfigurationError, PressroomError, Unavaila
 from pressroom.client.models import to_dict
 
 OK, ENDED_BADLY, USAGE, API_ERROR, UNAVAILABLE, INTERRUPTED = 0, 1, 2, 3, 4, 130
+EXIT_TEXT = (
+    "exit status: 0 done; 1 the job or batch ended failed or cancelled; 2 usage (bad "
+    "arguments, an unreadable file, a bad setting); 3 the API refused the request (4xx); "
+    "4 the gateway is unreachable or unavailable (5xx), or --timeout passed; 130 "
+    "interrupted. Data goes to stdout (--json: JSON), messages and errors to stderr."
+)
 
 
 class UsageError(Exception):
@@ -56,12 +67,13 @@ class Io:
 
 @dataclass
 class Outcome:
-    """What a command ended with: the JSON for `--json`, the text for people, the exit
-    status."""
+    """What a command ended with: the JSON for `--json` and the text for people (both
+    stdout), the exit status, and a message for stderr (why it did not end well)."""
 
     data: Any
     text: str
     status: int = OK
+    note: str | None = None
 
 
 Command = Callable[[Client, argparse.Namespace, Io], Outcome]
@@ -174,11 +186,17 @@ def render(client: Client, args: argparse.Namespace, io: Io) -> Outcome:
     job = client.submit(**render_source(args), data=data, options=options_of(args.option))
     job = client.wait(job.id, timeout=args.timeout)
     if job.status != "done":
-        return Outcome(to_dict(job), job_ended(job), ENDED_BADLY)
+        return Outcome(to_dict(job), job_text(job), ENDED_BADLY, job_ended(job))
     path = output_path(args, job)
     size = client.download(job, path)
     answer = {**to_dict(job), "file": os.path.abspath(path)}
     return Outcome(answer, f"{path}: {plural(job.pages or 0, 'page')}, {size} bytes ({job.id})")
+
+
+def job_text(job: Job) -> str:
+    """A job as `name: value` lines, its empty fields left out."""
+    shown = {k: v for k, v in to_dict(job).items() if v is not None}
+    return "\n".join(f"{name + ':':<13} {value}" for name, value in shown.items())
 
 
 def job_ended(job: Job) -> str:
@@ -233,8 +251,15 @@ def batch_outcome(batch: Batch, archive: str | None = None) -> Outcome:
     text = f"batch {batch.id} {batch.status}: {progress.counts(batch)}"
     if archive and batch.url:
         text += f"; archive in {archive}"
-    status = OK if batch.status == "done" else ENDED_BADLY
-    return Outcome(to_dict(batch), text, status)
+    if batch.status == "done":
+        return Outcome(to_dict(batch), text)
+    return Outcome(to_dict(batch), text, ENDED_BADLY, batch_ended(batch))
+
+
+def batch_ended(batch: Batch) -> str:
+    """Why a batch did not end `done`."""
+    reason = f": {batch.error.type}: {batch.error.message}" if batch.error else ""
+    return f"batch {batch.id} {batch.status}{reason}"
 
 
 def interrupted(client: Client, batch_id: str, io: Io) -> Outcome:
@@ -247,9 +272,9 @@ def interrupted(client: Client, batch_id: str, io: Io) -> Outcome:
     if answer in {"y", "yes"}:
         client.pause_batch(batch_id)
         text = f"batch {batch_id} paused; go on with: pressroom batch resume {batch_id}"
-        return Outcome({"id": batch_id, "paused": True}, text, INTERRUPTED)
+        return Outcome({"id": batch_id, "paused": True}, "", INTERRUPTED, text)
     text = f"batch {batch_id} goes on; follow it with: pressroom batch status {batch_id}"
-    return Outcome({"id": batch_id, "paused": False}, text, INTERRUPTED)
+    return Outcome({"id": batch_id, "paused": False}, "", INTERRUPTED, text)
 
 
 def batch_control(client: Client, args: argparse.Namespace, io: Io) -> Outcome:
@@ -269,8 +294,9 @@ def batch_status(client: Client, args: argparse.Namespace, io: Io) -> Outcome:
         lines.append(f"  item {item.index} ({item.filename}) failed: {reason}")
     if batch.url:
         lines.append(f"archive: {batch.url}")
-    status = ENDED_BADLY if batch.status in {"failed", "cancelled"} else OK
-    return Outcome(to_dict(batch), "\n".join(lines), status)
+    if batch.status in {"failed", "cancelled"}:
+        return Outcome(to_dict(batch), "\n".join(lines), ENDED_BADLY, batch_ended(batch))
+    return Outcome(to_dict(batch), "\n".join(lines))
 
 
 # jobs
@@ -296,10 +322,12 @@ def jobs_ls(client: Client, args: argparse.Namespace, io: Io) -> Outcome:
 
 
 def jobs_show(client: Client, args: argparse.Namespace, io: Io) -> Outcome:
+    """The job on stdout whatever its status; a failed or cancelled one also says so on
+    stderr and exits 1."""
     job = client.get(args.id)
-    shown = {k: v for k, v in to_dict(job).items() if v is not None}
-    text = "\n".join(f"{name + ':':<13} {value}" for name, value in shown.items())
-    return Outcome(to_dict(job), text, ENDED_BADLY if job.status in {"failed", "cancelled"} else OK)
+    if job.status in {"failed", "cancelled"}:
+        return Outcome(to_dict(job), job_text(job), ENDED_BADLY, job_ended(job))
+    return Outcome(to_dict(job), job_text(job))
 
 
 def jobs_events(client: Client, args: argparse.Namespace, io: Io) -> Outcome:
@@ -325,7 +353,7 @@ def _common() -> argparse.ArgumentParser:
 
 def _add(parent: Any, name: str, run: Command, doc: str) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = parent.add_parser(
-        name, parents=[_common()], help=doc, description=doc
+        name, parents=[_common()], help=doc, description=doc, epilog=EXIT_TEXT
     )
     parser.set_defaults(run=run)
     return parser
@@ -355,7 +383,10 @@ def _render_parser(commands: Any) -> None:
 
 def _batch_parser(commands: Any) -> None:
     batch = commands.add_parser(
-        "batch", help="submit and control batches", description="Batches of documents."
+        "batch",
+        help="submit and control batches",
+        description="Batches of documents.",
+        epilog=EXIT_TEXT,
     ).add_subparsers(dest="action", required=True, metavar="ACTION")
     submit = _add(batch, "submit", batch_submit, "submit a batch from a JSON Lines file")
     submit.add_argument("items", metavar="ITEMS.jsonl", help='one {"data", "filename"?} a line')
@@ -372,7 +403,10 @@ def _batch_parser(commands: Any) -> None:
 
 def _jobs_parser(commands: Any) -> None:
     jobs = commands.add_parser(
-        "jobs", help="list and inspect jobs", description="Single jobs."
+        "jobs",
+        help="list and inspect jobs",
+        description="Single jobs.",
+        epilog=EXIT_TEXT,
     ).add_subparsers(dest="action", required=True, metavar="ACTION")
     ls = _add(jobs, "ls", jobs_ls, "the newest jobs")
     ls.add_argument("--status", choices=("queued", "running", "done", "failed", "cancelled"))
@@ -385,8 +419,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pressroom",
         description="Render documents with Pressroom.",
-        epilog="exit status: 0 done, 1 ended failed or cancelled, 2 usage, 3 API error, "
-        "4 unavailable or timed out, 130 interrupted",
+        epilog=EXIT_TEXT,
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _render_parser(commands)
@@ -412,20 +445,21 @@ def run(argv: Sequence[str], environ: Mapping[str, str], io: Io | None = None) -
     except KeyboardInterrupt:
         return fail(io, args, "interrupted", INTERRUPTED, {"type": "interrupted"})
     except PressroomError as exc:
-        return fail(io, args, describe(exc, found), exit_status(exc), error_json(exc))
+        said = describe(exc, found)
+        return fail(io, args, said, exit_status(exc), error_json(exc, said))
     report(io, args, outcome)
     return outcome.status
 
 
 def report(io: Io, args: argparse.Namespace, outcome: Outcome) -> None:
-    """JSON on stdout with `--json`, else the text; a bad ending's text on stderr, so a
-    person sees why even under `--json`."""
+    """The data on stdout (JSON with `--json`, else the text); the note on stderr, so a
+    person sees why a job failed even under `--json`."""
     if args.json:
         print(json.dumps(outcome.data, indent=2, default=str), file=io.stdout)
-    if outcome.status != OK:
-        print(f"pressroom: {outcome.text}", file=io.stderr)
-    elif not args.json:
+    elif outcome.text:
         print(outcome.text, file=io.stdout)
+    if outcome.note:
+        print(f"pressroom: {outcome.note}", file=io.stderr)
 
 
 def describe(exc: PressroomError, found: target.Target | None) -> str:
@@ -436,14 +470,17 @@ def describe(exc: PressroomError, found: target.Target | None) -> str:
     return text
 
 
-def error_json(exc: PressroomError) -> dict[str, Any]:
-    return {"type": exc.type, "message": exc.message, "field": exc.field, "status": exc.status}
+def error_json(exc: PressroomError, message: str) -> dict[str, Any]:
+    return {"type": exc.type, "message": message, "field": exc.field, "status": exc.status}
 
 
 def fail(io: Io, args: argparse.Namespace, message: str, status: int, error: Any) -> int:
-    print(f"pressroom: {message}", file=io.stderr)
+    """An error on stderr: one line for people, or with `--json` one line of JSON; stdout
+    stays empty, so a script never reads an error as data."""
     if args.json:
-        print(json.dumps({"error": error}), file=io.stdout)
+        print(json.dumps({"error": error}), file=io.stderr)
+    else:
+        print(f"pressroom: {message}", file=io.stderr)
     return status
 
 

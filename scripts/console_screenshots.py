@@ -5,13 +5,16 @@
 Starts what `pressroom dev` starts (embedded NATS and PostgreSQL, in a temporary folder)
 and the five services in this process (the test suite's `Stack`), makes a tenant, a few
 jobs, a stored template and a batch paused half way, then signs in to the console in
-headless Chromium and saves the sign-in, jobs, job, batch and template views.
+headless Chromium (driven as the tests drive it, `tests/browser.py`) and saves the
+sign-in, jobs, job, batch and template views at 1440 px (`console-<view>.png`) and on a
+390 px phone (`console-<view>-390.png`).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import shutil
 import sys
@@ -19,16 +22,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import pyppeteer
-import pyppeteer.connection
-from websockets.legacy.client import connect as websocket_connect
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from services.core.settings import Settings  # noqa: E402
 from services.core.signing import new_secret  # noqa: E402
 from services.dev import embedded_nats, embedded_postgres, free_port  # noqa: E402
+from tests.browser import Page, open_page  # noqa: E402
 from tests.conftest import ADMIN_KEY, SERVER_KEY, Stack, eventually  # noqa: E402
 
 INVOICE = (ROOT / "examples" / "invoice.html.j2").read_text()
@@ -84,44 +84,49 @@ async def seed(stack: Stack) -> dict[str, str]:
     return {"job": done["id"], "batch": batch["id"], "template": template["id"]}
 
 
-async def until(page: Any, expression: str) -> None:
-    check = f"(() => {{ const v = ({expression}); return v instanceof Node || !!v }})()"
-    await eventually(lambda: page.evaluate(check, force_expr=True), 60, expression)
+VIEWS = ("jobs", "job", "batch", "templates")
+"""The views shot at each width, after sign-in (`sign-in` is shot before it)."""
+WIDTHS = {1440: 900, 390: 844}
+"""Each width and its screen's height: a laptop, and a phone (an iPhone 12 to 15)."""
+
+
+async def show(page: Page, view: str, seeded: dict[str, str]) -> None:
+    """Go to `view` and wait until it shows what the picture is for."""
+    fragment, ready = {
+        "jobs": ("#/jobs", "document.querySelector('#jobs table')"),
+        "job": (f"#/jobs/{seeded['job']}", "document.querySelector('#job-timeline table')"),
+        "batch": (f"#/batches/{seeded['batch']}",
+                  "document.querySelector('#batch-summary [data-status=paused]') &&"
+                  " document.querySelector('#batch-items table')"),
+        "templates": (f"#/templates/{seeded['template']}",
+                      "document.getElementById('preview-data')"),
+    }[view]  # fmt: skip
+    await page.js(f"location.hash = {json.dumps(fragment)}")
+    await page.until(ready, view, 60)
+    if view == "templates":
+        await page.js(
+            "document.getElementById('preview-data').value = "
+            '\'{"name": "Ana", "order": "A-1042"}\''
+        )
+        await page.click("#preview button[type=submit]")
+        await page.until("document.getElementById('preview-image')?.naturalWidth", "preview", 60)
+    await page.js("window.scrollTo(0, 0)")
 
 
 async def shoot(stack: Stack, seeded: dict[str, str], out: Path) -> None:
-    pyppeteer.connection.ws_connect = websocket_connect  # as in tests/integration/test_console
-    browser = await pyppeteer.launch(
-        executablePath=stack.settings.chromium, args=["--no-sandbox"],
-        handleSIGINT=False, handleSIGTERM=False, handleSIGHUP=False,
-    )  # fmt: skip
-    try:
-        page = await browser.newPage()
-        await page.setViewport({"width": 1180, "height": 760})
-        await page.goto(f"{stack.url}/console")
-        await until(page, "document.getElementById('api-key')")
-        await page.screenshot({"path": str(out / "console-sign-in.png")})
-        await page.type("#api-key", stack.tenant.key)
-        await page.keyboard.press("Enter")
-        await until(page, "document.querySelector('#jobs table')")
-        await page.screenshot({"path": str(out / "console-jobs.png")})
-        await page.evaluate(f"location.hash = '#/jobs/{seeded['job']}'", force_expr=True)
-        await until(page, "document.querySelector('#job-timeline table')")
-        await page.screenshot({"path": str(out / "console-job.png")})
-        await page.evaluate(f"location.hash = '#/batches/{seeded['batch']}'", force_expr=True)
-        await until(page, "document.querySelector('#batch-summary [data-status=paused]')")
-        await until(page, "document.querySelector('#batch-items table')")
-        await page.screenshot({"path": str(out / "console-batch.png")})
-        await page.evaluate(f"location.hash = '#/templates/{seeded['template']}'", force_expr=True)
-        await until(page, "document.getElementById('preview-data')")
-        await page.evaluate(
-            "document.getElementById('preview-data').value = "
-            "'{\"name\": \"Ana\", \"order\": \"A-1042\"}'", force_expr=True)  # fmt: skip
-        await page.click("#preview button[type=submit]")
-        await until(page, "document.getElementById('preview-image')?.naturalWidth")
-        await page.screenshot({"path": str(out / "console-templates.png")})
-    finally:
-        await browser.close()
+    """`console-<view>.png` at 1440 px and `console-<view>-390.png` on a phone."""
+    for width, height in WIDTHS.items():
+        suffix = "" if width == 1440 else f"-{width}"
+        async with open_page(stack.settings.chromium, width, height) as page:
+            await page.goto(f"{stack.url}/console")
+            await page.until("document.getElementById('api-key')", "the sign-in form")
+            await page.screenshot(out / f"console-sign-in{suffix}.png")
+            await page.type("#api-key", stack.tenant.key)
+            await page.press_enter()
+            await page.until("location.hash.startsWith('#/jobs')", "signed in")
+            for view in VIEWS:
+                await show(page, view, seeded)
+                await page.screenshot(out / f"console-{view}{suffix}.png")
 
 
 async def main(out: Path) -> None:

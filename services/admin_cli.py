@@ -11,8 +11,11 @@
 It talks HTTP to the gateway at `Settings.base_url` (`PRESSROOM_PUBLIC_URL`, else
 `PRESSROOM_HOST` and `PRESSROOM_PORT`) with the admin key from `PRESSROOM_ADMIN_KEY`, else
 from `<PRESSROOM_DATA_DIR>/admin-key` (written by `pressroom dev`), so it works against the
-stack `make up` runs from the same folder with no settings. `--json` prints the API's JSON.
-An error of the API exits 1 with its message; no admin key or no gateway exits 2.
+stack `make up` runs from the same folder with no settings. `--json` prints the API's JSON
+on stdout; messages and errors go to stderr (with `--json`, an error is one line of JSON).
+The exit statuses are the client commands' (`pressroom.cli`): 0 ok, 2 usage (bad
+arguments, a bad setting, no admin key, nothing to change), 3 the API refused the request,
+4 the gateway is unreachable or did not answer JSON.
 """
 
 from __future__ import annotations
@@ -31,14 +34,22 @@ from typing import Any
 from services.core.settings import Settings, SettingsError
 
 TIMEOUT = 30.0
+OK, USAGE, API_ERROR, UNAVAILABLE = 0, 2, 3, 4
+"""Exit statuses, as `pressroom.cli` has them (1, a job that failed, has no admin case)."""
+EXIT_TEXT = (
+    "exit status: 0 ok; 2 usage (bad arguments, a bad setting, no admin key); 3 the API "
+    "refused the request (4xx); 4 the gateway is unreachable or unavailable. Data goes to "
+    "stdout (--json: JSON), messages and errors to stderr."
+)
 
 
 class CliError(Exception):
-    """Ends the command with `pressroom: <message>` on stderr and exit status `status`."""
+    """Ends the command with `pressroom: <message>` on stderr and exit status `status`;
+    `type` names the cause for `--json` (the API's `error.type`, or the CLI's own)."""
 
-    def __init__(self, message: str, status: int = 1) -> None:
+    def __init__(self, message: str, status: int = API_ERROR, type: str = "api") -> None:
         super().__init__(message)
-        self.message, self.status = message, status
+        self.message, self.status, self.type = message, status, type
 
 
 class Admin:
@@ -48,8 +59,8 @@ class Admin:
         self.base_url, self.admin_key = base_url.rstrip("/"), admin_key
 
     def call(self, method: str, path: str, body: Any = None) -> Any:
-        """The answer's JSON (None if empty); `CliError` for an error answer (status 1) or
-        a gateway that cannot be reached (status 2)."""
+        """The answer's JSON (None if empty); `CliError` for an error answer (status 3) or
+        a gateway that cannot be reached (status 4)."""
         data = None if body is None else json.dumps(body).encode()
         request = urllib.request.Request(self.base_url + path, data=data, method=method)
         request.add_header("Authorization", f"Bearer {self.admin_key}")
@@ -59,10 +70,13 @@ class Admin:
             with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
                 raw = response.read()
         except urllib.error.HTTPError as exc:
-            raise CliError(error_message(exc.code, exc.read())) from None
+            status = UNAVAILABLE if exc.code >= 500 else API_ERROR
+            message, kind = error_message(exc.code, exc.read())
+            raise CliError(message, status, kind) from None
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
-            raise CliError(f"cannot reach the gateway at {self.base_url}: {reason}", 2) from None
+            said = f"cannot reach the gateway at {self.base_url}: {reason}"
+            raise CliError(said, UNAVAILABLE, "unavailable") from None
         return decode(raw, self.base_url)
 
 
@@ -72,18 +86,19 @@ def decode(raw: bytes, base_url: str) -> Any:
     try:
         return json.loads(raw)
     except ValueError:
-        raise CliError(f"{base_url} did not answer JSON; is it a Pressroom gateway?", 2) from None
+        said = f"{base_url} did not answer JSON; is it a Pressroom gateway?"
+        raise CliError(said, UNAVAILABLE, "protocol") from None
 
 
-def error_message(status: int, raw: bytes) -> str:
-    """The `error.message` of an error answer, else its HTTP status."""
+def error_message(status: int, raw: bytes) -> tuple[str, str]:
+    """The `error.message` of an error answer (else its HTTP status), and its type."""
     try:
         error = json.loads(raw)["error"]
-        message = str(error["message"])
+        message, kind = str(error["message"]), str(error["type"])
     except (ValueError, KeyError, TypeError):
-        return f"the gateway answered HTTP {status}"
+        return f"the gateway answered HTTP {status}", "http"
     field = error.get("field")
-    return f"{message} (field {field})" if field and field not in message else message
+    return (f"{message} (field {field})" if field and field not in message else message), kind
 
 
 def admin_key(settings: Settings) -> str:
@@ -99,7 +114,8 @@ def admin_key(settings: Settings) -> str:
         raise CliError(
             f"no admin key: {path} is missing; set PRESSROOM_ADMIN_KEY, or PRESSROOM_DATA_DIR "
             "to the data folder of `pressroom dev` (which writes admin-key there)",
-            2,
+            USAGE,
+            "usage",
         )
     return key.split()[0]
 
@@ -110,7 +126,7 @@ def find_tenant(admin: Admin, ref: str) -> dict[str, Any]:
     for tenant in tenants:
         if ref in (tenant["id"], tenant["name"]):
             return tenant
-    raise CliError(f"no tenant with the id or name {ref!r}")
+    raise CliError(f"no tenant with the id or name {ref!r}", API_ERROR, "not_found")
 
 
 def table(rows: Sequence[Sequence[object]], header: Sequence[str]) -> str:
@@ -173,7 +189,9 @@ def tenants_update(admin: Admin, args: argparse.Namespace) -> Result:
     elif args.default_quota:
         body["monthly_quota"] = None
     if not body:
-        raise CliError("nothing to change: give --rate/--burst, --quota or --default-…", 2)
+        raise CliError(
+            "nothing to change: give --rate/--burst, --quota or --default-…", USAGE, "usage"
+        )
     changed = admin.call("PATCH", f"/admin/tenants/{quote(tenant['id'])}", body)
     return changed, "\n".join([f"Tenant {changed['name']} changed.", *tenant_lines(changed)])
 
@@ -254,7 +272,7 @@ def _add(
     parent: Any, name: str, run: Callable[[Admin, argparse.Namespace], Result], doc: str
 ) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = parent.add_parser(
-        name, parents=[_common()], help=doc, description=doc
+        name, parents=[_common()], help=doc, description=doc, epilog=EXIT_TEXT
     )
     parser.set_defaults(run=run, parser=parser)
     return parser
@@ -262,7 +280,10 @@ def _add(
 
 def _tenant_parsers(commands: Any) -> None:
     tenants = commands.add_parser(
-        "tenants", help="create, list and show tenants", description="Manage tenants."
+        "tenants",
+        help="create, list and show tenants",
+        description="Manage tenants.",
+        epilog=EXIT_TEXT,
     ).add_subparsers(dest="action", required=True, metavar="ACTION")
     create = _add(tenants, "create", tenants_create, "create a tenant")
     create.add_argument("name", metavar="NAME", help="letters, digits, '.', '_', '-'")
@@ -283,7 +304,10 @@ def _tenant_parsers(commands: Any) -> None:
 
 def _key_parsers(commands: Any) -> None:
     keys = commands.add_parser(
-        "keys", help="create, list and revoke API keys", description="Manage API keys."
+        "keys",
+        help="create, list and revoke API keys",
+        description="Manage API keys.",
+        epilog=EXIT_TEXT,
     ).add_subparsers(dest="action", required=True, metavar="ACTION")
     create = _add(keys, "create", keys_create, "create an API key (shown once)")
     create.add_argument("tenant", metavar="TENANT_ID_OR_NAME")
@@ -298,7 +322,9 @@ def _key_parsers(commands: Any) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="pressroom", description="Administer Pressroom through its gateway's admin API."
+        prog="pressroom",
+        description="Administer Pressroom through its gateway's admin API.",
+        epilog=EXIT_TEXT,
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _tenant_parsers(commands)
@@ -326,13 +352,21 @@ def run(argv: Sequence[str], environ: Mapping[str, str]) -> int:
         admin = Admin(settings.base_url, admin_key(settings))
         answer, text = args.run(admin, args)
     except SettingsError as exc:
-        print(f"pressroom: {exc}", file=sys.stderr)
-        return 2
+        return fail(args, CliError(str(exc), USAGE, "usage"))
     except CliError as exc:
-        print(f"pressroom: {exc.message}", file=sys.stderr)
-        return exc.status
+        return fail(args, exc)
     print(json.dumps(answer, indent=2) if args.json else text)
-    return 0
+    return OK
+
+
+def fail(args: argparse.Namespace, error: CliError) -> int:
+    """The error on stderr: one line for people, or one line of JSON with `--json`."""
+    if args.json:
+        said = {"type": error.type, "message": error.message}
+        print(json.dumps({"error": said}), file=sys.stderr)
+    else:
+        print(f"pressroom: {error.message}", file=sys.stderr)
+    return error.status
 
 
 def main() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+import textwrap
 
 COMMANDS = {
     "dev": ("services.dev", "run everything with embedded NATS, PostgreSQL and storage"),
@@ -12,6 +13,7 @@ COMMANDS = {
     "projector": ("services.projector.main", "project the log into PostgreSQL"),
     "notifier": ("services.notifier.main", "deliver signed webhooks"),
     "conductor": ("services.conductor.main", "run batches: expand, pause, cancel, pack"),
+    "bus-keys": ("services.bus_cli", "make the services' identities on NATS (deploy/k8s)"),
     "tenants": ("services.admin_cli", "create, list and show tenants (admin API)"),
     "keys": ("services.admin_cli", "create, list and revoke API keys (admin API)"),
     "usage": ("services.admin_cli", "every tenant's usage of a month (admin API)"),
@@ -21,17 +23,30 @@ COMMANDS = {
 }
 
 
+EXIT_STATUSES = (
+    "exit status of the client and admin commands: 0 ok; 1 the job or batch ended failed "
+    "or cancelled; 2 usage (bad arguments, a bad setting, no key); 3 the API refused the "
+    "request (4xx); 4 the gateway is unreachable or unavailable (5xx), or a timeout; 130 "
+    "interrupted. Data goes to stdout (--json: JSON), messages and errors to stderr. "
+    "`pressroom COMMAND --help` says more."
+)
+
+
 def usage() -> str:
     lines = ["usage: pressroom <command>", "", "commands:"]
     lines += [f"  {name:<10} {doc}" for name, (_, doc) in COMMANDS.items()]
+    lines += ["", *textwrap.wrap(EXIT_STATUSES, 88)]
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
+    if args and args[0] in {"-h", "--help"}:
+        print(usage())  # asked for: it is the answer, on stdout
+        raise SystemExit(0)
     if not args or args[0] not in COMMANDS:
         print(usage(), file=sys.stderr)
-        raise SystemExit(0 if args and args[0] in {"-h", "--help"} else 2)
+        raise SystemExit(2)
     module = importlib.import_module(COMMANDS[args[0]][0])
     module.main()
 

@@ -7,6 +7,10 @@ dies. Everything lives under `PRESSROOM_DATA_DIR` (default `./.pressroom`), so a
 even after SIGKILL, keeps every job. A variable set in the environment wins: with
 `PRESSROOM_NATS_URL` or `PRESSROOM_DATABASE_URL` set, that server is used instead.
 
+The embedded NATS lets no client in without credentials: each service connects as its own
+identity, an NKey generated on first start and kept in `secrets.json` (`nats_seed_<name>`;
+`nats_seed_admin` is for an operator's `nats --nkey`), with what `core/busaccess` grants it.
+
 Once the gateway is ready it makes sure there is a tenant `dev` with a working API key,
 kept in `api-key` (reused on the next start while it works), and writes the admin key to
 `admin-key`, so the printed curl line and `pressroom tenants …` work with no setup.
@@ -37,10 +41,12 @@ from typing import Any
 import aiohttp
 import psutil
 
-from services.core import runtime
+from services.core import busaccess, buskeys, runtime
+from services.core.busaccess import Role
 from services.core.errors import Unavailable
 from services.core.settings import Settings, SettingsError
 from services.core.signing import new_secret
+from services.core.valuefiles import FILE_SUFFIX
 
 log = logging.getLogger("dev")
 
@@ -55,6 +61,9 @@ jetstream {{
   store_dir: "{store}"
 }}
 """
+SEED = "nats_seed_"
+"""The entries of `secrets.json` that hold each identity's NKey seed on the embedded NATS
+(`nats_seed_renderer`, …, `nats_seed_admin` for an operator's `nats` CLI)."""
 
 
 def _die_with_parent() -> None:
@@ -76,7 +85,15 @@ def new_secrets() -> dict[str, str]:
         "webhook_secret": new_secret(),
         "admin_key": ADMIN_KEY_PREFIX + secrets.token_urlsafe(32),
         "server_key": base64.b64encode(secrets.token_bytes(32)).decode(),
+        **{f"{SEED}{role}": buskeys.new_seed() for role in Role},
     }
+
+
+def nats_config(store: Path, kept: dict[str, str]) -> str:
+    """The embedded NATS' configuration: JetStream in `store`, and each identity of
+    `busaccess` with its public key (the seeds stay in `secrets.json`)."""
+    users = [busaccess.user(r, nkey=buskeys.public_key(kept[f"{SEED}{r}"])) for r in Role]
+    return NATS_CONFIG.format(store=store) + busaccess.authorization(users)
 
 
 def load_secrets(path: Path) -> dict[str, str]:
@@ -127,13 +144,19 @@ async def poll(check: Callable[[], bool], deadline: float, what: str) -> None:
 
 
 @contextlib.asynccontextmanager
-async def embedded_nats(data: Path) -> AsyncIterator[str]:
+async def embedded_nats(data: Path, kept: dict[str, str] | None = None) -> AsyncIterator[str]:
+    """NATS with JetStream on a port of its choosing of 127.0.0.1; with `kept` (the
+    secrets of `load_secrets`), each service must connect as its own identity. Without,
+    any local process may (the bench and scripts/, which start the services themselves)."""
     run = data / "run"
     run.mkdir(parents=True, exist_ok=True)
     for old in run.glob("nats-server_*.ports"):
         old.unlink()
     config = run / "nats.conf"
-    config.write_text(NATS_CONFIG.format(store=data / "nats"))
+    store = data / "nats"
+    write_private(
+        config, NATS_CONFIG.format(store=store) if kept is None else nats_config(store, kept)
+    )
     with (run / "nats.log").open("ab") as log_file:  # its banner and [INF] lines go here
         proc = await asyncio.create_subprocess_exec(
             nats_binary(), "-c", str(config), "--ports_file_dir", str(run),
@@ -234,23 +257,37 @@ async def supervise(name: str, env: dict[str, str], stop: asyncio.Event, grace: 
         await runtime.pause(stop, 1.0)
 
 
-def service_env(settings: Settings, overrides: dict[str, str]) -> dict[str, dict[str, str]]:
+def service_env(
+    settings: Settings, overrides: dict[str, str], seeds: dict[str, str] | None = None
+) -> dict[str, dict[str, str]]:
+    """Each service's environment; with `seeds` (the embedded NATS), its own identity."""
     base = {**os.environ, **overrides}
     envs = {}
     for name in SERVICES:
         envs[name] = {**base, "PRESSROOM_METRICS_PORT": str(free_port())}
+        if seeds is not None:  # the embedded NATS knows these identities alone
+            envs[name].pop("PRESSROOM_NATS_NKEY_SEED" + FILE_SUFFIX, None)
+            envs[name]["PRESSROOM_NATS_NKEY_SEED"] = seeds[f"{SEED}{name}"]
     return envs
 
 
 TARGETS = "prometheus-targets.json"
 """Where `pressroom dev` lists its services' metrics endpoints for Prometheus, in the
-format of its `file_sd_configs` (each target labelled `service`)."""
+format of its `file_sd_configs`: each target labelled as deploy/prometheus/scrape.yaml
+labels a cluster's, `job` its service and `namespace` "local", so the alerts and the
+dashboard work on it unchanged."""
+
+NAMESPACE = "local"
+"""The `namespace` label of `pressroom dev`'s targets."""
 
 
 def write_targets(path: Path, envs: dict[str, dict[str, str]]) -> None:
     """The metrics endpoint of every service, for a Prometheus on this machine."""
     targets = [
-        {"targets": [f"127.0.0.1:{env['PRESSROOM_METRICS_PORT']}"], "labels": {"service": name}}
+        {
+            "targets": [f"127.0.0.1:{env['PRESSROOM_METRICS_PORT']}"],
+            "labels": {"job": name, "namespace": NAMESPACE},
+        }
         for name, env in envs.items()
     ]
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -275,14 +312,18 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
     settings.chromium_path()  # fail now, with the install hint, not in a restart loop
     data = Path(settings.data_dir).resolve()
     data.mkdir(parents=True, exist_ok=True)
-    overrides = embedded_defaults(settings, data)
+    kept = load_secrets(data / "secrets.json")
+    overrides = embedded_defaults(settings, data, kept)
+    seeds = None
     async with contextlib.AsyncExitStack() as stack:
-        if "PRESSROOM_NATS_URL" not in os.environ:
-            overrides["PRESSROOM_NATS_URL"] = await stack.enter_async_context(embedded_nats(data))
-        if "PRESSROOM_DATABASE_URL" not in os.environ:
+        if not given("PRESSROOM_NATS_URL"):
+            nats = await stack.enter_async_context(embedded_nats(data, kept))
+            overrides["PRESSROOM_NATS_URL"] = nats
+            seeds = kept
+        if not given("PRESSROOM_DATABASE_URL"):
             pg = await stack.enter_async_context(embedded_postgres(data))
             overrides["PRESSROOM_DATABASE_URL"] = pg
-        envs = service_env(settings, overrides)
+        envs = service_env(settings, overrides, seeds)
         write_targets(data / "run" / TARGETS, envs)
         tasks = [
             asyncio.create_task(supervise(name, envs[name], stop, settings.shutdown_grace + 5))
@@ -300,8 +341,7 @@ def log_size_for(free_disk: int) -> int:
     return max(64 * 2**20, min(Settings.stream_max_bytes, free_disk // 4))
 
 
-def embedded_defaults(settings: Settings, data: Path) -> dict[str, str]:
-    kept = load_secrets(data / "secrets.json")
+def embedded_defaults(settings: Settings, data: Path, kept: dict[str, str]) -> dict[str, str]:
     defaults = {
         "PRESSROOM_STREAM_MAX_BYTES": str(log_size_for(shutil.disk_usage(data).free)),
         "PRESSROOM_STORAGE_DIR": str(data / "files"),
@@ -310,7 +350,12 @@ def embedded_defaults(settings: Settings, data: Path) -> dict[str, str]:
         "PRESSROOM_ADMIN_KEY": kept["admin_key"],
         "PRESSROOM_SERVER_KEY": kept["server_key"],
     }
-    return {k: v for k, v in defaults.items() if k not in os.environ}
+    return {k: v for k, v in defaults.items() if not given(k)}
+
+
+def given(variable: str) -> bool:
+    """Whether the person set `variable`, or the file variable that stands for it."""
+    return variable in os.environ or variable + FILE_SUFFIX in os.environ
 
 
 class BootstrapError(Exception):

@@ -29,6 +29,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from services.core import busaccess, buskeys
 from services.core.settings import Settings
 
 BIN = Path(sys.executable).parent
@@ -137,29 +138,60 @@ async def eventually(
     raise AssertionError(f"{what}: not met within {timeout:g}s; last value: {value!r}")
 
 
+NATS_SEEDS = {role: buskeys.new_seed() for role in busaccess.SERVICES}
+"""Each service's identity on the tests' NATS (`Stack` and the fault harness hand each
+service its own), so every test that runs the services runs them with the permissions
+`busaccess` grants them in production."""
+NATS_TEST_USER = ("test", "test-password")
+"""The tests' own identity (in `NatsServer.url`): `Role.ADMIN`, for what a test does
+besides running the services (reading the log, publishing what it sets up)."""
+
+
+def nats_authorization() -> str:
+    """The tests' nats-server `authorization` block: the services' identities and the
+    tests' own."""
+    user, password = NATS_TEST_USER
+    users = [busaccess.user(r, nkey=buskeys.public_key(s)) for r, s in NATS_SEEDS.items()]
+    users.append(busaccess.user(busaccess.Role.ADMIN, user=user, password=password))
+    return busaccess.authorization(users)
+
+
+def as_service(settings: Settings, name: str) -> Settings:
+    """`settings` for the service `name`: with its identity on NATS."""
+    return replace(settings, nats_nkey_seed=NATS_SEEDS[busaccess.Role(name)])
+
+
 @dataclass
 class NatsServer:
-    """A nats-server process with JetStream; stop() and start() keep its store dir."""
+    """A nats-server process with JetStream and the services' permissions
+    (`nats_authorization`); stop() and start() keep its store dir."""
 
     root: Path
     port: int = 0
     monitor_port: int = 0  # its HTTP monitoring endpoint (/jsz, /varz), when not 0
     proc: subprocess.Popen[bytes] | None = None
+    config: str = ""  # more of nats-server's configuration (a `tls` block)
 
     @property
     def url(self) -> str:
-        return f"nats://127.0.0.1:{self.port}"
+        """The URL with the tests' own credentials (`NATS_TEST_USER`)."""
+        user, password = NATS_TEST_USER
+        return f"nats://{user}:{password}@127.0.0.1:{self.port}"
 
     def start(self) -> None:
         """Start on a port the server picks (`-p -1`) and reports; a restart reuses that
         port, since the services reconnect to the URL they were given."""
         self.root.mkdir(parents=True, exist_ok=True)
         monitor = ["-m", str(self.monitor_port)] if self.monitor_port else []
-        self.proc = subprocess.Popen(
-            [str(BIN / "nats-server"), "-js", "-sd", str(self.root), "-a", "127.0.0.1",
-             "-p", str(self.port or -1), "--ports_file_dir", str(self.root), *monitor],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
+        config = self.root / "auth.conf"
+        config.write_text(nats_authorization() + self.config)
+        with (self.root / "nats.log").open("ab") as log:
+            self.proc = subprocess.Popen(
+                [str(BIN / "nats-server"), "-c", str(config), "-js", "-sd", str(self.root),
+                 "-a", "127.0.0.1", "-p", str(self.port or -1),
+                 "--ports_file_dir", str(self.root), *monitor],
+                stdout=log, stderr=subprocess.STDOUT,
+            )  # fmt: skip
         if not self.port:
             pid = self.proc.pid
             self.port = reported_port(self.proc, lambda: nats_port(self.root, pid), 15, "nats")
@@ -175,13 +207,26 @@ class NatsServer:
             self.proc.wait(15)
         self.proc = None
 
+    def refusals(self) -> list[str]:
+        """What the server refused a client: its log's authentication errors and
+        permission violations (a publish or subscribe the client's identity may not
+        make)."""
+        try:
+            lines = (self.root / "nats.log").read_text().splitlines()
+        except FileNotFoundError:
+            return []
+        return [line for line in lines if "Violation" in line or "authentication error" in line]
+
 
 @pytest.fixture
 def nats_server(tmp_path: Path) -> Iterator[NatsServer]:
+    """Each test's own nats-server. At the end no client may have been refused anything:
+    the services, each with its own identity, had every permission they needed."""
     server = NatsServer(tmp_path / "nats")
     server.start()
     yield server
     server.stop()
+    assert not server.refusals(), "NATS refused a client:\n" + "\n".join(server.refusals())
 
 
 @dataclass
@@ -358,7 +403,8 @@ class Stack:
     async def start(self, *names: str) -> None:
         for name in names or ("gateway", "projector", "renderer", "notifier", "conductor"):
             serve = importlib.import_module(f"services.{name}.main").serve
-            self.tasks.append(asyncio.create_task(serve(self.settings, self.stop)))
+            settings = as_service(self.settings, name)
+            self.tasks.append(asyncio.create_task(serve(settings, self.stop)))
         self.http = self.http or aiohttp.ClientSession()
         if not names or "gateway" in names:
             await eventually(self._ready, 30)

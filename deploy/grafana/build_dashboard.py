@@ -2,8 +2,10 @@
 writes deploy/grafana/pressroom.json; `--check` fails if that file differs from what this
 code makes (tests/deploy/test_prometheus.py runs it, so the two never drift).
 
-Every panel is a Prometheus query over the metrics of services/core/metrics.py; the same
-queries are run against a live stack by the tests (each must parse and return data).
+Every panel is a Prometheus query over the metrics of services/core/metrics.py (and the
+SLO recording rules of deploy/prometheus/alerts.yaml), grouped by `namespace` and `job`
+and filtered on the dashboard's `namespace` and `job` variables; the same queries are run
+against a live stack by the tests (each must parse and return data).
 """
 
 from __future__ import annotations
@@ -38,31 +40,84 @@ def panel(
 
 RATE = "$__rate_interval"
 
+BY = "namespace, job"
+"""Every panel's grouping: one installation (namespace) and service (job) never hides
+another's; the template variables choose which are shown."""
 
-def quantile(q: float, histogram: str) -> str:
-    return f"histogram_quantile({q}, sum by (le) (rate({histogram}_bucket[{RATE}])))"
+LEGEND = "{{namespace}} {{job}}"
 
 
-FAILED = 'pressroom_jobs_finished_total{status="failed"}'
-RETRYING = 'pressroom_render_attempts_total{outcome="retrying"}'
+def sel(metric: str, **matchers: str) -> str:
+    """`metric` of the chosen namespaces and jobs, with `matchers` (label="value")."""
+    labels = ['namespace=~"$namespace"', 'job=~"$job"']
+    labels += [f'{name}="{value}"' for name, value in matchers.items()]
+    return f"{metric}{{{', '.join(labels)}}}"
+
+
+def rate(metric: str, **matchers: str) -> str:
+    return f"rate({sel(metric, **matchers)}[{RATE}])"
+
+
+def quantile(q: float, histogram: str, **matchers: str) -> str:
+    buckets = rate(f"{histogram}_bucket", **matchers)
+    return f"histogram_quantile({q}, sum by ({BY}, le) ({buckets}))"
+
 
 PANELS: list[tuple[str, list[tuple[str, str]], str, str]] = [
     (
+        "Services up",
+        [(f"sum by ({BY}) ({sel('up')})", LEGEND)],
+        "short",
+        "Targets of each service answering their scrape (0: the service is down).",
+    ),
+    (
         "Throughput",
         [
-            (f"sum(rate(pressroom_jobs_submitted_total[{RATE}]))", "accepted"),
+            (f"sum by ({BY}) ({rate('pressroom_jobs_submitted_total')})", f"{LEGEND} accepted"),
             (
-                f"sum by (status) (rate(pressroom_jobs_finished_total[{RATE}]))",
-                "{{status}}",
+                f"sum by ({BY}, status) ({rate('pressroom_jobs_finished_total')})",
+                f"{LEGEND} {{{{status}}}}",
             ),
         ],
         "reqps",
         "Jobs accepted (202) and jobs ended, by terminal status, per second.",
     ),
     (
+        "Job success SLO: burn rate",
+        [
+            (sel(f"namespace_job:pressroom_job_success:burnrate{w}"), f"{LEGEND} {w}")
+            for w in ("5m", "1h", "6h")
+        ],
+        "short",
+        "The installation's failures over the error budget (SLO 99.5 %): 1 spends the "
+        "month's budget in a month; the alerts page at 14.4 (1 h and 5 min) and 6 (6 h "
+        'and 30 min). docs/runbooks.md, "Service level objectives".',
+    ),
+    (
+        "Time-to-done SLO: burn rate",
+        [
+            (sel(f"namespace_job:pressroom_time_to_done:burnrate{w}"), f"{LEGEND} {w}")
+            for w in ("5m", "1h", "6h")
+        ],
+        "short",
+        "Single jobs done later than 30 s over the error budget (SLO 99 % within 30 s).",
+    ),
+    (
+        "Time to done (single jobs)",
+        [
+            (
+                quantile(q, "pressroom_time_to_done_seconds", lane="singles"),
+                f"{LEGEND} p{round(q * 100)}",
+            )
+            for q in (0.5, 0.95, 0.99)
+        ],
+        "s",
+        "From the submission stored in the log to `done` stored: median, 95th and 99th percentile.",
+    ),
+    (
         "Render time",
         [
-            (quantile(q, "pressroom_render_seconds"), f"p{round(q * 100)}")
+            (quantile(q, "pressroom_render_seconds"), f"{LEGEND} p{round(q * 100)}")
             for q in (0.5, 0.95, 0.99)
         ],
         "s",
@@ -70,21 +125,29 @@ PANELS: list[tuple[str, list[tuple[str, str]], str, str]] = [
     ),
     (
         "Backlog",
-        [("max by (lane) (pressroom_render_backlog)", "{{lane}}")],
+        [(f"max by ({BY}, lane) ({sel('pressroom_render_backlog')})", f"{LEGEND} {{{{lane}}}}")],
         "short",
         "Jobs the renderers have yet to finish, by lane (the autoscaling signal).",
     ),
     (
         "Oldest waiting job",
-        [("max(pressroom_render_oldest_seconds)", "age")],
+        [(f"max by ({BY}) ({sel('pressroom_render_oldest_seconds')})", LEGEND)],
         "s",
         "How long the oldest job the renderers have not finished has waited.",
     ),
     (
         "Failures by type",
         [
-            (f"sum by (error_type) (rate({FAILED}[{RATE}]))", "{{error_type}}"),
-            (f"sum(rate({RETRYING}[{RATE}])) or vector(0)", "retries"),
+            (
+                f"sum by ({BY}, error_type) "
+                f"({rate('pressroom_jobs_finished_total', status='failed')})",
+                f"{LEGEND} {{{{error_type}}}}",
+            ),
+            (
+                f"sum by ({BY}) ({rate('pressroom_render_attempts_total', outcome='retrying')})"
+                f" or sum by ({BY}) ({sel('pressroom_renderer_taking_work')}) * 0",
+                f"{LEGEND} retries",
+            ),
         ],
         "reqps",
         "Jobs that failed, by error type, and render attempts that will be retried.",
@@ -93,17 +156,22 @@ PANELS: list[tuple[str, list[tuple[str, str]], str, str]] = [
         "Webhooks",
         [
             (
-                f"sum by (outcome) (rate(pressroom_webhook_deliveries_total[{RATE}]))",
-                "{{outcome}}",
+                f"sum by ({BY}, outcome) ({rate('pressroom_webhook_deliveries_total')})",
+                f"{LEGEND} {{{{outcome}}}}",
             ),
-            ("max(pressroom_webhook_backlog)", "backlog"),
+            (f"max by ({BY}) ({sel('pressroom_webhook_backlog')})", f"{LEGEND} backlog"),
         ],
         "short",
         "Webhook attempts per second by outcome, and terminal events not yet delivered.",
     ),
     (
         "Render load per pod",
-        [("sum by (instance) (pressroom_renders_in_flight)", "{{instance}}")],
+        [
+            (
+                f"sum by ({BY}, instance) ({sel('pressroom_renders_in_flight')})",
+                f"{LEGEND} {{{{instance}}}}",
+            )
+        ],
         "short",
         "Renders running on each renderer (at most PRESSROOM_RENDER_CONCURRENCY).",
     ),
@@ -111,8 +179,9 @@ PANELS: list[tuple[str, list[tuple[str, str]], str, str]] = [
         "Browser launches",
         [
             (
-                f"sum by (reason) (increase(pressroom_browser_launches_total[{RATE}]))",
-                "{{reason}}",
+                f"sum by ({BY}, reason) "
+                f"(increase({sel('pressroom_browser_launches_total')}[{RATE}]))",
+                f"{LEGEND} {{{{reason}}}}",
             )
         ],
         "short",
@@ -121,17 +190,38 @@ PANELS: list[tuple[str, list[tuple[str, str]], str, str]] = [
     ),
     (
         "Projection lag",
-        [("max(pressroom_projection_lag)", "events")],
+        [(f"max by ({BY}) ({sel('pressroom_projection_lag')})", LEGEND)],
         "short",
         "Events the projector has yet to apply to PostgreSQL (status reads lag by this).",
     ),
     (
         "Document size",
-        [(quantile(q, "pressroom_render_bytes"), f"p{round(q * 100)}") for q in (0.5, 0.95)],
+        [
+            (quantile(q, "pressroom_render_bytes"), f"{LEGEND} p{round(q * 100)}")
+            for q in (0.5, 0.95)
+        ],
         "bytes",
         "Size of the stored documents: median and 95th percentile.",
     ),
 ]
+
+
+def variable(name: str, label: str, query: str) -> dict[str, Any]:
+    """A query variable, several values at once, "All" by default (any value)."""
+    return {
+        "name": name,
+        "label": label,
+        "type": "query",
+        "datasource": {"type": "prometheus", "uid": "${datasource}"},
+        "query": {"query": query, "refId": name},
+        "definition": query,
+        "refresh": 2,
+        "multi": True,
+        "includeAll": True,
+        "allValue": ".*",
+        "current": {"text": "All", "value": "$__all"},
+        "sort": 1,
+    }
 
 
 def dashboard() -> dict[str, Any]:
@@ -144,7 +234,8 @@ def dashboard() -> dict[str, Any]:
     return {
         "uid": UID,
         "title": "Pressroom",
-        "description": "Jobs, renders, backlog, failures and webhooks of one installation.",
+        "description": "Services, SLOs, jobs, renders, backlog, failures and webhooks, by "
+        "installation (namespace) and service (job).",
         "tags": ["pressroom"],
         "timezone": "browser",
         "schemaVersion": 39,
@@ -159,7 +250,15 @@ def dashboard() -> dict[str, Any]:
                     "label": "Prometheus",
                     "type": "datasource",
                     "query": "prometheus",
-                }
+                },
+                variable(
+                    "namespace", "Namespace", "label_values(pressroom_nats_connected, namespace)"
+                ),
+                variable(
+                    "job",
+                    "Service",
+                    'label_values(pressroom_nats_connected{namespace=~"$namespace"}, job)',
+                ),
             ]
         },
         "panels": panels,

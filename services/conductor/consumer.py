@@ -28,9 +28,10 @@ from nats.js import JetStreamContext
 
 from services.conductor import expand, pack
 from services.conductor.state import CANCELLED, PAUSED, RUNNING, BatchStates
-from services.core import bus, events, logs, runtime, timeline, topology
+from services.core import bus, events, logs, runtime, timeline, topology, tracing
 from services.core.errors import (
     DeterministicError,
+    ErrorType,
     InvalidEvent,
     NotFound,
     TransientError,
@@ -89,14 +90,15 @@ class Conductor:
         """Handle one batch event and ack, nak or term its message; never raises (but
         hands the message back when cancelled)."""
         try:
-            event = events.decode_log(msg.data)
+            event = events.decode_log(msg.data, subject=msg.subject)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             log.error("terminating undecodable message on %s: %s", msg.subject, exc)
             with contextlib.suppress(Exception):
                 await msg.term()
             return
         batch_id = event.batch_id if isinstance(event, events.BatchEvent) else None
-        with logs.bound(batch_id=batch_id, tenant=event.tenant):
+        about = {"batch_id": batch_id, "tenant": event.tenant}
+        with logs.bound(**about), tracing.span("batch", msg.headers, tracing.CONSUMER, **about):
             await self._handle(msg, event)
 
     async def _handle(self, msg: Msg, event: events.LogEvent) -> None:
@@ -251,7 +253,7 @@ class Conductor:
             return events.BatchCancelled(**common, object_key=key, bytes=size)
         if counts.done == 0 or key is None:
             error = events.ErrorInfo(
-                type="no_documents",
+                type=ErrorType.NO_DOCUMENTS,
                 message=f"no item produced a document: {pack.first_error(items)}",
             )
             return events.BatchFailed(**common, error=error, object_key=key)

@@ -8,6 +8,7 @@ import asyncio
 from services.conductor.consumer import Conductor
 from services.conductor.state import open_states
 from services.core import bus, db, events, metrics, runtime, worker
+from services.core.busaccess import Role
 from services.core.settings import Settings
 from services.core.storage import open_storage
 
@@ -19,7 +20,7 @@ one conductor from flooding the log or storage; more conductors share the durabl
 async def serve(settings: Settings, stop: asyncio.Event) -> None:
     async with (
         metrics.serve(settings.host, settings.metrics_port) as health,
-        bus.open_bus(settings, name="conductor") as (nc, js),
+        bus.open_bus(settings, name="conductor", role=Role.CONDUCTOR) as (nc, js),
         db.open_pool(settings, size=2) as pool,
         open_storage(settings) as storage,
     ):

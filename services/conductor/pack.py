@@ -19,8 +19,8 @@ import asyncpg
 import msgspec
 
 from services.conductor.merge import Merger, NotMergeable
-from services.core import db
-from services.core.errors import NotFound
+from services.core import db, filenames
+from services.core.errors import ErrorType, NotFound
 from services.core.status import JobStatus
 from services.core.storage import Sink, Storage
 
@@ -118,21 +118,22 @@ class Spool:
 
 
 class Names:
-    """Unique entry names: a document whose file name is taken already (or is the
-    manifest's) gets its item's index in front, so no document hides another."""
+    """Entry names safe to unpack anywhere (`core/filenames`: no path, drive, device,
+    control or bidi character, at most 255 bytes) and unique ignoring case and
+    normalisation: a document whose name is taken already (or is the manifest's) gets
+    ` (2)`, ` (3)`… before its extension, so no document hides another on any disk. The
+    gateway refused unsafe and clashing names; these rules still hold for an item list
+    stored before they did."""
 
     def __init__(self) -> None:
-        self.taken = {MANIFEST}
+        self.unique = filenames.Unique([MANIFEST])
 
     def of(self, item: Outcome) -> str:
         """The item's name in the archive; only documents take their name."""
-        name = item.filename or f"{item.item_index}.{_extension(item.object_key)}"
+        fallback = f"{item.item_index}.{_extension(item.object_key)}"
         if item.status != JobStatus.DONE:
-            return name
-        if name in self.taken:
-            name = f"{item.item_index}-{name}"
-        self.taken.add(name)
-        return name
+            return filenames.safe_name(item.filename or fallback, fallback)
+        return self.unique.take(item.filename or fallback, fallback)
 
 
 def _extension(object_key: str | None) -> str:
@@ -190,7 +191,10 @@ def _entry(item: Outcome, name: str, missing: bool) -> dict[str, Any]:
     if item.error_type is not None:
         error = {"type": item.error_type, "message": item.error_message or ""}
     elif missing:
-        error = {"type": "document_missing", "message": "the document was deleted before packing"}
+        error = {
+            "type": ErrorType.DOCUMENT_MISSING,
+            "message": "the document was deleted before packing",
+        }
     return {
         "index": item.item_index,
         "filename": name,

@@ -1,11 +1,11 @@
-"""JetStream adapter: connection, publishing, reading, and making the streams and durables
-`topology` describes.
+"""JetStream adapter: connection, publishing, reading.
 
-Stream and consumers are created (or updated) idempotently at start by every service, so a
-fresh NATS needs no separate deploy step. Retention is by age, not work-queue: each
-service reads the same log through its own durable consumer, and the log can be replayed.
-A second, small stream keeps the renderer's MAX_DELIVERIES advisories for the projector's
-finalizer (advisories are core NATS messages, lost when nobody listens).
+Each service connects as its own identity (`busaccess`, `buskeys`) and, at start, makes
+the streams and its own durables where missing (`provision`), so a fresh NATS needs no
+separate deploy step. Retention is by age, not work-queue: each service reads the same
+log through its own durable consumer, and the log can be replayed. A second, small stream
+keeps the renderer's MAX_DELIVERIES advisories for the projector's finalizer (advisories
+are core NATS messages, lost when nobody listens).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -20,18 +21,27 @@ import msgspec
 import nats
 from nats.aio.client import Client
 from nats.aio.msg import Msg
+from nats.errors import AuthorizationError, MaxPayloadError
 from nats.errors import Error as NatsError
-from nats.errors import MaxPayloadError
 from nats.js import JetStreamContext
 from nats.js.api import (
     ConsumerInfo,
-    StorageType,
-    StreamConfig,
 )
 from nats.js.errors import APIError, KeyWrongLastSequenceError, NotFoundError
 
-from services.core import events, metrics, timeline, topology, tracing
+from services.core import (
+    busaccess,
+    buskeys,
+    events,
+    metrics,
+    provision,
+    runtime,
+    timeline,
+    topology,
+    tracing,
+)
 from services.core.boundary import ErrorMap, describe
+from services.core.busaccess import Role
 from services.core.errors import (
     Conflict,
     EventTooLarge,
@@ -130,28 +140,6 @@ def renders_waiting(info: ConsumerInfo) -> bool:
     )
 
 
-INSUFFICIENT_STORAGE = 10047
-"""JetStream's error code when a stream's `max_bytes` exceeds what the server may store."""
-
-
-async def _ensure(js: JetStreamContext, config: StreamConfig) -> None:
-    try:
-        try:
-            await js.add_stream(config)
-        except APIError as exc:
-            if exc.err_code != 10058:  # exists with another configuration: update it
-                raise
-            await js.update_stream(config)
-    except APIError as exc:
-        if exc.err_code == INSUFFICIENT_STORAGE and config.name == events.STREAM:
-            raise SettingsError(
-                f"PRESSROOM_STREAM_MAX_BYTES={config.max_bytes} is more than the NATS server "
-                "may store (its JetStream max_file_store, by default 75 % of the free disk): "
-                "lower it, or give NATS more room"
-            ) from exc
-        raise
-
-
 async def _on_error(exc: Exception) -> None:
     log.warning("nats: %s", exc)
 
@@ -166,50 +154,72 @@ async def _on_reconnect() -> None:
     log.info("nats: reconnected")
 
 
-async def connect(settings: Settings, *, name: str) -> Client:
-    """Connect, retrying forever in the background once connected (pods should not give up)."""
-    with map_bus_errors(f"cannot reach NATS at {settings.nats_url}"):
-        nc = await nats.connect(
-            [url.strip() for url in settings.nats_url.split(",")],
+async def connect(settings: Settings, *, name: str, role: Role = Role.ADMIN) -> Client:
+    """Connect as `role`, with this service's credentials and over TLS as settings say
+    (`buskeys.connect_options`); while NATS cannot be reached, keep trying (pods should
+    not give up), but a NATS that refuses the credentials or the TLS handshake at start is
+    a `SettingsError`: trying again cannot help, and the service stops saying why."""
+    where = f"NATS at {buskeys.redacted(settings.nats_url)}"
+    refused: asyncio.Future[Exception] = asyncio.get_running_loop().create_future()
+
+    async def on_error(exc: Exception) -> None:
+        if _refuses_client(exc) and not refused.done():
+            refused.set_result(exc)
+        await _on_error(exc)
+
+    connecting = asyncio.ensure_future(
+        nats.connect(
+            buskeys.servers(settings),
             name=f"pressroom-{name}",
             max_reconnect_attempts=-1,
             reconnect_time_wait=1,
             connect_timeout=5,
-            error_cb=_on_error,
+            error_cb=on_error,
             disconnected_cb=_on_disconnect,
             reconnected_cb=_on_reconnect,
+            inbox_prefix=busaccess.inbox(role),
+            **buskeys.connect_options(settings),
         )
+    )
+    with map_bus_errors(f"cannot reach {where}"):
+        either: set[asyncio.Future[Any]] = {connecting, refused}
+        await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+        if not connecting.done():
+            await runtime.cancelled(connecting)
+            raise SettingsError(
+                f"{where} refuses this service: {refused.result()} (check "
+                "PRESSROOM_NATS_NKEY_SEED and the PRESSROOM_NATS_TLS_* settings)"
+            )
+        nc = connecting.result()
     metrics.NATS_CONNECTED.set(1)
     return nc
 
 
-@map_bus_errors()
-async def ensure_stream(js: JetStreamContext, settings: Settings) -> None:
-    """Create or update the JOBS stream, its three durables, the advisory stream and its
-    `finalizer` durable, and the USAGE stream."""
-    await _ensure(js, topology.stream_config(settings))
-    for consumer in topology.consumer_configs(settings):
-        await js.add_consumer(events.STREAM, consumer)
-    await _ensure(js, topology.advisory_stream_config(settings))
-    await js.add_consumer(topology.ADVISORY_STREAM, topology.finalizer_config())
-    await _ensure(js, topology.usage_stream_config(settings))
-    await js.create_key_value(
-        bucket=events.BATCH_STATE,
-        history=1,
-        replicas=settings.stream_replicas,
-        storage=StorageType.FILE,
+def _refuses_client(exc: Exception) -> bool:
+    """Whether NATS refused the client itself (its credentials, or TLS), not just failed
+    to answer."""
+    return isinstance(exc, AuthorizationError | ssl.SSLError) or (
+        "authorization violation" in str(exc).lower()
     )
+
+
+@map_bus_errors()
+async def ensure_stream(js: JetStreamContext, settings: Settings, role: Role = Role.ADMIN) -> None:
+    """Make the streams and `role`'s durables (`provision.ensure`)."""
+    await provision.ensure(js, settings, busaccess.GRANTS[role])
 
 
 @contextlib.asynccontextmanager
 async def open_bus(
-    settings: Settings, *, name: str
+    settings: Settings, *, name: str, role: Role = Role.ADMIN
 ) -> AsyncIterator[tuple[Client, JetStreamContext]]:
-    """A connected client with the stream in place; drained on exit."""
-    nc = await connect(settings, name=name)
+    """A client connected as `role` with the streams in place; drained on exit. A
+    service passes its own role; tests and operators' tools (`Role.ADMIN`) may do
+    anything."""
+    nc = await connect(settings, name=name, role=role)
     try:
         js = nc.jetstream(timeout=5)
-        await ensure_stream(js, settings)
+        await ensure_stream(js, settings, role)
         yield nc, js
     finally:
         with contextlib.suppress(Exception):
@@ -381,7 +391,7 @@ async def decode_or_term(msg: Msg) -> events.AnyEvent | None:
     """The message's event; a message that is not one is terminated (redelivering it
     cannot help) and None returned."""
     try:
-        return events.decode(msg.data)
+        return events.decode(msg.data, subject=msg.subject)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         log.error("terminating undecodable message on %s: %s", msg.subject, exc)
         await msg.term()

@@ -35,19 +35,28 @@ class ConsoleLine(msgspec.Struct, kw_only=True):
     text and where in the page's source it was written, when Chromium says."""
 
     level: str
+    """`log`, `info`, `warning`, `error`, `debug`, ..."""
     text: str
+    """The message, cut to 2,000 characters."""
     url: str | None = None
+    """The script that wrote it, when Chromium says."""
     line: int | None = None
+    """Its line in that script, from 1."""
     column: int | None = None
+    """Its column in that line, from 1."""
 
 
 class PageError(msgspec.Struct, kw_only=True):
     """An uncaught error (or unhandled rejection) of the page's scripts."""
 
     text: str
+    """The error's message, cut to 2,000 characters."""
     url: str | None = None
+    """The script it was thrown in, when Chromium says."""
     line: int | None = None
+    """Its line in that script, from 1."""
     column: int | None = None
+    """Its column in that line, from 1."""
 
 
 class RequestLine(msgspec.Struct, kw_only=True):
@@ -56,28 +65,41 @@ class RequestLine(msgspec.Struct, kw_only=True):
     when the CDP filter or the egress proxy refused it (as the job's `refused` says)."""
 
     url: str
+    """The URL the page asked for."""
     method: str = "GET"
+    """The HTTP method."""
     type: str | None = None
+    """Chromium's resource type (`Document`, `Stylesheet`, `Image`, `Font`, ...)."""
     status: int | None = None
+    """The answer's HTTP status; null if none came."""
     ms: int | None = None
+    """Milliseconds from the request to its end."""
     error: str | None = None
+    """Chromium's failure (`net::ERR_...`), if it failed."""
     refused: str | None = None
+    """Why the egress policy refused it (a private address, a scheme), if it did."""
 
 
 class WaitPending(msgspec.Struct, kw_only=True, omit_defaults=True):
     """The `wait_for` condition that had not come true when the attempt ended."""
 
     selector: str | None = None
+    """The selector that never matched."""
     expression: str | None = None
+    """The expression that never became truthy."""
     network_idle: bool = False
+    """Whether the page was still waiting for the network to go quiet."""
     timeout: float | None = None
+    """The wait's timeout, in seconds."""
 
 
 class AttemptFailure(msgspec.Struct, kw_only=True):
     """The attempt's error, as the job's `error` shows it."""
 
     type: str
+    """The error's type, as the job's `error.type`."""
     message: str
+    """The root-cause message."""
 
 
 class Diagnosis(msgspec.Struct, kw_only=True):

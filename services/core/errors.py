@@ -13,25 +13,35 @@
     │   ├── RateLimited           over the tenant's submission rate (HTTP 429)
     │   ├── QuotaExceeded         over the tenant's monthly quota (HTTP 429)
     │   ├── TooManyStreams        the tenant has its most live-update streams open (HTTP 429)
+    │   ├── CompileLimited        over the tenant's share of template compiling (HTTP 429)
     │   ├── Conflict              not possible in the job's current state (HTTP 409)
+    │   ├── RangeNotSatisfiable   a download's Range starts past the file's end (HTTP 416)
     │   ├── TemplateError         Jinja2 could not parse or render the template
     │   ├── LimitExceeded         the document is over one of the renderer's size limits
     │   │   ├── OutputTooLarge    its bytes (or a PNG's pixels, a receipt's length)
-    │   │   │   └── TooManyPages  its page count
+    │   │   │   └── TooManyPrintedPages  its page count
     │   │   ├── DomTooLarge       its node count
     │   │   ├── HeaderTooLarge    its header or footer template's size
     │   │   └── TocTooLarge       its table of contents' entries
     │   ├── InvalidEvent          a message on the log cannot be decoded
     │   ├── WaitTimeout           `wait_for`'s selector or expression never came true
     │   ├── SourceError           a `url` source answered 4xx or cannot be a page
-    │   ├── FinishingError        post-processing (PDF/A, Factur-X, encryption…) refused
-    │   │                         its input or went over its limits
-    │   │   └── SigningNotConfigured  `sign` asked of a renderer without a signing key
+    │   ├── FinishingError        a PDF step (finishing or a PDF-tool job: PDF/A, Factur-X,
+    │   │                         encryption…) refused its input or went over its limits
+    │   │   ├── SigningNotConfigured  `sign` asked of a renderer without a signing key
+    │   │   ├── PdfInvalid        an input is not a PDF the PDF library can read (HTTP 422)
+    │   │   ├── PdfEncrypted      an input needs a password that was not given (HTTP 422)
+    │   │   ├── PdfActiveContent  an input carries JavaScript or launch actions (HTTP 422)
+    │   │   ├── TooManyPages      the inputs have more pages than allowed (HTTP 413)
+    │   │   ├── PdfaNotPossible   an input cannot be made PDF/A, and why (HTTP 422)
+    │   │   ├── PdfUaNotPossible  PDF/UA asked of an untagged input, or one without a title
+    │   │   └── InvoiceInvalid    a Factur-X XML fails its XSD or its profile (HTTP 422)
     │   ├── PageKeepsCrashing     the page crashed its tab on two attempts in a row
     │   └── PrintKeepsTimingOut   printing ran out of time on two attempts in a row
     └── TransientError            may work on a later attempt: retry with backoff
         ├── Unavailable           NATS or Postgres cannot be reached (HTTP 503)
         │   ├── LogFull           the JOBS log has no room for new jobs (HTTP 503)
+        │   ├── RetryLater        not possible now, with the seconds to wait (HTTP 503)
         │   └── Refused           PostgreSQL refused the data (the projector skips it)
         ├── StorageError          object storage failed
         ├── BrowserError          Chromium crashed or the page broke
@@ -48,13 +58,100 @@ answers with (`http_status`) and the stable name clients see (`kind`).
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any
+
+
+class ErrorType(StrEnum):
+    """The stable, machine-readable `error.type` of every error answer and of every failed
+    job, item or batch: what a client branches on (the message is for people).
+
+    Most are the `kind` of one class below; the last few are set where no exception is
+    raised (`OTHER_TYPES` says what each means). A `StrEnum`: each member is its value
+    wherever a string goes (JSON, the log, SQL).
+    """
+
+    INTERNAL = "internal"
+    DETERMINISTIC = "deterministic"
+    VALIDATION = "validation"
+    TOO_LARGE = "too_large"
+    REQUEST_TIMEOUT = "request_timeout"
+    NOT_FOUND = "not_found"
+    NO_DIAGNOSIS = "no_diagnosis"
+    UNAUTHORIZED = "unauthorized"
+    FORBIDDEN = "forbidden"
+    IDEMPOTENCY_CONFLICT = "idempotency_conflict"
+    RATE_LIMITED = "rate_limited"
+    TOO_MANY_STREAMS = "too_many_streams"
+    QUOTA_EXCEEDED = "quota_exceeded"
+    COMPILE_LIMITED = "compile_limited"
+    CONFLICT = "conflict"
+    RANGE_NOT_SATISFIABLE = "range_not_satisfiable"
+    TEMPLATE = "template"
+    LIMIT_EXCEEDED = "limit_exceeded"
+    OUTPUT_TOO_LARGE = "output_too_large"
+    DOM_TOO_LARGE = "dom_too_large"
+    HEADER_TOO_LARGE = "header_too_large"
+    TOC_TOO_LARGE = "toc_too_large"
+    INVALID_EVENT = "invalid_event"
+    WAIT_TIMEOUT = "wait_timeout"
+    SOURCE = "source"
+    FINISHING = "finishing"
+    SIGNING_NOT_CONFIGURED = "signing_not_configured"
+    PAGE_CRASHED = "page_crashed"
+    TRANSIENT = "transient"
+    UNAVAILABLE = "unavailable"
+    LOG_FULL = "log_full"
+    REFUSED = "refused"
+    STORAGE = "storage"
+    BROWSER = "browser"
+    TIMEOUT = "timeout"
+    TIMESTAMP_UNAVAILABLE = "timestamp_unavailable"
+    SOURCE_UNREACHABLE = "source_unreachable"
+    PDF_INVALID = "pdf_invalid"
+    PDF_ENCRYPTED = "pdf_encrypted"
+    PDF_ACTIVE_CONTENT = "pdf_active_content"
+    TOO_MANY_PAGES = "too_many_pages"
+    PDFA_NOT_POSSIBLE = "pdfa_not_possible"
+    PDFUA_NOT_POSSIBLE = "pdfua_not_possible"
+    FACTURX_INVALID = "facturx_invalid"
+    HTTP = "http"
+    WORKER_LOST = "worker_lost"
+    STALLED = "stalled"
+    NO_DOCUMENTS = "no_documents"
+    DOCUMENT_MISSING = "document_missing"
+
+
+OTHER_TYPES = {
+    ErrorType.INTERNAL: "A fault of Pressroom's own (HTTP 500); the service's log has the details",
+    ErrorType.HTTP: "No such route, or a method the route does not take (404, 405 with `Allow`)",
+    ErrorType.WORKER_LOST: "Every delivery of the job crashed or lost its worker; the "
+    "projector gave up on it",
+    ErrorType.STALLED: "The log stopped driving an unfinished job and re-driving it did not "
+    "help; the reconciler failed it",
+    ErrorType.NO_DOCUMENTS: "Every item of the batch failed or was cancelled: there is no "
+    "archive to make",
+    ErrorType.DOCUMENT_MISSING: "An item's document was deleted before the batch's archive "
+    "was packed",
+}
+"""What each type that is no exception's `kind` means (and `internal`, the base class's)."""
+
+
+def known_type(value: str | None) -> ErrorType | None:
+    """A stored error type as answers show it: its member, `internal` for a value no
+    member has (answers promise one of `ErrorType`), None for none."""
+    if value is None:
+        return None
+    try:
+        return ErrorType(value)
+    except ValueError:
+        return ErrorType.INTERNAL
 
 
 class PressroomError(Exception):
     """Base class; `kind` is the stable, machine-readable name shown to clients."""
 
-    kind = "internal"
+    kind = ErrorType.INTERNAL
     http_status = 500
 
     def headers(self) -> dict[str, str]:
@@ -75,21 +172,21 @@ class PressroomError(Exception):
 class DeterministicError(PressroomError):
     """Retrying cannot help: the job fails at once with this message."""
 
-    kind = "deterministic"
+    kind = ErrorType.DETERMINISTIC
     http_status = 400
 
 
 class RequestError(DeterministicError):
     """A request body, header or parameter is invalid; `field` names it."""
 
-    kind = "validation"
+    kind = ErrorType.VALIDATION
     http_status = 400
 
 
 class PayloadTooLarge(DeterministicError):
     """The request body is larger than `PRESSROOM_MAX_BODY_BYTES`."""
 
-    kind = "too_large"
+    kind = ErrorType.TOO_LARGE
     http_status = 413
 
 
@@ -100,7 +197,7 @@ class EventTooLarge(PayloadTooLarge):
 class RequestTimeout(DeterministicError):
     """The client took longer than `PRESSROOM_BODY_TIMEOUT` to send its body."""
 
-    kind = "request_timeout"
+    kind = ErrorType.REQUEST_TIMEOUT
     http_status = 408
 
     def headers(self) -> dict[str, str]:
@@ -111,7 +208,7 @@ class RequestTimeout(DeterministicError):
 class NotFound(DeterministicError):
     """The job, file or link does not exist (or has expired)."""
 
-    kind = "not_found"
+    kind = ErrorType.NOT_FOUND
     http_status = 404
 
 
@@ -119,13 +216,13 @@ class NoDiagnosis(NotFound):
     """The caller's job exists, but none of its attempts kept a diagnosis (it has not
     failed on a page, and did not ask for one with `options.diagnostics`)."""
 
-    kind = "no_diagnosis"
+    kind = ErrorType.NO_DIAGNOSIS
 
 
 class Unauthorized(DeterministicError):
     """No API key, or one the gateway does not know or that was revoked."""
 
-    kind = "unauthorized"
+    kind = ErrorType.UNAUTHORIZED
     http_status = 401
 
     def headers(self) -> dict[str, str]:
@@ -135,14 +232,14 @@ class Unauthorized(DeterministicError):
 class Forbidden(DeterministicError):
     """The API key is valid but lacks the scope this request needs."""
 
-    kind = "forbidden"
+    kind = ErrorType.FORBIDDEN
     http_status = 403
 
 
 class IdempotencyConflict(DeterministicError):
     """An `Idempotency-Key` already used for a request with another body."""
 
-    kind = "idempotency_conflict"
+    kind = ErrorType.IDEMPOTENCY_CONFLICT
     http_status = 422
 
 
@@ -162,32 +259,55 @@ class TooManyRequests(DeterministicError):
 class RateLimited(TooManyRequests):
     """The tenant submits faster than its rate limit."""
 
-    kind = "rate_limited"
+    kind = ErrorType.RATE_LIMITED
 
 
 class TooManyStreams(TooManyRequests):
     """The tenant has `PRESSROOM_MAX_STREAMS` live-update streams open in this gateway."""
 
-    kind = "too_many_streams"
+    kind = ErrorType.TOO_MANY_STREAMS
 
 
 class QuotaExceeded(TooManyRequests):
-    """The tenant has used its monthly quota of successful documents."""
+    """The tenant's monthly quota has no room left: successful documents of the month
+    and documents held by its accepted, unfinished work fill it."""
 
-    kind = "quota_exceeded"
+    kind = ErrorType.QUOTA_EXCEEDED
+
+
+class CompileLimited(TooManyRequests):
+    """The tenant has its most template compiles in flight on this gateway, or compiles
+    faster than its template rate (`PRESSROOM_TEMPLATE_*`)."""
+
+    kind = ErrorType.COMPILE_LIMITED
 
 
 class Conflict(DeterministicError):
     """The request does not fit the job's current state (HTTP 409)."""
 
-    kind = "conflict"
+    kind = ErrorType.CONFLICT
     http_status = 409
+
+
+class RangeNotSatisfiable(DeterministicError):
+    """A download's `Range` starts at or past the end of the file; `size` is the file's
+    length, which the answer states (`Content-Range: bytes */<size>`)."""
+
+    kind = ErrorType.RANGE_NOT_SATISFIABLE
+    http_status = 416
+
+    def __init__(self, message: str, *, size: int) -> None:
+        super().__init__(message, field="Range")
+        self.size = size
+
+    def headers(self) -> dict[str, str]:
+        return {"Content-Range": f"bytes */{self.size}"}
 
 
 class TemplateError(DeterministicError):
     """The template has a syntax error or uses an undefined variable."""
 
-    kind = "template"
+    kind = ErrorType.TEMPLATE
 
 
 class LimitExceeded(DeterministicError):
@@ -195,45 +315,46 @@ class LimitExceeded(DeterministicError):
     message names the limit and the `PRESSROOM_*` setting that raises it. Checked before
     or while printing, so a document that can never fit fails once, early."""
 
-    kind = "limit_exceeded"
+    kind = ErrorType.LIMIT_EXCEEDED
 
 
 class OutputTooLarge(LimitExceeded):
     """The rendered PDF is larger than `PRESSROOM_MAX_OUTPUT_BYTES` (or a PNG or a
     receipt is over the sizes a file may have)."""
 
-    kind = "output_too_large"
+    kind = ErrorType.OUTPUT_TOO_LARGE
 
 
-class TooManyPages(OutputTooLarge):
-    """The PDF has more pages than `PRESSROOM_MAX_PAGES`: found while printing, after
-    at most one page more than the limit."""
+class TooManyPrintedPages(OutputTooLarge):
+    """A rendered PDF has more pages than `PRESSROOM_MAX_PAGES`: found while printing,
+    after at most one page more than the limit (the same error type as a PDF-tool job's
+    inputs over their page limit, `TooManyPages`)."""
 
-    kind = "too_many_pages"
+    kind = ErrorType.TOO_MANY_PAGES
 
 
 class DomTooLarge(LimitExceeded):
     """The loaded document has more nodes than `PRESSROOM_MAX_DOM_NODES`."""
 
-    kind = "dom_too_large"
+    kind = ErrorType.DOM_TOO_LARGE
 
 
 class HeaderTooLarge(LimitExceeded):
     """A header or footer template is over `PRESSROOM_MAX_HEADER_BYTES`."""
 
-    kind = "header_too_large"
+    kind = ErrorType.HEADER_TOO_LARGE
 
 
 class TocTooLarge(LimitExceeded):
     """A table of contents would have more entries than `PRESSROOM_MAX_TOC_ENTRIES`."""
 
-    kind = "toc_too_large"
+    kind = ErrorType.TOC_TOO_LARGE
 
 
 class InvalidEvent(DeterministicError):
     """A message on the log is not a valid event of this schema."""
 
-    kind = "invalid_event"
+    kind = ErrorType.INVALID_EVENT
 
 
 class WaitTimeout(DeterministicError):
@@ -242,13 +363,13 @@ class WaitTimeout(DeterministicError):
     The template or page decides what appears, so the same job would wait in vain again.
     """
 
-    kind = "wait_timeout"
+    kind = ErrorType.WAIT_TIMEOUT
 
 
 class SourceError(DeterministicError):
     """A `url` source answered with a 4xx status, or was refused or is not a page."""
 
-    kind = "source"
+    kind = ErrorType.SOURCE
 
 
 class FinishingError(DeterministicError):
@@ -256,21 +377,78 @@ class FinishingError(DeterministicError):
     that is not well-formed, a PDF it cannot read) or went over the finishing worker's
     memory or time limit: the same job would fail the same way."""
 
-    kind = "finishing"
+    kind = ErrorType.FINISHING
 
 
 class SigningNotConfigured(FinishingError):
     """A job asks for `sign` of a renderer that has no signing certificate and key
     (`PRESSROOM_SIGNING_CERT`, `PRESSROOM_SIGNING_KEY`): every attempt would fail alike."""
 
-    kind = "signing_not_configured"
+    kind = ErrorType.SIGNING_NOT_CONFIGURED
+
+
+class PdfInvalid(FinishingError):
+    """An input PDF cannot be read even after qpdf's repair (garbage, a file cut short
+    before any page, a page tree that loops), or a stream it needs is a decompression
+    bomb over the decoding limit."""
+
+    kind = ErrorType.PDF_INVALID
+    http_status = 422
+
+
+class PdfEncrypted(FinishingError):
+    """An input PDF is encrypted and the job gave no password, or a wrong one."""
+
+    kind = ErrorType.PDF_ENCRYPTED
+    http_status = 422
+
+
+class PdfActiveContent(FinishingError):
+    """An input PDF carries JavaScript or a launch action (an /OpenAction, /AA, a named
+    script): PDF tools never pass scripts on to the documents they write."""
+
+    kind = ErrorType.PDF_ACTIVE_CONTENT
+    http_status = 422
+
+
+class TooManyPages(FinishingError):
+    """A document has more pages than allowed: a PDF-tool job's inputs
+    (`PRESSROOM_PDF_MAX_PAGES`), or a rendered PDF (`PRESSROOM_MAX_PAGES`,
+    `TooManyPrintedPages`)."""
+
+    kind = ErrorType.TOO_MANY_PAGES
+    http_status = 413
+
+
+class PdfaNotPossible(FinishingError):
+    """An input cannot be made PDF/A at the asked level; the message names why (a font
+    not embedded, transparency in PDF/A-1, embedded files in PDF/A-1 or 2, encryption)."""
+
+    kind = ErrorType.PDFA_NOT_POSSIBLE
+    http_status = 422
+
+
+class PdfUaNotPossible(FinishingError):
+    """PDF/UA identification asked of an input that is not tagged (no structure tree),
+    or that has no title or language to declare: the message names what is missing."""
+
+    kind = ErrorType.PDFUA_NOT_POSSIBLE
+    http_status = 422
+
+
+class InvoiceInvalid(FinishingError):
+    """A Factur-X XML fails the Factur-X XSD of its profile, or its profile (the XML's
+    GuidelineSpecifiedDocumentContextParameter) is not the one declared."""
+
+    kind = ErrorType.FACTURX_INVALID
+    http_status = 422
 
 
 class PageKeepsCrashing(DeterministicError):
     """The page crashed its tab on two attempts in a row (out of memory, a renderer fault):
     a third try would crash again."""
 
-    kind = "page_crashed"
+    kind = ErrorType.PAGE_CRASHED
 
 
 class PrintKeepsTimingOut(DeterministicError):
@@ -279,20 +457,20 @@ class PrintKeepsTimingOut(DeterministicError):
     print in time, and a third try would run out again. The same error type as any
     timeout (`timeout`), failed instead of retried."""
 
-    kind = "timeout"
+    kind = ErrorType.TIMEOUT
 
 
 class TransientError(PressroomError):
     """A dependency failed; the same work may succeed later."""
 
-    kind = "transient"
+    kind = ErrorType.TRANSIENT
     http_status = 503
 
 
 class Unavailable(TransientError):
     """NATS or PostgreSQL cannot be reached right now."""
 
-    kind = "unavailable"
+    kind = ErrorType.UNAVAILABLE
 
 
 class LogFull(Unavailable):
@@ -302,10 +480,23 @@ class LogFull(Unavailable):
     dropped to make room (the stream discards new messages, not old ones).
     """
 
-    kind = "log_full"
+    kind = ErrorType.LOG_FULL
 
     def headers(self) -> dict[str, str]:
         return {"Retry-After": "30"}
+
+
+class RetryLater(Unavailable):
+    """The request cannot be decided now (PostgreSQL cannot say whether a tenant's quota
+    has room, every template worker is busy and the queue is full); `retry_after` says
+    when to try again, and the message names the cause."""
+
+    def __init__(self, message: str, *, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": str(self.retry_after)}
 
 
 class Refused(Unavailable):
@@ -317,32 +508,32 @@ class Refused(Unavailable):
     projection on it.
     """
 
-    kind = "refused"
+    kind = ErrorType.REFUSED
 
 
 class StorageError(TransientError):
     """Object storage refused or failed an operation."""
 
-    kind = "storage"
+    kind = ErrorType.STORAGE
 
 
 class BrowserError(TransientError):
     """Chromium crashed, disconnected or the page failed."""
 
-    kind = "browser"
+    kind = ErrorType.BROWSER
 
 
 class PageCrashed(BrowserError):
     """The page crashed its tab (out of memory, or a renderer fault). Retried once: a page
     that crashes its tab on two attempts in a row fails the job (`PageKeepsCrashing`)."""
 
-    kind = "page_crashed"
+    kind = ErrorType.PAGE_CRASHED
 
 
 class RenderTimeout(TransientError):
     """The render exceeded `PRESSROOM_RENDER_TIMEOUT`."""
 
-    kind = "timeout"
+    kind = ErrorType.TIMEOUT
 
 
 class PrintTimeout(RenderTimeout):
@@ -357,13 +548,13 @@ class TimestampUnavailable(TransientError):
     """The timestamp server (`PRESSROOM_SIGNING_TSA_URL`) could not be reached or gave no
     timestamp: a signature without its timestamp is not stored, the job is retried."""
 
-    kind = "timestamp_unavailable"
+    kind = ErrorType.TIMESTAMP_UNAVAILABLE
 
 
 class SourceUnreachable(TransientError):
     """A `url` source could not be loaded (DNS, connection) or answered 5xx, 408 or 429."""
 
-    kind = "source_unreachable"
+    kind = ErrorType.SOURCE_UNREACHABLE
 
 
 def _restore(cls: type[PressroomError], message: str, state: dict[str, Any]) -> PressroomError:

@@ -9,11 +9,13 @@ from __future__ import annotations
 import hashlib
 import re
 import time
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import msgspec
 
 from services.core.pageoptions import PageOptions
+
+T = TypeVar("T", bound="LogEvent")
 
 STREAM = "JOBS"
 SUBJECTS = ["jobs.>", "batches.>"]
@@ -91,6 +93,24 @@ def kind_of(subject: str) -> str:
     return tokens[-1]
 
 
+_INDEX = re.compile(r"[0-9]{1,7}")
+
+
+def job_of(subject: str) -> str | None:
+    """The id of the job a subject of the log is about (the inverse of `subject_of`), or
+    None if it is no job's: `jobs.<id>.<event>`, a single job's submission and quiet end
+    (`jobs.<id>.submitted.<lane>`, `jobs.<id>.<tag>.quiet`), an item's
+    `jobs.<batch_id>.<index>.<event>`."""
+    tokens = subject.split(".")
+    if tokens[0] != "jobs" or len(tokens) not in (3, 4):
+        return None
+    if len(tokens) == 3 or tokens[2] == "submitted" or tokens[3] == QUIET:
+        return tokens[1]
+    if _INDEX.fullmatch(tokens[2]):
+        return f"{tokens[1]}.{tokens[2]}"  # as `item_job_id` makes it
+    return None
+
+
 def quiet_ends(job_id: str, tag: str = "*") -> str:
     """The subject of a single job's webhook-less end `tag` (any of them by default)."""
     return subject(job_id, f"{tag}.{QUIET}")
@@ -102,7 +122,12 @@ def singles_durable(tenant: str) -> str:
 
 
 def singles_filter(tenant: str) -> str:
-    return f"jobs.*.submitted.{lane_token(tenant)}"
+    return submissions(lane_token(tenant))
+
+
+def submissions(lane: str = "*") -> str:
+    """The single jobs' submissions in one lane (a lane token), by default in every lane."""
+    return f"jobs.*.submitted.{lane}"
 
 
 def lane_bell(tenant: str) -> str:
@@ -314,8 +339,12 @@ class BatchItem(msgspec.Struct, omit_defaults=True):
     """One line of a batch's stored item list: what varies per item."""
 
     data: dict[str, Any] = msgspec.field(default_factory=dict)
+    """The item's template variables (a batch with a template or `template_id`)."""
     filename: str | None = None
+    """The item's file name in the archive, ending in the output's extension; by default its
+    index, zero-padded (`00017.pdf`)."""
     url: str | None = None
+    """The page to print (a batch without a template)."""
 
 
 class BatchEvent(msgspec.Struct, tag_field="type", kw_only=True, omit_defaults=True):
@@ -442,9 +471,41 @@ _decoder = msgspec.json.Decoder(AnyEvent)
 _log_decoder = msgspec.json.Decoder(LogEvent)
 
 
-def decode_log(payload: bytes) -> LogEvent:
-    """Decode any message of the JOBS stream, job or batch event."""
-    return _log_decoder.decode(payload)
+def decode_log(payload: bytes, *, subject: str) -> LogEvent:
+    """Decode any message of the JOBS stream, job or batch event, stored on `subject`;
+    raises `msgspec.ValidationError` if it is not an event that may stand there
+    (`belongs`)."""
+    return _checked(_log_decoder.decode(payload), subject)
+
+
+def _checked(event: T, subject: str) -> T:
+    if not belongs(subject, event):
+        raise msgspec.ValidationError(f"{_describe(event)} cannot stand on {subject}")
+    return event
+
+
+def _describe(event: LogEvent) -> str:
+    if isinstance(event, BatchEvent):
+        return f"a {batch_event_name(event)} event of batch {event.batch_id}"
+    return f"a {event_name(event)} event of job {event.job_id}"
+
+
+def belongs(subject: str, event: LogEvent) -> bool:
+    """Whether `event` may stand on `subject`: its own job's (or batch's) subject, for its
+    own kind, and a single job's submission in its own tenant's lane.
+
+    NATS grants each service the subjects it may publish on (`core/busaccess.py`), never
+    what the message says; readers that check this make a payload unable to claim another
+    kind or another job than its subject (a renderer's `done` subject carrying a
+    submission, say, is no submission)."""
+    if isinstance(event, BatchEvent):
+        return subject == batch_subject(event.batch_id, batch_event_name(event))
+    if job_of(subject) != event.job_id or kind_of(subject) != event_name(event):
+        return False
+    tokens = subject.split(".")
+    if isinstance(event, JobSubmitted) and len(tokens) == 4 and tokens[2] == "submitted":
+        return tokens[3] == lane_token(event.tenant)
+    return True
 
 
 def batch_event_name(event: AnyBatchEvent) -> str:
@@ -524,9 +585,10 @@ def _without_nul(value: Any) -> Any:
     return value
 
 
-def decode(payload: bytes) -> AnyEvent:
-    """Decode any event; raises `msgspec.ValidationError`/`DecodeError` on garbage."""
-    return _decoder.decode(payload)
+def decode(payload: bytes, *, subject: str) -> AnyEvent:
+    """Decode a job's event stored on `subject`; raises `msgspec.ValidationError` or
+    `DecodeError` on garbage, and on an event that may not stand there (`belongs`)."""
+    return _checked(_decoder.decode(payload), subject)
 
 
 def event_name(event: AnyEvent) -> str:

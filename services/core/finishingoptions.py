@@ -13,6 +13,7 @@ import re
 import xml.parsers.expat
 from collections.abc import Callable
 
+from services.core import filenames
 from services.core.errors import RequestError
 from services.core.pageoptions import Attachment, Encrypt, PageOptions
 
@@ -24,7 +25,8 @@ CII_NAMESPACE = "urn:un:unece:uncefact:data:standard:CrossIndustryInvoice:100"
 MAX_ATTACHMENTS = 20
 MAX_ATTACHMENT_BYTES = 10 * 2**20
 """Largest attachment, decoded bytes (the request body limit bounds them all together)."""
-MAX_NAME = 200
+FACTURX_FILE = "factur-x.xml"
+"""The name Factur-X gives the invoice embedded in the PDF."""
 MIN_PASSWORD = 8
 MAX_PASSWORD_BYTES = 127  # AES-256 (R6) uses the first 127 bytes of a UTF-8 password
 PERMISSIONS = (
@@ -41,10 +43,9 @@ Extraction for accessibility is always allowed: AES-256 follows PDF 2.0, which i
 that bit."""
 
 _DATA_URL = re.compile(
-    r"^data:([A-Za-z0-9!#$&^_.+-]+/[A-Za-z0-9!#$&^_.+-]+)(?:;[A-Za-z0-9_.+-]+=[^;,]*)*;base64,"
-    r"([A-Za-z0-9+/]*={0,2})$"
+    r"data:([A-Za-z0-9!#$&^_.+-]+/[A-Za-z0-9!#$&^_.+-]+)(?:;[A-Za-z0-9_.+-]+=[^;,]*)*;base64,"
+    r"([A-Za-z0-9+/]*={0,2})"
 )
-_BAD_NAME = re.compile(r"[/\\\x00-\x1f\x7f]")
 
 
 def _fail(name: str, rule: str) -> RequestError:
@@ -53,7 +54,7 @@ def _fail(name: str, rule: str) -> RequestError:
 
 def data_url(url: str) -> tuple[str, bytes] | None:
     """The MIME type and bytes of a base64 data URL, or None if `url` is not one."""
-    match = _DATA_URL.match(url)
+    match = _DATA_URL.fullmatch(url)  # whole: `$` would let a final newline through
     if match is None:
         return None
     try:
@@ -105,17 +106,20 @@ def _check_attachments(options: PageOptions) -> None:
     files = options.attachments or ()
     if len(files) > MAX_ATTACHMENTS:
         raise _fail("attachments", f"may hold at most {MAX_ATTACHMENTS} files")
-    names = {"factur-x.xml"} if options.facturx is not None else set()
+    names = {filenames.key(FACTURX_FILE)} if options.facturx is not None else set()
     for index, attachment in enumerate(files):
         _check_attachment(f"attachments[{index}]", attachment, names)
-        names.add(attachment.name)
+        names.add(filenames.key(attachment.name))
 
 
 def _check_attachment(name: str, attachment: Attachment, taken: set[str]) -> None:
-    if not 0 < len(attachment.name) <= MAX_NAME or _BAD_NAME.search(attachment.name):
-        raise _fail(f"{name}.name", f"must be 1 to {MAX_NAME} characters, no slash or control")
-    if attachment.name in taken:
-        raise _fail(f"{name}.name", "is already the name of another embedded file")
+    """A name a reader saves the file under as given (`filenames.problem`), unique in the
+    PDF ignoring case and normalisation; a base64 data URL of at most the size limit."""
+    problem = filenames.problem(attachment.name)
+    if problem is not None:
+        raise _fail(f"{name}.name", problem)
+    if filenames.key(attachment.name) in taken:
+        raise _fail(f"{name}.name", "is already the name of another embedded file (ignoring case)")
     decoded = data_url(attachment.content)
     if decoded is None:
         raise _fail(f"{name}.content", "must be a base64 data URL (data:text/csv;base64,…)")

@@ -5,6 +5,10 @@ Not with `PR_SET_PDEATHSIG`: that follows the *thread* that started the process,
 jail starts its forkserver from a worker thread (so the event loop does not wait for it),
 which may end long before the service does. A thread of the forkserver watches its parent
 instead and ends the process once the parent is gone (re-parented), within a second.
+It also makes the forkserver non-dumpable, and with it every worker it forks (the flag
+survives fork): a worker holds a tenant's template data or the signing key, and a Chromium
+of the same user must not read its memory (`core/hardening`).
+
 Never import this module anywhere else.
 """
 
@@ -13,6 +17,8 @@ from __future__ import annotations
 import os
 import threading
 import time
+
+from services.core.hardening import make_undumpable
 
 _PARENT = os.getppid()
 
@@ -24,3 +30,4 @@ def _watch() -> None:
 
 
 threading.Thread(target=_watch, name="die-with-parent", daemon=True).start()
+make_undumpable()

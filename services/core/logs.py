@@ -1,11 +1,17 @@
 """Log lines: text for people (`make up`), or JSON for log stores
 (`PRESSROOM_LOG_FORMAT=json`): one object per line with the time, level, service, logger
-and message, the job, batch, tenant and attempt the line is about (`bound`), and the
-exception when there is one.
+and message, the job, batch, tenant and attempt the line is about (`bound`), the trace and
+span it belongs to, the line's own fields (`fields`: an access line's status and
+latency, a job end's pages), and the exception when there is one.
 
-What a line is about is bound once where the work starts (a renderer's delivery, a
-webhook, a batch's event) and holds for everything logged beneath it, in that task and
-the tasks it starts: a context variable, so concurrent jobs never mix.
+What a line is about is bound once where the work starts (a request, a renderer's
+delivery, a webhook, a batch's event) and holds for everything logged beneath it, in that
+task and the tasks it starts: a context variable, so concurrent jobs never mix.
+
+`trace_id` and `span_id` are on every JSON line: the current OpenTelemetry span's when
+traces are exported, else the ones bound where the work started (`tracing.span` binds the
+caller's trace id from its `traceparent`, or a new one, and a span id of its own), and
+null on lines that belong to no work (start-up, background loops).
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import msgspec
+from opentelemetry import trace
 
 _ABOUT: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar("pressroom_log_about")
 
@@ -39,6 +46,26 @@ def about() -> dict[str, Any]:
     return dict(_ABOUT.get({}))
 
 
+FIELDS = "pressroom_fields"
+"""The attribute of a log record that holds its own fields (`fields`)."""
+
+
+def fields(**values: Any) -> dict[str, Any]:
+    """`extra=` for a line with fields of its own (JSON keys; text shows the message):
+    `log.info("job %s done", job_id, extra=logs.fields(pages=3))`."""
+    return {FIELDS: values}
+
+
+def trace_ids() -> dict[str, str | None]:
+    """The trace and span a line written now belongs to: the current span's when one is
+    recording (traces exported), else those bound where the work started, else None."""
+    context = trace.get_current_span().get_span_context()
+    if context.is_valid:
+        return {"trace_id": f"{context.trace_id:032x}", "span_id": f"{context.span_id:016x}"}
+    bound_now = _ABOUT.get({})
+    return {"trace_id": bound_now.get("trace_id"), "span_id": bound_now.get("span_id")}
+
+
 class JsonFormatter(logging.Formatter):
     """One JSON object per record."""
 
@@ -56,6 +83,8 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
             **about(),
+            **trace_ids(),
+            **getattr(record, FIELDS, {}),
         }
         if record.exc_info:
             line["exception"] = self.formatException(record.exc_info)

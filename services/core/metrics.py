@@ -23,6 +23,13 @@ RENDER_SECONDS = Histogram(
     "Template to stored PDF, per attempt",
     buckets=(0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1, 2, 5, 10, 30, 60),
 )
+TIME_TO_DONE = Histogram(
+    "pressroom_time_to_done_seconds",
+    "From a job's submission stored in the log to its `done` stored (waiting, retries and "
+    "rendering), by lane: singles or bulk; the time-to-done SLO's measure",
+    ["lane"],
+    buckets=(0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800, 3600),
+)
 RENDER_BYTES = Histogram(
     "pressroom_render_bytes",
     "Size of each stored document",

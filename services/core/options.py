@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 
 from services.core.errors import RequestError
 from services.core.finishingoptions import check_finishing
+from services.core.numbers import bounded_int
 from services.core.pageoptions import Mark, PageOptions
 from services.core.signoptions import check_sign
 
@@ -43,9 +44,12 @@ MIN_PAPER_INCHES = 10 / MM_PER_INCH
 MAX_PNG_WIDTH = 4096
 """Widest PNG viewport, CSS px: wide enough for any screen layout, small enough to bound memory."""
 
-_LENGTH = re.compile(r"^(\d+(?:\.\d+)?)(px|in|cm|mm)?$")
+# ASCII digits only ([0-9], never \d): Python's \d and float() take other scripts' too.
+_LENGTH = re.compile(r"([0-9]+(?:\.[0-9]+)?)(px|in|cm|mm)?")
 _PER_INCH = {"in": 1.0, "cm": 2.54, "mm": MM_PER_INCH, "px": CSS_PX_PER_INCH}
-_PAGE_RANGE = re.compile(r"^(\d*)\s*-\s*(\d*)$|^(\d+)$")
+_PAGE_RANGE = re.compile(r"([0-9]*)[ \t]*-[ \t]*([0-9]*)|([0-9]+)")
+MAX_PAGE_NUMBER = 2**31 - 1
+"""Largest page number a page range may name: Chromium reads them as 32-bit integers."""
 
 # Options that only mean something in a PDF: with `output: "png"` a value other than the
 # default is refused rather than silently ignored.
@@ -79,7 +83,7 @@ def inches(length: str) -> float:
 
     Raises `ValueError` for anything else; `check_options` has refused those already.
     """
-    match = _LENGTH.match(length.strip())
+    match = _LENGTH.fullmatch(length.strip(" \t"))
     if match is None:
         raise ValueError(f"not a length: {length!r}")
     return float(match.group(1)) / _PER_INCH[match.group(2) or "px"]
@@ -211,47 +215,52 @@ def _check_page_ranges(options: PageOptions) -> None:
     """Chromium's syntax: `1-3, 5, 8-` (one-based, inclusive; open ends allowed)."""
     if options.page_ranges is None:
         return
-    parts = options.page_ranges.split(",")
-    if not all(_is_page_range(part.strip()) for part in parts):
+    if not is_page_ranges(options.page_ranges):
         raise _fail(
             "page_ranges", "must be pages and ranges such as '1-3, 5, 8-' (from 1, start <= end)"
         )
 
 
-def _is_page_range(text: str) -> bool:
-    match = _PAGE_RANGE.match(text)
+def _page_range(text: str) -> tuple[int, int | None] | None:
+    """The first and last page (None: to the end) of one part of a page range such as
+    `3`, `2-5`, `-4` or `7-`; None if it is not one. Page numbers are ASCII digits from 1
+    to `MAX_PAGE_NUMBER`, parsed with a bound on their length."""
+    match = _PAGE_RANGE.fullmatch(text.strip(" \t"))
     if match is None:
-        return False
+        return None
     start, end, single = match.groups()
     if single is not None:
-        return int(single) >= 1
+        page = bounded_int(single, 1, MAX_PAGE_NUMBER)
+        return None if page is None else (page, page)
     if not start and not end:
-        return False
-    first = int(start) if start else 1  # "-3" is 1-3; "3-" runs to the last page
-    return first >= 1 and (not end or first <= int(end))
+        return None
+    first = bounded_int(start, 1, MAX_PAGE_NUMBER) if start else 1  # "-3" is 1-3
+    last = bounded_int(end, 1, MAX_PAGE_NUMBER) if end else None  # "3-" runs to the end
+    if first is None or (end and (last is None or last < first)):
+        return None
+    return first, last
+
+
+def is_page_ranges(text: str) -> bool:
+    """Whether `text` is a comma-separated list of page ranges (`_page_range`)."""
+    return all(_page_range(part) is not None for part in text.split(","))
 
 
 def page_intervals(ranges: str) -> list[tuple[int, int | None]]:
-    """The first and last page (None: to the end) of each part of `ranges`, checked by
-    `_is_page_range`, in the order given."""
-    found: list[tuple[int, int | None]] = []
-    for part in ranges.split(","):
-        start, end, single = _PAGE_RANGE.match(part.strip()).groups()  # type: ignore[union-attr]
-        if single is not None:
-            found.append((int(single), int(single)))
-        else:
-            found.append((int(start or 1), int(end) if end else None))
-    return found
+    """The first and last page (None: to the end) of each part of `ranges`, in the order
+    given; a part that is no page range is left out (the gateway refused any such:
+    `is_page_ranges`)."""
+    return [span for part in ranges.split(",") if (span := _page_range(part)) is not None]
 
 
 def page_numbers(ranges: str | None, count: int) -> list[int]:
     """The pages (from 1, ascending, each once) of a `count`-page document that `ranges`
-    (checked by `_is_page_range`) names; None names them all, pages past the end none."""
+    (checked by `is_page_ranges`) names; None names them all, pages past the end none."""
     if ranges is None:
         return list(range(1, count + 1))
     chosen: set[int] = set()
     for first, last in page_intervals(ranges):
-        chosen.update(range(first, min(last or count, count) + 1))
+        chosen.update(range(first, min(count if last is None else last, count) + 1))
     return sorted(chosen)
 
 
@@ -303,8 +312,9 @@ MARK_POSITIONS = (
 """Where a watermark or stamp may sit on its page."""
 MAX_MARK_TEXT = 200
 """Longest mark text, in characters: a line of it at 72 px stays within a PDF page side."""
-_IMAGE_URL = re.compile(r"^data:image/(png|jpeg);base64,[A-Za-z0-9+/]+={0,2}$")
-_COLOR = re.compile(r"^#[0-9a-fA-F]{3}(?:[0-9a-fA-F]{3})?$|^[a-zA-Z]{3,20}$")
+# Matched whole (`fullmatch`): `$` alone would let a newline at the end through.
+_IMAGE_URL = re.compile(r"data:image/(png|jpeg);base64,[A-Za-z0-9+/]+={0,2}")
+_COLOR = re.compile(r"#[0-9a-fA-F]{3}(?:[0-9a-fA-F]{3})?|[a-zA-Z]{3,20}")
 
 
 def _check_marks(options: PageOptions) -> None:
@@ -320,7 +330,7 @@ def _check_mark_source(name: str, mark: Mark) -> None:
         raise _fail(name, "needs exactly one of text or image")
     if mark.text is not None and not 0 < len(mark.text.strip()) <= MAX_MARK_TEXT:
         raise _fail(f"{name}.text", f"must be 1 to {MAX_MARK_TEXT} characters")
-    if mark.image is not None and not _IMAGE_URL.match(mark.image):
+    if mark.image is not None and not _IMAGE_URL.fullmatch(mark.image):
         raise _fail(
             f"{name}.image", "must be a data URL of a PNG or JPEG (data:image/png;base64,…)"
         )
@@ -335,9 +345,9 @@ def _check_mark_style(name: str, mark: Mark) -> None:
         raise _fail(f"{name}.size", "must be between 0.05 and 1 (a fraction of the page width)")
     if mark.position is not None:
         _one_of(f"{name}.position", mark.position, MARK_POSITIONS)
-    if mark.color is not None and not _COLOR.match(mark.color):
+    if mark.color is not None and not _COLOR.fullmatch(mark.color):
         raise _fail(f"{name}.color", "must be #rgb, #rrggbb or a CSS colour name")
-    if mark.pages is not None and not all(_is_page_range(p.strip()) for p in mark.pages.split(",")):
+    if mark.pages is not None and not is_page_ranges(mark.pages):
         raise _fail(f"{name}.pages", "must be pages and ranges such as '1-3, 5, 8-'")
 
 

@@ -1,4 +1,4 @@
-"""What every service's `main` shares: logging, settings, signals, the exit status."""
+"""What every service's `main` shares: hardening, logging, settings, signals, the exit status."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from typing import Any
 
 from services.core import logs, tracing
 from services.core.errors import PressroomError
+from services.core.hardening import make_undumpable
 from services.core.settings import Settings, SettingsError
 
 ServiceMain = Callable[[Settings, asyncio.Event], Awaitable[None]]
@@ -111,7 +112,10 @@ def tune_gc() -> None:
 
 
 def run(name: str, service_main: ServiceMain) -> None:
-    """Run one service until SIGINT/SIGTERM; startup failures exit 1 with one clear line."""
+    """Run one service until SIGINT/SIGTERM; startup failures exit 1 with one clear line.
+
+    The process becomes non-dumpable before it reads a setting (`hardening`)."""
+    make_undumpable()
     settings = load_settings()
     logs.setup(settings.log_level, name, settings.log_format)
     tracing.setup(name, settings.otlp_endpoint)

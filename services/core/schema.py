@@ -214,4 +214,42 @@ MIGRATIONS: list[str] = [
     CREATE INDEX jobs_tenant_recent ON jobs (tenant_id, created_at DESC, id)
         WHERE batch_id IS NULL;
     """,
+    # 9: quota holds (`core/holds.py`): work a gateway accepted for a tenant with a monthly
+    # quota and that has not ended, in units (documents). Written by the gateway before it
+    # publishes the submission, released by the projector as the work ends. Not a
+    # projection: a rebuild leaves it alone (the replay releases nothing twice).
+    # `quota_held` is each tenant's sum of units, kept by a trigger on every change of
+    # `quota_holds` (whoever makes it), so the quota check reads one row, not a sum over
+    # the tenant's open work.
+    """
+    CREATE TYPE quota_hold_kind AS ENUM ('job', 'batch');
+    CREATE TYPE quota_hold_state AS ENUM ('pending', 'logged');
+    CREATE TABLE quota_holds (
+        id          text PRIMARY KEY,
+        tenant_id   text NOT NULL,
+        kind        quota_hold_kind NOT NULL,
+        units       integer NOT NULL CHECK (units >= 0),
+        state       quota_hold_state NOT NULL DEFAULT 'pending',
+        created_at  timestamptz NOT NULL DEFAULT clock_timestamp()
+    );
+    CREATE INDEX quota_holds_pending ON quota_holds (created_at) WHERE state = 'pending';
+    CREATE TABLE quota_held (
+        tenant_id   text PRIMARY KEY,
+        units       bigint NOT NULL DEFAULT 0
+    );
+    CREATE FUNCTION quota_held_follow() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF TG_OP IN ('UPDATE', 'DELETE') THEN
+            UPDATE quota_held SET units = units - OLD.units WHERE tenant_id = OLD.tenant_id;
+        END IF;
+        IF TG_OP IN ('INSERT', 'UPDATE') THEN
+            INSERT INTO quota_held AS q (tenant_id, units) VALUES (NEW.tenant_id, NEW.units)
+            ON CONFLICT (tenant_id) DO UPDATE SET units = q.units + EXCLUDED.units;
+        END IF;
+        RETURN NULL;
+    END
+    $$;
+    CREATE TRIGGER quota_holds_follow AFTER INSERT OR DELETE OR UPDATE OF units, tenant_id
+        ON quota_holds FOR EACH ROW EXECUTE FUNCTION quota_held_follow();
+    """,
 ]

@@ -3,6 +3,12 @@
 `Settings.from_env(environ)` is the only place that reads `PRESSROOM_*` variables. A bad
 value raises `SettingsError` naming the variable and the value, and each service turns that
 into a one-line message and exit status 2.
+
+Any variable `PRESSROOM_X` may instead be given as `PRESSROOM_X_FILE`, the path of a file
+that holds the value (trailing line breaks dropped): secrets then come from files (a
+Kubernetes Secret volume) and stay out of every process's environment. Both at once is an
+error, as is a file that cannot be read; a bad value read from a file is reported without
+the value (`valuefiles`).
 """
 
 from __future__ import annotations
@@ -18,11 +24,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from services.core.valuefiles import SettingsError as SettingsError
+from services.core.valuefiles import raw_value
+
 T = TypeVar("T")
-
-
-class SettingsError(ValueError):
-    """A `PRESSROOM_*` variable holds a value the service cannot use."""
 
 
 def _int(lo: int, hi: int) -> Callable[[str], int]:
@@ -99,6 +104,17 @@ def _http_url(raw: str) -> str:
     return raw
 
 
+_NKEY_SEED = re.compile(r"SU[A-Z2-7]{56}")
+
+
+def _nkey_seed(raw: str) -> str:
+    """An NKey user seed as `nk -gen user` or `pressroom bus-keys` prints it."""
+    seed = raw.strip()
+    if seed and not _NKEY_SEED.fullmatch(seed):
+        raise ValueError("must be an NKey user seed: SU followed by 56 base32 characters")
+    return seed
+
+
 def _var(name: str, default: Any, parse: Callable[[str], Any] = _str, doc: str = "") -> Any:
     return field(default=default, metadata={"env": name, "parse": parse, "doc": doc})
 
@@ -117,7 +133,29 @@ class Settings:
     )
     data_dir: str = _var("PRESSROOM_DATA_DIR", ".pressroom", doc="where `pressroom dev` keeps data")
     nats_url: str = _var(
-        "PRESSROOM_NATS_URL", "nats://127.0.0.1:4222", doc="NATS server URL(s), comma-separated"
+        "PRESSROOM_NATS_URL",
+        "nats://127.0.0.1:4222",
+        doc="NATS server URL(s), comma-separated (`tls://…` for TLS with the system's CAs)",
+    )
+    nats_nkey_seed: str = _var(
+        "PRESSROOM_NATS_NKEY_SEED",
+        "",
+        _nkey_seed,
+        "this service's NKey seed (SU…), its identity on NATS (`pressroom bus-keys` makes "
+        "them; dev generates them); empty: connect without credentials",
+    )
+    nats_tls_ca: str = _var(
+        "PRESSROOM_NATS_TLS_CA",
+        "",
+        doc="PEM file of the CA that signs NATS' certificate: connect over TLS and verify it",
+    )
+    nats_tls_cert: str = _var(
+        "PRESSROOM_NATS_TLS_CERT",
+        "",
+        doc="PEM file of this service's client certificate, for a NATS that verifies clients",
+    )
+    nats_tls_key: str = _var(
+        "PRESSROOM_NATS_TLS_KEY", "", doc="PEM file of that client certificate's private key"
     )
     stream_replicas: int = _var(
         "PRESSROOM_STREAM_REPLICAS", 1, _int(1, 5), "replicas of the JOBS stream"
@@ -168,6 +206,14 @@ class Settings:
         64123,
         _int(1, 2**32 - 2),
         "user and group id Chromium runs as when the renderer runs as root",
+    )
+    chromium_sandbox: str = _var(
+        "PRESSROOM_CHROMIUM_SANDBOX",
+        "auto",
+        _choice("auto", "require", "off"),
+        "Chromium's own sandbox: auto (on where user namespaces allow, else --no-sandbox "
+        "with a warning), require (refuse to start Chromium without it, or without the wall "
+        "around the renderer's secret files), off (--no-sandbox)",
     )
     chromium_nice: int = _var(
         "PRESSROOM_CHROMIUM_NICE",
@@ -317,7 +363,8 @@ class Settings:
         "PRESSROOM_MONTHLY_QUOTA",
         0,
         _int(0, 2**62),
-        "successful documents per tenant and month, unless the tenant has its own (0: none)",
+        "documents per tenant and month, unless the tenant has its own (0: none): succeeded"
+        " ones and those of accepted work not finished yet count",
     )
     free_tier: int = _var(
         "PRESSROOM_FREE_TIER",
@@ -374,6 +421,36 @@ class Settings:
         _float(0.1, 600),
         "time limit to render (renderer) or compile (gateway) one template, s",
     )
+    template_workers: int = _var(
+        "PRESSROOM_TEMPLATE_WORKERS",
+        2,
+        _int(1, 64),
+        "gateway: worker processes that compile stored templates, shared by every tenant",
+    )
+    template_concurrency: int = _var(
+        "PRESSROOM_TEMPLATE_CONCURRENCY",
+        1,
+        _int(1, 64),
+        "gateway: template compiles one tenant may have in flight at once; more get 429",
+    )
+    template_rate: float = _var(
+        "PRESSROOM_TEMPLATE_RATE",
+        2.0,
+        _float(0.01, 10_000),
+        "gateway: template compiles per second per tenant (POST /templates); more get 429",
+    )
+    template_burst: int = _var(
+        "PRESSROOM_TEMPLATE_BURST",
+        20,
+        _int(1, 100_000),
+        "gateway: template compiles a tenant may make at once above its template rate",
+    )
+    template_queue: int = _var(
+        "PRESSROOM_TEMPLATE_QUEUE",
+        16,
+        _int(0, 10_000),
+        "gateway: template compiles waiting for a worker at most, every tenant's; more get 503",
+    )
     template_max_output: int = _var(
         "PRESSROOM_TEMPLATE_MAX_OUTPUT",
         16 * 2**20,
@@ -396,6 +473,30 @@ class Settings:
         "PRESSROOM_ICC_PROFILE",
         "/usr/share/color/icc/sRGB.icc",
         doc="renderer: the sRGB ICC profile of PDF/A output intents (Debian: icc-profiles-free)",
+    )
+    pdf_max_input_bytes: int = _var(
+        "PRESSROOM_PDF_MAX_INPUT_BYTES",
+        256 * 2**20,
+        _int(1024, 2**34),
+        "PDF tools: most bytes of PDFs and files one job may read",
+    )
+    pdf_max_pages: int = _var(
+        "PRESSROOM_PDF_MAX_PAGES",
+        5000,
+        _int(1, 1_000_000),
+        "PDF tools: most pages one job's input PDFs may have together",
+    )
+    pdf_max_outputs: int = _var(
+        "PRESSROOM_PDF_MAX_OUTPUTS",
+        1000,
+        _int(1, 100_000),
+        "PDF tools: most documents one job may write (split)",
+    )
+    compact_pdf_bytes: int = _var(
+        "PRESSROOM_COMPACT_PDF_BYTES",
+        256 * 2**10,
+        _int(0, 2**31),
+        "renderer: a printed PDF over this size is rewritten with object streams (0: every)",
     )
     signing_cert: str = _var(
         "PRESSROOM_SIGNING_CERT",
@@ -441,17 +542,22 @@ class Settings:
         """Build settings from `environ`, raising `SettingsError` on the first bad value."""
         values: dict[str, Any] = {}
         for f in dataclasses.fields(cls):
-            name = f.metadata["env"]
-            if name not in environ:
+            found = raw_value(environ, f.metadata["env"])
+            if found is None:
                 continue
-            raw = environ[name]
+            raw, source = found
             try:
                 values[f.name] = f.metadata["parse"](raw)
-            except ValueError as exc:
-                raise SettingsError(f"{name}={raw!r} is invalid: {exc}") from None
+            except ValueError as exc:  # a value from a file is not shown: it may be a secret
+                raise SettingsError(f"{source} is invalid: {exc}") from None
         return cls(**values)
 
     def __post_init__(self) -> None:
+        if bool(self.nats_tls_cert) != bool(self.nats_tls_key):
+            raise SettingsError(
+                "PRESSROOM_NATS_TLS_CERT and PRESSROOM_NATS_TLS_KEY go together: set both "
+                "(a client certificate and its key) or neither"
+            )
         if self.idempotency_ttl > self.stream_max_age:
             raise SettingsError(
                 f"PRESSROOM_IDEMPOTENCY_TTL={self.idempotency_ttl:g} is invalid: it must not "

@@ -18,6 +18,9 @@ from enum import StrEnum
 
 
 class JobStatus(StrEnum):
+    """Where a job is: `queued` (waiting for a renderer, or for a retry), `running`, then
+    one of `done`, `failed` and `cancelled`, which never change again."""
+
     QUEUED = "queued"
     RUNNING = "running"
     DONE = "done"

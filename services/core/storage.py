@@ -27,6 +27,8 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from services.core.errors import NotFound, StorageError
+from services.core.filenames import content_disposition
+from services.core.numbers import bounded_int
 from services.core.settings import Settings, SettingsError
 
 log = logging.getLogger(__name__)
@@ -41,6 +43,9 @@ INLINE_WRITE = 256 * 2**10
 a thread cost the renderer more CPU than writing a PDF of that size into the page cache
 (~0.2 ms for the invoice's 92 KB), on every job. Bigger files go to a thread, so a slow
 disk holds the loop for a write of this size at most."""
+
+MAX_EXPIRY = 2**63 - 1
+"""Largest expiry (Unix time) a local download link can carry."""
 
 PART_SIZE = 8 * 2**20
 """Bytes per part of an S3 multipart upload (S3 wants at least 5 MiB for all but the
@@ -191,10 +196,9 @@ class LocalStorage:
 
     def verify(self, key: str, expires: str, sig: str) -> Path:
         """The file behind a signed link, or `NotFound` if the link is forged or expired."""
-        try:
-            deadline = int(expires)
-        except ValueError:
-            raise NotFound("invalid or expired link") from None
+        deadline = bounded_int(expires, 0, MAX_EXPIRY)
+        if deadline is None:
+            raise NotFound("invalid or expired link")
         # As bytes: compare_digest refuses str with non-ASCII characters (a forged `sig`).
         expected = sign(self.secret, key, deadline).encode()
         good = hmac.compare_digest(expected, sig.encode("utf-8", "surrogatepass"))
@@ -299,12 +303,11 @@ class S3Storage:
             raise StorageError(f"cannot delete {key}: {exc}") from exc
 
     async def url(self, key: str, ttl: int) -> str:
-        name = key.rsplit("/", 1)[-1]
         params = {
             "Bucket": self.bucket,
             "Key": key,
             # S3 answers the download with these headers (as the gateway does locally).
-            "ResponseContentDisposition": f'attachment; filename="{name}"',
+            "ResponseContentDisposition": content_disposition(key.rsplit("/", 1)[-1]),
             "ResponseCacheControl": "private, max-age=60",
         }
         url: str = await self.client.generate_presigned_url(

@@ -267,17 +267,3 @@ async def usage(pool: asyncpg.Pool, month: dt.date, tenant_id: str | None) -> li
         tenant_id,
     )
     return [MonthUsage(**dict(r)) for r in rows]
-
-
-@map_db_errors()
-async def succeeded_this_month(
-    pool: asyncpg.Pool, month: dt.date, tenant_ids: list[str]
-) -> dict[str, int]:
-    """Successful documents of `month` per tenant, for quota checks."""
-    rows = await pool.fetch(
-        "SELECT tenant_id, succeeded FROM usage_months WHERE month = $1 "
-        "AND tenant_id = ANY($2::text[])",
-        month,
-        tenant_ids,
-    )
-    return {r["tenant_id"]: int(r["succeeded"]) for r in rows}

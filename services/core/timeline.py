@@ -53,7 +53,13 @@ async def job_events(js: JetStreamContext, job_id: str) -> list[Stored]:
     found: list[Stored] = []
     async for raw in messages(js, events.subject(job_id, ">")):
         with contextlib.suppress(msgspec.DecodeError, msgspec.ValidationError):
-            found.append((int(raw.seq or 0), _stored_at(raw), events.decode(raw.data or b"")))
+            found.append(
+                (
+                    int(raw.seq or 0),
+                    _stored_at(raw),
+                    events.decode(raw.data or b"", subject=raw.subject or ""),
+                )
+            )
     return found
 
 
@@ -88,7 +94,7 @@ async def _last_of_first(
         except NotFound:
             continue
         try:
-            return events.decode(raw.data or b"")
+            return events.decode(raw.data or b"", subject=raw.subject or "")
         except (msgspec.DecodeError, msgspec.ValidationError):
             return None
     return None
@@ -149,7 +155,7 @@ async def batch_submission(
     except NotFound:
         return None
     try:
-        event = events.decode_log(raw.data or b"")
+        event = events.decode_log(raw.data or b"", subject=raw.subject or "")
     except (msgspec.DecodeError, msgspec.ValidationError):
         return None
     return event if isinstance(event, events.BatchSubmitted) else None
@@ -164,7 +170,7 @@ async def batch_events(js: JetStreamContext, batch_id: str) -> list[BatchStored]
     found: list[BatchStored] = []
     async for raw in messages(js, events.batch_subject(batch_id, ">")):
         with contextlib.suppress(msgspec.DecodeError, msgspec.ValidationError):
-            event = events.decode_log(raw.data or b"")
+            event = events.decode_log(raw.data or b"", subject=raw.subject or "")
             if isinstance(event, events.BatchEvent):
                 found.append((int(raw.seq or 0), _stored_at(raw), cast(Any, event)))
     return found

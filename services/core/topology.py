@@ -53,7 +53,11 @@ def stream_config(settings: Settings) -> StreamConfig:
 
 
 def consumer_configs(settings: Settings) -> list[ConsumerConfig]:
-    """The three durables. No `backoff` list: retries are `nak(delay)`. With `backoff` the
+    """The four durables every installation has, each named after the service that reads
+    it. Every durable here carries its `name`: nats-py then creates it on
+    `$JS.API.CONSUMER.CREATE.<stream>.<name>[.<filter>]`, whose single filter is part of
+    the subject, so NATS permissions can confine which durables a service may make
+    (`busaccess`). No `backoff` list: retries are `nak(delay)`. With `backoff` the
     server replaces `ack_wait` by `backoff[0]`, which would also cut a long render's
     heartbeat deadline."""
     common: dict[str, Any] = {
@@ -62,14 +66,16 @@ def consumer_configs(settings: Settings) -> list[ConsumerConfig]:
     }
     return [
         ConsumerConfig(
+            name=events.RENDERER,
             durable_name=events.RENDERER,
-            filter_subject="jobs.*.submitted",
+            filter_subject=events.subject("*", "submitted"),  # before lanes: no tenant token
             ack_wait=settings.ack_wait,
             max_deliver=settings.max_attempts,
             max_ack_pending=1000,
             **common,
         ),
         ConsumerConfig(
+            name=events.PROJECTOR,
             durable_name=events.PROJECTOR,
             filter_subjects=["jobs.>", "batches.>"],
             ack_wait=30.0,
@@ -78,6 +84,7 @@ def consumer_configs(settings: Settings) -> list[ConsumerConfig]:
             **common,
         ),
         ConsumerConfig(
+            name=events.NOTIFIER,
             durable_name=events.NOTIFIER,
             filter_subjects=[
                 "jobs.*.done",
@@ -95,6 +102,7 @@ def consumer_configs(settings: Settings) -> list[ConsumerConfig]:
             **common,
         ),
         ConsumerConfig(
+            name=events.CONDUCTOR,
             durable_name=events.CONDUCTOR,
             filter_subjects=[
                 "batches.*.submitted",
@@ -125,6 +133,7 @@ def _render_durable(settings: Settings, name: str, subject: str, **extra: Any) -
     """A durable renderers take work from: every attempt counted against
     `PRESSROOM_MAX_ATTEMPTS`, the renderers' ack wait."""
     return ConsumerConfig(
+        name=name,
         durable_name=name,
         filter_subject=subject,
         ack_policy=AckPolicy.EXPLICIT,
@@ -164,6 +173,7 @@ def advisory_stream_config(settings: Settings) -> StreamConfig:
 def finalizer_config() -> ConsumerConfig:
     """Every advisory, redelivered until the finalizer acks it (its handling is idempotent)."""
     return ConsumerConfig(
+        name=FINALIZER,
         durable_name=FINALIZER,
         ack_policy=AckPolicy.EXPLICIT,
         deliver_policy=DeliverPolicy.ALL,

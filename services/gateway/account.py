@@ -23,7 +23,7 @@ from services.gateway.keys import POOL, SETTINGS
 from services.gateway.postgres import unavailable_without_postgres
 from services.gateway.requests import parse_struct, read_json_body
 
-_MONTH = re.compile(r"^(\d{4})-(\d{2})$")
+_MONTH = re.compile(r"([0-9]{4})-([0-9]{2})")  # ASCII digits: \d takes any script's
 MAX_SECRETS = 10
 """Secrets a tenant may have at once: enough for any rotation."""
 
@@ -33,7 +33,7 @@ def month_param(request: web.Request) -> dt.date:
     raw = request.query.get("month")
     if raw is None:
         return dt.datetime.now(dt.UTC).date().replace(day=1)
-    match = _MONTH.match(raw)
+    match = _MONTH.fullmatch(raw)
     if match is None or not 1 <= int(match.group(2)) <= 12 or int(match.group(1)) < 1970:
         raise RequestError(f"month must look like 2026-11, got {raw!r}", field="month")
     return dt.date(int(match.group(1)), int(match.group(2)), 1)
@@ -72,6 +72,8 @@ class SecretRequest(msgspec.Struct, forbid_unknown_fields=True):
     for a new random one."""
 
     secret: str | None = None
+    """A secret of the tenant's own: `whsec_` and the base64 of 24 bytes or more; a new random
+    one when left out."""
 
 
 async def _chosen(request: web.Request) -> str | None:

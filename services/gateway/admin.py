@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import re
 from typing import Annotated, Any
 
 import msgspec
@@ -16,7 +17,7 @@ from aiohttp import web
 
 from services.core import crypto, tenancy
 from services.core.errors import Conflict, NotFound, RequestError
-from services.gateway import account, answers
+from services.gateway import account, adminanswers, answers
 from services.gateway.auth import DIRECTORY, SCOPES, admin_only
 from services.gateway.keys import POOL, SETTINGS
 from services.gateway.postgres import unavailable_without_postgres
@@ -29,9 +30,17 @@ TenantName = Annotated[
 ]
 
 
+ID = re.compile(r"[A-Za-z0-9_.-]{1,100}")
+"""What a tenant's or a key's id may be (`crypto.new_id`'s, and the tenant `default`)."""
+
+
 class RateLimitRequest(msgspec.Struct, forbid_unknown_fields=True):
+    """A submission rate: a token bucket of `burst` filled at `per_second`."""
+
     per_second: Annotated[float, msgspec.Meta(gt=0, le=1_000_000)]
+    """Job submissions a second, on average (more than 0)."""
     burst: Annotated[int, msgspec.Meta(ge=1, le=10_000_000)]
+    """Submissions at once above that pace."""
 
 
 class TenantRequest(msgspec.Struct, forbid_unknown_fields=True):
@@ -39,8 +48,11 @@ class TenantRequest(msgspec.Struct, forbid_unknown_fields=True):
     limits that replace the installation's defaults."""
 
     name: TenantName
+    """A unique name: letters, digits, `.`, `_`, `-`."""
     rate_limit: RateLimitRequest | None = None
+    """Its submission rate; the installation's default without it."""
     monthly_quota: Annotated[int, msgspec.Meta(ge=0, le=2**62)] | None = None
+    """Documents it may make a month; the installation's default without it."""
 
 
 class TenantChange(msgspec.Struct, forbid_unknown_fields=True):
@@ -48,29 +60,32 @@ class TenantChange(msgspec.Struct, forbid_unknown_fields=True):
     installation's default, a field left out stays as it is."""
 
     rate_limit: RateLimitRequest | msgspec.UnsetType | None = msgspec.UNSET
+    """A new submission rate; null: back to the default; left out: unchanged."""
     monthly_quota: Annotated[int, msgspec.Meta(ge=0, le=2**62)] | msgspec.UnsetType | None = (
         msgspec.UNSET
     )
+    """A new monthly quota; null: back to the default; left out: unchanged."""
 
 
 class KeyRequest(msgspec.Struct, forbid_unknown_fields=True):
     """`POST /admin/tenants/{id}/keys`: the key's scopes (all of them by default)."""
 
     scopes: list[str] | None = None
+    """What the key may do; every scope when left out."""
 
 
 def _iso(value: dt.datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
 
 
-def _rate(tenant: tenancy.Tenant) -> answers.RateLimit | None:
+def _rate(tenant: tenancy.Tenant) -> adminanswers.RateLimit | None:
     if tenant.rate_per_second is None:
         return None
-    return answers.RateLimit(per_second=tenant.rate_per_second, burst=tenant.rate_burst)
+    return adminanswers.RateLimit(per_second=tenant.rate_per_second, burst=tenant.rate_burst)
 
 
-def tenant_view(tenant: tenancy.Tenant) -> answers.Tenant:
-    return answers.Tenant(
+def tenant_view(tenant: tenancy.Tenant) -> adminanswers.Tenant:
+    return adminanswers.Tenant(
         id=tenant.id,
         name=tenant.name,
         rate_limit=_rate(tenant),
@@ -79,9 +94,9 @@ def tenant_view(tenant: tenancy.Tenant) -> answers.Tenant:
     )
 
 
-def key_view(key: tenancy.ApiKey) -> answers.Key:
+def key_view(key: tenancy.ApiKey) -> adminanswers.Key:
     """A key as listings show it: never the key itself, only its first characters."""
-    return answers.Key(
+    return adminanswers.Key(
         id=key.id,
         tenant_id=key.tenant_id,
         prefix=key.prefix,
@@ -107,17 +122,26 @@ async def create_tenant(request: web.Request) -> web.Response:
     request.app[DIRECTORY].add_tenants([tenant])
     log.info("tenant %s (%s) created", tenant.id, tenant.name)
     view = msgspec.structs.asdict(tenant_view(tenant))
-    return answers.respond(answers.TenantCreated(**view, webhook_secret=secret), 201)
+    return answers.respond(adminanswers.TenantCreated(**view, webhook_secret=secret), 201)
 
 
 async def list_tenants(request: web.Request) -> web.Response:
     with unavailable_without_postgres("tenants are unavailable"):
         tenants = await tenancy.list_tenants(request.app[POOL])
-    return answers.respond(answers.TenantList(tenants=[tenant_view(t) for t in tenants]))
+    return answers.respond(adminanswers.TenantList(tenants=[tenant_view(t) for t in tenants]))
+
+
+def _id_of(request: web.Request, name: str, what: str) -> str:
+    """The path's id `name`; `NotFound` for one no tenant or key can have (so PostgreSQL
+    never sees a NUL, which it refuses)."""
+    value = request.match_info[name]
+    if not ID.fullmatch(value):
+        raise NotFound(f"no {what} {value!r}")
+    return value
 
 
 async def _tenant_or_404(request: web.Request) -> tenancy.Tenant:
-    tenant_id = request.match_info["tenant_id"]
+    tenant_id = _id_of(request, "tenant_id", "tenant")
     with unavailable_without_postgres("tenants are unavailable"):
         tenant = await tenancy.get_tenant(request.app[POOL], tenant_id)
     if tenant is None:
@@ -185,7 +209,7 @@ async def create_key(request: web.Request) -> web.Response:
         )  # fmt: skip
     request.app[DIRECTORY].add_keys([stored])
     log.info("key %s for tenant %s created", stored.id, tenant.id)
-    created = answers.KeyCreated(
+    created = adminanswers.KeyCreated(
         id=stored.id,
         key=key,
         tenant_id=tenant.id,
@@ -199,13 +223,13 @@ async def list_keys(request: web.Request) -> web.Response:
     tenant = await _tenant_or_404(request)
     with unavailable_without_postgres("keys are unavailable"):
         keys = await tenancy.list_keys(request.app[POOL], tenant.id)
-    return answers.respond(answers.KeyList(keys=[key_view(k) for k in keys]))
+    return answers.respond(adminanswers.KeyList(keys=[key_view(k) for k in keys]))
 
 
 async def revoke_key(request: web.Request) -> web.Response:
     """`DELETE /admin/keys/{key_id}`: 204; the key is refused from now on (on every
     gateway within `PRESSROOM_AUTH_REFRESH` seconds)."""
-    key_id = request.match_info["key_id"]
+    key_id = _id_of(request, "key_id", "key")
     with unavailable_without_postgres("cannot revoke the key"):
         key = await tenancy.revoke_key(request.app[POOL], key_id)
     if key is None:
@@ -222,12 +246,12 @@ async def all_usage(request: web.Request) -> web.Response:
         rows = await tenancy.usage(request.app[POOL], month, None)
     free = request.app[SETTINGS].free_tier
     listed = [
-        answers.UsageOfTenant(
+        adminanswers.UsageOfTenant(
             tenant_id=row.tenant_id, name=row.name, **account.usage_view(row, free)
         )
         for row in rows
     ]
-    return answers.respond(answers.AllUsage(month=month.strftime("%Y-%m"), tenants=listed))
+    return answers.respond(adminanswers.AllUsage(month=month.strftime("%Y-%m"), tenants=listed))
 
 
 def add_routes(app: web.Application) -> None:

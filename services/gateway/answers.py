@@ -8,6 +8,11 @@ it as optional; a field that is present but empty is `None` (`null`).
 
 Timestamps are the `isoformat()` of an aware datetime (`2026-11-03T10:00:00.123456+00:00`),
 as the answers always gave them: `Timestamp` keeps them strings and says `date-time`.
+
+Each field is described by the string under it, which the OpenAPI document shows
+(`schemadocs.py`): that doubles the lines, so the admin routes' answers have a module of
+their own (`adminanswers.py`) and this one, over 400 lines, is otherwise the whole
+tenant-facing contract in one place.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import msgspec
 from aiohttp import web
 
 from services.core import diagnosis
+from services.core.errors import ErrorType
 from services.core.status import BatchStatus, JobStatus
 
 Timestamp = Annotated[str, msgspec.Meta(extra_json_schema={"format": "date-time"})]
@@ -35,9 +41,21 @@ TimelineEntry = Annotated[
         extra_json_schema={
             "required": ["seq", "type", "at"],
             "properties": {
-                "seq": {"type": "integer", "minimum": 1},
-                "type": {"type": "string"},
-                "at": {"type": "string", "format": "date-time"},
+                "seq": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "description": "The event's stream sequence: unique, increasing.",
+                },
+                "type": {
+                    "type": "string",
+                    "description": "The event's name: `submitted`, `started`, `retrying`, "
+                    "`done`, `failed`, `cancelled`, ... (a batch's: `batch_submitted`, ...).",
+                },
+                "at": {
+                    "type": "string",
+                    "format": "date-time",
+                    "description": "When the log stored the event.",
+                },
             },
         },
     ),
@@ -74,22 +92,30 @@ class ErrorDetail(Answer, kw_only=True):
     """What went wrong: a stable `type` (`validation`, `not_found`, `rate_limited`, ...),
     a message for people, and the `field` (body field, parameter or header) it is about."""
 
-    type: str
+    type: ErrorType
+    """What kind of error: stable, for code to branch on."""
     message: str
+    """What went wrong, for people; it may change between versions."""
     field: str | Unset = UNSET
+    """The body field (dotted, `options.margin.top`, `items[3].filename`), query parameter or header
+    the error is about; left out when it concerns none."""
 
 
 class ErrorBody(Answer, kw_only=True):
     """Every error answer: `{"error": {"type", "message", "field"?}}`."""
 
     error: ErrorDetail
+    """The error."""
 
 
 class Failure(Answer, kw_only=True):
     """Why a job, an item or a batch failed: the error's type and root-cause message."""
 
-    type: str | None
+    type: ErrorType | None
+    """What kind of error: `template`, `wait_timeout`, `source`, `timeout`, ... (see `ErrorType`).
+    """
     message: str
+    """The root cause, as the template engine, Chromium or the source said it."""
 
 
 # Jobs --------------------------------------------------------------------------------
@@ -99,8 +125,11 @@ class JobAccepted(Answer, kw_only=True):
     """`POST /jobs`: the job is durable in the log; poll `url` for its status."""
 
     id: str
+    """The job's id."""
     status: JobStatus
+    """Always `queued` at first."""
     url: str
+    """Where to poll the job's status (`GET /jobs/{id}`)."""
 
 
 class Job(Answer, kw_only=True):
@@ -108,17 +137,30 @@ class Job(Answer, kw_only=True):
     has only `id`, `status` (`queued`) and `attempts`."""
 
     id: str
+    """The job's id: 32 hex digits, or `<batch id>.<index>` for a batch's item."""
     status: JobStatus
+    """Where the job is; `done`, `failed` and `cancelled` never change again."""
     attempts: Count
+    """Render attempts started so far (a retried job has more than one)."""
     error: Failure | Unset | None = UNSET
+    """Why the job failed: its type and root-cause message; null unless `failed`."""
     url: str | Unset | None = UNSET
+    """A signed link to the document, valid for `PRESSROOM_URL_TTL` seconds (ask again for a fresh
+    one); null unless `done`."""
     pages: int | Unset | None = UNSET
+    """The document's pages; null until `done`."""
     bytes: int | Unset | None = UNSET
+    """The document's size in bytes; null until `done`."""
     render_ms: int | Unset | None = UNSET
+    """Milliseconds the successful attempt took to render; null until `done`."""
     webhook_url: str | Unset | None = UNSET
+    """Where the job's webhook goes; null without one."""
     created_at: Timestamp | Unset | None = UNSET
+    """When the job was accepted (an ISO 8601 timestamp with its offset)."""
     started_at: Timestamp | Unset | None = UNSET
+    """When its first attempt started; null while queued."""
     finished_at: Timestamp | Unset | None = UNSET
+    """When it ended; null until it has."""
 
 
 class JobPage(Answer, kw_only=True):
@@ -126,9 +168,13 @@ class JobPage(Answer, kw_only=True):
     last page."""
 
     jobs: list[Job]
+    """The jobs, newest first."""
     limit: int
+    """How many were asked for at most."""
     offset: int
+    """How many were skipped."""
     next_offset: int | None
+    """The `offset` of the next page; null on the last page."""
 
 
 class JobRemoved(Answer, kw_only=True):
@@ -136,29 +182,43 @@ class JobRemoved(Answer, kw_only=True):
     first); a finished job's file is deleted, so `url` is always null."""
 
     id: str
+    """The job's id."""
     status: JobStatus
+    """The job's status after the request: `cancelled`, or how it ended if it ended first."""
     url: None = None
+    """Always null: a finished job's file is deleted."""
 
 
 class Timeline(Answer, kw_only=True):
     """`GET /jobs/{id}/events`, `GET /batches/{id}/events`: the timeline, oldest first."""
 
     id: str
+    """The job's or batch's id."""
     events: list[TimelineEntry]
+    """The events, oldest first."""
 
 
 class WebhookAttempt(Answer, kw_only=True):
     """One recorded attempt to deliver a webhook (a batch's also names its `event`)."""
 
     webhook_id: str
+    """The `webhook-id` header sent: the same on every attempt of one event."""
     event: str | Unset = UNSET
+    """A batch's webhook event (`batch.done`, `batch.progress`, ...); left out for a job's."""
     attempt: int
+    """The attempt's number, from 1."""
     url: str
+    """Where it was sent."""
     outcome: str
+    """`delivered`, `retrying` (another attempt follows) or `gave_up`."""
     status_code: int | None
+    """The receiver's HTTP status; null if none came."""
     error: str | None
+    """Why it failed without an answer (a timeout, a refused address); null otherwise."""
     latency_ms: int
+    """Milliseconds until the answer or the failure."""
     at: Timestamp | None
+    """When the attempt was made."""
 
 
 class WebhookAttempts(Answer, kw_only=True):
@@ -166,14 +226,18 @@ class WebhookAttempts(Answer, kw_only=True):
     first."""
 
     id: str
+    """The job's or batch's id."""
     attempts: list[WebhookAttempt]
+    """Every attempt, oldest first."""
 
 
 class Redelivery(Answer, kw_only=True):
     """`POST /jobs/{id}/webhooks/redeliver`: the redelivery is on the log."""
 
     id: str
+    """The job's id."""
     redelivery: Literal["queued"] = "queued"
+    """Always `queued`: the redelivery is on the log."""
 
 
 class DiagnosisAttempt(Answer, kw_only=True):
@@ -185,14 +249,24 @@ class DiagnosisAttempt(Answer, kw_only=True):
     could not be captured). `dropped` counts what went over the caps."""
 
     attempt: int
+    """The attempt's number, from 1."""
     at: Timestamp
+    """When the attempt ended."""
     error: diagnosis.AttemptFailure | None
+    """How the attempt failed; null for a successful one that asked for a diagnosis."""
     console: list[diagnosis.ConsoleLine]
+    """The page's console messages, at most 200."""
     errors: list[diagnosis.PageError]
+    """The page's uncaught errors, at most 50."""
     requests: list[diagnosis.RequestLine]
+    """Every request the page made, at most 300."""
     pending_wait_for: diagnosis.WaitPending | None
+    """The `wait_for` condition that had not come true; null if none."""
     screenshot: str | None
+    """A signed link to a PNG of the page when the attempt ended; null if it could not be captured.
+    """
     dropped: Count
+    """Console lines, errors and requests left out over those caps."""
 
 
 class Diagnostics(Answer, kw_only=True):
@@ -200,7 +274,9 @@ class Diagnostics(Answer, kw_only=True):
     first."""
 
     id: str
+    """The job's id."""
     attempts: list[DiagnosisAttempt]
+    """One entry per attempt that kept a diagnosis, oldest first."""
 
 
 # Batches -----------------------------------------------------------------------------
@@ -210,9 +286,13 @@ class BatchAccepted(Answer, kw_only=True):
     """`POST /batches`: the item list is stored and the batch is durable in the log."""
 
     id: str
+    """The batch's id: `b` and 31 hex digits."""
     status: BatchStatus
+    """Always `queued` at first."""
     total: int
+    """How many items it holds."""
     url: str
+    """Where to follow its progress (`GET /batches/{id}`)."""
 
 
 class Batch(Answer, kw_only=True):
@@ -220,51 +300,83 @@ class Batch(Answer, kw_only=True):
     and `eta` while it runs, the archive's signed `url` once it has ended."""
 
     id: str
+    """The batch's id."""
     status: BatchStatus
+    """Where the batch is; `done`, `failed` and `cancelled` never change again."""
     total: Count
+    """How many items it holds."""
     done: Count
+    """Items rendered."""
     failed: Count
+    """Items that failed."""
     cancelled: Count
+    """Items cancelled (a batch cancelled part way)."""
     progress: Annotated[float, msgspec.Meta(ge=0, le=1)]
+    """The share of items that have ended, from 0 to 1."""
     rate: float | None
+    """Items ended per second since the batch started; null unless it is running."""
     eta: Timestamp | None
+    """When every item should have ended at that rate; null when unknown."""
     output: Literal["zip", "merged"]
+    """One ZIP of the items' files, or one merged PDF."""
     error: Failure | None
+    """Why the batch failed; null unless `failed`."""
     url: str | None
+    """A signed link to the archive, valid for `PRESSROOM_URL_TTL` seconds; null until it is packed.
+    """
     bytes: int | None
+    """The archive's size in bytes; null until it is packed."""
     webhook_url: str | None
+    """Where the batch's webhooks go; null without one."""
     created_at: Timestamp | None
+    """When the batch was accepted (an ISO 8601 timestamp with its offset)."""
     started_at: Timestamp | None
+    """When its first item was released; null while queued."""
     finished_at: Timestamp | None
+    """When it ended; null until it has."""
 
 
 class BatchPage(Answer, kw_only=True):
     """`GET /batches`: a page of the tenant's batches, newest first."""
 
     batches: list[Batch]
+    """The batches, newest first."""
     limit: int
+    """How many were asked for at most."""
     offset: int
+    """How many were skipped."""
     next_offset: int | None
+    """The `offset` of the next page; null on the last page."""
 
 
 class BatchItem(Answer, kw_only=True):
     """One item's outcome, by its index in the request."""
 
     index: Count
+    """The item's place in the request, from 0."""
     filename: str | None  # None while the item is not expanded yet
+    """Its file name in the archive; null while the batch is not expanded yet."""
     job_id: str
+    """The item's job (`GET /jobs/{id}` shows it)."""
     status: JobStatus
+    """Where the item is."""
     attempts: Count
+    """Render attempts started so far."""
     error: Failure | None
+    """Why the item failed; null unless `failed`."""
 
 
 class ItemPage(Answer, kw_only=True):
     """`GET /batches/{id}/items`: a page of the batch's items, by index."""
 
     items: list[BatchItem]
+    """The items, by index."""
     limit: int
+    """How many were asked for at most."""
     offset: int
+    """How many were skipped."""
     next_offset: int | None
+    """The `offset` of the next page; null on the last page."""
 
 
 class BatchControl(Answer, kw_only=True):
@@ -272,8 +384,11 @@ class BatchControl(Answer, kw_only=True):
     it; a cancel also says `cancelling`."""
 
     id: str
+    """The batch's id."""
     status: BatchStatus
+    """The batch's status after the request."""
     cancelling: bool | Unset = UNSET
+    """Only on a cancel: whether the batch is cancelling (false if it had already ended)."""
 
 
 # Templates ---------------------------------------------------------------------------
@@ -283,43 +398,69 @@ class TemplateCreated(Answer, kw_only=True):
     """`POST /templates`: the version just stored."""
 
     id: str
+    """The template's id: the same for every version of one name."""
     name: str
+    """The template's name."""
     version: int
+    """The version just stored, from 1."""
     created_at: Timestamp
+    """When it was stored."""
 
 
 class TemplateSummary(Answer, kw_only=True):
+    """A stored template as listings show it: its newest version, not its body."""
+
     id: str
+    """The template's id."""
     name: str
+    """The template's name."""
     latest_version: int
+    """Its newest version."""
     updated_at: Timestamp
+    """When its newest version was stored."""
 
 
 class TemplatePage(Answer, kw_only=True):
     """`GET /templates`: most recently updated first."""
 
     templates: list[TemplateSummary]
+    """The templates, most recently updated first."""
     limit: int
+    """How many were asked for at most."""
     offset: int
+    """How many were skipped."""
     next_offset: int | None
+    """The `offset` of the next page; null on the last page."""
 
 
 class VersionStamp(Answer, kw_only=True):
+    """One stored version of a template."""
+
     version: int
+    """The version's number."""
     created_at: Timestamp
+    """When it was stored."""
 
 
 class Template(Answer, kw_only=True):
     """`GET /templates/{id}`: one version, and the list of every version."""
 
     id: str
+    """The template's id."""
     name: str
+    """The template's name."""
     version: int
+    """The version shown."""
     body: str
+    """The version's Jinja2 body."""
     header: str | None
+    """Its page header template; null without one."""
     footer: str | None
+    """Its page footer template; null without one."""
     created_at: Timestamp
+    """When this version was stored."""
     versions: list[VersionStamp]
+    """Every version, oldest first."""
 
 
 # Account -----------------------------------------------------------------------------
@@ -330,121 +471,82 @@ class Usage(Answer, kw_only=True):
     cancelled jobs never count)."""
 
     succeeded: Count
+    """Documents made (jobs and batch items that ended `done`)."""
     failed: Count
+    """Jobs and items that failed (never billed)."""
     cancelled: Count
+    """Jobs and items cancelled (never billed)."""
     pages: Count
+    """Pages of the documents made."""
     bytes: Count
+    """Bytes of the documents made."""
     render_seconds: float
+    """Seconds spent rendering the documents made."""
     free_tier: int
+    """Documents a month free of charge (`PRESSROOM_FREE_TIER`)."""
     billable: Count
+    """Documents made beyond the free tier."""
 
 
 class TenantUsage(Usage, kw_only=True):
     """`GET /usage`: the caller's tenant's usage of `month` (`YYYY-MM`)."""
 
     month: str
+    """The month, `YYYY-MM` (UTC)."""
     tenant: str
+    """The tenant's id."""
 
 
 class SecretCreated(Answer, kw_only=True):
     """A new signing secret: `secret` is shown this once (never for one the tenant chose)."""
 
     id: str
+    """The secret's id (`whs_...`)."""
     created_at: Timestamp
+    """When it was made."""
     secret: str | Unset = UNSET
+    """The secret (`whsec_...`), shown this once; left out for one the tenant chose."""
 
 
 class SecretSummary(Answer, kw_only=True):
+    """A webhook signing secret as listings show it: never the secret."""
+
     id: str
+    """The secret's id."""
     created_at: Timestamp
+    """When it was made."""
 
 
 class SecretList(Answer, kw_only=True):
     """`GET /webhook-secrets`: ids and times, never the secrets."""
 
     secrets: list[SecretSummary]
-
-
-# Admin -------------------------------------------------------------------------------
-
-
-class RateLimit(Answer, kw_only=True):
-    per_second: float
-    burst: int | None
-
-
-class Tenant(Answer, kw_only=True):
-    """A tenant; a limit that is null follows the installation's default."""
-
-    id: str
-    name: str
-    rate_limit: RateLimit | None
-    monthly_quota: int | None
-    created_at: Timestamp | None
-
-
-class TenantCreated(Tenant, kw_only=True):
-    """`POST /admin/tenants`: the tenant and its first signing secret, shown once."""
-
-    webhook_secret: SecretCreated
-
-
-class TenantList(Answer, kw_only=True):
-    tenants: list[Tenant]
-
-
-class Key(Answer, kw_only=True):
-    """An API key as listings show it: never the key, only its first characters."""
-
-    id: str
-    tenant_id: str
-    prefix: str
-    scopes: list[str]
-    created_at: Timestamp | None
-    revoked_at: Timestamp | None
-    last_used_at: Timestamp | None
-
-
-class KeyList(Answer, kw_only=True):
-    keys: list[Key]
-
-
-class KeyCreated(Answer, kw_only=True):
-    """`POST /admin/tenants/{id}/keys`: the key, shown this once."""
-
-    id: str
-    key: str
-    tenant_id: str
-    scopes: list[str]
-    created_at: Timestamp | None
-
-
-class UsageOfTenant(Usage, kw_only=True):
-    tenant_id: str
-    name: str | None
-
-
-class AllUsage(Answer, kw_only=True):
-    """`GET /admin/usage`: every tenant's usage of `month`."""
-
-    month: str
-    tenants: list[UsageOfTenant]
+    """Every signing secret of the tenant, oldest first."""
 
 
 # Health ------------------------------------------------------------------------------
 
 
 class Health(Answer, kw_only=True):
+    """`GET /healthz`: the gateway's event loop answers."""
+
     status: Literal["ok"] = "ok"
+    """Always `ok`: the event loop answers."""
 
 
 class Checks(Answer, kw_only=True):
+    """What readiness checked, each true when it passed."""
+
     nats: bool
+    """Whether NATS is connected."""
     postgres: bool
+    """Whether PostgreSQL answers."""
 
 
 class Readiness(Answer, kw_only=True):
     """`200` once every check passes, else `503` with the same body."""
 
     ready: bool
+    """Whether every check passed."""
     checks: Checks
+    """Each check's result."""

@@ -11,17 +11,26 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
 
-from services.core import bus, db, metrics, runtime, tracing
-from services.core.errors import PayloadTooLarge, PressroomError, RequestTimeout, Unavailable
+from services.core import bus, db, metrics, runtime
+from services.core.busaccess import Role
+from services.core.errors import (
+    ErrorType,
+    PayloadTooLarge,
+    PressroomError,
+    RequestTimeout,
+    Unavailable,
+)
 from services.core.jail import Jail, TemplateLimits
 from services.core.settings import Settings
 from services.core.storage import open_storage
 from services.gateway import (
+    accesslog,
     account,
     admin,
     answers,
     batches,
     diagnostics,
+    downloads,
     idempotency,
     joblist,
     jobs,
@@ -31,10 +40,11 @@ from services.gateway import (
     templates,
 )
 from services.gateway.auth import AUTH_SETTINGS, CALLER_KEY, DIRECTORY, Directory
+from services.gateway.compiles import Compiler
 from services.gateway.console import add_routes as add_console_routes
 from services.gateway.keys import (
+    COMPILER,
     IDEMPOTENCY,
-    JAIL,
     JS,
     LOG_ROOM,
     NATS,
@@ -56,7 +66,7 @@ USE_FLUSH_EVERY = 10
 
 def error_response(
     status: int,
-    kind: str,
+    kind: ErrorType,
     message: str,
     field: str | None = None,
     headers: dict[str, str] | None = None,
@@ -123,16 +133,36 @@ async def errors_as_json(request: web.Request, handler: Handler) -> web.StreamRe
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
-        return error_response(exc.status, "http", exc.reason)
+        message = _router_message(request, exc)
+        return error_response(exc.status, ErrorType.HTTP, message, headers=_kept(exc))
     except asyncio.CancelledError:
         raise
     except Exception:
         log.exception("unhandled error on %s %s", request.method, request.path)
-        return error_response(500, "internal", "internal error; see the gateway log")
+        return error_response(500, ErrorType.INTERNAL, "internal error; see the gateway log")
+
+
+KEPT_HEADERS = ("Allow",)
+"""Headers of aiohttp's own error answers that a client needs: a 405 names the methods
+the route takes (RFC 9110)."""
+
+
+def _kept(exc: web.HTTPException) -> dict[str, str]:
+    return {name: exc.headers[name] for name in KEPT_HEADERS if name in exc.headers}
+
+
+def _router_message(request: web.Request, exc: web.HTTPException) -> str:
+    """What the router's own 404 and 405 say: the route, and the methods it takes."""
+    if exc.status == 404:
+        return f"no route {request.path!r}"
+    if exc.status == 405 and "Allow" in exc.headers:
+        allowed = ", ".join(m.strip() for m in exc.headers["Allow"].split(","))
+        return f"{request.method} is not allowed here: use {allowed}"
+    return exc.reason
 
 
 async def _nats_ctx(app: web.Application) -> AsyncIterator[None]:
-    async with bus.open_bus(app[SETTINGS], name="gateway") as (nc, js):
+    async with bus.open_bus(app[SETTINGS], name="gateway", role=Role.GATEWAY) as (nc, js):
         app[NATS], app[JS] = nc, js
         app[IDEMPOTENCY] = await idempotency.open_bucket(js, app[SETTINGS])
         async with logroom.watching(app[LOG_ROOM], js):
@@ -145,10 +175,13 @@ async def _db_ctx(app: web.Application) -> AsyncIterator[None]:
         yield
 
 
-async def _jail_ctx(app: web.Application) -> AsyncIterator[None]:
-    """A worker process that compiles stored templates, off the event loop."""
-    async with Jail(1, TemplateLimits.of(app[SETTINGS]), what="compiling the template") as jail:
-        app[JAIL] = jail
+async def _compiler_ctx(app: web.Application) -> AsyncIterator[None]:
+    """The worker processes that compile stored templates, off the event loop, shared by
+    every tenant within its share (`compiles.py`)."""
+    settings = app[SETTINGS]
+    limits = TemplateLimits.of(settings)
+    async with Jail(settings.template_workers, limits, what="compiling the template") as jail:
+        app[COMPILER] = Compiler(jail, settings)
         yield
 
 
@@ -159,15 +192,14 @@ async def _storage_ctx(app: web.Application) -> AsyncIterator[None]:
 
 
 async def _refresh_forever(app: web.Application, stop: asyncio.Event) -> None:
-    """Keep keys, tenants and quota usage current; PostgreSQL trouble keeps the last copy."""
-    settings, directory, limits = app[SETTINGS], app[DIRECTORY], app[LIMITS]
+    """Keep keys and tenants current; PostgreSQL trouble keeps the last copy."""
+    settings, directory = app[SETTINGS], app[DIRECTORY]
     rounds = 0
     while not stop.is_set():
         await runtime.pause(stop, settings.auth_refresh)
         rounds += 1
         try:
             await directory.refresh(app[POOL])
-            await limits.refresh(app[POOL])
             if rounds % USE_FLUSH_EVERY == 0 or stop.is_set():
                 await directory.flush_use(app[POOL])
         except Unavailable as exc:
@@ -201,20 +233,9 @@ async def _rate_headers(request: web.Request, response: web.StreamResponse) -> N
         response.headers.update(request.app[LIMITS].bucket(caller.tenant).headers())
 
 
-@web.middleware
-async def traced(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """A server span per request, continuing the client's `traceparent` (only installed
-    when traces are exported)."""
-    route = request.match_info.route.resource
-    name = f"{request.method} {route.canonical if route is not None else request.path}"
-    with tracing.span(name, request.headers, tracing.SERVER, **{"http.method": request.method}):
-        return await handler(request)
-
-
 def init_app(settings: Settings) -> web.Application:
-    first = [traced] if tracing.active() else []
     app = web.Application(
-        middlewares=[*first, route_body_limit, errors_as_json],
+        middlewares=[accesslog.observed, route_body_limit, errors_as_json],
         client_max_size=settings.max_body_bytes,
     )
     settings.server_key_bytes()  # fail at start, naming the variable, if it is not set
@@ -223,9 +244,10 @@ def init_app(settings: Settings) -> web.Application:
     app[LOG_ROOM] = logroom.LogRoom()
     app[SINGLES] = bus.SinglesLanes(settings)
     app[LIMITS] = Limits(settings, app[DIRECTORY])
-    app.cleanup_ctx.extend([_nats_ctx, _db_ctx, _auth_ctx, _storage_ctx, _jail_ctx])
+    app.cleanup_ctx.extend([_nats_ctx, _db_ctx, _auth_ctx, _storage_ctx, _compiler_ctx])
     app.on_response_prepare.append(_rate_headers)
     jobs.add_routes(app)
+    downloads.add_routes(app)
     diagnostics.add_routes(app)
     joblist.add_routes(app)
     streams.add_routes(app)

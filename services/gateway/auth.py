@@ -8,6 +8,11 @@ it). While PostgreSQL is down the last copy keeps serving, so known keys keep ge
 their `202`. Last-use times are collected in memory and written in one statement every
 few seconds.
 
+A request is authenticated when it arrives, but an answer that lasts (a live-update
+stream) outlives that moment: it asks `Directory.recheck` again as it goes, and the
+Directory tells its watchers (`watch`) the moment it learns that a key changed (revoked,
+here or on another gateway), so such an answer ends within about a refresh.
+
 Routes declare the scope they need with `guarded(scope, handler)`; the admin API uses
 `admin_only(handler)` and `PRESSROOM_ADMIN_KEY`. With `PRESSROOM_AUTH=disabled` every
 request is the implicit tenant `default` with every scope.
@@ -30,6 +35,7 @@ from services.core import crypto, tenancy
 from services.core.errors import Forbidden, Unauthorized
 from services.core.events import DEFAULT_TENANT
 from services.core.settings import Settings
+from services.gateway.headers import header
 
 log = logging.getLogger(__name__)
 
@@ -63,8 +69,7 @@ IMPLICIT = Caller(DEFAULT_TENANT, None, frozenset(SCOPES))
 
 def bearer_token(request: web.Request) -> str | None:
     """The token of an `Authorization: Bearer <token>` header, None without one."""
-    header = request.headers.get("Authorization", "")
-    scheme, _, token = header.partition(" ")
+    scheme, _, token = (header(request, "Authorization") or "").partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         return None
     return token.strip()
@@ -75,17 +80,31 @@ class Directory:
 
     def __init__(self) -> None:
         self.keys: dict[bytes, tenancy.ApiKey] = {}
+        self.by_id: dict[str, tenancy.ApiKey] = {}
         self.callers: dict[bytes, Caller] = {}  # made once per key, not per request
         self.tenants: dict[str, tenancy.Tenant] = {}
         self.used: dict[str, float] = {}  # key id -> time.monotonic() of its last use
         self._keys_seen: dt.datetime | None = None
         self._tenants_seen: dt.datetime | None = None
+        self._watchers: list[Callable[[set[str]], None]] = []
+
+    def watch(self, changed: Callable[[set[str]], None]) -> None:
+        """Call `changed(key_ids)` whenever keys that were known change what they allow
+        (a revocation, made here or learnt from PostgreSQL)."""
+        self._watchers.append(changed)
 
     def add_keys(self, keys: list[tenancy.ApiKey]) -> None:
+        changed = set()
         for key in keys:
-            self.keys[key.hash] = key
+            known = self.by_id.get(key.id)
+            if known is not None and _allows(known) != _allows(key):
+                changed.add(key.id)
+            self.keys[key.hash] = self.by_id[key.id] = key
             self.callers[key.hash] = Caller(key.tenant_id, key.id, frozenset(key.scopes))
             self._keys_seen = max(self._keys_seen or key.updated_at, key.updated_at)
+        if changed:
+            for watcher in self._watchers:
+                watcher(changed)
 
     def add_tenants(self, tenants: list[tenancy.Tenant]) -> None:
         for tenant in tenants:
@@ -120,6 +139,25 @@ class Directory:
             raise Unauthorized("this API key was revoked")
         self.used[key.id] = time.monotonic()
         return self.callers[digest]
+
+    def recheck(self, caller: Caller, scope: str) -> None:
+        """`Unauthorized` if `caller`'s key is now revoked or unknown, `Forbidden` if it
+        no longer has `scope`: for answers that last beyond the request that opened them.
+        A caller without a key (`PRESSROOM_AUTH=disabled`) always passes."""
+        if caller.key_id is None:
+            return
+        key = self.by_id.get(caller.key_id)
+        if key is None or key.tenant_id != caller.tenant:
+            raise Unauthorized("unknown API key")
+        if key.revoked_at is not None:
+            raise Unauthorized("this API key was revoked")
+        if scope not in key.scopes:
+            raise Forbidden(f"this API key lacks the scope {scope}")
+
+
+def _allows(key: tenancy.ApiKey) -> tuple[bool, str, frozenset[str]]:
+    """What a key lets its holder do, to tell a change that matters from a last use."""
+    return key.revoked_at is None, key.tenant_id, frozenset(key.scopes)
 
 
 DIRECTORY = web.AppKey("directory", Directory)

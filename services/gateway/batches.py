@@ -25,9 +25,11 @@ from services.core.errors import (
     RequestError,
     Unavailable,
 )
+from services.core.holds import HoldKind
 from services.core.status import BatchStatus, JobStatus
 from services.gateway import answers, idempotency, templates
 from services.gateway.auth import caller_of, guarded
+from services.gateway.headers import header
 from services.gateway.jobs import attempt_view, failure
 from services.gateway.keys import IDEMPOTENCY, JS, LOG_ROOM, NATS, POOL, SETTINGS, STORAGE
 from services.gateway.limits import LIMITS
@@ -159,10 +161,9 @@ def _accepted(batch_id: str, total: int) -> web.Response:
     return answers.respond(body, 202, {"Location": location})
 
 
-def _admit(request: web.Request, tenant: str, total: int, lines: list[bytes]) -> int:
-    """Refuse the batch (429, 503) if the tenant's quota or the log's room cannot take
-    its items; the bytes its items' submissions will add to the log."""
-    request.app[LIMITS].admit_many(tenant, total)
+def _admit(request: web.Request, total: int, lines: list[bytes]) -> int:
+    """Refuse the batch (503) if the log's room cannot take its items; the bytes its
+    items' submissions will add to the log."""
     size = sum(len(line) for line in lines) + total * ITEM_OVERHEAD
     request.app[LOG_ROOM].admit_batch(total, size)
     return size
@@ -181,14 +182,23 @@ async def _repeated(
 async def _store_and_publish(
     request: web.Request, batch: BatchRequest, ids: tuple[str, str], key: str | None
 ) -> bool:
-    """Store the item list, then publish the batch; True if the log took it now."""
-    tenant, _ = ids
+    """Hold every item's document in the tenant's monthly quota (if it has one), store
+    the item list, then publish the batch; True if the log took it now. The hold is
+    given back if the log did not take the batch."""
+    tenant, batch_id = ids
     lines = _item_lines(batch, request.app[SETTINGS].stream_max_msg_size)
-    size = _admit(request, tenant, len(lines), lines)
+    size = _admit(request, len(lines), lines)
     event = await _submitted_event(request, batch, ids, key)
-    items = b"".join(lines)
-    await request.app[STORAGE].put(event.items_key, items, "application/x-ndjson")
-    fresh = await bus.publish_batch(request.app[JS], event)
+    limits, pool = request.app[LIMITS], request.app[POOL]
+    held = await limits.hold(pool, tenant, batch_id, HoldKind.BATCH, len(lines))
+    try:
+        items = b"".join(lines)
+        await request.app[STORAGE].put(event.items_key, items, "application/x-ndjson")
+        fresh = await bus.publish_batch(request.app[JS], event)
+    except PressroomError:
+        if held:
+            await limits.release(pool, batch_id)
+        raise
     if fresh:
         request.app[LOG_ROOM].took_batch(len(lines), size)
     return fresh
@@ -197,18 +207,19 @@ async def _store_and_publish(
 async def submit_batch(request: web.Request) -> web.Response:
     """`POST /batches`: 202 once the item list is stored and the batch's `submitted`
     event is durable in JetStream. The same checks as `POST /jobs` apply (rate limit,
-    log room), and the tenant's monthly quota must have room for every item."""
+    log room), and the tenant's monthly quota must have room for every item: they are
+    held in it before the batch is published."""
     settings = request.app[SETTINGS]
     tenant = caller_of(request).tenant
     _require_nats(request)
     request.app[LOG_ROOM].admit()
     request.app[LIMITS].admit(tenant)
-    if is_json_lines(request.headers.get("Content-Type", "")):
+    if is_json_lines(header(request, "Content-Type") or ""):
         batch = parse_batch_lines(await request.read(), settings.max_batch_items)
     else:
         batch = parse_batch(await read_json_body(request), settings.max_batch_items)
     await check_addresses(batch, settings.allow_private_networks)
-    key = request.headers.get("Idempotency-Key")
+    key = header(request, "Idempotency-Key")
     batch_id = batch_id_for(settings.server_key_bytes(), tenant, key)
     total = len(batch.items)
     if key is not None and await _repeated(request, batch, tenant, key, batch_id):
@@ -317,7 +328,7 @@ async def get_batch(request: web.Request) -> web.Response:
     """`GET /batches/{id}`: the projection, or `queued` if only the log knows it yet (a
     batch just accepted is never a 404)."""
     batch_id = request.match_info["batch_id"]
-    if not BATCH_ID.match(batch_id):
+    if not BATCH_ID.fullmatch(batch_id):
         raise NotFound(f"no batch {batch_id!r}")
     row = await _load_row(request, batch_id)
     if row is not None:
@@ -375,7 +386,7 @@ async def _batch_or_404(request: web.Request) -> db.BatchRow:
     """The caller's projected batch; 404 for another tenant's or an unknown one, and for
     one so new that only the log knows it (its items do not exist yet either)."""
     batch_id = request.match_info["batch_id"]
-    row = await _load_row(request, batch_id) if BATCH_ID.match(batch_id) else None
+    row = await _load_row(request, batch_id) if BATCH_ID.fullmatch(batch_id) else None
     if row is None:
         raise NotFound(f"no batch {batch_id!r}")
     return row
@@ -411,7 +422,7 @@ async def get_batch_events(request: web.Request) -> web.Response:
     """`GET /batches/{id}/events`: the batch's own timeline (submitted, paused, resumed,
     cancel, complete, its end), read from the log like a job's."""
     batch_id = request.match_info["batch_id"]
-    if not BATCH_ID.match(batch_id):
+    if not BATCH_ID.fullmatch(batch_id):
         raise NotFound(f"no batch {batch_id!r}")
     try:
         found = await timeline.batch_events(request.app[JS], batch_id)
@@ -434,7 +445,7 @@ async def get_webhooks(request: web.Request) -> web.Response:
     end's, and `batch.progress` ones), oldest first. A batch only the log knows yet has
     none; another tenant's, or an unknown one, is a 404."""
     batch_id = request.match_info["batch_id"]
-    if not BATCH_ID.match(batch_id):
+    if not BATCH_ID.fullmatch(batch_id):
         raise NotFound(f"no batch {batch_id!r}")
     tenant = caller_of(request).tenant
     row = await _load_row(request, batch_id)
@@ -450,7 +461,7 @@ async def get_webhooks(request: web.Request) -> web.Response:
 async def _state_of(request: web.Request, batch_id: str) -> tuple[str, BatchStatus, bool]:
     """(tenant, status, whether a cancel was asked) of the caller's batch; 404 otherwise.
     The log answers for a batch the projection does not hold yet."""
-    if not BATCH_ID.match(batch_id):
+    if not BATCH_ID.fullmatch(batch_id):
         raise NotFound(f"no batch {batch_id!r}")
     js = request.app[JS]
     tenant = caller_of(request).tenant

@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
+from services.core.errors import ErrorType
 from services.gateway.keys import SETTINGS, STORAGE
 
 FOLDER = "console"
@@ -82,7 +83,7 @@ def _serve(app: web.Application, name: str) -> web.Response:
     found = app[FILES].get(name)
     answer_headers = app.get(ANSWER_HEADERS, HEADERS)
     if found is None:
-        error = {"type": "not_found", "message": f"no console file {name!r}"}
+        error = {"type": ErrorType.NOT_FOUND, "message": f"no console file {name!r}"}
         return web.json_response({"error": error}, status=404, headers=answer_headers)
     body, kind = found
     return web.Response(body=body, headers={**answer_headers, "Content-Type": kind})

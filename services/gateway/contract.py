@@ -1,5 +1,6 @@
 """What each public route takes and answers: one small entry per route, which
-`openapi.py` turns into the OpenAPI document.
+`openapi.py` turns into the OpenAPI document. Over 400 lines because it is a table (an
+entry per route), read top to bottom like the README's.
 
 Entries are keyed by method and path as the README names them (`/jobs/{id}`); the
 router's own names (`/jobs/{job_id}`) are mapped by `public_path`. Bodies and answers are
@@ -16,7 +17,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from services.core.status import BatchStatus, JobStatus
-from services.gateway import account, admin, answers, batches, joblist, requests, templates
+from services.gateway import (
+    account,
+    admin,
+    adminanswers,
+    answers,
+    batches,
+    joblist,
+    requests,
+    streamdocs,
+    templates,
+)
 
 _ID_NAMES = re.compile(r"\{(?:job|batch|template|secret|tenant)_id(?::[^}]*)?\}")
 _PATTERNS = re.compile(r"\{(\w+):[^}]*\}")
@@ -46,6 +57,7 @@ class Media:
     types: tuple[str, ...]
     description: str
     schema: dict[str, Any] = field(default_factory=lambda: {"type": "string"})
+    example: Any = None
 
 
 @dataclass(frozen=True)
@@ -106,7 +118,7 @@ IDEMPOTENCY_KEY = Param(
 MONTH = Param(
     "month",
     "query",
-    {"type": "string", "pattern": r"^\d{4}-\d{2}$"},
+    {"type": "string", "pattern": r"^[0-9]{4}-[0-9]{2}$"},
     "the month, `YYYY-MM` (UTC); this month by default",
 )
 LAST_EVENT_ID = Param(
@@ -128,10 +140,23 @@ JOB_ID = path_id("job", requests.JOB_ID)
 BATCH_ID = path_id("batch", requests.BATCH_ID)
 TENANT_ID = path_id("tenant")
 
-EVENT_STREAM = Media(
+EVENTS_TEXT = (
+    "Server-Sent Events (`text/event-stream`): messages of `id: <stream sequence>`, "
+    "`event: <name>` and `data: <one-line JSON>` lines, `: keep-alive` comments while idle; "
+    "the stream closes after the terminal event, or with a last `event: error` (data "
+    '`{"error": {...}}`) once its key is revoked. The schema lists the messages in order'
+)
+JOB_STREAM = Media(
     ("text/event-stream",),
-    "Server-Sent Events: `id: <stream sequence>`, `event: <name>`, `data: <one-line JSON>`; "
-    "`: keep-alive` comments while idle; the stream closes after the terminal event",
+    EVENTS_TEXT,
+    streamdocs.stream_of("JobStreamMessage"),
+    streamdocs.JOB_EXAMPLE,
+)
+BATCH_STREAM = Media(
+    ("text/event-stream",),
+    EVENTS_TEXT,
+    streamdocs.stream_of("BatchStreamMessage"),
+    streamdocs.BATCH_EXAMPLE,
 )
 HTML = Media(("text/html",), "an HTML page")
 STATIC = Media(("text/html", "text/javascript", "text/css"), "a static file")
@@ -219,7 +244,7 @@ JOBS: dict[tuple[str, str], Route] = {
     ("GET", "/jobs/{id}/stream"): Route(
         "A job's events as they happen (Server-Sent Events)",
         "jobs",
-        {200: EVENT_STREAM},
+        {200: JOB_STREAM},
         (400, *READ_ERRORS, 429),
         params=(JOB_ID, LAST_EVENT_ID, LAST_EVENT_QUERY),
         description="Each message's data is a timeline entry plus the job's `status` "
@@ -255,8 +280,11 @@ JOBS: dict[tuple[str, str], Route] = {
     ("GET", "/files/{key}"): Route(
         "Download a document through its signed link (local storage only)",
         "jobs",
-        {200: Media(("application/pdf", "image/png"), "the document")},
-        (404,),
+        {
+            200: Media(("application/pdf", "image/png"), "the document"),
+            206: Media(("application/pdf", "image/png"), "the part a `Range` asked for"),
+        },
+        (400, 404, 416),
         params=(
             Param(
                 "key",
@@ -267,6 +295,12 @@ JOBS: dict[tuple[str, str], Route] = {
             ),
             Param("expires", "query", {"type": "string"}, "the link's expiry (Unix time)"),
             Param("sig", "query", {"type": "string"}, "the link's signature"),
+            Param(
+                "Range",
+                "header",
+                {"type": "string", "pattern": "^bytes=[0-9]*-[0-9]*$"},
+                "one range of bytes (`bytes=0-1023`, `bytes=1024-`, `bytes=-512`)",
+            ),
         ),
         description="The signed link is its own permission: no key needed.",
     ),
@@ -322,7 +356,7 @@ BATCHES: dict[tuple[str, str], Route] = {
     ("GET", "/batches/{id}/stream"): Route(
         "A batch's progress as it happens (Server-Sent Events)",
         "batches",
-        {200: EVENT_STREAM},
+        {200: BATCH_STREAM},
         (400, *READ_ERRORS, 429),
         params=(BATCH_ID, LAST_EVENT_ID, LAST_EVENT_QUERY),
         description="`progress` messages carry the batch as `GET /batches/{id}` shows it, "
@@ -357,8 +391,10 @@ TEMPLATES: dict[tuple[str, str], Route] = {
         "Store a template, or the next version of one with that name",
         "templates",
         {201: answers.TemplateCreated},
-        WRITE_ERRORS,
+        (*WRITE_ERRORS, 429),
         body=Body(requests.TemplateRequest, TEMPLATE_EXAMPLE),
+        description="The body, header and footer must compile as Jinja2, within the "
+        "tenant's share of the gateway's template workers (429 `compile_limited` over it).",
     ),
     ("GET", "/templates"): Route(
         "List the tenant's templates, most recently updated first",
@@ -415,7 +451,7 @@ ADMIN: dict[tuple[str, str], Route] = {
     ("POST", "/admin/tenants"): Route(
         "Create a tenant (with its first signing secret, shown once)",
         "admin",
-        {201: answers.TenantCreated},
+        {201: adminanswers.TenantCreated},
         (400, 408, 409, 413, *ADMIN_ERRORS),
         body=Body(
             admin.TenantRequest,
@@ -423,19 +459,19 @@ ADMIN: dict[tuple[str, str], Route] = {
         ),
     ),
     ("GET", "/admin/tenants"): Route(
-        "Every tenant", "admin", {200: answers.TenantList}, ADMIN_ERRORS
+        "Every tenant", "admin", {200: adminanswers.TenantList}, ADMIN_ERRORS
     ),
     ("GET", "/admin/tenants/{id}"): Route(
         "One tenant",
         "admin",
-        {200: answers.Tenant},
+        {200: adminanswers.Tenant},
         (404, *ADMIN_ERRORS),
         params=(TENANT_ID,),
     ),
     ("PATCH", "/admin/tenants/{id}"): Route(
         "Change a tenant's limits (`null`: back to the default)",
         "admin",
-        {200: answers.Tenant},
+        {200: adminanswers.Tenant},
         (400, 404, 408, 413, *ADMIN_ERRORS),
         params=(TENANT_ID,),
         body=Body(admin.TenantChange, {"monthly_quota": 10000}),
@@ -443,7 +479,7 @@ ADMIN: dict[tuple[str, str], Route] = {
     ("POST", "/admin/tenants/{id}/keys"): Route(
         "Create an API key (shown once)",
         "admin",
-        {201: answers.KeyCreated},
+        {201: adminanswers.KeyCreated},
         (400, 404, 408, 413, *ADMIN_ERRORS),
         params=(TENANT_ID,),
         body=Body(admin.KeyRequest, {"scopes": ["jobs:read", "jobs:write"]}, required=False),
@@ -451,7 +487,7 @@ ADMIN: dict[tuple[str, str], Route] = {
     ("GET", "/admin/tenants/{id}/keys"): Route(
         "A tenant's keys (never a key, only its prefix)",
         "admin",
-        {200: answers.KeyList},
+        {200: adminanswers.KeyList},
         (404, *ADMIN_ERRORS),
         params=(TENANT_ID,),
     ),
@@ -465,7 +501,7 @@ ADMIN: dict[tuple[str, str], Route] = {
     ("GET", "/admin/usage"): Route(
         "Every tenant's usage of a month",
         "admin",
-        {200: answers.AllUsage},
+        {200: adminanswers.AllUsage},
         (400, *ADMIN_ERRORS),
         params=(MONTH,),
     ),

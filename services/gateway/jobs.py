@@ -1,4 +1,5 @@
-"""HTTP routes: submit a job, read its status, download its file, health and readiness."""
+"""HTTP routes: submit a job, read its status, health and readiness (a job's file is
+downloaded through `downloads.py`)."""
 
 from __future__ import annotations
 
@@ -11,11 +12,12 @@ import msgspec
 from aiohttp import web
 
 from services.core import bus, crypto, db, diagnosis, events, metrics, netpolicy, timeline
-from services.core.errors import Conflict, NotFound, PressroomError, Unavailable
+from services.core.errors import Conflict, NotFound, PressroomError, Unavailable, known_type
+from services.core.holds import HoldKind
 from services.core.status import JobStatus
-from services.core.storage import LocalStorage
 from services.gateway import answers, idempotency, templates
 from services.gateway.auth import caller_of, guarded
+from services.gateway.headers import header
 from services.gateway.keys import (
     IDEMPOTENCY,
     JS,
@@ -105,11 +107,27 @@ async def _repeated(
     return not first and await _in_log(request, job_id, tenant)
 
 
+async def _hold_and_publish(request: web.Request, event: events.JobSubmitted) -> bool:
+    """Hold the job's document in its tenant's monthly quota (if it has one), then
+    publish its submission; True if the log took it now. The hold is given back if the
+    log did not take it."""
+    limits, pool = request.app[LIMITS], request.app[POOL]
+    held = await limits.hold(pool, event.tenant, event.job_id, HoldKind.JOB, 1)
+    try:
+        await request.app[SINGLES].ensure(request.app[JS], event.tenant)
+        return await bus.publish(request.app[JS], event)
+    except PressroomError:
+        if held:
+            await limits.release(pool, event.job_id)
+        raise
+
+
 async def submit_job(request: web.Request) -> web.Response:
     """`POST /jobs`: 202 once the `submitted` event is durable in JetStream.
 
     A `template_id` is resolved here, from PostgreSQL: such a job gets a 503 while
-    PostgreSQL is down, where other jobs still get their 202.
+    PostgreSQL is down, where other jobs still get their 202. So does the job of a tenant
+    with a monthly quota, whose document is held in PostgreSQL before it is published.
     """
     settings = request.app[SETTINGS]
     tenant = caller_of(request).tenant
@@ -118,14 +136,13 @@ async def submit_job(request: web.Request) -> web.Response:
     request.app[LIMITS].admit(tenant)
     job = parse_job(await read_json_body(request))
     await _check_addresses(job, settings.allow_private_networks)
-    key = request.headers.get("Idempotency-Key")
+    key = header(request, "Idempotency-Key")
     job_id = job_id_for(settings.server_key_bytes(), tenant, key)
     if key is not None and await _repeated(request, job, tenant, key, job_id):
         return _accepted(job_id)
-    event = await _submitted_event(request, job, tenant, job_id, key)
     try:
-        await request.app[SINGLES].ensure(request.app[JS], tenant)
-        fresh = await bus.publish(request.app[JS], event)
+        event = await _submitted_event(request, job, tenant, job_id, key)
+        fresh = await _hold_and_publish(request, event)
     except PressroomError:  # not in the log: the key is free for the same request again
         if key is not None:
             await idempotency.release(request.app[IDEMPOTENCY], tenant, key)
@@ -161,7 +178,9 @@ async def _in_log(request: web.Request, job_id: str, tenant: str) -> bool:
 
 def failure(error_type: str | None, message: str | None) -> answers.Failure | None:
     """A row's error as answers show it; None if it has none."""
-    return answers.Failure(type=error_type, message=message) if message is not None else None
+    if message is None:
+        return None
+    return answers.Failure(type=known_type(error_type), message=message)
 
 
 async def job_answer(request: web.Request, row: db.JobRow) -> answers.Job:
@@ -187,7 +206,7 @@ async def job_answer(request: web.Request, row: db.JobRow) -> answers.Job:
 
 def job_id_of(request: web.Request) -> str:
     job_id = request.match_info["job_id"]
-    if not JOB_ID.match(job_id):
+    if not JOB_ID.fullmatch(job_id):
         raise NotFound(f"no job {job_id!r}")
     return job_id
 
@@ -244,28 +263,6 @@ def attempt_view(row: db.WebhookDelivery | db.BatchWebhookDelivery) -> answers.W
         latency_ms=row.latency_ms,
         at=_iso(row.at),
     )
-
-
-async def download(request: web.Request) -> web.FileResponse:
-    """`GET /files/{key}`: local-storage downloads, only through an unexpired signed link."""
-    storage = request.app[STORAGE]
-    if not isinstance(storage, LocalStorage):
-        raise NotFound("downloads are served by object storage")
-    key = request.match_info["key"]
-    path = storage.verify(key, request.query.get("expires", ""), request.query.get("sig", ""))
-    kind = "image/png" if key.endswith(".png") else "application/pdf"
-    return web.FileResponse(path, headers={"Content-Type": kind, **download_headers(key)})
-
-
-def download_headers(key: str) -> dict[str, str]:
-    """A download is a file to save, never a page to render or sniff, nor to share from a
-    cache: `attachment` under the job's name (`<job id>.pdf`)."""
-    name = key.rsplit("/", 1)[-1]
-    return {
-        "Content-Disposition": f'attachment; filename="{name}"',
-        "X-Content-Type-Options": "nosniff",
-        "Cache-Control": "private, max-age=60",
-    }
 
 
 async def healthz(request: web.Request) -> web.Response:
@@ -370,6 +367,5 @@ def add_routes(app: web.Application) -> None:
     app.router.add_post(
         "/jobs/{job_id}/webhooks/redeliver", guarded("jobs:write", redeliver_webhook)
     )
-    app.router.add_get("/files/{key:.+}", download)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)

@@ -9,9 +9,9 @@ from nats.js import JetStreamContext
 from nats.js.kv import KeyValue
 
 from services.core import bus
-from services.core.jail import Jail
 from services.core.settings import Settings
 from services.core.storage import Storage
+from services.gateway.compiles import Compiler
 from services.gateway.logroom import LogRoom
 
 SETTINGS = web.AppKey("settings", Settings)
@@ -20,6 +20,6 @@ JS = web.AppKey("js", JetStreamContext)
 POOL = web.AppKey("pool", asyncpg.Pool)
 STORAGE = web.AppKey("storage", Storage)
 IDEMPOTENCY = web.AppKey("idempotency", KeyValue)
-JAIL = web.AppKey("jail", Jail)
+COMPILER = web.AppKey("compiler", Compiler)
 LOG_ROOM = web.AppKey("log_room", LogRoom)
 SINGLES = web.AppKey("singles", bus.SinglesLanes)

@@ -1,16 +1,18 @@
-"""Per-tenant limits on submissions: a token bucket (rate and burst) and a monthly quota
-of successful documents.
+"""Per-tenant limits on submissions: a token bucket (rate and burst), decided in memory,
+and a monthly quota of successful documents, decided in PostgreSQL.
 
-Both are decided in memory. Buckets belong to one gateway: with N gateways behind a
-load balancer a tenant can submit up to N times its rate. Quotas compare against the
-usage the projector counted, reloaded with the key directory (every
-`PRESSROOM_AUTH_REFRESH` seconds), so documents still rendering when the quota is reached
-can take a tenant slightly past it.
+Buckets belong to one gateway: with N gateways behind a load balancer a tenant can submit
+up to N times its rate. The quota is one ledger for every gateway: a submission of a
+tenant with a quota holds its documents (`core/holds.py`) before it is published, and is
+refused if this month's successes and the tenant's unfinished work leave no room for
+them. A tenant without a quota costs no PostgreSQL round trip, so its submissions go on
+while PostgreSQL is away; one with a quota then gets a 503 saying why.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import math
 import time
 from dataclasses import dataclass, field
@@ -18,10 +20,20 @@ from dataclasses import dataclass, field
 import asyncpg
 from aiohttp import web
 
-from services.core import tenancy
-from services.core.errors import QuotaExceeded, RateLimited
+from services.core import holds
+from services.core.errors import QuotaExceeded, RateLimited, RetryLater, Unavailable
+from services.core.holds import Committed, HoldKind
 from services.core.settings import Settings
 from services.gateway.auth import Directory
+
+log = logging.getLogger(__name__)
+
+HELD_RETRY = 30
+"""Retry-After, s, when the quota is full of unfinished work: units held by work that
+then fails or is cancelled come back."""
+
+QUOTA_UNKNOWN_RETRY = 5
+"""Retry-After, s, when PostgreSQL cannot say whether the quota has room."""
 
 
 @dataclass
@@ -60,23 +72,42 @@ class Bucket:
         }
 
 
-def month_start(now: dt.datetime) -> dt.date:
-    return now.date().replace(day=1)
-
-
 def _next_month(now: dt.datetime) -> dt.datetime:
     first = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
     return (first + dt.timedelta(days=32)).replace(day=1)
 
 
+def _exceeded(quota: int, kind: HoldKind, units: int, committed: Committed) -> QuotaExceeded:
+    """Why `units` more documents do not fit, and when to try again: next month if this
+    month's successes alone leave no room, else once unfinished work has ended."""
+    left = max(0, quota - committed.succeeded - committed.held)
+    noun = "document" if units == 1 else "documents"
+    asked = "a job" if kind == HoldKind.JOB else f"a batch of {units} {noun}"
+    message = (
+        f"{asked} does not fit in the monthly quota of {quota} successful documents: "
+        f"{committed.succeeded} succeeded this month and {committed.held} are held by "
+        f"accepted work that has not finished, {left} left"
+    )
+    if committed.succeeded + units > quota:
+        now = dt.datetime.now(dt.UTC)
+        renews = _next_month(now)
+        return QuotaExceeded(
+            f"{message}; it renews on {renews.date().isoformat()}",
+            retry_after=math.ceil((renews - now).total_seconds()),
+        )
+    return QuotaExceeded(
+        f"{message}; held documents come back when their work fails or is cancelled",
+        retry_after=HELD_RETRY,
+    )
+
+
 class Limits:
-    """Every tenant's bucket and this month's successful documents."""
+    """Every tenant's bucket, and its quota's holds."""
 
     def __init__(self, settings: Settings, directory: Directory) -> None:
         self.settings = settings
         self.directory = directory
         self.buckets: dict[str, Bucket] = {}
-        self.succeeded: dict[str, int] = {}
 
     def _limits_of(self, tenant_id: str) -> tuple[float, int]:
         tenant = self.directory.tenants.get(tenant_id)
@@ -98,15 +129,7 @@ class Limits:
         return quota if quota is not None else self.settings.monthly_quota
 
     def admit(self, tenant_id: str) -> None:
-        """Count one submission; `RateLimited` or `QuotaExceeded` if it is one too many."""
-        quota = self.quota_of(tenant_id)
-        if quota and self.succeeded.get(tenant_id, 0) >= quota:
-            now = dt.datetime.now(dt.UTC)
-            raise QuotaExceeded(
-                f"the monthly quota of {quota} successful documents is used up; "
-                f"it renews on {_next_month(now).date().isoformat()}",
-                retry_after=math.ceil((_next_month(now) - now).total_seconds()),
-            )
+        """Count one submission; `RateLimited` if it is one too many."""
         wait = self.bucket(tenant_id).take()
         if wait:
             rate, _ = self._limits_of(tenant_id)
@@ -115,29 +138,34 @@ class Limits:
                 retry_after=max(1, math.ceil(wait)),
             )
 
-    def admit_many(self, tenant_id: str, count: int) -> None:
-        """`QuotaExceeded` if `count` more documents (a batch's items) would take the
-        tenant past what is left of its monthly quota; no token is taken (`admit` takes
-        the one the request costs)."""
+    async def hold(
+        self, pool: asyncpg.Pool, tenant_id: str, hold_id: str, kind: HoldKind, units: int
+    ) -> bool:
+        """Hold `units` documents of the tenant's monthly quota for its job or batch
+        `hold_id`, before it is published; False if the tenant has no quota (nothing is
+        held, PostgreSQL is not asked). `QuotaExceeded` if they do not fit, `RetryLater`
+        if PostgreSQL cannot say."""
         quota = self.quota_of(tenant_id)
-        left = quota - self.succeeded.get(tenant_id, 0)
-        if quota and count > left:
-            now = dt.datetime.now(dt.UTC)
-            raise QuotaExceeded(
-                f"a batch of {count} documents is more than the {max(left, 0)} left of the "
-                f"monthly quota of {quota}; it renews on {_next_month(now).date().isoformat()}",
-                retry_after=math.ceil((_next_month(now) - now).total_seconds()),
-            )
+        if not quota:
+            return False
+        try:
+            committed = await holds.take(pool, tenant_id, hold_id, kind, units, quota)
+        except Unavailable as exc:
+            raise RetryLater(
+                f"cannot check the tenant's monthly quota: {exc.message}",
+                retry_after=QUOTA_UNKNOWN_RETRY,
+            ) from exc
+        if not committed.taken:
+            raise _exceeded(quota, kind, units, committed)
+        return True
 
-    async def refresh(self, pool: asyncpg.Pool) -> None:
-        """Reload this month's successful documents of every tenant that has a quota."""
-        tenants = list(self.directory.tenants)
-        if self.settings.monthly_quota:
-            tenants = [*tenants, *self.buckets]  # tenants known only by their submissions
-        with_quota = [t for t in set(tenants) if self.quota_of(t)]
-        if with_quota:
-            month = month_start(dt.datetime.now(dt.UTC))
-            self.succeeded = await tenancy.succeeded_this_month(pool, month, with_quota)
+    async def release(self, pool: asyncpg.Pool, hold_id: str) -> None:
+        """Give back the hold of a submission that did not reach the log. If PostgreSQL
+        cannot be reached now, the projector's sweep releases it later."""
+        try:
+            await holds.release(pool, hold_id)
+        except Unavailable as exc:
+            log.warning("quota hold of %s not released now (the sweep will): %s", hold_id, exc)
 
 
 LIMITS = web.AppKey("limits", Limits)

@@ -22,8 +22,9 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
-from services.gateway import answers
-from services.gateway.auth import ADMIN_KEY, API_KEY, Handler, guard_of
+from services.core.errors import ErrorType
+from services.gateway import answers, schemadocs, streamdocs
+from services.gateway.auth import ADMIN_KEY, API_KEY, Guard, Handler, guard_of
 from services.gateway.contract import (
     ROUTES,
     TAGS,
@@ -34,8 +35,7 @@ from services.gateway.contract import (
     public_path,
 )
 from services.gateway.keys import SETTINGS
-
-REF = "#/components/schemas/{name}"
+from services.gateway.streamdocs import REF
 
 
 @dataclass
@@ -73,8 +73,10 @@ STATUS_TEXT = {
     408: "The body did not arrive within `PRESSROOM_BODY_TIMEOUT`",
     409: "Not possible in the resource's current state",
     413: "The body is over its limit (or too large for one message on the log)",
+    416: "The `Range` starts past the end of the file (`Content-Range: bytes */<size>`)",
     422: "The `Idempotency-Key` was used for another request",
-    429: "Over the tenant's rate, quota or stream limit; retry after `Retry-After` seconds",
+    429: "Over the tenant's rate, quota, stream or template-compile limit; retry after "
+    "`Retry-After` seconds",
     503: "NATS or PostgreSQL is unreachable, or the log is full; retry shortly",
 }
 SCHEMES = {
@@ -91,6 +93,13 @@ SCHEMES = {
     },
 }
 _NAME = re.compile(r"[^a-z0-9]+")
+INFO_TEXT = (
+    "HTML to PDF (and PNG) rendering, asynchronous: submit a job, get `202` once it is "
+    "durable, then poll it, follow its event stream or take its signed webhook. Every error "
+    'answer is `{"error": {"type", "message", "field"?}}` with a stable `type` (`ErrorType`) '
+    "and, for bad input, the `field` to fix; a method a route does not take is a `405` whose "
+    "`Allow` header names the ones it does."
+)
 
 
 class UndocumentedRoute(Exception):
@@ -152,11 +161,18 @@ def _request_body(body: Body, refs: dict[type, Any]) -> dict[str, Any]:
     return {"required": body.required, "content": content}
 
 
+def _media(answer: Media) -> dict[str, Any]:
+    described: dict[str, Any] = {"schema": answer.schema}
+    if answer.example is not None:
+        described["example"] = answer.example
+    return described
+
+
 def _answer(status: int, answer: type | Media | None, refs: dict[type, Any]) -> dict[str, Any]:
     if answer is None:
         return {"description": "No content"}
     if isinstance(answer, Media):
-        content = {kind: {"schema": answer.schema} for kind in answer.types}
+        content = {kind: _media(answer) for kind in answer.types}
         return {"description": answer.description, "content": content}
     doc = (answer.__doc__ or answer.__name__).split("\n\n")[0]
     described: dict[str, Any] = {
@@ -177,6 +193,8 @@ def _error(status: int, refs: dict[type, Any]) -> dict[str, Any]:
         described["headers"] = {"Retry-After": {"schema": {"type": "integer"}}}
     if status == 401:
         described["headers"] = {"WWW-Authenticate": {"schema": {"type": "string"}}}
+    if status == 416:
+        described["headers"] = {"Content-Range": {"schema": {"type": "string"}}}
     return described
 
 
@@ -198,6 +216,15 @@ def _with_rate_headers(responses: dict[str, dict[str, Any]]) -> None:
             )
 
 
+def _who(guard: Guard | None) -> str:
+    """Who may call the route, from its own guard: what its description opens with."""
+    if guard is None:
+        return "Open: no key needed."
+    if guard.scheme == ADMIN_KEY:
+        return "Needs the admin key."
+    return f"Needs the scope `{guard.scope}`." if guard.scope is not None else ""
+
+
 def _operation(operation: Operation, refs: dict[type, Any]) -> dict[str, Any]:
     method, path, route, handler = operation
     responses = {str(s): _answer(s, a, refs) for s, a in route.answers.items()}
@@ -206,13 +233,10 @@ def _operation(operation: Operation, refs: dict[type, Any]) -> dict[str, Any]:
     guard = guard_of(handler)
     if guard is not None and guard.scheme == API_KEY:
         _with_rate_headers(responses)
-    description = route.description
-    if guard is not None and guard.scope is not None:
-        description = f"Needs the scope `{guard.scope}`. {description}".strip()
     described: dict[str, Any] = {
         "operationId": _NAME.sub("_", f"{method} {path}".lower()).strip("_"),
         "summary": route.summary,
-        "description": description,
+        "description": f"{_who(guard)} {route.description}".strip(),
         "tags": [route.tag],
         "security": [{guard.scheme: []}] if guard is not None else [],
         "parameters": [_parameter(p) for p in route.params],
@@ -229,6 +253,8 @@ def document(app: web.Application, server: str) -> dict[str, Any]:
     structs = _structs([route for _, _, route, _ in found])
     schemas, components = msgspec.json.schema_components(structs, ref_template=REF)
     refs = dict(zip(structs, schemas, strict=True))
+    schemadocs.describe(components, structs, REF)
+    components.update(streamdocs.components())
     paths: dict[str, dict[str, Any]] = {}
     for operation in found:
         method, path = operation[0], operation[1]
@@ -238,10 +264,10 @@ def document(app: web.Application, server: str) -> dict[str, Any]:
         "info": {
             "title": "Pressroom",
             "version": "1",
-            "description": "HTML to PDF rendering. Every error answer is "
-            '`{"error": {"type", "message", "field"?}}`.',
+            "description": INFO_TEXT,
+            "contact": {"name": "This gateway's API reference", "url": f"{server}/docs"},
         },
-        "servers": [{"url": server}],
+        "servers": [{"url": server, "description": "This gateway (`PRESSROOM_PUBLIC_URL`)"}],
         "tags": [{"name": name, "description": text} for name, text in TAGS.items()],
         "paths": dict(sorted(paths.items())),
         "components": {
@@ -272,7 +298,7 @@ def _file(name: str) -> web.Response:
     kind = FILE_TYPES.get(name)
     if kind is None:
         body = answers.ErrorBody(
-            error=answers.ErrorDetail(type="not_found", message=f"no {name!r}")
+            error=answers.ErrorDetail(type=ErrorType.NOT_FOUND, message=f"no {name!r}")
         )
         return answers.respond(body, 404, PAGE_HEADERS)
     data = resources.files(__package__ or "services.gateway").joinpath(FOLDER, name).read_bytes()

@@ -1,5 +1,9 @@
 """Requests: bodies and query parameters parsed strictly, every problem reported with the
-field it concerns."""
+field it concerns.
+
+Over 400 lines: the request Structs, whose fields carry their descriptions (the strings
+under them, for the OpenAPI document), and the checks beyond their types, side by side.
+"""
 
 from __future__ import annotations
 
@@ -13,15 +17,19 @@ from typing import Annotated, Any, Literal, TypeVar
 import msgspec
 from aiohttp import web
 
-from services.core import crypto, pageoptions
+from services.core import crypto, filenames, pageoptions
 from services.core.errors import RequestError
 from services.core.events import BatchItem
+from services.core.numbers import bounded_int
 from services.core.options import check_options
 from services.core.pageoptions import Margin, Mark, Metadata, PageOptions, WaitFor
 from services.core.signing import parse_secrets
+from services.gateway.headers import header
+from services.gateway.jsonbody import parse_json
 
 _PATH = re.compile(r"at `\$\.?([^`]*)`")
 _NAMED = re.compile(r"(?:required|unknown) field `([^`]*)`")
+# Matched whole (`fullmatch`): `$` alone lets a final newline through, into a NATS subject.
 JOB_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}(\.[0-9]{1,7})?$")  # `<batch_id>.<index>`: an item
 BATCH_ID = re.compile(r"^b[0-9a-f]{31}$")
 TEMPLATE_ID = re.compile(r"^[0-9a-f]{32}$")
@@ -92,14 +100,25 @@ class JobRequest(msgspec.Struct, forbid_unknown_fields=True):
     options and an optional webhook."""
 
     template: str | None = None
+    """A Jinja2 template, rendered with `data` (one of the four sources)."""
     template_id: str | None = None
+    """A stored template's id (`POST /templates`), rendered with `data`."""
     template_version: Version | None = None
+    """With `template_id`: which version (the latest by default)."""
     html: str | None = None
+    """HTML printed as it is."""
     url: str | None = None
+    """An http(s) page to print (public addresses only, unless the installation allows private
+    ones)."""
     data: dict[str, Any] = msgspec.field(default_factory=dict)
+    """The template's variables (only with `template` or `template_id`)."""
     webhook_url: str | None = None
+    """Where to send the signed webhook when the job ends (`webhookUrl` is taken too)."""
     webhook_secret: str | None = None
+    """A `whsec_...` secret to sign this job's webhook with, instead of the tenant's (needs
+    `webhook_url`)."""
     options: OptionsRequest = msgspec.field(default_factory=OptionsRequest)
+    """How the page is printed."""
 
 
 class BatchItemRequest(BatchItem, forbid_unknown_fields=True):
@@ -112,24 +131,39 @@ class BatchRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     `url` per item; the items, page options for all of them, the output and a webhook."""
 
     items: Annotated[list[BatchItemRequest], msgspec.Meta(min_length=1)]
+    """The items, at least one (at most `PRESSROOM_MAX_BATCH_ITEMS`): data per item, or a url per
+    item without a template."""
     template: str | None = None
+    """A Jinja2 template every item renders with its own data."""
     template_id: str | None = None
+    """A stored template every item renders with its own data."""
     template_version: Version | None = None
+    """With `template_id`: which version (the latest by default)."""
     html: str | None = None  # only to refuse it by name: it cannot vary per item
+    """Refused: a batch's source must vary per item."""
     webhook_url: str | None = None
+    """Where to send the batch's signed webhooks."""
     webhook_secret: str | None = None
+    """A `whsec_...` secret for this batch's webhooks (needs `webhook_url`)."""
     options: OptionsRequest = msgspec.field(default_factory=OptionsRequest)
+    """How every item's page is printed."""
     output: Literal["zip", "merged"] = "zip"
+    """One ZIP of the items' files, or one merged PDF (needs `options.output` pdf)."""
     progress_webhooks: bool = False
+    """Also send `batch.progress` webhooks while it runs (needs `webhook_url`)."""
 
 
 class TemplateRequest(msgspec.Struct, forbid_unknown_fields=True):
     """`POST /templates`: a named Jinja2 template, with an optional page header and footer."""
 
     name: TemplateName
+    """The template's name: a new name starts a template, a known one stores its next version."""
     body: str
+    """The Jinja2 body; it must compile."""
     header: str | None = None
+    """A page header template, printed at the top of every page."""
     footer: str | None = None
+    """A page footer template, printed at the bottom of every page."""
 
 
 def _field_of(message: str) -> str:
@@ -144,7 +178,7 @@ def _field_of(message: str) -> str:
 
 async def read_json_body(request: web.Request) -> bytes:
     """The raw body of a request that must say `Content-Type: application/json`."""
-    content_type = request.headers.get("Content-Type", "")
+    content_type = header(request, "Content-Type") or ""
     mime = content_type.split(";", 1)[0].strip().lower()
     if mime != "application/json" and not mime.endswith("+json"):
         shown = content_type or "none"
@@ -152,73 +186,6 @@ async def read_json_body(request: web.Request) -> bytes:
             f"Content-Type must be application/json, got {shown}", field="Content-Type"
         )
     return await request.read()
-
-
-MAX_DEPTH = 32
-"""How deeply a request's JSON may nest: far more than any document needs, and far less
-than what makes PostgreSQL's jsonb or a template's recursion give up."""
-
-
-def _too_deep(value: Any, limit: int) -> bool:
-    """Whether `value` (decoded JSON) nests arrays and objects more than `limit` deep.
-
-    Level by level, and only containers go to the next level: an invoice's hundreds of
-    strings and numbers are looked at once each, not stacked (a fifth of the CPU)."""
-    level = [value] if type(value) is dict or type(value) is list else []
-    depth = 1
-    while level:
-        if depth > limit:
-            return True
-        below = []
-        for item in level:
-            for child in item.values() if type(item) is dict else item:
-                if type(child) is dict or type(child) is list:
-                    below.append(child)
-        level = below
-        depth += 1
-    return False
-
-
-def parse_json(body: bytes) -> dict[str, Any]:
-    """Decode a JSON object, or raise `RequestError` saying what is wrong with it
-    (including nesting deeper than `MAX_DEPTH`, and numbers too large to hold)."""
-    try:
-        value = msgspec.json.decode(body)
-    except msgspec.DecodeError as exc:
-        raise RequestError(f"body is not valid JSON: {exc}", field="body") from None
-    except RecursionError:
-        value = None  # deeper than the decoder goes: certainly deeper than MAX_DEPTH
-    # Fewer brackets than the limit cannot nest deeper than it: most bodies skip the walk.
-    brackets = body.count(b"[") + body.count(b"{")
-    if value is None or (brackets > MAX_DEPTH and _too_deep(value, MAX_DEPTH)):
-        raise RequestError(f"body nests deeper than {MAX_DEPTH} levels", field="body")
-    if not isinstance(value, dict):
-        raise RequestError("body must be a JSON object", field="body")
-    if b"\\u0000" in body and (path := _nul_at(value)) is not None:
-        # PostgreSQL's text and jsonb cannot hold NUL: refuse it here rather than let an
-        # accepted job jam the projection. (Only a real NUL: the text "\\u0000" escaped
-        # in a script is fine.)
-        raise RequestError(f"{path} must not contain NUL characters (\\u0000)", field=path)
-    return value
-
-
-def _nul_at(value: Any, path: str = "") -> str | None:
-    """Where the first string (or key) holding a NUL is, as a field path; None if none."""
-    if isinstance(value, str):
-        return (path or "body") if "\x00" in value else None
-    items: list[tuple[str, Any]] = []
-    if isinstance(value, dict):
-        for key, item in value.items():
-            name = f"{path}.{key}" if path else str(key)
-            if "\x00" in str(key):
-                return name
-            items.append((name, item))
-    elif isinstance(value, list):
-        items = [(f"{path}[{index}]", item) for index, item in enumerate(value)]
-    for name, item in items:
-        if (found := _nul_at(item, name)) is not None:
-            return found
-    return None
 
 
 def _convert(raw: dict[str, Any], kind: type[_T]) -> _T:
@@ -260,7 +227,7 @@ def _check_source(job: JobRequest) -> None:
     _not_blank(getattr(job, source), source)
     if job.template_version is not None and source != "template_id":
         raise RequestError("template_version needs template_id", field="template_version")
-    if source == "template_id" and not TEMPLATE_ID.match(job.template_id or ""):
+    if source == "template_id" and not TEMPLATE_ID.fullmatch(job.template_id or ""):
         raise RequestError(f"no stored template has id {job.template_id!r}", field="template_id")
     if job.data and source in {"html", "url"}:
         raise RequestError(
@@ -320,11 +287,10 @@ def int_param(query: Mapping[str, str], name: str, low: int, high: int) -> int |
     raw = query.get(name)
     if raw is None:
         return None
-    # The length bound keeps int() away from huge digit strings (and their ValueError).
-    digits = raw.isascii() and raw.isdigit() and len(raw) <= len(str(high))
-    if not digits or not low <= int(raw) <= high:
+    value = bounded_int(raw, low, high)
+    if value is None:
         raise RequestError(f"{name} must be an integer from {low} to {high}", field=name)
-    return int(raw)
+    return value
 
 
 def job_id_for(server_key: bytes, tenant: str, idempotency_key: str | None) -> str:
@@ -350,10 +316,6 @@ def batch_id_for(server_key: bytes, tenant: str, idempotency_key: str | None) ->
 def fingerprint(request: JobRequest | BatchRequest) -> str:
     """What makes two requests the same request: every field, in a canonical order."""
     return hashlib.sha256(msgspec.json.encode(request, order="sorted")).hexdigest()
-
-
-MAX_FILENAME = 200
-"""Longest file name of an item in a batch's archive, in characters."""
 
 
 JSON_LINES = ("application/x-ndjson", "application/jsonl", "application/x-jsonlines")
@@ -389,9 +351,16 @@ def parse_batch_lines(body: bytes, max_items: int) -> BatchRequest:
         try:
             items.append(parse_json(line))
         except RequestError as exc:
-            message = exc.message.replace("body", f"line {number}", 1)
-            raise RequestError(message, field=f"items[{len(items)}]") from None
+            raise _in_line(exc, number, f"items[{len(items)}]") from None
     return _checked_batch(_convert({**fields, "items": items}, BatchRequest), max_items)
+
+
+def _in_line(exc: RequestError, number: int, item: str) -> RequestError:
+    """A JSON Lines item's error: about the item (`items[3]`, "line 5 is not valid JSON")
+    or about a field inside it (`items[3].data.n`, "line 5: data.n is …")."""
+    if exc.field in (None, "body"):
+        return RequestError(exc.message.replace("body", f"line {number}", 1), field=item)
+    return RequestError(f"line {number}: {exc.message}", field=f"{item}.{exc.field}")
 
 
 def parse_batch(body: bytes, max_items: int) -> BatchRequest:
@@ -442,7 +411,7 @@ def _check_batch_source(batch: BatchRequest) -> None:
         _not_blank(batch.template, "template")
     if batch.template_version is not None and batch.template_id is None:
         raise RequestError("template_version needs template_id", field="template_version")
-    if batch.template_id is not None and not TEMPLATE_ID.match(batch.template_id):
+    if batch.template_id is not None and not TEMPLATE_ID.fullmatch(batch.template_id):
         raise RequestError(f"no stored template has id {batch.template_id!r}", field="template_id")
     templated = batch.template is not None or batch.template_id is not None
     for index, item in enumerate(batch.items):
@@ -479,31 +448,30 @@ def default_filename(index: int, total: int, extension: str) -> str:
     return f"{index:0{width}d}.{extension}"
 
 
-def _check_filename(name: str, extension: str, field: str) -> None:
-    """A name safe to extract from an archive anywhere: no path, no hidden file, no
-    control characters, and the extension of what the item renders to."""
-    if not 1 <= len(name) <= MAX_FILENAME:
-        raise RequestError(f"{field} must be 1 to {MAX_FILENAME} characters", field=field)
-    if name.startswith("."):
-        raise RequestError(f"{field} must not start with a dot", field=field)
-    bad = next((c for c in name if c in "/\\" or unicodedata.category(c) == "Cc"), None)
-    if bad is not None:
-        raise RequestError(f"{field} must not contain {bad!r}", field=field)
+def _checked_filename(name: str, extension: str, field: str) -> str:
+    """A name the archive will hold as given (`filenames.problem`: no path, drive, device,
+    hidden file, control or bidi character, at most 255 bytes) with the extension of what
+    the item renders to; in NFC, the one change the rule makes without asking."""
+    problem = filenames.problem(name)
+    if problem is not None:
+        raise RequestError(f"{field} {problem}", field=field)
     if not name.lower().endswith(f".{extension}"):
         raise RequestError(f"{field} must end with .{extension}", field=field)
+    return unicodedata.normalize("NFC", name)  # what safe_name makes of it, for less
 
 
 def _name_items(items: list[BatchItemRequest], extension: str) -> None:
     """Check every given file name, give the others their default, and refuse two items
-    with one name (ignoring case: archives are extracted on case-insensitive disks too).
+    with one name (ignoring case and normalisation, `filenames.key`: archives are
+    extracted on case-insensitive disks too).
     A clash with a default name is blamed on the item that gave its name."""
     for index, item in enumerate(items):
         if item.filename is not None:
-            _check_filename(item.filename, extension, f"items[{index}].filename")
+            item.filename = _checked_filename(item.filename, extension, f"items[{index}].filename")
     names = [i.filename or default_filename(n, len(items), extension) for n, i in enumerate(items)]
     seen: dict[str, int] = {}
     for index, name in enumerate(names):
-        first = seen.setdefault(name.casefold(), index)
+        first = seen.setdefault(filenames.key(name), index)
         if first != index:
             blamed, other = (index, first) if items[index].filename is not None else (first, index)
             field = f"items[{blamed}].filename"

@@ -13,6 +13,12 @@ which follows a last `progress` message. Each tenant has at most `PRESSROOM_MAX_
 open in one gateway (`429 too_many_streams` past that); a stream whose client has gone
 gives its slot and its subscriptions back within `TICK`, and every stream ends when the
 gateway shuts down (`on_shutdown`), so shutting down never waits on a client.
+
+A stream is only as good as the key that opened it: before each step it asks the key
+`Directory` again (`recheck`), and the Directory wakes the streams of a key the moment it
+learns the key was revoked (here at once, from another gateway within
+`PRESSROOM_AUTH_REFRESH`). Such a stream ends with a last `error` message carrying the
+same `{"error": {...}}` a request would get (`unauthorized`, `forbidden`), with no `id:`.
 """
 
 from __future__ import annotations
@@ -34,10 +40,19 @@ from nats.aio.subscription import Subscription
 from nats.js.api import RawStreamMsg
 
 from services.core import bus, db, events, timeline
-from services.core.errors import NotFound, RequestError, TooManyStreams, Unavailable
+from services.core.errors import (
+    Forbidden,
+    NotFound,
+    RequestError,
+    TooManyStreams,
+    Unauthorized,
+    Unavailable,
+)
+from services.core.numbers import bounded_int
 from services.core.status import TERMINAL, BatchStatus, JobStatus
 from services.gateway import batches, jobs
-from services.gateway.auth import caller_of, guarded
+from services.gateway.auth import DIRECTORY, Caller, caller_of, guarded
+from services.gateway.headers import header
 from services.gateway.keys import JS, NATS, POOL, SETTINGS, STORAGE
 from services.gateway.postgres import unavailable_without_postgres
 from services.gateway.requests import BATCH_ID, JOB_ID
@@ -53,6 +68,11 @@ PROGRESS_EVERY = 1.0
 PROGRESS_WATCH = 5.0
 """How long after the last bell a batch stream keeps reading its counts: the projection
 counts an item's end a moment after the log holds it."""
+MAX_SEQUENCE = 2**64 - 1
+"""Largest stream sequence JetStream has (an unsigned 64-bit integer)."""
+
+SCOPE = "jobs:read"
+"""The scope a key needs to open and keep a stream."""
 
 _encoder = msgspec.json.Encoder()
 
@@ -99,13 +119,16 @@ class Streams:
         self.closing = False
         self._open: collections.Counter[str] = collections.Counter()
         self._bells: set[Bell] = set()
+        self._by_key: collections.defaultdict[str, set[Bell]] = collections.defaultdict(set)
 
     def count(self, tenant: str) -> int:
         return self._open[tenant]
 
     @contextlib.asynccontextmanager
-    async def open(self, tenant: str, nc: Client, subjects: list[str]) -> AsyncIterator[Bell]:
-        """A slot of `tenant`'s and a bell on `subjects`, both given back on exit."""
+    async def open(self, caller: Caller, nc: Client, subjects: list[str]) -> AsyncIterator[Bell]:
+        """A slot of the caller's tenant and a bell on `subjects`, both given back on
+        exit; the bell also rings when the caller's key changes (`keys_changed`)."""
+        tenant = caller.tenant
         if self.closing:
             raise Unavailable("the gateway is shutting down; reconnect to another")
         if self._open[tenant] >= self.limit:
@@ -116,13 +139,27 @@ class Streams:
         self._open[tenant] += 1
         bell = Bell()
         self._bells.add(bell)
+        self._by_key[caller.key_id or ""].add(bell)
         try:
             await bell.listen(nc, subjects)
             yield bell
         finally:
             self._bells.discard(bell)
+            self._forget(caller.key_id or "", bell)
             await bell.close()
             self._open[tenant] -= 1
+
+    def _forget(self, key_id: str, bell: Bell) -> None:
+        bells = self._by_key[key_id]
+        bells.discard(bell)
+        if not bells:
+            del self._by_key[key_id]
+
+    def keys_changed(self, key_ids: set[str]) -> None:
+        """Wake the streams opened with these keys: each checks its key again at once."""
+        for key_id in key_ids:
+            for bell in self._by_key.get(key_id, ()):
+                bell.ring()
 
     def close_all(self) -> None:
         """End every stream (and refuse new ones): the gateway is shutting down."""
@@ -155,6 +192,12 @@ class Sse:
         head = b"id: %d\nevent: %s\ndata: " % (seq, name.encode())
         await self._write(head + _encoder.encode(data) + b"\n\n")
 
+    async def fail(self, error: Unauthorized | Forbidden) -> None:
+        """A last `error` message, as a request would have been answered (no `id:`: a
+        resume point stays the last event's)."""
+        body = {"error": {"type": error.kind, "message": error.message}}
+        await self._write(b"event: error\ndata: " + _encoder.encode(body) + b"\n\n")
+
     async def keep_alive(self) -> None:
         if self.quiet() >= KEEP_ALIVE:
             await self._write(b": keep-alive\n\n")
@@ -177,11 +220,27 @@ Step = Callable[[Sse, bool], Awaitable[bool]]
 over."""
 
 
+async def _refused(request: web.Request, sse: Sse) -> bool:
+    """Whether the caller's key no longer allows the stream (revoked, or its scope gone);
+    then the stream's last message says so."""
+    caller = caller_of(request)
+    try:
+        request.app[DIRECTORY].recheck(caller, SCOPE)
+    except (Unauthorized, Forbidden) as exc:
+        log.info("stream %s of key %s ended: %s", request.path, caller.key_id, exc.message)
+        await sse.fail(exc)
+        return True
+    return False
+
+
 async def _follow(request: web.Request, sse: Sse, bell: Bell, step: Step) -> None:
-    """Run `step` now, and again on each tick, until it ends the stream, the client goes
-    or the gateway shuts down. NATS or PostgreSQL away: the stream waits for them."""
+    """Run `step` now, and again on each tick, until it ends the stream, the client goes,
+    its key stops allowing it or the gateway shuts down. NATS or PostgreSQL away: the
+    stream waits for them."""
     streams, read_at, woke = request.app[STREAMS], time.monotonic(), True
     while not streams.closing and not sse.gone():
+        if await _refused(request, sse):
+            return
         try:
             if await step(sse, woke):
                 return
@@ -193,8 +252,7 @@ async def _follow(request: web.Request, sse: Sse, bell: Bell, step: Step) -> Non
 
 
 async def _serve(request: web.Request, subjects: list[str], step: Step) -> web.StreamResponse:
-    tenant, nc = caller_of(request).tenant, request.app[NATS]
-    async with request.app[STREAMS].open(tenant, nc, subjects) as bell:
+    async with request.app[STREAMS].open(caller_of(request), request.app[NATS], subjects) as bell:
         sse = Sse(request)
         await sse.start()
         try:
@@ -209,19 +267,20 @@ async def _serve(request: web.Request, subjects: list[str], step: Step) -> web.S
 def _last_event_id(request: web.Request) -> int:
     """The sequence to resume after (`Last-Event-ID`, or `?last_event_id=`), 0 if none."""
     for name, raw in (
-        ("Last-Event-ID", request.headers.get("Last-Event-ID")),
+        ("Last-Event-ID", header(request, "Last-Event-ID")),
         ("last_event_id", request.query.get("last_event_id")),
     ):
         if raw is not None:
-            if not (raw.isascii() and raw.isdigit() and len(raw) <= 19):
+            sequence = bounded_int(raw, 0, MAX_SEQUENCE)
+            if sequence is None:
                 raise RequestError(f"{name} must be a stream sequence", field=name)
-            return int(raw)
+            return sequence
     return 0
 
 
 def _decoded(raw: RawStreamMsg) -> events.LogEvent | None:
     with contextlib.suppress(msgspec.DecodeError, msgspec.ValidationError):
-        return events.decode_log(raw.data or b"")
+        return events.decode_log(raw.data or b"", subject=raw.subject or "")
     return None
 
 
@@ -281,7 +340,7 @@ class JobFeed:
 
 async def _check_job(request: web.Request, job_id: str) -> None:
     """`NotFound` unless the log holds the caller's submission of the job."""
-    if JOB_ID.match(job_id):
+    if JOB_ID.fullmatch(job_id):
         submitted = await timeline.last_event(request.app[JS], job_id, "submitted")
         if submitted is not None and submitted.tenant == caller_of(request).tenant:
             return
@@ -401,7 +460,7 @@ class BatchFeed:
 
 async def _submission(request: web.Request, batch_id: str) -> events.BatchSubmitted:
     """The caller's batch's submission; `NotFound` for any other id."""
-    if BATCH_ID.match(batch_id):
+    if BATCH_ID.fullmatch(batch_id):
         submitted = await timeline.batch_submission(request.app[JS], batch_id)
         if submitted is not None and submitted.tenant == caller_of(request).tenant:
             return submitted
@@ -428,6 +487,7 @@ async def _close_streams(app: web.Application) -> None:
 
 def add_routes(app: web.Application) -> None:
     app[STREAMS] = Streams(app[SETTINGS].max_streams)
+    app[DIRECTORY].watch(app[STREAMS].keys_changed)
     app.on_shutdown.append(_close_streams)
-    app.router.add_get("/jobs/{job_id}/stream", guarded("jobs:read", job_stream))
-    app.router.add_get("/batches/{batch_id}/stream", guarded("jobs:read", batch_stream))
+    app.router.add_get("/jobs/{job_id}/stream", guarded(SCOPE, job_stream))
+    app.router.add_get("/batches/{batch_id}/stream", guarded(SCOPE, batch_stream))

@@ -17,18 +17,15 @@ from aiohttp import web
 from msgspec.structs import replace
 
 from services.core import events, pageoptions, templatedb
-from services.core.errors import NotFound, RequestError, TemplateError
+from services.core.errors import NotFound, RequestError
 from services.core.events import DEFAULT_TENANT
-from services.core.jail import Jail
-from services.core.templating import check_jinja
 from services.gateway import answers
 from services.gateway.auth import caller_of, guarded
-from services.gateway.keys import JAIL, POOL
+from services.gateway.keys import COMPILER, POOL
 from services.gateway.postgres import unavailable_without_postgres
 from services.gateway.requests import (
     MAX_VERSION,
     TEMPLATE_ID,
-    TemplateRequest,
     int_param,
     parse_template,
     read_json_body,
@@ -56,10 +53,13 @@ def _iso(value: dt.datetime) -> str:
 
 
 async def create_template(request: web.Request) -> web.Response:
-    """`POST /templates`: store a new template, or the next version of one with that name."""
+    """`POST /templates`: store a new template, or the next version of one with that name,
+    once its body, header and footer compile (within the tenant's share of the gateway's
+    template workers: `compiles.py`)."""
     template = parse_template(await read_json_body(request))
-    await _check_compiles(request.app[JAIL], template)
     tenant = caller_of(request).tenant
+    texts = {"body": template.body, "header": template.header, "footer": template.footer}
+    await request.app[COMPILER].check(tenant, texts)
     template_id = template_id_for(tenant, template.name)
     with unavailable_without_postgres("cannot store the template"):
         created = await templatedb.create_template_version(
@@ -77,19 +77,6 @@ async def create_template(request: web.Request) -> web.Response:
     )
     location = f"/templates/{template_id}?version={version}"
     return answers.respond(body, 201, {"Location": location})
-
-
-async def _check_compiles(jail: Jail, template: TemplateRequest) -> None:
-    """`RequestError` naming the field whose text does not compile as Jinja2 (or does not
-    within the jail's time and memory limits)."""
-    for field in ("body", "header", "footer"):
-        text = getattr(template, field)
-        if text is None:
-            continue
-        try:
-            await jail.call(check_jinja, text, field)
-        except TemplateError as exc:
-            raise RequestError(f"{field}: {exc.message}", field=field) from None
 
 
 async def list_templates(request: web.Request) -> web.Response:
@@ -135,7 +122,7 @@ async def get_template(request: web.Request) -> web.Response:
     of all versions; 404 if the template or the version does not exist."""
     template_id = request.match_info["template_id"]
     version = int_param(request.query, "version", 1, MAX_VERSION)
-    if not TEMPLATE_ID.match(template_id):
+    if not TEMPLATE_ID.fullmatch(template_id):
         raise NotFound(f"no template {template_id!r}")
     pool, tenant = request.app[POOL], caller_of(request).tenant
     with unavailable_without_postgres("templates are unavailable"):

@@ -100,7 +100,7 @@ async def _decode_or_term(msg: Msg) -> events.LogEvent | None:
     """The message's event, job's or batch's; a message that is neither is terminated
     (redelivering it cannot help) and None returned."""
     try:
-        return events.decode_log(msg.data)
+        return events.decode_log(msg.data, subject=msg.subject)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         log.error("terminating undecodable message on %s: %s", msg.subject, exc)
         await msg.term()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from services.core import bus, db, events, metrics, runtime, signing, worker
+from services.core.busaccess import Role
 from services.core.settings import Settings, SettingsError
 from services.core.storage import open_storage
 from services.notifier import delivery
@@ -23,7 +24,7 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
     check_secret(settings)
     async with (
         metrics.serve(settings.host, settings.metrics_port) as health,
-        bus.open_bus(settings, name="notifier") as (nc, js),
+        bus.open_bus(settings, name="notifier", role=Role.NOTIFIER) as (nc, js),
         db.open_pool(settings, size=2) as pool,
         open_storage(settings) as storage,
         delivery.open_session(allow_private=settings.allow_private_networks) as session,

@@ -16,6 +16,7 @@ import asyncpg
 import msgspec
 
 from services.core import events
+from services.core.holds import HoldKind, HoldState
 from services.core.status import TERMINAL, JobStatus
 
 # Every event is one statement, so one round trip: record it (keyed by stream sequence),
@@ -38,6 +39,14 @@ _NEW = "SELECT count(*) > 0 AS new FROM new"
 # Statuses are ours, never input: spelled into the SQL text from the one list.
 _TERMINAL = ", ".join(f"'{status}'" for status in sorted(TERMINAL))
 _NOT_TERMINAL = f"WHERE j.status NOT IN ({_TERMINAL})"
+
+# A job's submission, the first time it is recorded, marks the job's quota hold as seen in
+# the log (`core/holds.py`): the sweep of holds whose submission never arrived passes it
+# by. An item's hold is its batch's (`batches.py` marks it).
+_LOGGED = f"""logged AS (
+    UPDATE quota_holds AS h SET state = '{HoldState.LOGGED}' FROM new
+    WHERE h.id = $2 AND h.kind = '{HoldKind.JOB}' AND h.state = '{HoldState.PENDING}'
+)"""
 
 _OTHER = f"""{_RECORD}, row AS (
     INSERT INTO jobs (id, tenant_id, status, created_at, updated_at)
@@ -66,7 +75,7 @@ _SUBMITTED = f"""{_RECORD}, row AS (
                                ELSE j.idempotency_key END,
         created_at = CASE WHEN j.input IS NULL THEN EXCLUDED.created_at ELSE j.created_at END,
         tenant_id = CASE WHEN j.input IS NULL THEN EXCLUDED.tenant_id ELSE j.tenant_id END
-) {_NEW}"""
+), {_LOGGED} {_NEW}"""
 
 # `started` ($7 = 'running', $9 true: it starts now) and `retrying` ($7 = 'queued'): a
 # non-terminal status only moves forward in stream order.
@@ -92,7 +101,11 @@ _PROGRESS = f"""{_RECORD}, row AS (
 # and `ended`: the status this event ended its job with (NULL if the job had already
 # ended). Usage outlives a rebuild (`usage_documents` is kept), the job row does not: so a
 # batch counts its items' ends by `ended`, which a replay into emptied tables gives again.
-_ENDED = """, doc AS (
+# The job's quota hold (`core/holds.py`) is released by the same new usage row, never
+# by `ended`: a replay into emptied tables ends the job again, but counts nothing new, so
+# it releases nothing twice. A single job's hold is its own (deleted); an item's is its
+# batch's, which gives back one unit (the item's id is `<batch_id>.<index>`).
+_ENDED = f""", doc AS (
     INSERT INTO usage_documents (job_id, tenant_id, month, outcome, pages, bytes, render_ms, at)
     SELECT id, tenant_id, date_trunc('month', finished_at AT TIME ZONE 'UTC')::date, status,
            COALESCE(pages, 0), COALESCE(bytes, 0), COALESCE(render_ms, 0), finished_at
@@ -109,6 +122,13 @@ _ENDED = """, doc AS (
         cancelled = m.cancelled + EXCLUDED.cancelled, pages = m.pages + EXCLUDED.pages,
         bytes = m.bytes + EXCLUDED.bytes, render_ms = m.render_ms + EXCLUDED.render_ms
     RETURNING m.succeeded
+), released AS (
+    DELETE FROM quota_holds AS h USING doc
+    WHERE h.id = doc.job_id AND h.kind = '{HoldKind.JOB}'
+), item_released AS (
+    UPDATE quota_holds AS h SET units = h.units - 1 FROM doc
+    WHERE strpos(doc.job_id, '.') > 0 AND h.id = split_part(doc.job_id, '.', 1)
+      AND h.kind = '{HoldKind.BATCH}' AND h.units > 0
 )
 SELECT (SELECT count(*) > 0 FROM new) AS new, (SELECT r.status FROM row AS r) AS ended,
        d.job_id, d.tenant_id, d.month, d.outcome, d.pages, d.bytes, d.at, t.succeeded

@@ -24,6 +24,7 @@ from nats.js import JetStreamContext
 
 from services.core import bus, events
 from services.core.errors import NotFound
+from services.core.holds import HoldKind, HoldState
 from services.core.status import BATCH_TERMINAL, BatchStatus, JobStatus
 from services.projector.apply import Applied
 
@@ -43,7 +44,8 @@ _OPEN = f"b.status NOT IN ({_TERMINAL})"
 
 _RECORD_ONLY = f"{_RECORD} {_NEW}"
 
-# A later copy of a submission changes nothing: the first one made the batch.
+# A later copy of a submission changes nothing: the first one made the batch, and marked
+# its quota hold (`core/holds.py`) as seen in the log.
 _SUBMITTED = f"""{_RECORD}, row AS (
     INSERT INTO batches (id, tenant_id, status, total, output, webhook_url, idempotency_key,
                          template_id, template_version, created_at, updated_at, last_seq,
@@ -51,6 +53,9 @@ _SUBMITTED = f"""{_RECORD}, row AS (
     SELECT $2, $3, $7::text, $8::integer, $9::text, $10::text, $11::text, $12::text,
            $13::integer, $5, now(), $1, $14::boolean FROM new
     ON CONFLICT (id) DO NOTHING
+), logged AS (
+    UPDATE quota_holds AS h SET state = '{HoldState.LOGGED}' FROM new
+    WHERE h.id = $2 AND h.kind = '{HoldKind.BATCH}' AND h.state = '{HoldState.PENDING}'
 ) {_NEW}"""
 
 # A control moves an open batch, in stream order. Resumed ($7 NULL): back to `running` if
@@ -63,11 +68,16 @@ _CONTROL = f"""{_RECORD}, row AS (
     FROM new WHERE b.id = $2 AND {_OPEN} AND b.last_seq < $1
 ) {_NEW}"""
 
+# A batch's end gives back what is left of its quota hold: units of items that never
+# became jobs (a batch that failed before it expanded) or have not ended yet. Deleting
+# twice is deleting nothing.
 _ENDED = f"""{_RECORD}, row AS (
     UPDATE batches AS b SET status = $7::text, object_key = $8::text, bytes = $9::bigint,
         error_type = $10::text, error_message = $11::text, finished_at = $5,
         last_seq = GREATEST(b.last_seq, $1), updated_at = now()
     FROM new WHERE b.id = $2 AND {_OPEN}
+), released AS (
+    DELETE FROM quota_holds AS h USING new WHERE h.id = $2 AND h.kind = '{HoldKind.BATCH}'
 ) {_NEW}"""
 
 

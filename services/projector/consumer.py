@@ -28,7 +28,7 @@ and PostgreSQL far less CPU per event than one transaction each, for a lag of 50
 
 def _decode(msg: Msg) -> events.LogEvent | None:
     try:
-        return events.decode_log(msg.data)
+        return events.decode_log(msg.data, subject=msg.subject)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         log.error("skipping undecodable message %s: %s", msg.subject, exc)
         return None

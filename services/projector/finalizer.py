@@ -27,7 +27,7 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
 from services.core import bus, db, events, metrics
-from services.core.errors import NotFound, Unavailable
+from services.core.errors import ErrorType, NotFound, Unavailable
 from services.core.status import TERMINAL
 
 log = logging.getLogger(__name__)
@@ -54,7 +54,7 @@ def worker_lost(job: events.JobSubmitted, deliveries: int) -> events.JobFailed:
         tenant=job.tenant,
         attempt=deliveries,
         error=events.ErrorInfo(
-            type="worker_lost", message=f"gave up after {deliveries} attempts: worker lost"
+            type=ErrorType.WORKER_LOST, message=f"gave up after {deliveries} attempts: worker lost"
         ),
         webhook_url=job.webhook_url,
     )
@@ -115,7 +115,7 @@ async def _submitted(js: JetStreamContext, seq: int) -> events.JobSubmitted | No
         log.warning("advisory for stream seq %d: the message is no longer in the log", seq)
         return None
     try:
-        event = events.decode(raw.data or b"")
+        event = events.decode(raw.data or b"", subject=raw.subject or "")
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         log.error("advisory for stream seq %d: undecodable message: %s", seq, exc)
         return None

@@ -16,6 +16,7 @@ from collections.abc import Coroutine
 from typing import Any
 
 from services.core import bus, db, metrics, runtime
+from services.core.busaccess import Role
 from services.core.settings import Settings
 from services.projector import backlog, consumer, finalizer, rebuild, reconciler
 
@@ -24,7 +25,7 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
     """Run the four loops until `stop` is set; if one fails, stop the others and raise."""
     async with (
         metrics.serve(settings.host, settings.metrics_port) as health,
-        bus.open_bus(settings, name="projector") as (nc, js),
+        bus.open_bus(settings, name="projector", role=Role.PROJECTOR) as (nc, js),
         db.open_pool(settings, size=4) as pool,
     ):
         health.check("nats", lambda: nc.is_connected)

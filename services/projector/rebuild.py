@@ -25,6 +25,7 @@ import asyncpg
 from nats.js import JetStreamContext
 
 from services.core import bus, db, events, runtime
+from services.core.busaccess import Role
 from services.core.errors import NotFound, Unavailable
 from services.core.settings import Settings
 from services.projector import consumer
@@ -58,7 +59,7 @@ async def rebuild(settings: Settings, stop: asyncio.Event) -> Summary:
     """Empty the projection, replay the log until the projector durable has nothing pending
     or unacknowledged, and report. Returns early, `complete=False`, if `stop` is set."""
     async with (
-        bus.open_bus(settings, name="projector-rebuild") as (_, js),
+        bus.open_bus(settings, name="projector-rebuild", role=Role.PROJECTOR) as (_, js),
         db.open_pool(settings, size=2) as pool,
     ):
         await _restart(js, pool, settings)
@@ -79,7 +80,7 @@ async def _restart(js: JetStreamContext, pool: asyncpg.Pool, settings: Settings)
         await js.delete_consumer(events.STREAM, events.PROJECTOR)
     await db.truncate_projection(pool)
     # `ensure_stream` recreates the missing durable (DeliverPolicy.ALL) with its usual config.
-    await bus.ensure_stream(js, settings)
+    await bus.ensure_stream(js, settings, Role.PROJECTOR)
     log.info("projection emptied; replaying the log")
 
 

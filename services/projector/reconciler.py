@@ -19,6 +19,8 @@ The items of a batch wait in their batch's own durable (`bulk-<batch_id>`), not 
 renderers' one: they are judged by that durable's floor, and a paused batch's items are
 never stale (they wait by request).
 
+Each sweep also releases the quota holds no work will end (`quota.py`).
+
 Each sweep holds a Postgres advisory lock, so with several projectors only one sweeps at a
 time, and it skips while the projector lags far behind the log (then "no news" in Postgres
 may only mean "not projected yet").
@@ -36,8 +38,9 @@ from nats.js import JetStreamContext
 from nats.js.api import ConsumerInfo
 
 from services.core import bus, db, events, metrics, runtime
-from services.core.errors import NotFound, Unavailable
+from services.core.errors import ErrorType, NotFound, Unavailable
 from services.core.settings import Settings
+from services.projector import quota
 from services.projector.consumer import BATCH as PROJECTOR_BATCH
 
 log = logging.getLogger(__name__)
@@ -154,6 +157,7 @@ async def sweep(
             ):
                 items = await _stale_items(js, conn, settings, batch_id)
                 acted |= {row.id: await reconcile(js, conn, settings, row) for row in items}
+            await quota.sweep(js, conn)
             return acted
         finally:
             await db.advisory_unlock(conn, db.RECONCILER_LOCK_ID)
@@ -240,7 +244,7 @@ def stalled(row: db.StaleJob, *, has_input: bool) -> events.JobFailed:
         job_id=row.id,
         tenant=row.tenant_id,
         attempt=row.attempts,
-        error=events.ErrorInfo(type="stalled", message=message),
+        error=events.ErrorInfo(type=ErrorType.STALLED, message=message),
         webhook_url=row.webhook_url,
     )
 

@@ -45,7 +45,7 @@ from services.core.settings import Settings
 from services.core.status import BatchStatus
 from services.core.storage import Storage, object_key
 from services.core.templating import render_html
-from services.renderer import diagnostics
+from services.renderer import diagnostics, ends
 from services.renderer.browser import BrowserPool, Html, RenderResult, Source, Url
 from services.renderer.browser.diagnosis import PageReport
 from services.renderer.decisions import Ack, Fail, Retry, Step, next_step
@@ -223,6 +223,7 @@ class Renderer:
     async def _attempt(self, msg: Msg, job: events.JobSubmitted) -> None:
         if await self._held_back(msg, job):
             return
+        started = time.perf_counter()
         attempt = msg.metadata.num_delivered
         ended = await self._start(msg, job)
         if ended is not None:  # cancelled while queued, or a redelivery of a finished job
@@ -234,7 +235,8 @@ class Renderer:
         if report.taken or error is not None:  # stored before the attempt's end is told
             # A failure before any page (a template error) keeps its error alone.
             await diagnostics.keep(self.storage, job, attempt, report, error)
-        await self._settle(msg, job, attempt, done, next_step(error, attempt, self.settings))
+        step = next_step(error, attempt, self.settings)
+        await self._settle(msg, job, attempt, done, step, started)
 
     async def _held_back(self, msg: Msg, job: events.JobSubmitted) -> bool:
         """Hold, unstarted, an item whose batch is paused or cancelling until it may run;
@@ -313,9 +315,10 @@ class Renderer:
         attempt: int,
         done: events.JobDone | None,
         step: Step,
+        started: float,
     ) -> None:
         """Carry out `step` (see `decisions.py`): publish what happened, then ack, nak or
-        term the message."""
+        term the message (`started`: when the attempt began, for its end's log line)."""
         if isinstance(step, Retry):
             await self._retry(msg, job, attempt, step)
         elif isinstance(step, Fail):
@@ -326,10 +329,9 @@ class Renderer:
                 error=step.error,
                 webhook_url=job.webhook_url,
             )
-            log.info("job %s failed: %s: %s", job.job_id, step.error.type, step.error.message)
-            await self._finish(msg, failed, step)
+            await self._finish(msg, job, failed, step, started)
         elif done is not None:  # next_step acks only an attempt without error
-            await self._finish(msg, done, step)
+            await self._finish(msg, job, done, step, started)
 
     async def _render(
         self, job: events.JobSubmitted, attempt: int, report: PageReport
@@ -365,16 +367,24 @@ class Renderer:
         if finisher is None:
             return result
         context = await with_marks(self.browser, options, finisher.context)  # Chromium prints them
-        return await Finisher(finisher.jail, context).finished(result, options)
+        return await Finisher(finisher.jail, context, finisher.compact_bytes).finished(
+            result, options
+        )
 
     async def _finish(
-        self, msg: Msg, event: events.JobDone | events.JobFailed, step: Ack | Fail
+        self,
+        msg: Msg,
+        job: events.JobSubmitted,
+        event: events.JobDone | events.JobFailed,
+        step: Ack | Fail,
+        started: float,
     ) -> None:
         """Publish the terminal event, then ack it (`Ack`) or term it (`Fail`): never the
-        other way round."""
+        other way round. An end stored now is counted and logged (`ends`)."""
         status = events.event_name(event)
         if await bus.publish(self.js, event):
             bus.count_finished(event)
+            ends.report(event, job, msg.metadata.timestamp, started)
         elif isinstance(event, events.JobDone):
             await self._discard_if_cancelled(event)
         metrics.RENDER_ATTEMPTS.labels(status).inc()

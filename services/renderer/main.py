@@ -6,17 +6,19 @@ from __future__ import annotations
 import asyncio
 
 from services.core import bus, metrics, runtime
+from services.core.busaccess import Role
 from services.core.jail import Jail, TemplateLimits
 from services.core.settings import Settings
 from services.core.storage import open_storage
 from services.renderer import consumer, lanes, states
-from services.renderer.browser import BrowserPool
+from services.renderer.browser import BrowserPool, privileges
 from services.renderer.finishing import Context
 from services.renderer.finishing.worker import Finisher, jail_of
 
 
 async def serve(settings: Settings, stop: asyncio.Event) -> None:
     context = Context.of(settings)  # reads the signing key: a bad file stops us here
+    privileges.configure(privileges.Walls.of(settings))  # before the first browser
     browser = BrowserPool(
         settings.chromium_path(),
         pages=settings.render_concurrency,
@@ -34,7 +36,7 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
     )
     async with (
         metrics.serve(settings.host, settings.metrics_port) as health,
-        bus.open_bus(settings, name="renderer") as (nc, js),
+        bus.open_bus(settings, name="renderer", role=Role.RENDERER) as (nc, js),
         open_storage(settings) as storage,
         browser,
         Jail(settings.render_concurrency, TemplateLimits.of(settings)) as jail,
@@ -42,7 +44,7 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
         states.watched(js) as batches,
     ):
         health.check("nats", lambda: nc.is_connected)
-        finisher = Finisher(finishing_jail, context)
+        finisher = Finisher(finishing_jail, context, settings.compact_pdf_bytes)
         renderer = consumer.Renderer(settings, js, storage, browser, jail, batches, finisher)
         await lanes.work(
             nc,

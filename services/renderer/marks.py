@@ -17,9 +17,9 @@ import dataclasses
 import html
 
 from services.core.pageoptions import Margin, Mark, PageOptions, WaitFor
+from services.pdftools.marks import asked, style_of
 from services.renderer.browser import BrowserPool, Html
 from services.renderer.finishing import Context
-from services.renderer.finishing.marks import asked, style_of
 
 # Measures the mark once it is laid out (images decoded) and makes the page its size;
 # a `wait_for` expression, so it runs after `load` and the print waits for it.

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import functools
 import ipaddress
 import subprocess
@@ -12,12 +14,18 @@ from typing import Any
 
 import yaml
 
-from tests.conftest import BIN
+from services.bus_cli import KEYS, KEYS_INCLUDE, keys_conf
+from services.core import buskeys
+from services.core.busaccess import Role
+from tests.conftest import BIN, nats_port, reported_port
+from tests.pki import CLIENT, SERVER, new_pki
 
 REPO = Path(__file__).resolve().parents[2]
 K8S = REPO / "deploy" / "k8s"
 OVERLAYS = ("dev", "production", "single-tenant")
 WORKLOADS = ("Deployment", "StatefulSet")
+TLS_FILES = "/etc/nats-tls/"
+"""Where components/nats-tls mounts NATS' certificates."""
 
 Doc = dict[str, Any]
 
@@ -91,3 +99,58 @@ def egress_admits(policy: Doc, address: str, port: int) -> bool:
             if not any(ip in ipaddress.ip_network(e) for e in block.get("except", [])):
                 return True
     return False
+
+
+def secret_values(docs: tuple[Any, ...]) -> dict[str, str]:
+    (secret,) = of_kind(docs, "Secret")
+    return {k: base64.b64decode(v).decode() for k, v in secret["data"].items()}
+
+
+def installation_keys(overlay: str) -> str:
+    """The `nats-keys.conf` the NATS pods mount from the Secret: the dev overlay's own,
+    else a fresh installation's (`pressroom bus-keys`)."""
+    if overlay == "dev":
+        return secret_values(render("dev"))[KEYS]
+    return keys_conf({role: buskeys.new_seed() for role in Role})
+
+
+def nats_files(overlay: str, folder: Path) -> tuple[Path, dict[str, str]]:
+    """The overlay's NATS configuration written out as its pod sees it (the ConfigMap in
+    `folder/nats`, the Secret's keys beside it in `folder/nats-keys`; storage and
+    certificates moved into `folder`), and the pod's environment."""
+    tls = new_pki(folder / "tls")
+    cert, key = tls.issue("nats", SERVER, CLIENT)
+    moved = {
+        "/data/jetstream": str(folder / "js"),
+        "/var/run/nats/": f"{folder}/",
+        f"{TLS_FILES}tls.crt": str(cert),
+        f"{TLS_FILES}tls.key": str(key),
+        f"{TLS_FILES}ca.crt": str(tls.ca_file),
+    }
+    config = folder / "nats"
+    config.mkdir(parents=True, exist_ok=True)
+    for name, text in config_data(render(overlay), "nats-config").items():
+        for old, new in moved.items():
+            text = text.replace(old, new)
+        (config / name).write_text(text)
+    keys = config / KEYS_INCLUDE
+    keys.parent.mkdir(parents=True, exist_ok=True)
+    keys.write_text(installation_keys(overlay))
+    return config / "nats.conf", {"POD_NAME": "nats-0", "PATH": "/usr/bin:/bin"}
+
+
+@contextlib.contextmanager
+def running_nats(conf: Path, env: dict[str, str], folder: Path) -> Iterator[str]:
+    """nats-server with `conf` on a free port of 127.0.0.1: its URL (log: `nats.log`)."""
+    with (folder / "nats.log").open("wb") as out:
+        proc = subprocess.Popen(
+            [str(BIN / "nats-server"), "-c", str(conf), "-a", "127.0.0.1", "-p", "-1",
+             "-m", "0", "--ports_file_dir", str(folder)],
+            env=env, stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    try:
+        port = reported_port(proc, lambda: nats_port(folder, proc.pid), 15, "nats")
+        yield f"nats://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(15)

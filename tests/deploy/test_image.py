@@ -1,6 +1,9 @@
 """The image (Dockerfile), built here by scripts/build-image.sh with podman and run:
 
 - hadolint finds nothing to say about the Dockerfile;
+- the image holds exactly the Python packages of its lock (requirements/image.txt), and
+  the SBOM the build wrote (build/sbom.cdx.json, CycloneDX) lists each of them with the
+  lock's version and hashes, every Debian package the image holds, and the base by digest;
 - the image runs as a numeric non-root user, has `pressroom` as its command, no
   HEALTHCHECK, no compiler, pip or package build tools, and writes no bytecode;
 - a gateway container answers `/healthz` over 127.0.0.1, and a renderer container, on a
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -24,11 +28,14 @@ from typing import Any
 
 import aiohttp
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from services.core.settings import Settings
 from tests.conftest import BIN, Stack, eventually, free_port, make_tenant
 from tests.deploy.k8s import REPO
 from tests.deploy.podman import container_logs, needs_podman, podman, postgres_over_tcp
+from tests.deploy.test_lock import pins
 
 
 def test_hadolint_passes_the_dockerfile() -> None:
@@ -55,6 +62,54 @@ def test_the_image_is_slim_and_runs_as_a_numeric_non_root_user(image: str) -> No
     assert tools.split() == ["/usr/bin/apt-get"], tools
     size = inspected["Size"] / 2**20
     print(f"[image] {image}: {size:.0f} MiB")
+
+
+INSTALLED = (
+    "import importlib.metadata as m, json; "
+    "print(json.dumps({d.metadata['Name'].lower(): d.version for d in m.distributions()}))"
+)
+
+
+def lock_for_the_image() -> dict[str, tuple[str, list[str]]]:
+    """The image lock's releases that apply to the image (Linux, CPython 3.11: the host's
+    kind), by canonical name: (version, hashes)."""
+    text = (REPO / "requirements" / "image.txt").read_text()
+    markers = dict(re.findall(r"^([A-Za-z0-9._-]+)==[^ ;]+ ; (.+?) \\$", text, re.M))
+    applies = {}
+    for pin, hashes in pins("image.txt").items():
+        name, version = pin.split("==")
+        marker = markers.get(name)
+        if marker is None or Requirement(f"{name}; {marker}").marker.evaluate():  # type: ignore[union-attr]
+            applies[canonicalize_name(name)] = (version, hashes)
+    return applies
+
+
+@needs_podman
+def test_the_image_holds_its_lock_and_its_sbom_says_what_it_holds(image: str) -> None:
+    listed = podman(
+        "run", "--rm", "--entrypoint", "/opt/pressroom/bin/python", image, "-c", INSTALLED
+    )
+    installed = {canonicalize_name(name): version for name, version in json.loads(listed).items()}
+    locked = lock_for_the_image()
+    assert installed.pop("pressroom") == "0.1.0"
+    assert installed == {name: version for name, (version, _) in locked.items()}
+
+    sbom = json.loads((REPO / "build" / "sbom.cdx.json").read_text())
+    assert sbom["bomFormat"] == "CycloneDX" and sbom["metadata"]["component"]["name"] == "pressroom"
+    python = {c["name"].lower(): c for c in sbom["components"] if c["purl"].startswith("pkg:pypi/")}
+    assert {name: c["version"] for name, c in python.items()} == installed
+    for name, component in python.items():
+        hashes = {h["content"] for r in component["externalReferences"] for h in r["hashes"]}
+        assert hashes == set(locked[name][1]), name
+    debian = {
+        c["name"]: c["version"] for c in sbom["components"] if c["purl"].startswith("pkg:deb/")
+    }
+    packages = podman("run", "--rm", "--entrypoint", "dpkg-query", image, "-W", "-f",
+                      "${Package} ${Version}\n")  # fmt: skip
+    assert debian == dict(line.split(" ") for line in packages.splitlines())
+    assert "chromium-headless-shell" in debian and "python3.11" in debian
+    properties = {p["name"]: p["value"] for p in sbom["metadata"]["component"]["properties"]}
+    assert re.fullmatch(r"\S+@sha256:[0-9a-f]{64}", properties["pressroom:base"])
 
 
 def container_env(settings: Settings, **overrides: str) -> list[str]:

@@ -5,12 +5,14 @@ ConfigMap and its shared documents volume, and make a PDF that is downloaded thr
 gateway pod's signed link.
 
 podman 4.3 runs a subset of Kubernetes (docs/deploy.md, "Kubernetes"), so the harness
-does what a cluster would: NATS and PostgreSQL are the test's own, on 127.0.0.1; the pods
-share the host's network (there are no Services, and podman would publish every
-container port on the host), each with its own ports; the overlay's Secret is handed to
-podman as a ConfigMap (podman 4.3 cannot read a Secret of the same file by
-`secretKeyRef`), and the ConfigMap's values as env entries (podman 4.3 lets `envFrom`
-override `env`). Everything else is the overlay as kustomize renders it.
+does what a cluster would: NATS (run with the overlay's own configuration and keys, so
+each pod connects as its service's identity, and none is refused anything) and PostgreSQL
+are the test's own, on 127.0.0.1; the pods share the host's network (there are no
+Services, and podman would publish every container port on the host), each with its own
+ports; the overlay's Secret is handed to podman as a ConfigMap (podman 4.3 cannot read a
+Secret of the same file by `secretKeyRef`), and the ConfigMap's values as env entries
+(podman 4.3 lets `envFrom` override `env`). Everything else is the overlay as kustomize
+renders it.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import shutil
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +30,7 @@ import yaml
 
 from services.core.settings import Settings
 from tests.conftest import eventually, free_port
-from tests.deploy.k8s import of_kind, render
+from tests.deploy.k8s import nats_files, of_kind, render, running_nats
 from tests.deploy.podman import container_logs, needs_podman, podman, postgres_over_tcp
 
 PLAYED = ("ConfigMap", "Secret", "PersistentVolumeClaim", "Deployment")
@@ -70,6 +72,12 @@ def for_podman(docs: tuple[Any, ...], env: dict[str, dict[str, str]]) -> list[An
     return played
 
 
+@contextlib.asynccontextmanager
+async def as_async(manager: contextlib.AbstractContextManager[str]) -> AsyncIterator[str]:
+    with manager as value:
+        yield value
+
+
 @pytest.fixture
 def played(tmp_path: Path) -> Iterator[Path]:
     """Where the adapted documents go; whatever they started is taken down after."""
@@ -86,15 +94,19 @@ def played(tmp_path: Path) -> Iterator[Path]:
     reason="podman kube play needs catatonit (.ci/run installs it)",
 )
 async def test_the_dev_overlay_comes_up_under_podman_and_makes_a_pdf(
-    image: str, settings: Settings, played: Path
+    image: str, settings: Settings, played: Path, tmp_path: Path
 ) -> None:
     podman("tag", image, "localhost/pressroom:dev")
     docs = render("dev")
     port = free_port()
-    async with postgres_over_tcp(settings.database_url) as database_url:
+    conf, nats_env = nats_files("dev", tmp_path / "nats")
+    async with (
+        postgres_over_tcp(settings.database_url) as database_url,
+        as_async(running_nats(conf, nats_env, tmp_path / "nats")) as nats_url,
+    ):
         shared = {
             "PRESSROOM_HOST": "127.0.0.1",
-            "PRESSROOM_NATS_URL": settings.nats_url,
+            "PRESSROOM_NATS_URL": nats_url,
             "PRESSROOM_DATABASE_URL": database_url,
             "PRESSROOM_PORT": str(port),
             "PRESSROOM_PUBLIC_URL": f"http://127.0.0.1:{port}",
@@ -110,6 +122,8 @@ async def test_the_dev_overlay_comes_up_under_podman_and_makes_a_pdf(
         admin_key = base64.b64decode(secret["data"]["PRESSROOM_ADMIN_KEY"]).decode()
         try:
             await _render_one(base, admin_key, env["renderer"]["PRESSROOM_METRICS_PORT"])
+            log = (tmp_path / "nats" / "nats.log").read_text()
+            assert "Violation" not in log and "authentication error" not in log, log
         except BaseException:
             print(podman("ps", "--all", "--format", "{{.Names}} {{.Status}}", check=False))
             for name in env:

@@ -1,7 +1,7 @@
 """deploy/prometheus/ and deploy/grafana/, checked by the real tools:
 
-- `promtool check rules` accepts the alert rules and `promtool test rules` passes their
-  unit tests (deploy/prometheus/alerts.test.yaml);
+- `promtool check rules` accepts the rules and `promtool test rules` passes their unit
+  tests (deploy/prometheus/alerts.test.yaml), which test every alert;
 - the Grafana dashboard is what deploy/grafana/build_dashboard.py makes (no drift), and
   every metric a panel or an alert names is one the services export;
 - a real Prometheus scrapes a real `pressroom dev` (what `make up` runs) through the
@@ -47,9 +47,18 @@ needs_prometheus = pytest.mark.skipif(
 )
 
 
-def alert_rules() -> list[dict[str, Any]]:
+def all_rules() -> list[dict[str, Any]]:
+    """Every rule of alerts.yaml, recording rules and alerts."""
     groups = yaml.safe_load((PROMETHEUS / "alerts.yaml").read_text())["groups"]
     return [rule for group in groups for rule in group["rules"]]
+
+
+def alert_rules() -> list[dict[str, Any]]:
+    return [rule for rule in all_rules() if "alert" in rule]
+
+
+def recording_rules() -> list[dict[str, Any]]:
+    return [rule for rule in all_rules() if "record" in rule]
 
 
 def panel_queries() -> list[tuple[str, str]]:
@@ -59,8 +68,12 @@ def panel_queries() -> list[tuple[str, str]]:
 
 
 def for_prometheus(expr: str) -> str:
-    """A panel's query as Prometheus itself takes it (Grafana fills these variables in)."""
-    return expr.replace("$__rate_interval", "1m").replace("$__range", "5m")
+    """A panel's query as Prometheus itself takes it (Grafana fills these variables in;
+    "All" namespaces and jobs is `.*`)."""
+    for variable, value in (("$__rate_interval", "1m"), ("$__range", "5m"),
+                            ("$namespace", ".*"), ("$job", ".*")):  # fmt: skip
+        expr = expr.replace(variable, value)
+    return expr
 
 
 @needs_prometheus
@@ -91,8 +104,10 @@ def test_every_metric_named_is_one_the_services_export() -> None:
         if metric.name.startswith("pressroom_")
         for sample_name in _sample_names(metric.name, metric.type)
     }
-    expressions = [rule["expr"] for rule in alert_rules()] + [e for _, e in panel_queries()]
-    named = {name for expr in expressions for name in re.findall(r"pressroom_\w+", expr)}
+    expressions = [rule["expr"] for rule in all_rules()] + [e for _, e in panel_queries()]
+    named = {  # not the recording rules' own names (namespace_job:pressroom_…:…)
+        name for expr in expressions for name in re.findall(r"(?<![:\w])pressroom_\w+", expr)
+    }
     assert named, "no metric named at all"
     assert named <= exported, named - exported
 
@@ -148,10 +163,17 @@ def prometheus(root: Path, targets: Path) -> Iterator[str]:
         ],
     }
     (root / "prometheus.yml").write_text(yaml.safe_dump(config))
+    with prometheus_server(root, root / "prometheus.yml") as url:
+        yield url
+
+
+@contextlib.contextmanager
+def prometheus_server(root: Path, config: Path) -> Iterator[str]:
+    """A real Prometheus running `config`, its data and log under `root`; its URL."""
     port = free_port()
     log = (root / "prometheus.log").open("wb")
     proc = subprocess.Popen(
-        ["prometheus", f"--config.file={root / 'prometheus.yml'}",
+        ["prometheus", f"--config.file={config}",
          f"--storage.tsdb.path={root / 'tsdb'}", f"--web.listen-address=127.0.0.1:{port}"],
         stdout=log, stderr=log,
     )  # fmt: skip
@@ -188,9 +210,10 @@ def test_a_live_prometheus_runs_every_panel_and_alert_against_make_up(
         stack.start()
         targets = stack.data / "run" / TARGETS
         listed = json.loads(targets.read_text())
-        assert sorted(t["labels"]["service"] for t in listed) == [
+        assert sorted(t["labels"]["job"] for t in listed) == [
             "conductor", "gateway", "notifier", "projector", "renderer"
         ]  # fmt: skip
+        assert {t["labels"]["namespace"] for t in listed} == {"local"}
         with receiver() as hook, prometheus(tmp_path, targets) as url:
             jobs = [
                 {"template": "<p>{{ n }}</p>", "data": {"n": 1}, "webhook_url": hook},
@@ -225,8 +248,12 @@ def test_a_live_prometheus_runs_every_panel_and_alert_against_make_up(
             assert not empty, f"panels without data: {empty}"
             failed = query(url, f"sum by (error_type) ({FAILED})")
             assert [r["metric"]["error_type"] for r in failed] == ["template"], failed
-            for rule in alert_rules():
+            for rule in all_rules():
                 query(url, rule["expr"])  # parses and evaluates
+            up = query(url, 'up{namespace="local"}')
+            assert sorted(r["metric"]["job"] for r in up) == [
+                "conductor", "gateway", "notifier", "projector", "renderer"
+            ], up  # fmt: skip
 
             def evaluated() -> list[Any] | None:
                 groups = requests.get(f"{url}/api/v1/rules", timeout=10).json()["data"]["groups"]
@@ -235,13 +262,19 @@ def test_a_live_prometheus_runs_every_panel_and_alert_against_make_up(
                 return rules if rules and len(done) == len(rules) else None
 
             rules = wait_until(evaluated, 30, "every rule evaluated")
-            assert {r["name"] for r in rules} == {r["alert"] for r in alert_rules()}
+            assert {r["name"] for r in rules} == {
+                r.get("alert", r.get("record")) for r in all_rules()
+            }
             unhealthy = [(r["name"], r.get("lastError")) for r in rules if r["health"] != "ok"]
             assert not unhealthy, unhealthy
 
             def active() -> list[tuple[str, str]]:
                 rules = evaluated() or []
-                return [(r["name"], r["state"]) for r in rules if r["state"] != "inactive"]
+                return [
+                    (r["name"], r["state"])
+                    for r in rules
+                    if r.get("state", "inactive") != "inactive"
+                ]
 
             # A rule evaluated before its series' first scrape (the projector's backlog
             # reading) is pending until its next evaluation: poll, do not sleep.
@@ -269,7 +302,7 @@ def _ended(stack: Dev, job_id: str) -> bool:
     return stack.job(job_id)["status"] in {"done", "failed"}
 
 
-def test_docs_list_every_metric_and_explain_every_alert() -> None:
+def test_docs_list_every_metric() -> None:
     docs = (REPO / "docs" / "deploy.md").read_text()
     table = set(re.findall(r"^\| `(pressroom_\w+)` \|", docs, re.M))
     exported = {
@@ -278,7 +311,3 @@ def test_docs_list_every_metric_and_explain_every_alert() -> None:
         if m.name.startswith("pressroom_")
     }
     assert table == exported, (exported - table, table - exported)
-    headings = set(re.findall(r"^### (\w+)$", docs, re.M))
-    for rule in alert_rules():
-        assert rule["alert"] in headings, rule["alert"]
-        assert rule["annotations"]["runbook"] == f"docs/deploy.md#{rule['alert'].lower()}"

@@ -37,8 +37,9 @@ import nats
 import psutil
 
 from services.core import events
+from services.core.busaccess import Role
 from services.core.settings import Settings
-from tests.conftest import Tenant, eventually, free_port, make_tenant
+from tests.conftest import NATS_SEEDS, Tenant, eventually, free_port, make_tenant
 
 REPO = Path(__file__).resolve().parents[2]
 TERMINAL = ("done", "failed", "cancelled")
@@ -242,7 +243,8 @@ class Cluster:
         # and does not report the port it bound, and the test must know it to read it.
         port = free_port()
         log = self.logs / f"{name}-{next(self._numbers)}.log"
-        env = {**self.env, "PRESSROOM_METRICS_PORT": str(port)}
+        seed = NATS_SEEDS[Role(name)]  # its own identity on NATS, as in production
+        env = {**self.env, "PRESSROOM_METRICS_PORT": str(port), "PRESSROOM_NATS_NKEY_SEED": seed}
         with log.open("ab") as out:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "services.cli", name],
@@ -366,10 +368,15 @@ class Cluster:
     # -- the client ----------------------------------------------------------------------
 
     async def post_job(
-        self, body: dict[str, Any], *, expect: str = "done", key: str | None = None
+        self,
+        body: dict[str, Any],
+        *,
+        expect: str = "done",
+        key: str | None = None,
+        headers: dict[str, str] | None = None,
     ) -> Reply:
         """POST /jobs once; a 202 goes into the ledger with the status the job must end in."""
-        headers = {"Idempotency-Key": key} if key else {}
+        headers = {**(headers or {}), **({"Idempotency-Key": key} if key else {})}
         started = time.monotonic()
         async with self.http.post(f"{self.url}/jobs", json=body, headers=headers) as response:
             try:

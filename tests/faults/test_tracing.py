@@ -2,10 +2,13 @@
 the services (processes) export spans over OTLP/HTTP, and one job with a webhook, sent
 with the client's own `traceparent`, makes one trace: the gateway's span is the client's
 child, the renderer's span the gateway's, the notifier's span the renderer's. Without the
-endpoint nothing is exported and no event carries a trace header."""
+endpoint nothing is exported and no event carries a trace header. With a collector that
+is away, each service says so once in its log, however many batches fail meanwhile."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import secrets
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -16,7 +19,7 @@ from aiohttp import web
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from tests.conftest import Receiver, eventually, serving
-from tests.faults.harness import Cluster
+from tests.faults.harness import Cluster, assert_no_job_left_behind
 
 
 @dataclass
@@ -117,3 +120,54 @@ async def test_without_an_endpoint_no_event_carries_a_trace(cluster: Cluster) ->
         for seq in range(1, (await js.stream_info("JOBS")).state.last_seq + 1):
             msg = await js.get_msg("JOBS", seq)
             assert "traceparent" not in (msg.headers or {}), (seq, msg.headers)
+
+
+@dataclass
+class Refuser:
+    """A collector's address that takes each connection and hangs up: every export fails."""
+
+    url: str = ""
+    connections: int = 0
+
+    async def hang_up(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        writer.close()
+
+
+@pytest.fixture
+async def refuser() -> AsyncIterator[Refuser]:
+    found = Refuser()
+    server = await asyncio.start_server(found.hang_up, "127.0.0.1", 0)
+    found.url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    try:
+        yield found
+    finally:
+        server.close()
+
+
+async def test_a_collector_that_is_away_is_said_once_per_service(
+    cluster: Cluster, refuser: Refuser
+) -> None:
+    await cluster.up(
+        renderers=1,
+        PRESSROOM_LOG_FORMAT="json",
+        PRESSROOM_OTLP_ENDPOINT=refuser.url,
+        OTEL_BSP_SCHEDULE_DELAY="100",
+        OTEL_EXPORTER_OTLP_TIMEOUT="1",
+    )
+    for n in range(6):  # traffic, so batch after batch fails
+        reply = await cluster.post_job({"template": "<p>{{ n }}</p>", "data": {"n": n}})
+        assert reply.status == 202
+    await assert_no_job_left_behind(cluster, "collector_away", timeout=60)
+    await eventually(lambda: refuser.connections >= 12, 60, "a dozen failed exports")
+    for service in cluster.services:
+        said = []
+        for line in service.log.read_text(errors="replace").splitlines():
+            parsed = json.loads(line)  # a traceback or a library's own line fails here
+            if parsed["level"] in {"WARNING", "ERROR"}:
+                said.append(parsed)
+        assert len(said) <= 1, (service.name, said)
+        if service.name in {"gateway", "renderer"}:  # both made spans, so both tried
+            (away,) = said
+            assert "do not reach the collector" in away["message"], away
+            assert refuser.url in away["message"], away

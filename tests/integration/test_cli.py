@@ -111,8 +111,9 @@ async def test_exit_statuses_tell_failed_refused_unknown_unreachable_and_misused
     status, out, err = await pressroom(
         tmp_path, "jobs", "ls", "--url", stack.url, "--json", env=env
     )
-    assert status == cli.API_ERROR and json.loads(out)["error"]["type"] == "unauthorized"
-    assert "PRESSROOM_API_KEY" in err
+    error = json.loads(err)["error"]  # an error is a message: stderr, as one JSON line
+    assert status == cli.API_ERROR and out == "" and error["type"] == "unauthorized"
+    assert "PRESSROOM_API_KEY" in error["message"]
 
     status, _, err = await pressroom(tmp_path, "jobs", "show", "nosuchjob", *flags(stack))
     assert status == cli.API_ERROR and "nosuchjob" in err
@@ -121,6 +122,29 @@ async def test_exit_statuses_tell_failed_refused_unknown_unreachable_and_misused
     assert (await pressroom(tmp_path, "jobs", "ls", *gone))[0] == cli.UNAVAILABLE
     assert (await pressroom(tmp_path, "render", "--no-such-flag", *flags(stack)))[0] == cli.USAGE
     assert (await pressroom(tmp_path, "render", "nofile.j2", *flags(stack)))[0] == cli.USAGE
+
+
+async def test_a_failed_job_is_data_on_stdout_and_its_failure_a_message_on_stderr(
+    stack: Stack, tmp_path: Path
+):
+    """`jobs show` of a failed job prints the job on stdout, as a table or as JSON, and
+    says why it failed on stderr only, exiting 1: a script reads the job, a person the
+    reason, and neither stream carries the other's."""
+    job = await stack.finished((await stack.submit({"template": "{{ missing.name }}"}))["id"])
+    assert job["status"] == "failed", job
+    status, out, err = await pressroom(tmp_path, "jobs", "show", job["id"], *flags(stack))
+    assert status == cli.ENDED_BADLY
+    assert re.search(r"^status: +failed$", out, re.M) and job["id"] in out
+    assert err.startswith(f"pressroom: job {job['id']} failed: template: ") and "missing" in err
+    assert err.count("\n") == 1 and "status:" not in err
+
+    status, out, err = await pressroom(tmp_path, "jobs", "show", job["id"], "--json", *flags(stack))
+    shown = json.loads(out)
+    assert status == cli.ENDED_BADLY and shown["id"] == job["id"] and shown["status"] == "failed"
+    assert shown["error"]["type"] == "template" and err.startswith("pressroom: job ")
+
+    status, out, err = await pressroom(tmp_path, "jobs", "ls", "--json", *flags(stack))
+    assert status == 0 and err == "" and [j["id"] for j in json.loads(out)] == [job["id"]]
 
 
 async def test_batch_submit_wait_prints_progress_and_saves_the_archive(

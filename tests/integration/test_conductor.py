@@ -61,7 +61,7 @@ class Conductor:
             raw = await self.js.get_last_msg(events.STREAM, subject)
         except NotFoundError:
             return None
-        event = events.decode(raw.data or b"")
+        event = events.decode(raw.data or b"", subject=raw.subject or "")
         assert isinstance(event, events.JobSubmitted)
         return event
 
@@ -108,7 +108,7 @@ class Conductor:
                 raw = await self.js.get_last_msg(events.STREAM, events.batch_subject(batch_id, tag))
             except NotFoundError:
                 return None
-            event = events.decode_log(raw.data or b"")
+            event = events.decode_log(raw.data or b"", subject=raw.subject or "")
             assert isinstance(event, events.BATCH_TERMINAL)
             return event
 
@@ -210,8 +210,9 @@ async def test_a_batch_whose_item_list_is_missing_fails(conductor: Conductor):
     assert failed.error.type == "batch_items_missing"
     assert (failed.total, failed.done, failed.failed) == (4, 0, 4)
     assert failed.webhook_url == "http://x/h"
+    # The conductor drops the durable and the state after it published the end.
+    await conductor.state_becomes(batch.batch_id, None)
     assert await conductor.pending_items(batch.batch_id) is None
-    assert await conductor.state(batch.batch_id) is None
 
 
 async def test_a_complete_batch_is_packed_with_every_document_and_a_manifest(
@@ -368,21 +369,81 @@ async def _stored(js: JetStreamContext, subject: str) -> bool:
 async def test_documents_with_the_same_file_name_both_reach_the_archive(
     conductor: Conductor,
 ):
-    """A repeated name (or the manifest's own) is prefixed with the item's index."""
-    batch = await conductor.submit(items(3))
+    """A repeated name, in any case, or the manifest's own, gets ` (2)` before its
+    extension."""
+    batch = await conductor.submit(items(4))
     await conductor.expanded(batch)
-    for index, name in enumerate(["same.pdf", "same.pdf", "manifest.json"]):
+    for index, name in enumerate(["same.pdf", "same.pdf", "SAME.pdf", "manifest.json"]):
         await conductor.done(batch.batch_id, index, name, f"%PDF {index}".encode())
     await bus.publish_batch(
         conductor.js, events.BatchComplete(batch_id=batch.batch_id, tenant=TENANT)
     )
     done = await conductor.ended(batch.batch_id, "done")
+    names = ["same.pdf", "same (2).pdf", "SAME (3).pdf", "manifest (2).json"]
     with zipfile.ZipFile(io.BytesIO(await conductor.archive(done.object_key or ""))) as zf:
-        assert [zf.read(n) for n in ("same.pdf", "1-same.pdf", "2-manifest.json")] == [
-            b"%PDF 0", b"%PDF 1", b"%PDF 2"
-        ]  # fmt: skip
-        names = [item["filename"] for item in json.loads(zf.read("manifest.json"))["items"]]
-    assert names == ["same.pdf", "1-same.pdf", "2-manifest.json"]
+        assert [zf.read(n) for n in names] == [b"%PDF 0", b"%PDF 1", b"%PDF 2", b"%PDF 3"]
+        listed = [item["filename"] for item in json.loads(zf.read("manifest.json"))["items"]]
+    assert listed == names
+
+
+HOSTILE_NAMES = [
+    "../../../etc/cron.d/evil.pdf",
+    "..\\..\\Windows\\evil.pdf",
+    "C:\\evil.pdf",
+    "/abs/evil.pdf",
+    "CON.pdf",
+    "com\u00b9.pdf",
+    "invoice\u202efdp.exe",
+    "a\uff0fb.pdf",
+    "a\u2215b.pdf",
+    "report.pdf. ",
+    "..",
+    "r\u00e9sum\u00e9.pdf",
+    "re\u0301sume\u0301.pdf",  # the same name, decomposed
+    "R\u00c9SUM\u00c9.pdf",  # and in capitals
+    "a\u200bb\x01\x1b.pdf",
+    "\u65e5" * 120 + ".pdf",
+]
+
+
+async def test_hostile_file_names_unpack_safely_and_apart(conductor: Conductor, tmp_path):
+    """Names that reached the archive's item list unchecked (an item list stored before
+    the gateway refused them) are unpacked by Python's zipfile inside its folder, under
+    safe names, each document its own file, also on a case-insensitive disk."""
+    batch = await conductor.submit(items(len(HOSTILE_NAMES)))
+    await conductor.expanded(batch)
+    for index, name in enumerate(HOSTILE_NAMES):
+        await conductor.done(batch.batch_id, index, name, f"%PDF {index}".encode())
+    await bus.publish_batch(
+        conductor.js, events.BatchComplete(batch_id=batch.batch_id, tenant=TENANT)
+    )
+    done = await conductor.ended(batch.batch_id, "done")
+    folder = tmp_path / "unpacked"
+    with zipfile.ZipFile(io.BytesIO(await conductor.archive(done.object_key or ""))) as zf:
+        names = zf.namelist()
+        zf.extractall(folder)
+        listed = [item["filename"] for item in json.loads(zf.read("manifest.json"))["items"]]
+    assert names == [*listed, "manifest.json"]
+    assert names[:10] == [
+        "_.._.._etc_cron.d_evil.pdf",
+        "_.._Windows_evil.pdf",
+        "C__evil.pdf",
+        "_abs_evil.pdf",
+        "_CON.pdf",
+        "_com\u00b9.pdf",
+        "invoicefdp.exe",
+        "a_b.pdf",
+        "a_b (2).pdf",
+        "report.pdf",
+    ]
+    assert names[10:14] == ["10.pdf", "r\u00e9sum\u00e9.pdf", "r\u00e9sum\u00e9 (2).pdf",
+                            "R\u00c9SUM\u00c9 (3).pdf"]  # fmt: skip
+    assert names[14] == "ab.pdf" and len(names[15].encode()) <= 255
+    unpacked = sorted(path.name for path in folder.iterdir())
+    assert unpacked == sorted(names)  # nothing outside the folder, nothing in a subfolder
+    assert len({name.casefold() for name in names}) == len(names)
+    for index, name in enumerate(listed):
+        assert (folder / name).read_bytes() == f"%PDF {index}".encode()
 
 
 @pytest.mark.parametrize("backend", ["local", "s3"])

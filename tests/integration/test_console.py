@@ -13,9 +13,10 @@ template's preview is rendered and shown as an image through its signed link; a 
 paused from its button (with the keyboard) stops moving on screen (the counts shown stay
 put while paused), the focus moves to Resume, and after resume it moves again until the
 archive link appears; item file names holding markup show as text; sign out forgets the
-key; with S3 storage the policy also admits images from the bucket's origin, nothing more;
-a job that failed on its page shows its diagnosis (console lines as text, the pending
-`wait_for`, the screenshot).
+key, and so does a revocation while the console watches a job (signed out within
+seconds, saying why); with S3 storage the policy also admits images from the bucket's
+origin, nothing more; a job that failed on its page shows its diagnosis (console lines
+as text, the pending `wait_for`, the screenshot).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 import pyppeteer
@@ -34,9 +36,13 @@ from websockets.legacy.client import connect as websocket_connect
 from services.core.settings import Settings
 from services.gateway.console import CSP
 from services.gateway.console import policy as console_policy
-from tests.conftest import Receiver, Stack, eventually
+from tests.conftest import Receiver, Stack, admin_call, eventually
 
 HOSTILE = "<img src=x onerror=window.pwned=1>"
+ENTITY_NAME = "&lt;img src=x onerror=window.pwned=1&gt;"
+"""A batch item's file name that markup would turn into an element once its entities were
+decoded (file names cannot hold `<` itself: `core/filenames.py`); shown as text, it keeps
+its `&lt;` as typed."""
 
 SLOW_ITEM = (
     "<p>Invoice {{ number }}</p>"
@@ -298,7 +304,7 @@ async def test_a_batch_paused_from_its_button_stops_and_moves_again_on_resume(
     console: Console,
 ):
     stack = console.stack
-    items = [{"data": {"number": n}, "filename": f"{HOSTILE}{n}.pdf"} for n in range(20)]
+    items = [{"data": {"number": n}, "filename": f"{ENTITY_NAME}{n}.pdf"} for n in range(20)]
     options = {"wait_for": {"expression": "document.body.dataset.ready", "timeout": 10}}
     async with stack.client.post(
         f"{stack.url}/batches", json={"template": SLOW_ITEM, "items": items, "options": options}
@@ -340,4 +346,37 @@ async def test_a_batch_paused_from_its_button_stops_and_moves_again_on_resume(
         "document.getElementById('batch-archive').checkVisibility()", "the archive", 60
     )
     assert await console.js("document.querySelectorAll('main img').length") == 0
-    assert HOSTILE in await console.text("#batch-items")
+    assert ENTITY_NAME in await console.text("#batch-items")
+
+
+async def test_a_console_watching_a_job_is_signed_out_within_seconds_of_its_keys_revocation(
+    settings: Settings, browser: Any
+):
+    """Its live stream ends with the revocation (the console holds the key, nothing else:
+    every call it makes is authenticated anew), and the next call it makes is refused."""
+    stack = Stack(replace(settings, max_streams=1))
+    await stack.start("gateway", "projector")  # no renderer: the job stays queued
+    try:
+        job_id = (await stack.submit({"html": "<p>watched</p>"}))["id"]
+        console = Console(stack, await browser.newPage())
+        await signed_in(console)
+        await console.go(f"#/jobs/{job_id}")
+        await console.until("document.querySelector('#job-summary [data-status=queued]')", "queued")
+        stream_url = f"{stack.url}/jobs/{job_id}/stream"
+
+        async def console_holds_the_stream() -> bool:  # the tenant's one slot is taken
+            async with stack.client.get(stream_url) as response:
+                return response.status == 429
+
+        await eventually(console_holds_the_stream, 15, "the console's live stream open")
+        keys = f"{stack.url}/admin/keys/{stack.tenant.key_id}"
+        await admin_call(stack.client, "DELETE", keys, None, 204)
+        said = await console.until(
+            "document.getElementById('api-key') && "
+            "document.getElementById('sign-in-error').textContent",
+            "the sign-in form, saying why", 10,
+        )  # fmt: skip
+        assert "revoked" in said
+        assert await console.js("sessionStorage.length") == 0
+    finally:
+        await stack.close()

@@ -3,13 +3,15 @@
 Verifies: it comes up on embedded defaults on the port given by PRESSROOM_PORT; it makes a
 tenant `dev` with an API key in `api-key` and writes the admin key to `admin-key`; the curl
 line it prints works as printed; `pressroom tenants` and `pressroom keys` work against it
-with nothing but PRESSROOM_PORT and PRESSROOM_DATA_DIR; after the whole process tree is
+with nothing but PRESSROOM_PORT and PRESSROOM_DATA_DIR; its NATS lets in only the
+services, each as its own identity, none refused anything; after the whole process tree is
 SIGKILLed mid-work, a restart keeps every job, finishes the unfinished ones and reuses the
 same API key; Ctrl-C (SIGINT) stops everything, leaving no process behind.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import io
@@ -21,11 +23,14 @@ import sys
 import time
 from pathlib import Path
 
+import nats
 import psutil
 import pypdf
 import pytest
 import requests
 
+from services.core import buskeys
+from services.core.busaccess import Role
 from services.dev import load_secrets
 from tests.conftest import free_port, wait_until
 
@@ -130,6 +135,7 @@ def test_make_up_serves_the_curl_example_survives_sigkill_and_stops_cleanly(dev:
     dev.start()
     check_keys_and_printed_curl_line(dev)
     check_admin_cli(dev)
+    check_nats_lets_in_only_the_services(dev)
     key = dev.key
     job = dev.wait_done(dev.submit())
     assert job["attempts"] == 1
@@ -192,13 +198,35 @@ def check_keys_and_printed_curl_line(dev: Dev) -> None:
     assert dev.wait_done(json.loads(body)["id"])["pages"] == 1
 
 
+def check_nats_lets_in_only_the_services(dev: Dev) -> None:
+    """The embedded NATS refuses a client without credentials; each service has its own
+    identity, whose seed stays in `secrets.json` (NATS' configuration names only public
+    keys), and none of them was refused anything while the jobs above ran."""
+    run = dev.data / "run"
+    (ports,) = run.glob("nats-server_*.ports")
+    url = json.loads(ports.read_text())["nats"][0]
+
+    async def stranger() -> None:
+        await nats.connect(url, allow_reconnect=False, connect_timeout=2)
+
+    with pytest.raises(Exception, match="Authorization Violation"):
+        asyncio.run(stranger())
+    kept = json.loads((dev.data / "secrets.json").read_text())
+    config = (run / "nats.conf").read_text()
+    for role in Role:
+        seed = kept[f"nats_seed_{role}"]
+        assert seed not in config and buskeys.public_key(seed) in config, role
+    log = (run / "nats.log").read_text()
+    assert "Violation" not in log and "authentication error" in log  # the stranger's
+
+
 def check_admin_cli(dev: Dev) -> None:
     listed = dev.cli("tenants", "list", "--json")
     assert listed.returncode == 0, listed.stderr
     assert [t["name"] for t in json.loads(listed.stdout)["tenants"]] == ["dev"]
 
     again = dev.cli("tenants", "create", "dev")
-    assert again.returncode == 1
+    assert again.returncode == 3  # the API refused it, as for the client commands
     assert again.stderr == "pressroom: a tenant named 'dev' exists already\n"
 
     created = dev.cli("keys", "create", "dev", "--json")
@@ -221,6 +249,7 @@ def test_load_secrets_completes_a_file_from_an_older_version(tmp_path: Path):
     values = load_secrets(path)
     assert values.items() >= old.items()
     assert values["admin_key"].startswith("pra_")
+    assert {buskeys.public_key(values[f"nats_seed_{role}"])[0] for role in Role} == {"U"}
     assert len(base64.b64decode(values["server_key"], validate=True)) == 32
     assert json.loads(path.read_text()) == values
     assert path.stat().st_mode & 0o777 == 0o600

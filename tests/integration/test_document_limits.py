@@ -28,7 +28,7 @@ from services.core.errors import (
     PageCrashed,
     RequestError,
     TocTooLarge,
-    TooManyPages,
+    TooManyPrintedPages,
 )
 from services.core.pageoptions import Margin, PageOptions, WaitFor
 from services.core.settings import Settings
@@ -90,7 +90,7 @@ async def test_thousands_of_pages_stop_printing_at_the_limit_plus_one(pool: Brow
     """Chromium is asked for the first 501 pages only: the 3,000-page document fails
     without the rest being drawn, with or without page ranges of the job's own."""
     for ranges in (None, "2-"):
-        with within(PROMPT), pytest.raises(TooManyPages) as caught:
+        with within(PROMPT), pytest.raises(TooManyPrintedPages) as caught:
             await pool.render(Html(BREAKS_3000), PageOptions(page_ranges=ranges))
         assert caught.value.kind == "too_many_pages"
         assert caught.value.message == (
@@ -103,7 +103,11 @@ async def test_a_document_long_on_screen_fails_before_a_page_is_drawn(pool: Brow
     """A document taller on screen than half the limit's pages is first asked for its
     page past the limit alone: with a limit of 5,000 pages, the 10,000-page document
     fails in the time Chromium takes to paginate it (drawing 5,001 pages took 39 s)."""
-    with limits(pool, max_pages=5_000), within(PROMPT), pytest.raises(TooManyPages) as caught:
+    with (
+        limits(pool, max_pages=5_000),
+        within(PROMPT),
+        pytest.raises(TooManyPrintedPages) as caught,
+    ):
         await pool.render(Html(TALL_10000), PageOptions())
     assert "more than 5,000 pages" in caught.value.message
     long_enough = "<div style='height: 6000000px'>tall</div>"  # 5,343 pages: not over

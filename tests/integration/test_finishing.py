@@ -25,7 +25,7 @@ import pikepdf
 import pytest
 import pytest_asyncio
 
-from services.core.errors import FinishingError
+from services.core.errors import FinishingError, InvoiceInvalid, PdfInvalid
 from services.core.jail import Jail, TemplateLimits
 from services.core.pageoptions import Attachment, Encrypt, FacturX, Metadata, PageOptions
 from services.renderer import finishing
@@ -37,7 +37,9 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 ROOT = Path(__file__).resolve().parents[2]
 INVOICE_XML = (ROOT / "examples" / "factur-x.xml").read_text()
+MINIMUM_XML = (ROOT / "examples" / "factur-x-minimum.xml").read_text()
 CSV = "data:text/csv;base64,bnVtYmVyLHRvdGFsCklOVi0yMDI2LTAwNDIxNyw2OTM2ODQuNjgK"
+FX = "{urn:factur-x:pdfa:CrossIndustryDocument:invoice:1p0#}"
 LIMITS = TemplateLimits(1024 * 2**20, 30.0, 50_000_000)
 CONTEXT = finishing.Context()
 TOOLS = pytest.mark.skipif(
@@ -135,10 +137,9 @@ async def test_facturx_embeds_the_invoice_xml_byte_equal_with_its_relationship_a
         assert spec.obj.AFRelationship == "/Alternative"
         assert [str(f.UF) for f in doc.Root.AF] == ["factur-x.xml"]
         meta = doc.open_metadata()
-        fx = "{urn:factur-x:pdfa:CrossIndustryDocument:invoice:1p0#}"
-        assert meta[fx + "DocumentType"] == "INVOICE"
-        assert meta[fx + "DocumentFileName"] == "factur-x.xml"
-        assert (meta[fx + "Version"], meta[fx + "ConformanceLevel"]) == ("1.0", "EN 16931")
+        assert meta[FX + "DocumentType"] == "INVOICE"
+        assert meta[FX + "DocumentFileName"] == "factur-x.xml"
+        assert (meta[FX + "Version"], meta[FX + "ConformanceLevel"]) == ("1.0", "EN 16931")
         assert b"<pdfaSchema:prefix>fx</pdfaSchema:prefix>" in doc.Root.Metadata.read_bytes()
     qpdf_check(data, tmp_path)
 
@@ -146,9 +147,10 @@ async def test_facturx_embeds_the_invoice_xml_byte_equal_with_its_relationship_a
 async def test_a_minimum_profile_invoice_is_data_not_an_alternative(
     finisher: Finisher, printed: RenderResult
 ) -> None:
-    options = PageOptions(facturx=FacturX(xml=INVOICE_XML, profile="MINIMUM"))
+    options = PageOptions(facturx=FacturX(xml=MINIMUM_XML, profile="MINIMUM"))
     with pikepdf.open(io.BytesIO(await finished(finisher, printed, options))) as doc:
         assert doc.attachments["factur-x.xml"].obj.AFRelationship == "/Data"
+        assert doc.open_metadata()[FX + "ConformanceLevel"] == "MINIMUM"
 
 
 @TOOLS
@@ -170,6 +172,38 @@ async def test_attachments_are_listed_back_with_their_mime_types(
     path.write_bytes(data)
     listed = run("pdfdetach", "-list", str(path))
     assert listed.stdout.splitlines()[1:] == ["1: data.csv", "2: notes.txt"]
+
+
+@TOOLS
+async def test_hostile_attachment_names_are_embedded_safe_and_apart(
+    finisher: Finisher, printed: RenderResult, tmp_path: Path
+) -> None:
+    """Names that reached the renderer unchecked (a job accepted before the gateway
+    refused them) are embedded under the names a reader can save them as: safe, unique
+    ignoring case, `factur-x.xml` left to the invoice. pikepdf and pdfdetach read them."""
+    names = [
+        "../../evil.csv", "CON.csv", "a\u202etxt.exe", "Data.csv", "data.csv",
+        "FACTUR-X.XML", "\u3164", "x\uff0fy.csv", "C:\\x.csv", "caf\u0065\u0301.csv",
+    ]  # fmt: skip
+    files = tuple(Attachment(name=name, content=CSV) for name in names)
+    options = PageOptions(attachments=files, facturx=FacturX(xml=INVOICE_XML))
+    data = await finished(finisher, printed, options)
+    safe = [
+        "_.._evil.csv", "_CON.csv", "atxt.exe", "Data.csv", "data (2).csv",
+        "FACTUR-X (2).XML", "attachment", "x_y.csv", "C__x.csv", "caf\u00e9.csv",
+    ]  # fmt: skip
+    with pikepdf.open(io.BytesIO(data)) as doc:
+        assert sorted(doc.attachments) == sorted([*safe, "factur-x.xml"])
+        assert doc.attachments["factur-x.xml"].get_file().read_bytes() == INVOICE_XML.encode()
+        assert {str(f.UF) for f in doc.Root.AF} == {*safe, "factur-x.xml"}
+        assert {str(f.F) for f in doc.Root.AF} == {*safe, "factur-x.xml"}
+    path = tmp_path / "attached.pdf"
+    path.write_bytes(data)
+    folder = tmp_path / "saved"
+    folder.mkdir()
+    saved = run("pdfdetach", "-saveall", "-o", str(folder), str(path))
+    assert saved.returncode == 0, saved.stderr
+    assert sorted(p.name for p in folder.iterdir()) == sorted([*safe, "factur-x.xml"])
 
 
 @TOOLS
@@ -218,6 +252,17 @@ async def test_a_bad_invoice_that_reached_the_renderer_fails_deterministically()
         finishing.finish(b"%PDF-1.4", options, CONTEXT)
 
 
-async def test_a_pdf_a_library_refuses_is_a_finishing_error_naming_the_step() -> None:
-    with pytest.raises(FinishingError, match="finishing step attachments failed"):
+async def test_a_pdf_the_library_cannot_read_is_pdf_invalid_naming_the_document() -> None:
+    with pytest.raises(PdfInvalid, match=r"document\.pdf is not a PDF that can be read"):
         finishing.finish(b"not a pdf", PageOptions(attachments=(Attachment("a", CSV),)), CONTEXT)
+
+
+async def test_a_rendered_invoice_failing_the_factur_x_xsd_is_refused_naming_the_problem(
+    printed: RenderResult,
+) -> None:
+    """The audit's finding: an XSD-invalid XML used to be embedded without complaint."""
+    invalid = INVOICE_XML.replace("<ram:TypeCode>380</ram:TypeCode>", "", 1)
+    with pytest.raises(
+        InvoiceInvalid, match=r"options\.facturx\.xml fails the Factur-X EN 16931 XSD"
+    ):
+        finishing.finish(printed.data, PageOptions(facturx=FacturX(xml=invalid)), CONTEXT)

@@ -96,6 +96,23 @@ async def test_unknown_route_and_method_are_json(gateway: Stack):
         assert (await response.json())["error"]["type"] == "http"
 
 
+async def test_every_route_answers_a_method_it_does_not_take_with_405_and_allow(gateway: Stack):
+    """`Allow` names exactly the methods the OpenAPI document lists for the path (and
+    HEAD beside GET): a client told 405 learns what to send instead."""
+    async with gateway.client.get(f"{gateway.url}/openapi.json") as response:
+        paths = (await response.json())["paths"]
+    for path, item in paths.items():
+        taken = {method.upper() for method in item}
+        taken |= {"HEAD"} if "GET" in taken else set()
+        wrong = next(m for m in ("PUT", "PATCH", "POST", "DELETE") if m not in taken)
+        concrete = re.sub(r"\{\w+\}", "x", path)
+        async with gateway.client.request(wrong, f"{gateway.url}{concrete}") as response:
+            assert response.status == 405, (wrong, path)
+            assert {m.strip() for m in response.headers["Allow"].split(",")} == taken, path
+            error = (await response.json())["error"]
+            assert error["type"] == "http" and wrong in error["message"], path
+
+
 async def test_forged_or_expired_download_link_is_404(gateway: Stack):
     url = f"{gateway.url}/files/jobs/x.pdf?expires=9999999999&sig=00"
     async with gateway.client.get(url) as response:

@@ -164,7 +164,7 @@ async def test_the_log_never_carries_a_nul(nats_server: NatsServer) -> None:
         await bus.publish(js, failed)
         msg = await js.get_last_msg(events.STREAM, events.subject_of(failed))
     assert b"\\u0000" not in msg.data
-    failed = events.decode(msg.data)
+    failed = events.decode(msg.data, subject=msg.subject)
     assert isinstance(failed, events.JobFailed)
     assert failed.error.message == "last error: Error: a\ufffdb"
 

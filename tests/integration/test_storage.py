@@ -27,8 +27,28 @@ async def test_s3_upload_recreates_a_missing_bucket(s3_settings: Settings):
         ):
             assert r.status == 200
             assert await r.read() == b"%PDF-1.7 test"
-            assert r.headers["Content-Disposition"] == 'attachment; filename="x.pdf"'
+            assert r.headers["Content-Disposition"] == (
+                "attachment; filename=\"x.pdf\"; filename*=UTF-8''x.pdf"
+            )
             assert r.headers["Cache-Control"] == "private, max-age=60"
+
+
+async def test_s3_links_name_a_hostile_file_safely_in_both_forms(s3_settings: Settings):
+    """The presigned link's `ResponseContentDisposition` goes through the same rule as
+    every download: S3 answers with an ASCII header, the exact safe name in RFC 6266's
+    `filename*` and an ASCII fallback, no quote to end it early."""
+    async with open_storage(s3_settings) as storage:
+        key = 'jobs/t/Rechnung M\u00e4rz: "1"\u202e.pdf'
+        await storage.put(key, b"%PDF-1.7 test", "application/pdf")
+        async with (
+            aiohttp.ClientSession() as http,
+            http.get(await storage.url(key, 60)) as r,
+        ):
+            assert r.status == 200
+            assert r.headers["Content-Disposition"] == (
+                'attachment; filename="Rechnung Marz_ _1_.pdf"; '
+                "filename*=UTF-8''Rechnung%20M%C3%A4rz_%20_1_.pdf"
+            )
 
 
 async def test_local_links_expire_and_resist_forgery(settings: Settings):

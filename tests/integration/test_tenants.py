@@ -89,7 +89,10 @@ async def test_every_route_answers_404_for_another_tenants_job(stack: Stack, rec
         assert response.status == 200
         assert (await response.read()).startswith(b"%PDF")
         # A file to save, never a page to render or sniff, and not for shared caches.
-        assert response.headers["Content-Disposition"] == f'attachment; filename="{job["id"]}.pdf"'
+        name = f"{job['id']}.pdf"
+        assert response.headers["Content-Disposition"] == (
+            f"attachment; filename=\"{name}\"; filename*=UTF-8''{name}"
+        )
         assert response.headers["X-Content-Type-Options"] == "nosniff"
         assert response.headers["Cache-Control"].startswith("private")
 

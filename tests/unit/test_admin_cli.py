@@ -4,6 +4,7 @@ tests/integration/test_dev.py)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -71,13 +72,17 @@ def test_without_an_admin_key_the_command_exits_2_naming_the_file(
     assert err.count("\n") == 1
 
 
-def test_an_unreachable_gateway_exits_2_in_one_line(capsys: pytest.CaptureFixture[str]):
+def test_an_unreachable_gateway_exits_4_in_one_line(capsys: pytest.CaptureFixture[str]):
+    """4, as `pressroom render|batch|jobs` exit for a gateway that is not there."""
     port = free_port()  # nothing listens there
     env = {"PRESSROOM_ADMIN_KEY": "pra_x", "PRESSROOM_PORT": str(port)}
-    assert run(["usage"], env) == 2
-    err = capsys.readouterr().err
+    assert run(["usage"], env) == 4
+    out, err = capsys.readouterr()
     assert err.startswith(f"pressroom: cannot reach the gateway at http://127.0.0.1:{port}: ")
-    assert err.count("\n") == 1
+    assert err.count("\n") == 1 and out == ""
+    assert run(["usage", "--json"], env) == 4
+    out, err = capsys.readouterr()
+    assert out == "" and json.loads(err)["error"]["type"] == "unavailable"
 
 
 def test_a_bad_setting_exits_2(capsys: pytest.CaptureFixture[str]):
@@ -87,11 +92,15 @@ def test_a_bad_setting_exits_2(capsys: pytest.CaptureFixture[str]):
 
 def test_error_messages_come_from_the_error_body():
     body = b'{"error":{"type":"validation","message":"name is too long","field":"name"}}'
-    assert error_message(400, body) == "name is too long"
+    assert error_message(400, body) == ("name is too long", "validation")
     assert error_message(400, b'{"error":{"type":"v","message":"bad","field":"x"}}') == (
-        "bad (field x)"
+        "bad (field x)",
+        "v",
     )
-    assert error_message(502, b"<html>bad gateway</html>") == "the gateway answered HTTP 502"
+    assert error_message(502, b"<html>bad gateway</html>") == (
+        "the gateway answered HTTP 502",
+        "http",
+    )
 
 
 def test_table_aligns_columns_and_shows_missing_values_as_dashes():
@@ -111,3 +120,21 @@ def test_the_commands_are_registered_and_have_help():
     )  # fmt: skip
     assert shown.returncode == 0
     assert "usage: pressroom tenants" in shown.stdout and "create" in shown.stdout
+    assert "exit status: 0 ok; 2 usage" in " ".join(shown.stdout.split())
+
+
+def test_pressroom_help_is_an_answer_on_stdout_and_a_wrong_command_a_usage_error():
+    """Asked for, the command list is data (stdout, 0) and names the exit statuses; an
+    unknown command gets it as a message (stderr, 2)."""
+
+    def pressroom(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "services.cli", *args], capture_output=True, text=True,
+            timeout=30,
+        )  # fmt: skip
+
+    asked = pressroom("--help")
+    assert asked.returncode == 0 and asked.stderr == ""
+    assert "render" in asked.stdout and "3 the API refused" in " ".join(asked.stdout.split())
+    wrong = pressroom("no-such-command")
+    assert wrong.returncode == 2 and wrong.stdout == "" and "render" in wrong.stderr

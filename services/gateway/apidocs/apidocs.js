@@ -4,10 +4,12 @@
 
 const METHODS = ["get", "post", "put", "patch", "delete"];
 
+// Children may be nested arrays at any depth (a body's parts, each a list of nodes): all
+// are flattened, so no array is ever appended as its text ("[object HTMLDivElement]").
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
   for (const [name, value] of Object.entries(attrs || {})) node.setAttribute(name, value);
-  for (const child of children.flat()) {
+  for (const child of children.flat(Infinity)) {
     if (child === null || child === undefined || child === "") continue;
     node.append(typeof child === "string" ? document.createTextNode(child) : child);
   }
@@ -17,6 +19,18 @@ function el(tag, attrs, ...children) {
 // Text with `code` spans (the document's descriptions use them), still only text nodes.
 function prose(text) {
   return String(text || "").split("`").map((part, i) => (i % 2 ? el("code", {}, part) : part));
+}
+
+// A longer description: paragraphs apart, and lines that start with "- " as a list (the
+// error types and what each means), still only text nodes.
+function paragraphs(text) {
+  return String(text || "").split("\n\n").map((block) => {
+    const lines = block.split("\n");
+    if (lines.every((line) => line.startsWith("- "))) {
+      return el("ul", {}, lines.map((line) => el("li", {}, prose(line.slice(2)))));
+    }
+    return el("p", {}, prose(block));
+  });
 }
 
 function anchor(kind, name) {
@@ -80,13 +94,41 @@ function example(media) {
   return el("pre", {}, el("code", {}, text));
 }
 
-function requestBody(operation) {
+// The schema a reference names, and the non-null branch of an optional one.
+function resolved(schema, doc) {
+  let found = schema || {};
+  for (let hops = 0; found.$ref && hops < 10; hops += 1) {
+    found = ((doc.components || {}).schemas || {})[refName(found.$ref)] || {};
+  }
+  const branches = (found.anyOf || []).filter((b) => b.type !== "null");
+  return branches.length === 1 ? resolved(branches[0], doc) : found;
+}
+
+// The fields of an object schema as a nested list: name, type, required, meaning, and
+// the fields of each field that is an object or a list of objects (`items[].filename`).
+function fields(schema, doc, depth = 0, seen = new Set()) {
+  let shape = resolved(schema, doc);
+  if (shape.type === "array") shape = resolved(shape.items, doc);
+  const props = Object.entries(shape.properties || {});
+  if (!props.length || depth > 4 || seen.has(shape)) return null;
+  const inner = new Set(seen).add(shape);
+  const required = new Set(shape.required || []);
+  return el("ul", { class: "fields" }, props.map(([name, property]) =>
+    el("li", {},
+      el("code", { class: "field-name" }, name), " ", el("span", { class: "field-type" }, typeOf(property)),
+      required.has(name) ? el("span", { class: "field-required" }, " required") : null,
+      property.description ? el("span", { class: "field-meaning" }, " — ", prose(property.description)) : null,
+      fields(property, doc, depth + 1, inner))));
+}
+
+function requestBody(operation, doc) {
   const body = operation.requestBody;
   if (!body) return null;
   const parts = Object.entries(body.content || {}).map(([kind, media]) =>
-    el("div", {},
+    el("div", { class: "body" },
       el("p", {}, el("code", {}, kind), ": ", typeOf(media.schema),
         body.required ? "" : " (optional)"),
+      kind === "application/json" ? fields(media.schema, doc) : null,
       example(media)));
   return [el("h3", {}, "Body"), parts];
 }
@@ -101,7 +143,7 @@ function responses(operation) {
   return [el("h3", {}, "Answers"), table(["status", "meaning", "body"], rows)];
 }
 
-function operationView(method, path, operation) {
+function operationView(method, path, operation, doc) {
   const secured = (operation.security || []).map((s) => Object.keys(s).join(", ")).join(", ");
   const summary = el("summary", {},
     el("span", { class: `method ${method}` }, method),
@@ -110,7 +152,7 @@ function operationView(method, path, operation) {
   return el("details", { id: anchor("op", operation.operationId || `${method}${path}`) },
     summary,
     operation.description ? el("p", {}, prose(operation.description)) : null,
-    parameters(operation), requestBody(operation), responses(operation));
+    parameters(operation), requestBody(operation, doc), responses(operation));
 }
 
 function schemaView(name, schema) {
@@ -123,7 +165,7 @@ function schemaView(name, schema) {
       el("td", {}, prose(property.description || property.title))));
   return el("details", { id: anchor("schema", name) },
     el("summary", {}, el("code", {}, name)),
-    schema.description ? el("p", {}, prose(schema.description)) : null,
+    schema.description ? paragraphs(schema.description) : null,
     rows.length ? table(["field", "type", "required", "meaning"], rows) : el("p", {}, typeOf(schema)),
     schema.additionalProperties === false ? el("p", {}, "Unknown fields are refused.") : null);
 }
@@ -164,7 +206,7 @@ function render(doc) {
     el("section", { id: anchor("tag", tag.name) },
       el("h2", {}, tag.name),
       tag.description ? el("p", {}, prose(tag.description)) : null,
-      operations.map(([method, path, op]) => operationView(method, path, op))));
+      operations.map(([method, path, op]) => operationView(method, path, op, doc))));
   const info = doc.info || {};
   main.replaceChildren(
     el("p", {}, prose(`${info.title || "API"} ${info.version || ""} — ${info.description || ""}`)),

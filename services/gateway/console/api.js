@@ -54,6 +54,52 @@ export async function api(method, path, body, signal) {
   return json;
 }
 
+/** Whether an error is the gateway being away for now (no answer, a 5xx, a 429), which
+ * a view rides out by trying again, rather than a refusal it must show and stop at. */
+export function isOutage(error) {
+  if (!(error instanceof ApiError)) return !(error instanceof SyntaxError);
+  return error.status >= 500 || error.status === 429;
+}
+
+const FRESH_MS = 15000;
+/** A signed link is asked for anew when it expires within this long. */
+
+/** When a signed link stops working (ms since 1970): its `expires` (local storage) or
+ * `X-Amz-Date` + `X-Amz-Expires` (S3); null when it does not say. */
+export function expiresAt(href) {
+  let url;
+  try { url = new URL(href, location.href); } catch { return null; }
+  const expires = url.searchParams.get("expires");
+  if (expires) return Number(expires) * 1000;
+  const date = url.searchParams.get("X-Amz-Date");
+  const seconds = url.searchParams.get("X-Amz-Expires");
+  const parts = date && date.match(/^(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})Z$/);
+  if (!parts || !seconds) return null;
+  const [, y, mo, d, h, mi, s] = parts.map(Number);
+  return Date.UTC(y, mo - 1, d, h, mi, s) + Number(seconds) * 1000;
+}
+
+/** Keep `link` (a signed download link) usable however long the page stays open: a click
+ * on it once it has expired, or is about to, first asks `fresh()` for a new URL, then
+ * follows that one. `onError` gets what went wrong if the new URL cannot be had. */
+export function refreshBeforeUse(link, fresh, onError) {
+  link.addEventListener("click", async (event) => {
+    if (link.dataset.refreshed) { delete link.dataset.refreshed; return; } // the click below
+    const expires = expiresAt(link.href);
+    if (expires === null || expires - Date.now() > FRESH_MS) return;
+    event.preventDefault();
+    try {
+      const url = await fresh();
+      if (!url) throw new Error("the gateway gave no link: the file is gone");
+      link.href = url;
+      link.dataset.refreshed = "1";
+      link.click();
+    } catch (error) {
+      onError(error);
+    }
+  });
+}
+
 /** `?a=1&b=2` of the parameters that have a value. */
 export function query(params) {
   const kept = Object.entries(params).filter(([, v]) => v !== undefined && v !== null && v !== "");

@@ -2,10 +2,10 @@
 // (pause, resume, cancel, each enabled only where the batch's state allows), its items
 // page by page and its archive once it has ended.
 
-import { api, coalesce, follow, query } from "./api.js";
+import { api, coalesce, follow, isOutage, query, refreshBeforeUse } from "./api.js";
 import {
-  announce, el, errorBox, facts, field, fill, number, options, pager, size, statusBadge,
-  table, when,
+  announce, el, errorBox, facts, field, fill, number, options, outageNote, pager, size,
+  statusBadge, table, when,
 } from "./dom.js";
 import { parseData } from "./jobs.js";
 
@@ -22,9 +22,18 @@ function ended(batch) {
   return batch.done + batch.failed + batch.cancelled;
 }
 
-/** The bar and its words: a `<progress>` (announced as a value) and the counts as text. */
+/** What the bar's colour says: how the batch is going or ended (`partial`: done, with some
+ * items failed). Green is kept for a batch whose every item was rendered. */
+export function outcome(batch) {
+  if (batch.status === "done") return batch.failed || batch.cancelled ? "partial" : "done";
+  return batch.status;
+}
+
+/** The bar and its words: a `<progress>` (announced as a value) coloured by the outcome,
+ * and the counts as text. */
 export function progressLine(batch, id) {
   const bar = el("progress", { max: Math.max(batch.total, 1), value: ended(batch), id: id || null,
+    class: `outcome-${outcome(batch)}`, "data-outcome": outcome(batch),
     "aria-label": `Items ended of ${batch.total}` });
   return el("span", { class: "progress-line" }, bar,
     el("span", { class: "counts" },
@@ -52,9 +61,12 @@ async function loadBatches(region, filter, signal, last) {
   try {
     page = await api("GET", `/batches${query({ status: filter.status, limit: PAGE, offset: filter.offset })}`, undefined, signal);
   } catch (error) {
-    if (!signal.aborted) fill(region, errorBox(error));
+    if (signal.aborted) return true;
+    if (isOutage(error)) { outageNote(region, error); return false; }
+    fill(region, errorBox(error));
     return true;
   }
+  outageNote(region, null);
   const seen = JSON.stringify(page);
   if (seen !== last.seen) {
     last.seen = seen;
@@ -235,6 +247,8 @@ export function showBatch(main, params, signal) {
     el("div", { class: "actions" }, parts.pause, parts.resume, parts.cancel, parts.archive), parts.note,
     el("h2", {}, "Items"), statusFilter("item-status-filter", ITEM_STATUSES, filter.status, onFilter), parts.items);
   parts.refresh = coalesce(() => refreshBatch(parts, path, filter, signal));
+  refreshBeforeUse(parts.archive, async () => (await api("GET", path)).url,
+    (error) => fill(parts.note, errorBox(error, "No fresh link")));
   control(parts, parts.pause, path, "pause", "Pause requested: items already rendering finish.");
   control(parts, parts.resume, path, "resume", "Resumed.");
   control(parts, parts.cancel, path, "cancel", "Cancel requested.");

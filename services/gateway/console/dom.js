@@ -79,7 +79,23 @@ export function table(caption, headers, rows, empty = "Nothing here yet.") {
   const body = el("tbody");
   for (const row of rows) body.append(el("tr", {}, row));
   if (!rows.length) body.append(el("tr", {}, el("td", { colspan: headers.length }, empty)));
-  return el("table", {}, el("caption", {}, caption), el("thead", {}, head), body);
+  // in a box of its own that scrolls sideways: a wide table never widens the page
+  return el("div", { class: "table-scroll" },
+    el("table", {}, el("caption", {}, caption), el("thead", {}, head), body));
+}
+
+/** A note above a list that the gateway is away for now and the list tries again (the
+ * rows last shown stay); `error` null removes it. */
+export function outageNote(region, error) {
+  const id = `${region.id}-outage`;
+  let note = document.getElementById(id);
+  if (!error) { if (note) note.remove(); return; }
+  if (!note) {
+    note = el("div", { id, class: "message outage", role: "status" });
+    region.before(note);
+  }
+  fill(note, `The gateway cannot be reached right now (${error.message}); trying again every 2 s. `
+    + "What is shown may be out of date.");
 }
 
 export function facts(pairs) {

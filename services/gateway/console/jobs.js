@@ -1,10 +1,10 @@
 // Jobs: the tenant's list (filter, search, pages), a form to try one, and one job's
 // status, timeline, error, download, cancel, webhook deliveries and diagnosis, kept live.
 
-import { api, coalesce, follow, pause, POLL_MS, query } from "./api.js";
+import { api, coalesce, follow, isOutage, pause, POLL_MS, query, refreshBeforeUse } from "./api.js";
 import {
-  announce, el, errorBox, facts, field, fill, number, options, pager, size, statusBadge,
-  table, when,
+  announce, el, errorBox, facts, field, fill, number, options, outageNote, pager, size,
+  statusBadge, table, when,
 } from "./dom.js";
 
 const PAGE = 20;
@@ -55,16 +55,21 @@ function filterForm(filter) {
   return form;
 }
 
-/** Refill the list when it changed (an unchanged one keeps the focus where it is). */
+/** Refill the list when it changed (an unchanged one keeps the focus where it is). While
+ * the gateway is away, say so above the rows last shown and keep trying (false: not
+ * ended); a refusal (a bad filter, a 404) is shown and ends the polling. */
 async function loadJobs(region, filter, signal, last) {
   let page;
   try {
     const path = `/jobs${query({ status: filter.status, q: filter.q, limit: PAGE, offset: filter.offset })}`;
     page = await api("GET", path, undefined, signal);
   } catch (error) {
-    if (!signal.aborted) fill(region, listProblem(error));
+    if (signal.aborted) return true;
+    if (isOutage(error)) { outageNote(region, error); return false; }
+    fill(region, listProblem(error));
     return true;
   }
+  outageNote(region, null);
   const seen = JSON.stringify(page);
   if (seen !== last.seen) {
     last.seen = seen;
@@ -315,6 +320,8 @@ export function showJob(main, params, signal) {
     parts.diagnosisPart, el("h2", {}, "Timeline"), parts.timeline,
     el("h2", {}, "Webhook deliveries"), parts.webhooks, el("div", { class: "actions" }, parts.redeliver));
   const refresh = coalesce(() => refreshJob(parts, signal));
+  refreshBeforeUse(parts.download, async () => (await api("GET", path)).url,
+    (error) => fill(parts.note, errorBox(error, "No fresh link")));
   act(parts, parts.cancel, () => api("DELETE", path).then(refresh), "Cancel requested.");
   const redeliver = async () => {
     await api("POST", `${path}/webhooks/redeliver`);

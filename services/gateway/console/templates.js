@@ -1,8 +1,10 @@
 // Stored templates: the list, one template's versions and body, and a preview: a PNG job
 // rendered from the chosen version with sample data typed here, shown when it is done.
 
-import { api, coalesce, follow, query } from "./api.js";
-import { announce, el, errorBox, facts, field, fill, pager, statusBadge, table, when } from "./dom.js";
+import { api, coalesce, follow, isOutage, query } from "./api.js";
+import {
+  announce, el, errorBox, facts, field, fill, outageNote, pager, statusBadge, table, when,
+} from "./dom.js";
 import { parseData, TERMINAL } from "./jobs.js";
 
 const PAGE = 20;
@@ -11,12 +13,11 @@ function templateLink(t, version) {
   return `#/templates/${encodeURIComponent(t.id)}${query({ version })}`;
 }
 
-export async function listTemplates(main, params, signal) {
-  const offset = Number(params.offset || 0);
-  const region = el("div", { id: "templates" }, el("p", {}, "Loading…"));
-  main.append(el("h1", {}, "Templates"), region);
+/** Show the list; false while the gateway is away (the caller tries again). */
+async function loadTemplates(region, offset, signal) {
   try {
     const page = await api("GET", `/templates${query({ limit: PAGE, offset })}`, undefined, signal);
+    outageNote(region, null);
     const rows = page.templates.map((t) => [
       el("td", {}, el("a", { href: templateLink(t) }, t.name)), el("td", { class: "mono" }, t.id),
       el("td", { class: "num" }, t.latest_version), el("td", {}, when(t.updated_at)),
@@ -26,8 +27,18 @@ export async function listTemplates(main, params, signal) {
       ["Name", "Id", { label: "Latest version", num: true }, "Updated"], rows,
       "No stored templates: POST /templates stores one."), pager(page, go));
   } catch (error) {
-    if (!signal.aborted) fill(region, errorBox(error));
+    if (signal.aborted) return true;
+    if (isOutage(error)) { outageNote(region, error); return false; }
+    fill(region, errorBox(error));
   }
+  return true;
+}
+
+export function listTemplates(main, params, signal) {
+  const offset = Number(params.offset || 0);
+  const region = el("div", { id: "templates" }, el("p", {}, "Loading…"));
+  main.append(el("h1", {}, "Templates"), region);
+  return follow(null, coalesce(() => loadTemplates(region, offset, signal)), signal);
 }
 
 function versionList(template) {

@@ -5,8 +5,11 @@ and its DevTools connection) once it answers.
 Chromium starts with `CHROMIUM_ARGS` through a launcher (`_LAUNCHER`) that makes it die
 with the renderer and, when the renderer is root, run as an unprivileged user
 (`privileges`), with its own sandbox where user namespaces allow it, with none of the
-renderer's secrets in its environment (`chromium_env`), below the services' CPU priority.
-The DevTools protocol runs over two pipes (`cdp`), so Chromium opens no port.
+renderer's secrets in its environment (`chromium_env`) nor its secret files within reach
+(`landlock`), below the services' CPU priority. The DevTools protocol runs over two pipes
+(`cdp`), so Chromium opens no port. `prepare` makes everything but the process (the
+confinement, folder, profile, environment and walls) and `spawn` starts a program in it
+the way Chromium is started, which the tests use to try the walls from Chromium's place.
 
 What needs care:
 
@@ -35,8 +38,9 @@ from dataclasses import dataclass
 from xml.sax.saxutils import escape as xml_escape
 
 from services.core.errors import BrowserError
+from services.renderer.browser import landlock
 from services.renderer.browser.cdp import Connection
-from services.renderer.browser.privileges import DROP_TO_UID, confine, readable_by
+from services.renderer.browser.privileges import DROP_TO_UID, Confinement, confine, readable_by
 from services.renderer.browser.tasks import describe
 from services.renderer.proxy import BYPASS_NOTHING
 
@@ -112,7 +116,7 @@ START_GRACE = 30.0
 """Seconds Chromium gets to answer its first DevTools command after it was started."""
 
 _LAUNCHER = (
-    """import os, sys
+    """import json, os, stat, struct, sys  # all before a change of user: it may lose them
 nice = int(sys.argv[2])  # lower priority only: raising it would need root
 if nice > os.getpriority(os.PRIO_PROCESS, 0):
     os.setpriority(os.PRIO_PROCESS, 0, nice)
@@ -123,7 +127,10 @@ except OSError:
     pass  # no autogroups (a kernel without them, or turned off)
 """
     + DROP_TO_UID
-    + """# The DevTools pipes on fds 3 (commands in) and 4 (messages out), as Chromium expects:
+    + landlock.WALL_OFF
+    + """if sys.argv[5]:  # the walls: after the change of user, so nothing undoes them
+    wall_off(sys.argv[5])
+# The DevTools pipes on fds 3 (commands in) and 4 (messages out), as Chromium expects:
 # copied out of the way first, so that neither lands on the other.
 given = [int(fd) for fd in sys.argv[3:5]]
 spare = [fd for fd in range(100, 104) if fd not in given][:2]
@@ -135,7 +142,7 @@ for copy, fd in zip(spare, (3, 4)):
 ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 if os.getppid() == 1:
     sys.exit(1)  # the renderer is already gone
-os.execv(sys.argv[5], sys.argv[5:])
+os.execv(sys.argv[6], sys.argv[6:])
 """
 )
 """Run by `python -c` between the fork and Chromium: changes user when asked, puts the
@@ -145,7 +152,7 @@ otherwise leave a ~1 GB browser behind). The parent-death signal comes after the
 of user, which would clear it. Chromium runs at a lower CPU priority (`nice`) than the
 services, so that a busy browser does not make the gateway's accepts and the pipeline's
 bookkeeping wait for a core. Its arguments: uid (-1: stay), niceness, the two pipe ends,
-Chromium's executable and flags."""
+the Landlock rules' file ("" for none), Chromium's executable and flags."""
 
 LOG_NAME = "chromium.log"
 """Chromium's stdout and stderr, in the browser's folder: the tail explains a failed start."""
@@ -169,15 +176,18 @@ class Browser:
         return " | ".join(line for line in text.strip().splitlines()[-lines:] if line)
 
 
-def _spawn(
+def spawn(
     executable: str,
     args: Sequence[str],
+    *,
     env: dict[str, str],
     uid: int | None,
     folder: str,
-    nice: int,
+    nice: int = 0,
+    rules: str = "",
 ) -> tuple[subprocess.Popen[bytes], int, int]:
-    """Fork the launcher for `executable`; the process and this side's pipe ends (read
+    """Fork the launcher for `executable`, as `uid` (None: as this process) and walled
+    by the Landlock `rules` file (if any); the process and this side's pipe ends (read
     Chromium's messages, write commands)."""
     commands_in, commands_out = os.pipe()  # Chromium reads commands_in (its fd 3)
     messages_in, messages_out = os.pipe()  # Chromium writes messages_out (its fd 4)
@@ -185,7 +195,7 @@ def _spawn(
         with open(os.path.join(folder, LOG_NAME), "wb") as output:
             process = subprocess.Popen(
                 [sys.executable, "-I", "-S", "-c", _LAUNCHER, str(-1 if uid is None else uid),
-                 str(nice), str(commands_in), str(messages_out), executable, *args,
+                 str(nice), str(commands_in), str(messages_out), rules, executable, *args,
                  "--remote-debugging-pipe"],
                 pass_fds=(commands_in, messages_out), env=env, stdin=subprocess.DEVNULL,
                 stdout=output, stderr=output,
@@ -209,12 +219,15 @@ async def start_browser(
     uid: int | None,
     folder: str,
     nice: int = 0,
+    rules: str = "",
 ) -> Browser:
     """Start `executable` with `args` and the DevTools pipe, as `uid` (None: as this
-    process) at niceness `nice` (never above this process's priority), logging into
-    `folder`; return once it answers. `BrowserError` if it cannot start, with what it
-    said."""
-    process, reads, writes = _spawn(executable, args, env, uid, folder, nice)
+    process) at niceness `nice` (never above this process's priority), walled by the
+    Landlock `rules` file (if any), logging into `folder`; return once it answers.
+    `BrowserError` if it cannot start, with what it said."""
+    process, reads, writes = spawn(
+        executable, args, env=env, uid=uid, folder=folder, nice=nice, rules=rules
+    )
     browser = Browser(process, await Connection.open(reads, writes), folder)
     try:
         await asyncio.wait_for(
@@ -238,14 +251,16 @@ async def _end(browser: Browser) -> None:
 
 
 def _make_folder(uid: int | None) -> tuple[str, str]:
-    """A new folder for one browser, and the `profile` folder in it, owned by `uid` (when
-    given) and by nobody else: the rest of the folder stays the renderer's."""
+    """A new folder for one browser, and the `profile` and `tmp` folders in it, owned by
+    `uid` (when given) and by nobody else: the rest of the folder stays the renderer's."""
     folder = tempfile.mkdtemp(prefix="pressroom-chromium-")
     profile = os.path.join(folder, "profile")
-    os.mkdir(profile, 0o700)
+    for own in (profile, os.path.join(folder, "tmp")):
+        os.mkdir(own, 0o700)
+        if uid is not None:
+            os.chown(own, uid, uid)
     if uid is not None:
         os.chmod(folder, 0o711)  # Chromium's user may go through it, not list or change it
-        os.chown(profile, uid, uid)
     return folder, profile
 
 
@@ -272,16 +287,18 @@ def _check_fonts_dir(fonts_dir: str, uid: int | None) -> None:
         )
 
 
-_CHROMIUM_ENV = ("PATH", "LANG", "LANGUAGE", "TZ", "TMPDIR")
+_CHROMIUM_ENV = ("PATH", "LANG", "LANGUAGE", "TZ")
 """What Chromium is given of the renderer's environment (and `LC_*`): nothing else, so
 the URL-signing key, webhook and S3 secrets and the database URL stay out of reach of a
 page that takes over a Chromium process."""
 
 
 def chromium_env(fonts_dir: str, profile: str, conf_dir: str) -> dict[str, str]:
-    """Chromium's environment: the locale, `PATH` and `TMPDIR` of the renderer, `HOME` in
-    the profile, and with `fonts_dir` a fontconfig file (written in `conf_dir`) that adds
-    that folder to the system's fonts (Chromium finds fonts through fontconfig on Linux)."""
+    """Chromium's environment: the locale and `PATH` of the renderer, `HOME` in the
+    profile, `TMPDIR` the `tmp` folder beside it in `conf_dir` (the browser's own folder:
+    its temporary files go with it, and stay within its walls), and with `fonts_dir` a
+    fontconfig file (written in `conf_dir`) that adds that folder to the system's fonts
+    (Chromium finds fonts through fontconfig on Linux)."""
     env = {
         name: value
         for name, value in os.environ.items()
@@ -289,6 +306,7 @@ def chromium_env(fonts_dir: str, profile: str, conf_dir: str) -> dict[str, str]:
     }
     env.setdefault("PATH", os.defpath)
     env["HOME"] = profile
+    env["TMPDIR"] = os.path.join(conf_dir, "tmp")
     if fonts_dir:
         conf = os.path.join(conf_dir, "fonts.conf")
         with open(conf, "w", encoding="utf-8") as file:
@@ -303,6 +321,36 @@ def chromium_env(fonts_dir: str, profile: str, conf_dir: str) -> dict[str, str]:
     return env
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """Everything a browser starts with but its program: how it is confined, its folder
+    (with the profile), its environment and the Landlock rules' file ("" for none)."""
+
+    confinement: Confinement
+    folder: str
+    profile: str
+    env: dict[str, str]
+    rules: str
+
+
+async def prepare(fonts_dir: str, *, chromium_uid: int) -> Prepared:
+    """A new browser's folder, profile, environment and walls, under this process's
+    confinement for Chromium (`privileges.confine`; `BrowserError` when it cannot be had).
+    The caller removes `folder` when the browser is gone."""
+    confinement = await asyncio.to_thread(confine, chromium_uid)  # a child process, once
+    _check_fonts_dir(fonts_dir, confinement.uid)
+    folder, profile = _make_folder(confinement.uid)
+    try:
+        _write_preferences(profile, confinement.uid)
+        env = chromium_env(fonts_dir, profile, folder)
+        hidden = confinement.hidden if confinement.walled else ()
+        rules = landlock.write_rules(folder, hidden) if hidden else ""
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    return Prepared(confinement, folder, profile, env, rules)
+
+
 async def launch_browser(
     executable: str, proxy_url: str, fonts_dir: str, *, chromium_uid: int, nice: int
 ) -> Browser:
@@ -310,23 +358,25 @@ async def launch_browser(
     proxy at `proxy_url`; `BrowserError` if it cannot start. With `fonts_dir`, the fonts
     in that folder are usable from documents by family name. When this process is root,
     Chromium runs as `chromium_uid` (user and group); it runs at niceness `nice`."""
-    confinement = await asyncio.to_thread(confine, chromium_uid)  # a child process, once
-    _check_fonts_dir(fonts_dir, confinement.uid)
-    folder, profile = _make_folder(confinement.uid)
-    _write_preferences(profile, confinement.uid)
+    prepared = await prepare(fonts_dir, chromium_uid=chromium_uid)
     args = [
         *CHROMIUM_ARGS,
-        *confinement.args,
-        f"--user-data-dir={profile}",
+        *prepared.confinement.args,
+        f"--user-data-dir={prepared.profile}",
         f"--proxy-server={proxy_url}",
         f"--proxy-bypass-list={BYPASS_NOTHING}",
         "about:blank",  # the first window's page: not the new-tab page
     ]
-    env = chromium_env(fonts_dir, profile, folder)
     try:
         return await start_browser(
-            executable, args, env=env, uid=confinement.uid, folder=folder, nice=nice
+            executable,
+            args,
+            env=prepared.env,
+            uid=prepared.confinement.uid,
+            folder=prepared.folder,
+            nice=nice,
+            rules=prepared.rules,
         )
     except BaseException:
-        shutil.rmtree(folder, ignore_errors=True)
+        shutil.rmtree(prepared.folder, ignore_errors=True)
         raise

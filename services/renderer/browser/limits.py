@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from services.core.errors import DomTooLarge, HeaderTooLarge, TocTooLarge, TooManyPages
+from services.core.errors import DomTooLarge, HeaderTooLarge, TocTooLarge, TooManyPrintedPages
 from services.core.options import check_header_footer, page_intervals
 from services.core.pageoptions import PageOptions
 from services.core.settings import Settings
@@ -101,17 +101,17 @@ async def check_headings(tab: Tab, limits: Limits) -> None:
 
 
 def check_pages(count: int, limits: Limits) -> None:
-    """`TooManyPages` for a PDF of `count` pages, printed with `capped_ranges` (so that
+    """`TooManyPrintedPages` for a PDF of `count` pages, printed with `capped_ranges` (so that
     `limits.pages + 1` means "at least that many": printing stopped there)."""
     if count <= limits.pages:
         return
     over = f"over the limit of {limits.pages:,} (PRESSROOM_MAX_PAGES)"
     if count == limits.pages + 1:
-        raise TooManyPages(
+        raise TooManyPrintedPages(
             f"the PDF has more than {limits.pages:,} pages, {over}; printing stopped at page "
             f"{count:,}"
         )
-    raise TooManyPages(f"the PDF has {count:,} pages, {over}")
+    raise TooManyPrintedPages(f"the PDF has {count:,} pages, {over}")
 
 
 async def _number(tab: Tab, expression: str) -> int:

@@ -67,7 +67,7 @@ async def print_pdf(tab: Tab, options: PageOptions, limits: Limits) -> bytes:
 async def _probe_length(
     tab: Tab, options: PageOptions, params: dict[str, Any], limits: Limits
 ) -> None:
-    """`TooManyPages` before anything is drawn for a document that looks long (its height
+    """`TooManyPrintedPages` before anything is drawn for a document that looks long (its height
     on screen is more than half `limits.pages` pages) and has a page past the limit: only
     that page is printed, which costs Chromium the pagination alone (drawing 501 pages of
     a 10,000-page document took six times as long). Chromium answers "Page range exceeds

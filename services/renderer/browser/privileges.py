@@ -1,4 +1,4 @@
-"""Who Chromium runs as, and whether its own sandbox is on.
+"""Who Chromium runs as, whether its own sandbox is on, and what it may not read.
 
 A renderer running as root (containers, CI) starts Chromium as an unprivileged user
 instead (`PRESSROOM_CHROMIUM_UID`, no /etc/passwd entry needed): the launcher drops to it
@@ -8,11 +8,20 @@ starts Chromium as itself.
 Chromium's own sandbox (seccomp-bpf, and a user, PID and network namespace for every
 renderer) needs Chromium to run as a user that may create user namespaces; without that,
 Chromium refuses to start unless given `--no-sandbox`. `confine` checks once per process,
-by trying as that user, and logs a warning when the sandbox has to stay off.
+by trying as that user, and then follows `PRESSROOM_CHROMIUM_SANDBOX`: `auto` logs a
+warning when the sandbox has to stay off, `require` refuses to start Chromium instead,
+`off` never asks for it.
+
+The renderer's secret files (`Walls.hidden`) are closed to Chromium by Landlock
+(`landlock`) wherever the kernel offers it; `require` also refuses to start Chromium
+without that wall when there are such files. The renderer sets its walls once at start
+(`configure`), before it starts a browser.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import functools
 import logging
 import os
@@ -23,6 +32,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from services.core.errors import BrowserError
+from services.core.settings import Settings
+from services.core.valuefiles import files_read
+from services.renderer.browser import landlock
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +52,7 @@ ids, so there is no way back)."""
 # The namespaces Chromium's zygote makes for its sandboxed processes. Where user namespaces
 # are allowed but powerless (Ubuntu's AppArmor restriction), only the PID and network ones
 # fail, so asking for all three at once finds that too.
-_NAMESPACES = (
+NAMESPACES_CHECK = (
     DROP_TO_UID
     + """
 flags = 0x10000000 | 0x20000000 | 0x40000000  # CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET
@@ -56,17 +68,56 @@ except OSError as exc:
 )
 
 _NO_NAMESPACES = 3
-"""Exit status of `_NAMESPACES` when the kernel refused them; any other failure means the
-change of user did not work."""
+"""Exit status of `NAMESPACES_CHECK` when the kernel refused them; any other failure means
+the change of user did not work."""
+
+
+class Sandbox(enum.StrEnum):
+    """`PRESSROOM_CHROMIUM_SANDBOX`."""
+
+    AUTO = "auto"
+    REQUIRE = "require"
+    OFF = "off"
+
+
+@dataclass(frozen=True)
+class Walls:
+    """What the renderer asks of Chromium's confinement: the `sandbox` policy, and the
+    files Chromium must not read (real paths)."""
+
+    sandbox: Sandbox = Sandbox.AUTO
+    hidden: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(cls, settings: Settings) -> Walls:
+        """The renderer's walls: every file its settings were read from, and the signing
+        key (`PRESSROOM_SIGNING_KEY` names a file: its content is the secret)."""
+        hidden = set(files_read())
+        if settings.signing_key:
+            hidden.add(os.path.realpath(settings.signing_key))
+        return cls(Sandbox(settings.chromium_sandbox), frozenset(hidden))
+
+
+_walls = Walls()
+
+
+def configure(walls: Walls) -> None:
+    """Set this process's walls (the renderer, at start); later launches follow them."""
+    global _walls
+    _walls = walls
+    confine.cache_clear()
 
 
 @dataclass(frozen=True)
 class Confinement:
-    """How Chromium runs: as `uid` (None: the renderer's own user), and with its own
-    sandbox unless `why_unsandboxed` says why not."""
+    """How Chromium runs: as `uid` (None: the renderer's own user), with its own sandbox
+    unless `why_unsandboxed` says why not, and kept from the `hidden` files (by Landlock)
+    unless `why_unwalled` says why not."""
 
     uid: int | None
     why_unsandboxed: str = ""
+    hidden: frozenset[str] = frozenset()
+    why_unwalled: str = ""
 
     @property
     def sandboxed(self) -> bool:
@@ -76,6 +127,11 @@ class Confinement:
     def args(self) -> list[str]:
         """Chromium flags this confinement needs besides `CHROMIUM_ARGS`."""
         return [] if self.sandboxed else ["--no-sandbox"]
+
+    @property
+    def walled(self) -> bool:
+        """Whether the launcher closes the hidden files to Chromium."""
+        return bool(self.hidden) and not self.why_unwalled
 
 
 def decide(euid: int, chromium_uid: int, refusal: Callable[[int | None], str]) -> Confinement:
@@ -94,7 +150,7 @@ def namespaces_refusal(uid: int | None) -> str:
     """
     try:
         done = subprocess.run(
-            [sys.executable, "-I", "-S", "-c", _NAMESPACES, str(-1 if uid is None else uid)],
+            [sys.executable, "-I", "-S", "-c", NAMESPACES_CHECK, str(-1 if uid is None else uid)],
             capture_output=True,
             text=True,
             timeout=30,
@@ -141,20 +197,59 @@ def readable_by(folder: str, uid: int) -> bool:
     return True
 
 
-@functools.cache
-def confine(chromium_uid: int) -> Confinement:
-    """This process's `Confinement` for Chromium, decided once (and warned about once)."""
-    if not sys.platform.startswith("linux"):
-        # The launcher that changes user is Linux-only; elsewhere Chromium runs as before.
-        confinement = Confinement(None, f"{sys.platform} is not Linux")
-    else:
-        confinement = decide(os.geteuid(), chromium_uid, namespaces_refusal)
+def _file_wall(hidden: frozenset[str]) -> str:
+    """Why the hidden files cannot be closed to Chromium, or "" if they can (or there are
+    none)."""
+    if hidden and landlock.abi() < 1:
+        return "Landlock is not available (Linux 5.13+, enabled at boot, allowed by seccomp)"
+    return ""
+
+
+def _applied(found: Confinement, sandbox: Sandbox) -> Confinement:
+    """`found` under the policy `sandbox`; `BrowserError` when `require` cannot be met."""
+    if sandbox is Sandbox.OFF:
+        return dataclasses.replace(found, why_unsandboxed="PRESSROOM_CHROMIUM_SANDBOX=off")
+    if sandbox is Sandbox.REQUIRE:
+        missing = [why for why in (found.why_unsandboxed, found.why_unwalled) if why]
+        if missing:
+            raise BrowserError(
+                "PRESSROOM_CHROMIUM_SANDBOX=require, but Chromium cannot be confined: "
+                + "; ".join(missing)
+                + " (README: The sandbox; docs/deploy.md)"
+            )
+    return found
+
+
+def _warn(confinement: Confinement, sandbox: Sandbox) -> None:
     if not confinement.sandboxed:
         log.warning(
             "Chromium runs without its own sandbox (--no-sandbox): %s. A page that takes "
-            "over a Chromium process then has everything %s may do; to sandbox Chromium, "
-            "allow unprivileged user namespaces (README: The sandbox)",
+            "over a Chromium process then has everything %s may do%s (README: The sandbox)",
             confinement.why_unsandboxed,
             _who(confinement.uid),
+            ""
+            if sandbox is Sandbox.OFF
+            else "; to sandbox Chromium, allow unprivileged user namespaces",
         )
+    if confinement.why_unwalled:
+        log.warning(
+            "Chromium can read the renderer's secret files (%s): %s",
+            ", ".join(sorted(confinement.hidden)),
+            confinement.why_unwalled,
+        )
+
+
+@functools.cache
+def confine(chromium_uid: int) -> Confinement:
+    """This process's `Confinement` for Chromium under its `Walls`, decided once (and
+    warned about once); `BrowserError` when the walls ask for what cannot be had."""
+    hidden = _walls.hidden
+    if not sys.platform.startswith("linux"):
+        # The launcher that changes user is Linux-only; elsewhere Chromium runs as before.
+        found = Confinement(None, f"{sys.platform} is not Linux", hidden, _file_wall(hidden))
+    else:
+        decided = decide(os.geteuid(), chromium_uid, namespaces_refusal)
+        found = dataclasses.replace(decided, hidden=hidden, why_unwalled=_file_wall(hidden))
+    confinement = _applied(found, _walls.sandbox)
+    _warn(confinement, _walls.sandbox)
     return confinement

@@ -2,9 +2,10 @@
 and a time limit (`core/jail.py`, the mechanism that runs templates), so a hostile or
 huge document cannot block the renderer's event loop or take its memory.
 
-Only a PDF whose options ask for a step goes there (`finishing.needed`): a plain job
-pays nothing. A limit exceeded is a `FinishingError` (deterministic: the same document
-would exceed it again), as is a step refusing its input; a finished PDF over
+Only a PDF whose options ask for a step goes there (`finishing.needed`), or one over
+`PRESSROOM_COMPACT_PDF_BYTES` (`finishing.compacts`): a small plain job pays nothing.
+A limit exceeded is a `FinishingError` (deterministic: the same document would exceed
+it again), as is a step refusing its input; a finished PDF over
 `PRESSROOM_MAX_OUTPUT_BYTES` is `OutputTooLarge`.
 """
 
@@ -29,15 +30,26 @@ def jail_of(settings: Settings) -> Jail:
 
 
 class Finisher:
-    """Runs `finishing.finish` in `jail` for the documents that need it."""
+    """Runs `finishing.finish` in `jail` for the documents that need it; `compact_bytes`
+    is `PRESSROOM_COMPACT_PDF_BYTES` (default: the setting's)."""
 
-    def __init__(self, jail: Jail, context: finishing.Context) -> None:
+    def __init__(
+        self,
+        jail: Jail,
+        context: finishing.Context,
+        compact_bytes: int = Settings.compact_pdf_bytes,
+    ) -> None:
         self.jail = jail
         self.context = context
+        self.compact_bytes = compact_bytes
 
     async def finished(self, result: RenderResult, options: PageOptions) -> RenderResult:
         """`result` with its finishing steps done (itself when none applies)."""
-        if result.content_type != PDF or not finishing.needed(options):
+        if result.content_type != PDF:
+            return result
+        if not finishing.needed(options) and not finishing.compacts(
+            len(result.data), self.compact_bytes
+        ):
             return result
         data = await self.jail.call(finishing.finish, result.data, options, self.context)
         limit = self.jail.limits.output_chars

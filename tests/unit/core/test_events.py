@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import msgspec
+import pytest
 
 from services.core import events, pageoptions
 
@@ -33,9 +34,10 @@ def test_an_end_without_a_webhook_has_a_subject_the_notifier_does_not_take():
 
 def test_events_round_trip_and_tolerate_unknown_fields():
     event = events.JobSubmitted(job_id="j", template="t", data={"a": 1})
-    assert events.decode(events.encode(event)) == event
+    subject = events.subject_of(event)
+    assert events.decode(events.encode(event), subject=subject) == event
     newer = events.encode(event)[:-1] + b',"added_later":true}'
-    assert events.decode(newer).job_id == "j"
+    assert events.decode(newer, subject=subject).job_id == "j"
 
 
 def test_a_job_with_options_this_version_does_not_know_still_decodes():
@@ -45,7 +47,7 @@ def test_a_job_with_options_this_version_does_not_know_still_decodes():
         b'"hologram":"DRAFT","margin":{"top":"1cm","gutter":"2mm"},'
         b'"metadata":{"title":"T","language":"en"},"wait_for":{"selector":"#x","poll":1}}}'
     )
-    job = events.decode(newer)
+    job = events.decode(newer, subject="jobs.j.submitted.default")
     assert isinstance(job, events.JobSubmitted)
     assert job.options.format == "A5"
     assert job.options.margin == pageoptions.Margin(top="1cm")
@@ -66,3 +68,34 @@ def test_a_single_job_s_submission_carries_its_tenant_s_lane_and_an_item_s_does_
     assert events.kind_of(events.subject_of(item)) == "submitted"
     assert events.kind_of("jobs.j1.done") == "done"
     assert events.kind_of("jobs.b1.7.done") == "done"
+
+
+def test_an_event_stands_only_on_its_own_job_s_subject_of_its_own_kind():
+    """Subject permissions say who may publish on which subject; an event's payload may
+    not claim another kind or job than its subject (`events.belongs`)."""
+    submitted = events.JobSubmitted(job_id="j", tenant="t1")
+    done = events.JobDone(job_id="j", attempt=1, object_key="k", bytes=1, pages=1, render_ms=1)
+    item = events.JobDone(job_id="b.3", attempt=1, object_key="k", bytes=1, pages=1, render_ms=1)
+    batch = events.BatchPaused(batch_id="b")
+    for event in (submitted, done, item):
+        subject = events.subject_of(event)
+        assert events.decode(events.encode(event), subject=subject) == event
+    assert events.decode_log(events.encode_batch(batch), subject="batches.b.paused") == batch
+    assert events.decode(events.encode(submitted), subject="jobs.j.submitted") == submitted
+    assert events.decode(events.encode(done), subject="jobs.j.done") == done
+    refused = [
+        (submitted, "jobs.j.done.quiet"),  # a submission passed off as a result
+        (submitted, "jobs.k.submitted.t1"),  # another job's subject
+        (submitted, "jobs.j.submitted.t2"),  # another tenant's lane
+        (done, "jobs.j.failed"),
+        (done, "jobs.b.3.done"),  # the item's subject, the batch's job id
+        (item, "jobs.b.done"),
+        (item, "jobs.b.x3.done"),  # no item's index
+    ]
+    for event, subject in refused:
+        with pytest.raises(msgspec.ValidationError, match="cannot stand on"):
+            events.decode(events.encode(event), subject=subject)
+    with pytest.raises(msgspec.ValidationError, match="cannot stand on"):
+        events.decode_log(events.encode_batch(batch), subject="batches.b.resumed")
+    with pytest.raises(msgspec.ValidationError, match="cannot stand on"):
+        events.decode_log(events.encode(done), subject="batches.j.done")

@@ -4,12 +4,14 @@ attempt in the same renderer would make them."""
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from services.core.errors import NotFound
-from services.core.storage import INLINE_WRITE, LocalStorage
+from services.core.storage import INLINE_WRITE, LocalStorage, sign
 
 
 async def test_writes_of_one_key_at_once_all_succeed_and_leave_one_whole_file(
@@ -52,3 +54,31 @@ async def test_a_key_that_leaves_the_folder_is_refused(tmp_path: Path) -> None:
         with pytest.raises(NotFound):
             await storage.put(key, b"x", "application/pdf")
     assert (tmp_path / "secret.txt").read_text() == "not for you"
+
+
+ARABIC_INDIC = str.maketrans("0123456789", "".join(chr(0x660 + n) for n in range(10)))
+SPELLINGS = {
+    "sign": "+{}".format,
+    "space before": " {}".format,
+    "space after": "{} ".format,
+    "newline": "{}\n".format,
+    "underscores": "{:_}".format,
+    "Arabic-Indic digits": lambda deadline: str(deadline).translate(ARABIC_INDIC),
+}
+
+
+@pytest.mark.parametrize("spell", SPELLINGS.values(), ids=SPELLINGS.keys())
+async def test_a_link_whose_expiry_is_spelled_another_way_is_refused(
+    tmp_path: Path, spell: Callable[[int], str]
+) -> None:
+    """The signature covers the expiry's number, and only ASCII digits spell it: `int()`
+    would also read a sign, spaces, `_` and other scripts' digits, making one signature
+    many links."""
+    storage = LocalStorage(str(tmp_path), "http://pressroom.test", "secret")
+    await storage.put("jobs/t/a.pdf", b"%PDF", "application/pdf")
+    deadline = int(time.time()) + 600
+    signature = sign("secret", "jobs/t/a.pdf", deadline)
+    assert storage.verify("jobs/t/a.pdf", f"000{deadline}", signature).name == "a.pdf"
+    assert int(spell(deadline)) == deadline
+    with pytest.raises(NotFound):
+        storage.verify("jobs/t/a.pdf", spell(deadline), signature)

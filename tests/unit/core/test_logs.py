@@ -1,14 +1,18 @@
 """JSON log lines: one object per record, with what the line is about (job, batch,
-tenant, attempt) as bound where the work started, never leaking into other tasks."""
+tenant, attempt) as bound where the work started, never leaking into other tasks, the
+trace and span of that work (traces off here: the caller's trace id, or a new one), and
+the line's own fields."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import logging
+import re
 import sys
 
-from services.core import logs
+from services.core import logs, tracing
+from services.core.tracing import SERVER
 
 
 def _line(formatter: logging.Formatter, message: str, exc: bool = False) -> dict[str, object]:
@@ -62,3 +66,24 @@ async def test_concurrent_jobs_never_mix() -> None:
 
     await asyncio.gather(*(job(f"j{n}") for n in range(20)))
     assert seen == {f"j{n}": f"j{n}" for n in range(20)}
+
+
+def test_a_line_within_work_carries_its_trace_and_outside_null() -> None:
+    formatter = logs.JsonFormatter("gateway")
+    client = "0af7651916cd43dd8448eb211c80319c"
+    with tracing.span("GET /jobs", {"traceparent": f"00-{client}-b7ad6b7169203331-01"}, SERVER):
+        line = _line(formatter, "within")
+    with tracing.span("render", {}, SERVER):  # no caller's trace: a new one
+        fresh = _line(formatter, "fresh")
+    outside = _line(formatter, "idle")
+    assert line["trace_id"] == client and re.fullmatch(r"[0-9a-f]{16}", str(line["span_id"]))
+    assert line["span_id"] != "b7ad6b7169203331"  # the caller's span is the parent, not ours
+    assert re.fullmatch(r"[0-9a-f]{32}", str(fresh["trace_id"])) and fresh["trace_id"] != client
+    assert outside["trace_id"] is None and outside["span_id"] is None
+
+
+def test_a_line_s_own_fields_are_keys() -> None:
+    record = logging.LogRecord("services.gateway.access", logging.INFO, "x.py", 1, "GET", (), None)
+    record.__dict__.update(logs.fields(status=200, route="/jobs/{job_id}"))
+    line = json.loads(logs.JsonFormatter("gateway").format(record))
+    assert (line["status"], line["route"]) == (200, "/jobs/{job_id}")

@@ -48,6 +48,7 @@ GOOD = [
     {"output": "png", "width": "4in"},
     {"receipt_width": 80},
     {"receipt_width": 58, "margin": {"left": "2mm", "right": "2mm"}, "page_ranges": "1"},
+    {"page_ranges": "007 - 2147483647,\t3"},  # zeros in front, the last page there can be
 ]
 
 
@@ -79,6 +80,16 @@ BAD = [
     ({"page_ranges": ""}, "options.page_ranges"),
     ({"page_ranges": "1,,2"}, "options.page_ranges"),
     ({"page_ranges": "a-b"}, "options.page_ranges"),
+    ({"page_ranges": "\u0661-\u0663"}, "options.page_ranges"),  # Arabic-Indic digits
+    ({"page_ranges": "\uff11"}, "options.page_ranges"),  # a full-width 1
+    ({"page_ranges": "1-3\n"}, "options.page_ranges"),
+    ({"page_ranges": "1" + "0" * 5000}, "options.page_ranges"),  # int() raises past 4,300
+    ({"page_ranges": "2-" + "9" * 5000}, "options.page_ranges"),
+    ({"page_ranges": "2147483648"}, "options.page_ranges"),  # past Chromium's 32 bits
+    ({"margin": {"top": "\u0661\u0660mm"}}, "options.margin.top"),  # float() reads 10
+    ({"margin": {"top": "\uff11cm"}}, "options.margin.top"),
+    ({"watermark": {"text": "x", "pages": "\u0662"}}, "options.watermark.pages"),
+    ({"watermark": {"text": "x", "color": "red\n"}}, "options.watermark.color"),
     ({"wait_for": {}}, "options.wait_for"),
     ({"wait_for": {"selector": "p", "expression": "true"}}, "options.wait_for"),
     ({"wait_for": {"selector": "p", "network_idle": True}}, "options.wait_for"),

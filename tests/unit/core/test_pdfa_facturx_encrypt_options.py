@@ -87,6 +87,41 @@ def test_each_bad_finishing_option_is_refused_naming_it(fields: dict[str, Any], 
     assert refused_field(**fields) == field
 
 
+@pytest.mark.parametrize(
+    "name",
+    [
+        "..",
+        "../a.csv",
+        "C:a.csv",
+        "a\\b.csv",
+        "a\uff0fb.csv",
+        "aux.csv",
+        "LPT\u00b2.txt",
+        ".hidden",
+        "a.csv.",
+        "a\u202ecsv.exe",
+        "a\u200b.csv",
+        "a\tb.csv",
+        "x" * 252 + ".csv",
+    ],
+)
+def test_an_attachment_name_the_safe_name_rule_would_change_is_refused(name: str) -> None:
+    assert refused_field(attachments=attachments((name, CSV))) == "options.attachments[0].name"
+
+
+def test_attachment_names_may_not_differ_only_by_case_or_normalisation() -> None:
+    for first, second in (("Data.csv", "data.CSV"), ("caf\u00e9.csv", "cafe\u0301.csv")):
+        assert refused_field(attachments=attachments((first, CSV), (second, CSV))) == (
+            "options.attachments[1].name"
+        )
+    with_invoice = {"facturx": {"xml": CII}, "attachments": attachments(("Factur-X.XML", CSV))}
+    assert refused_field(**with_invoice) == "options.attachments[0].name"
+
+
+def test_an_attachment_name_in_any_script_is_accepted() -> None:
+    assert refused_field(attachments=attachments(("\u8acb\u6c42\u66f8 \u21161.csv", CSV))) is None
+
+
 def test_an_attachment_over_the_size_limit_is_refused() -> None:
     big = "data:application/octet-stream;base64," + "A" * (MAX_ATTACHMENT_BYTES // 3 * 4 + 8)
     assert refused_field(attachments=attachments(("big.bin", big))) == (

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from services.core.settings import Settings, SettingsError, describe
+from services.core.valuefiles import MAX_FILE_BYTES, files_read
 
 
 def test_defaults_need_no_environment():
@@ -56,3 +57,61 @@ def test_every_setting_is_documented_in_the_readme():
     for name, _, doc in describe():
         assert doc, name
         assert f"`{name}`" in readme, f"{name} missing from the README table"
+
+
+SERVER_KEY = "a2V5LWtleS1rZXkta2V5LWtleS1rZXkta2V5LWtleS0="  # 32 bytes
+
+
+def test_any_setting_may_come_from_a_file_named_by_its_file_variable(tmp_path: Path):
+    secret = tmp_path / "server-key"
+    secret.write_text(SERVER_KEY + "\n")  # as `echo … > file` and Secret volumes leave it
+    port = tmp_path / "port"
+    port.write_text("9000\r\n")
+    settings = Settings.from_env(
+        {"PRESSROOM_SERVER_KEY_FILE": str(secret), "PRESSROOM_PORT_FILE": str(port)}
+    )
+    assert settings.server_key == SERVER_KEY and settings.port == 9000
+    assert str(secret.resolve()) in files_read()
+
+
+def test_a_setting_given_both_ways_is_refused_naming_both(tmp_path: Path):
+    secret = tmp_path / "secret"
+    secret.write_text("from-the-file")
+    with pytest.raises(SettingsError) as raised:
+        Settings.from_env(
+            {"PRESSROOM_URL_SECRET": "from-env", "PRESSROOM_URL_SECRET_FILE": str(secret)}
+        )
+    assert "PRESSROOM_URL_SECRET and PRESSROOM_URL_SECRET_FILE" in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("make", "says"),
+    [
+        (lambda path: None, "No such file"),
+        (lambda path: path.mkdir(), "Is a directory"),
+        (lambda path: path.write_bytes(b"\xff\xfe"), "not UTF-8"),
+        (lambda path: path.write_bytes(b"k" * (MAX_FILE_BYTES + 1)), "larger than"),
+    ],
+    ids=["missing", "a-folder", "not-text", "too-large"],
+)
+def test_a_file_that_cannot_be_read_names_the_variable_and_the_path(tmp_path: Path, make, says):
+    path = tmp_path / "value"
+    make(path)
+    with pytest.raises(SettingsError) as raised:
+        Settings.from_env({"PRESSROOM_S3_SECRET_KEY_FILE": str(path)})
+    assert f"PRESSROOM_S3_SECRET_KEY_FILE={path}" in str(raised.value)
+    assert says in str(raised.value)
+
+
+def test_a_bad_value_from_a_file_is_named_without_showing_it(tmp_path: Path):
+    path = tmp_path / "server-key"
+    path.write_text("not-base64-but-a-leaked-secret!")
+    with pytest.raises(SettingsError) as raised:
+        Settings.from_env({"PRESSROOM_SERVER_KEY_FILE": str(path)})
+    assert f"PRESSROOM_SERVER_KEY_FILE={path}" in str(raised.value)
+    assert "leaked-secret" not in str(raised.value)
+
+
+def test_the_readme_states_the_file_rule():
+    readme = (Path(__file__).parents[3] / "README.md").read_text(encoding="utf-8")
+    assert "`PRESSROOM_X_FILE`" in readme

@@ -78,16 +78,29 @@ def test_more_items_than_the_limit_is_a_400_naming_items() -> None:
     "name",
     [
         "",
-        "a" * 197 + ".pdf",  # 201 characters
+        "a" * 252 + ".pdf",  # 256 bytes
+        "\u00e9" * 126 + ".pdf",  # 256 bytes in UTF-8
         ".",
         "..",
         ".hidden.pdf",
+        "a.pdf.",
+        " a.pdf",
         "dir/a.pdf",
         "..\\a.pdf",
+        "C:a.pdf",
+        "a\uff0fb.pdf",  # a full-width slash
+        "a\u2215b.pdf",  # a division slash
+        "a|b.pdf",
+        "a?.pdf",
+        "CON.pdf",
+        "nul.pdf",
+        "com\u00b9.pdf",
         "a\x00.pdf",
         "a\nb.pdf",
         "a\x7f.pdf",
         "a\u0085.pdf",  # a C1 control
+        "invoice\u202efdp.pdf",  # right-to-left override
+        "a\u200bb.pdf",  # zero-width space
     ],
 )
 def test_an_unsafe_filename_is_a_400_naming_the_item(name: str) -> None:
@@ -95,9 +108,17 @@ def test_an_unsafe_filename_is_a_400_naming_the_item(name: str) -> None:
     assert field_of(body(items=items)) == "items[2].filename"
 
 
-def test_a_filename_of_200_characters_is_accepted() -> None:
-    name = "é" * 196 + ".pdf"
+def test_a_filename_of_255_bytes_is_accepted() -> None:
+    name = "\u00e9" * 125 + "a.pdf"
     assert parse_batch(body(items=[{"filename": name}]), 10).items[0].filename == name
+
+
+def test_a_decomposed_filename_is_accepted_in_nfc_and_clashes_with_its_composed_twin():
+    decomposed = "cafe\u0301.pdf"
+    batch = parse_batch(body(items=[{"filename": decomposed}]), 10)
+    assert batch.items[0].filename == "caf\u00e9.pdf"
+    items = [{"filename": "CAF\u00c9.pdf"}, {"filename": decomposed}]
+    assert field_of(body(items=items)) == "items[1].filename"
 
 
 @pytest.mark.parametrize(
@@ -211,6 +232,11 @@ def test_json_lines_carry_the_batch_on_the_first_line_and_an_item_per_line():
     [
         (b'{"template": "t", "items": []}\n{"data": {}}', "items"),  # items are lines
         (b'{"template": "t"}\n{"data": {}}\n[1]', "items[1]"),  # not an object
+        (
+            b'{"template": "t"}\n{"data": {}}\n{"data": {"n": 1' + b"0" * 30 + b"}}",
+            "items[1].data.n",
+        ),  # a number out of range
+        (b'{"template": "t"}\n{"data": {"s": "a\\u0000"}}', "items[0].data.s"),  # a NUL
         (b'{"template": "t"}\n{"data": {}, "filename": "a/b.pdf"}', "items[0].filename"),
         (b'{"template": "t"}\n' + b'{"data": {}}\n' * 4, "items"),  # over the limit of 3
         (b'{"html": "<p>x</p>"}\n{"data": {}}', "html"),

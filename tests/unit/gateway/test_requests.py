@@ -37,17 +37,32 @@ def test_webhook_url_alias_and_defaults():
 
 
 @pytest.mark.parametrize(
-    ("body", "words"),
+    ("body", "field", "words"),
     [
-        (b'{"template": "x", "data": {"a": ' + b"[" * 5000 + b"]" * 5000 + b"}}", "deeper"),
-        (b'{"template": "x", "data": {"n": ' + b"9" * 5000 + b"}}", "out of range"),
-        (b'{"template": "x", "data": {"n": 1e999}}', "out of range"),
+        (b'{"template": "x", "data": {"a": ' + b"[" * 5000 + b"]" * 5000 + b"}}", "body",
+         "deeper"),
+        (b'{"template": "x", "data": {"n": ' + b"9" * 5000 + b"}}", "data.n", "out of range"),
+        (b'{"template": "x", "data": {"n": -' + b"9" * 20 + b"}}", "data.n", "out of range"),
+        (b'{"template": "x", "data": {"n": 1e999}}', "data.n", "out of range"),
+        (b'{"template": "x", "options": {"scale": 1' + b"0" * 4400 + b"}}", "options.scale",
+         "out of range"),
+        (b'{"template": "x", "data": {"rows": [1, {"n": 2e400}]}}', "data.rows[1].n",
+         "out of range"),
+        (b'{"template": "x", "data": {"n": 1' + b"0" * 5000 + b"}, ", "body", "out of range"),
     ],
-)
-def test_too_deep_or_too_large_json_is_a_400_not_a_crash(body, words):
+)  # fmt: skip
+def test_too_deep_or_too_large_json_is_a_400_naming_the_field(body, field, words):
     with pytest.raises(RequestError) as raised:
         parse_job(body)
-    assert raised.value.field == "body" and words in raised.value.message
+    assert raised.value.field == field and words in raised.value.message
+
+
+def test_numbers_at_the_edge_of_64_bits_are_accepted():
+    job = parse_job(
+        b'{"template": "x", "data": {"a": 18446744073709551615, '
+        b'"b": -9223372036854775808, "c": 1.7976931348623157e308, "d": -0}}'
+    )
+    assert job.data == {"a": 2**64 - 1, "b": -(2**63), "c": 1.7976931348623157e308, "d": 0}
 
 
 def test_json_within_the_depth_limit_is_accepted():

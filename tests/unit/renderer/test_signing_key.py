@@ -14,8 +14,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from services.core.settings import Settings, SettingsError
+from services.pdftools.signer import signing_key_of
 from services.renderer.finishing import Context
-from services.renderer.finishing.signer import signing_key_of
 
 PEM = serialization.Encoding.PEM
 PASSWORD = "key-password-1"

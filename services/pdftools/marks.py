@@ -1,7 +1,8 @@
-"""Finishing step: `watermark` (under the content) and `stamp` (over it).
+"""The `watermark` (under the content) and `stamp` (over it) steps, and options.
 
-Chromium has already printed each mark as a one-page PDF exactly the mark's size
-(`renderer/marks.py`, before finishing; handed over in `Context.marks`): text shaped and
+The mark is a one-page PDF exactly the mark's size: a `pdf` input's first page, or, for
+`text` and `image`, a page Chromium printed before the pipeline ran
+(`renderer/marks.py`; handed over as a job file, `pipeline.mark_key`): text shaped and
 set in an embedded font, as every script and PDF/A need, an image decoded, opacity
 applied. This step only places that page, as a form XObject, on the pages asked for:
 scaled to `size` of the page's width, turned by `rotation` about its centre and put at
@@ -12,15 +13,15 @@ the document.
 
 from __future__ import annotations
 
-import io
 import math
 from dataclasses import dataclass
 
 import pikepdf
 
+from services.core.errors import PdfInvalid
 from services.core.options import page_numbers
 from services.core.pageoptions import Mark, PageOptions
-from services.renderer.finishing.context import Context
+from services.pdftools.document import open_pdf
 
 KINDS = ("watermark", "stamp")
 MARGIN = 0.04
@@ -64,24 +65,12 @@ def asked(options: PageOptions) -> list[tuple[str, Mark]]:
     return [(kind, mark) for kind, mark in found if mark is not None]
 
 
-def applies(options: PageOptions) -> bool:
-    return bool(asked(options))
-
-
-def apply(pdf: bytes, options: PageOptions, context: Context) -> bytes:
-    """`pdf` with each printed mark of `context.marks` placed on its pages."""
-    printed = dict(context.marks)
-    with pikepdf.open(io.BytesIO(pdf)) as document:
-        for kind, mark in asked(options):
-            _place_all(document, printed[kind], kind, mark)
-        out = io.BytesIO()
-        document.save(out)
-    return out.getvalue()
-
-
-def _place_all(document: pikepdf.Pdf, printed: bytes, kind: str, mark: Mark) -> None:
+def place(document: pikepdf.Pdf, printed: bytes, kind: str, mark: Mark) -> None:
+    """The first page of `printed` placed as a `kind` mark on the pages `mark` names."""
     style = style_of(kind, mark)
-    with pikepdf.open(io.BytesIO(printed)) as source:
+    with open_pdf(printed, f"the {kind}'s PDF") as source:
+        if not source.pages:
+            raise PdfInvalid(f"the {kind}'s PDF has no page")
         form = document.copy_foreign(source.pages[0].as_form_xobject())
     for number in page_numbers(mark.pages, len(document.pages)):
         page = document.pages[number - 1]

@@ -1,15 +1,13 @@
-"""`options.encrypt`: AES-256 encryption (security handler revision 6, PDF 2.0's), with
-the owner password, the user password (empty: the file opens without one) and the
-permissions granted to the user; the rest are withheld."""
+"""The `encrypt` step (and `options.encrypt`): AES-256 encryption (security handler
+revision 6, PDF 2.0's), with the owner password, the user password (empty: the file
+opens without one) and the permissions granted to the user; the rest are withheld."""
 
 from __future__ import annotations
 
-import io
-
 import pikepdf
 
-from services.core.pageoptions import PageOptions
-from services.renderer.finishing.context import Context
+from services.core.pageoptions import Encrypt
+from services.pdftools.document import Document
 
 _GRANTS = {
     "print": ("print_lowres",),
@@ -24,10 +22,6 @@ _GRANTS = {
 _NONE = {flag: False for flags in _GRANTS.values() for flag in flags}
 
 
-def applies(options: PageOptions) -> bool:
-    return options.encrypt is not None
-
-
 def permissions(granted: list[str]) -> pikepdf.Permissions:
     flags = dict(_NONE)
     for name in granted:
@@ -35,17 +29,12 @@ def permissions(granted: list[str]) -> pikepdf.Permissions:
     return pikepdf.Permissions(**flags)
 
 
-def apply(pdf: bytes, options: PageOptions, context: Context) -> bytes:
-    crypt = options.encrypt
-    if crypt is None:
-        return pdf
-    encryption = pikepdf.Encryption(
+def apply(doc: Document, crypt: Encrypt) -> None:
+    """`doc` is written encrypted from now on (its owner password opens it again)."""
+    doc.pdf()  # written again, now with the encryption
+    doc.encryption = pikepdf.Encryption(
         owner=crypt.owner_password,
         user=crypt.user_password,
         R=6,
         allow=permissions(crypt.permissions),
     )
-    out = io.BytesIO()
-    with pikepdf.open(io.BytesIO(pdf)) as doc:
-        doc.save(out, encryption=encryption, object_stream_mode=pikepdf.ObjectStreamMode.generate)
-    return out.getvalue()

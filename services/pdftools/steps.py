@@ -1,0 +1,181 @@
+"""The steps of a PDF pipeline: one msgspec struct each, a tagged union on `"step"`.
+
+A pipeline is a list of steps run in order over the documents flowing through it: most
+steps change each document in turn; `merge` makes one of many and `split` many of one.
+Rendering's finishing options are the same steps (`renderer/finishing` maps them).
+
+These structs tolerate unknown fields, as events must (an older worker still runs a step
+a newer gateway added a field to); requests use the strict forms in `requests.py`.
+Fields that name files (`pdf`, `files[].source`) are keys of the job's other inputs,
+which the caller hands to `pipeline.run` as bytes: the log carries references, the
+worker gets bytes. Rules beyond the types are in `rules.check_steps`.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from services.core.pageoptions import Encrypt as EncryptOptions
+from services.core.pageoptions import Mark
+from services.core.pageoptions import Sign as SignOptions
+
+
+class Step(msgspec.Struct, tag_field="step", omit_defaults=True, kw_only=True):
+    """What every step is: its name is its tag (`{"step": "rotate", …}`)."""
+
+
+class Merge(Step, tag="merge"):
+    """All documents, in order, as one; each input gets an outline entry named by its
+    file name, with its own outline kept under it (`outline: false`: no entries)."""
+
+    outline: bool = True
+    name: str = "merged.pdf"
+
+
+class Split(Step, tag="split"):
+    """Each document as several: exactly one of `ranges` (one output per page range,
+    such as `["1-3", "4-", "5, 7"]`), `every` (N pages each) or `outline` (one per
+    top-level outline entry, named by its title)."""
+
+    ranges: list[str] | None = None
+    every: int | None = None
+    outline: bool = False
+
+
+class Rotate(Step, tag="rotate"):
+    """Turn pages clockwise by `angle` (90, 180 or 270): all, or those of `pages`."""
+
+    angle: int
+    pages: str | None = None
+
+
+class Flatten(Step, tag="flatten"):
+    """Form fields and annotations drawn into the page content (appearances generated
+    for fields that lack them): no longer editable, printed as shown."""
+
+
+class Metadata(Step, tag="metadata"):
+    """Set the document information and its XMP together (left out: kept). Dates are
+    ISO 8601 (`2026-12-03T10:00:00+01:00`)."""
+
+    title: str | None = None
+    author: str | None = None
+    subject: str | None = None
+    keywords: str | None = None
+    creator: str | None = None
+    producer: str | None = None
+    created: str | None = None
+    modified: str | None = None
+
+
+class ReadMetadata(Step, tag="read_metadata"):
+    """Report each document's Info and XMP facts (the documents are unchanged)."""
+
+
+class PdfA(Step, tag="pdfa"):
+    """Make each document PDF/A at `level` (`1b`, `2b` or `3b`), or fail naming why not."""
+
+    level: str = "2b"
+
+
+class PdfUA(Step, tag="pdfua"):
+    """Identify tagged documents as PDF/UA-1 (XMP pdfuaid, /MarkInfo, /Lang,
+    /DisplayDocTitle); `lang` is used when the document declares none."""
+
+    lang: str | None = None
+
+
+class Encrypt(EncryptOptions, Step, tag="encrypt"):
+    """AES-256 with an owner password, an optional user password and the permissions
+    granted (`finishingoptions.PERMISSIONS`)."""
+
+
+class AttachedFile(msgspec.Struct, omit_defaults=True):
+    """A file to embed: its `name` in the PDF, the job input it is read from (`source`),
+    its MIME type and its PDF/A-3 relationship to the document."""
+
+    name: str
+    source: str
+    mime: str = "application/octet-stream"
+    relationship: str = "Unspecified"
+
+
+class Attach(Step, tag="attach"):
+    """Embed `files` (listed in the catalog's /AF in a PDF/A-3)."""
+
+    files: list[AttachedFile]
+
+
+class FacturX(Step, tag="facturx"):
+    """Embed a Factur-X invoice XML (checked against the Factur-X XSD of its profile)
+    as `factur-x.xml`; `profile`, when given, must be the XML's own. Make the document
+    PDF/A-3b with a `pdfa` step after this one (or use `pdfa` 3b before it)."""
+
+    xml: str
+    profile: str | None = None
+
+
+class Watermark(Mark, Step, tag="watermark"):
+    """A mark under each page's content: `text`, `image` (a data URL) or `pdf` (the job
+    input whose first page is the mark), with the kind's style defaults
+    (`marks.STYLES`)."""
+
+    pdf: str | None = None
+
+
+class Stamp(Mark, Step, tag="stamp"):
+    """A mark over each page's content, as `watermark` is under it."""
+
+    pdf: str | None = None
+
+
+class Sign(SignOptions, Step, tag="sign"):
+    """A PAdES signature with the service's signing key (never the request's); the last
+    step that changes a document, since any later change would break it."""
+
+
+class Optimise(Step, tag="optimise"):
+    """Write compactly: object streams and compressed structure, unreferenced objects
+    dropped, unused page resources removed; `recompress` also re-deflates streams
+    already compressed (slower, a little smaller)."""
+
+    recompress: bool = False
+    remove_unused: bool = True
+
+
+class Validate(Step, tag="validate"):
+    """Report what each document claims and whether it holds (`report.Validation`)."""
+
+
+AnyStep = (
+    Merge
+    | Split
+    | Rotate
+    | Flatten
+    | Metadata
+    | ReadMetadata
+    | PdfA
+    | PdfUA
+    | Encrypt
+    | Attach
+    | FacturX
+    | Watermark
+    | Stamp
+    | Sign
+    | Optimise
+    | Validate
+)
+"""Every step, as events decode them."""
+
+CHANGES_NOTHING = (ReadMetadata, Validate)
+"""Steps that only report: allowed after `sign`, and in pipelines on signed inputs."""
+
+
+def kind_of(step: Step) -> type[Step]:
+    """The step's class in this module (a request's strict subclass is its base's kind)."""
+    return next(c for c in type(step).__mro__ if c.__module__ == __name__ and c is not Step)
+
+
+def name_of(step: Step) -> str:
+    """A step's tag, as requests and reports spell it."""
+    return str(step.__struct_config__.tag)
