@@ -10,6 +10,9 @@ PDF of the example invoice on `--pages` tabs, by kind of Chromium process, for:
   default context (no context and proxy per tab), in a context each without a proxy of
   its own, all in one context made for them, no Fetch interception, the PDF returned
   as base64 instead of streamed, Chromium as root without its sandbox, and all four;
+  and for issue 29's context per job: tabs reused from job to job as before it (the
+  tab put back after its job), no spare tab beyond the pages, drawing tabs for every
+  job (no frameless ones), and Chromium flags that might make a context cheaper;
 - pool as built beside half a core of other work (a process busy 10 ms of every 20),
   and with each tab idle 10 ms after each PDF: what the other processes of (b) and the
   pipeline's gaps between jobs do to Chromium's CPU per PDF;
@@ -56,8 +59,11 @@ from services.core.jail import Jail, TemplateLimits  # noqa: E402
 from services.core.settings import Settings  # noqa: E402
 from services.core.templating import render_html  # noqa: E402
 from services.renderer.browser import BrowserPool, Html, launch, process, tab  # noqa: E402
+from services.renderer.browser import pool as pool_module  # noqa: E402
 from services.renderer.browser.params import print_params  # noqa: E402
 from services.renderer.browser.privileges import Confinement  # noqa: E402
+from services.renderer.egress import RequestFilter  # noqa: E402
+from services.renderer.evidence import Evidence  # noqa: E402
 
 CHROMIUM = Settings().chromium_path()  # the binary the renderer runs
 SETTLE = 3.0
@@ -184,10 +190,11 @@ async def _tab_in(chromium: process.Chromium, context_id: str | None, framed: bo
         params["enableBeginFrameControl"] = True
     target_id = str((await root.send("Target.createTarget", params))["targetId"])
     attached = await root.send("Target.attachToTarget", {"targetId": target_id, "flatten": True})
-    door = await chromium.proxy.open_door()
-    made = await chromium._wire(
-        chromium.connection.session(str(attached["sessionId"])), target_id, "", door, framed
-    )
+    proof = Evidence()
+    door = await chromium.proxy.open_door(proof)
+    gate = RequestFilter(chromium.egress, target_id, proof)
+    session = chromium.connection.session(str(attached["sessionId"]))
+    made = await chromium._wire(session, target_id, "", door, gate, framed)
     chromium._targets[target_id] = made
     return made
 
@@ -219,12 +226,12 @@ async def _open_tab_in_shared_context(self: process.Chromium, framed: bool = Fal
     return await _tab_in(self, _SHARED[id(self)], framed)
 
 
-async def _no_guard(session: Any, gate: Any, spawn: Any) -> None:
+async def _no_guard(session: Any, gate: Any, spawn: Any, children: Any) -> None:
     """`guard` without Fetch interception (and without auto-attaching child targets)."""
 
 
-async def _print_pdf_base64(t: tab.Tab, options: PageOptions, limit: int) -> bytes:
-    """`_print_pdf` with the PDF returned in the reply as base64, not streamed."""
+async def _print_pdf_base64(t: tab.Tab, options: PageOptions, limits: Any) -> bytes:
+    """`print_pdf` with the PDF returned in the reply as base64, not streamed."""
     reply = await t.send("Page.printToPDF", print_params(options))
     return base64.b64decode(reply["data"])
 
@@ -234,12 +241,24 @@ def _unconfined(chromium_uid: int) -> Confinement:
     return Confinement(None, "bench: as root without the sandbox")
 
 
+def _reuse(self: BrowserPool, chromium: process.Chromium, used: tab.Tab, framed: bool) -> None:
+    """The design before issue 29: a tab goes back to the queue after its job, its
+    context kept (the jobs here never touch the network, so it was never replaced)."""
+    used.used = False
+    chromium.idle.put_nowait(used)
+
+
+def _flags(*extra: str) -> list[tuple[Any, str, Any]]:
+    """Chromium started with `extra` flags besides the renderer's."""
+    return [(launch, "CHROMIUM_ARGS", [*launch.CHROMIUM_ARGS, *extra])]
+
+
 PATCHES: dict[str, list[tuple[Any, str, Any]]] = {
     "default context": [(process.Chromium, "open_tab", _open_tab_in_default_context)],
     "context, no own proxy": [(process.Chromium, "open_tab", _open_tab_in_context_without_proxy)],
     "one context for both": [(process.Chromium, "open_tab", _open_tab_in_shared_context)],
     "no Fetch": [(process, "guard", _no_guard)],
-    "base64": [(tab, "_print_pdf", _print_pdf_base64)],
+    "base64": [(tab, "print_pdf", _print_pdf_base64)],
     "root, no sandbox": [(launch, "confine", _unconfined)],
 }
 PATCHES["all four off"] = [
@@ -248,6 +267,12 @@ PATCHES["all four off"] = [
     if name not in {"context, no own proxy", "one context for both"}
     for patch in patches
 ]
+# Issue 29: a new context per job, and what it costs against reusing one.
+PATCHES["reused tabs (before 29)"] = [(BrowserPool, "_renew_later", _reuse)]
+PATCHES["no spare tab"] = [(pool_module, "SPARE_TABS", 0)]
+PATCHES["two spare tabs"] = [(pool_module, "SPARE_TABS", 2)]
+PATCHES["drawing tabs only"] = [(pool_module, "needs_frames", lambda options, emulation: True)]
+PATCHES["low-end device mode"] = _flags("--enable-low-end-device-mode")
 
 
 @contextlib.contextmanager

@@ -17,7 +17,12 @@
     │   ├── Conflict              not possible in the job's current state (HTTP 409)
     │   ├── RangeNotSatisfiable   a download's Range starts past the file's end (HTTP 416)
     │   ├── TemplateError         Jinja2 could not parse or render the template
-    │   ├── OutputTooLarge        the rendered document is over the output limit
+    │   ├── LimitExceeded         the document is over one of the renderer's size limits
+    │   │   ├── OutputTooLarge    its bytes (or a PNG's pixels, a receipt's length)
+    │   │   │   └── TooManyPrintedPages  its page count
+    │   │   ├── DomTooLarge       its node count
+    │   │   ├── HeaderTooLarge    its header or footer template's size
+    │   │   └── TocTooLarge       its table of contents' entries
     │   ├── InvalidEvent          a message on the log cannot be decoded
     │   ├── WaitTimeout           `wait_for`'s selector or expression never came true
     │   ├── SourceError           a `url` source answered 4xx or cannot be a page
@@ -31,7 +36,8 @@
     │   │   ├── PdfaNotPossible   an input cannot be made PDF/A, and why (HTTP 422)
     │   │   ├── PdfUaNotPossible  PDF/UA asked of an untagged input, or one without a title
     │   │   └── InvoiceInvalid    a Factur-X XML fails its XSD or its profile (HTTP 422)
-    │   └── PageKeepsCrashing     the page crashed its tab on two attempts in a row
+    │   ├── PageKeepsCrashing     the page crashed its tab on two attempts in a row
+    │   └── PrintKeepsTimingOut   printing ran out of time on two attempts in a row
     └── TransientError            may work on a later attempt: retry with backoff
         ├── Unavailable           NATS or Postgres cannot be reached (HTTP 503)
         │   ├── LogFull           the JOBS log has no room for new jobs (HTTP 503)
@@ -42,6 +48,7 @@
         ├── BrowserError          Chromium crashed or the page broke
         │   └── PageCrashed       the page crashed its tab (twice: the job fails)
         ├── RenderTimeout         the render took longer than allowed
+        │   └── PrintTimeout      ... while printing (twice in a row: the job fails)
         ├── TimestampUnavailable  the signing timestamp server failed or refused
         └── SourceUnreachable     a `url` source failed to load or answered 5xx
 
@@ -82,7 +89,11 @@ class ErrorType(StrEnum):
     CONFLICT = "conflict"
     RANGE_NOT_SATISFIABLE = "range_not_satisfiable"
     TEMPLATE = "template"
+    LIMIT_EXCEEDED = "limit_exceeded"
     OUTPUT_TOO_LARGE = "output_too_large"
+    DOM_TOO_LARGE = "dom_too_large"
+    HEADER_TOO_LARGE = "header_too_large"
+    TOC_TOO_LARGE = "toc_too_large"
     INVALID_EVENT = "invalid_event"
     WAIT_TIMEOUT = "wait_timeout"
     SOURCE = "source"
@@ -301,10 +312,45 @@ class TemplateError(DeterministicError):
     kind = ErrorType.TEMPLATE
 
 
-class OutputTooLarge(DeterministicError):
-    """The rendered PDF is larger than `PRESSROOM_MAX_OUTPUT_BYTES`."""
+class LimitExceeded(DeterministicError):
+    """The document is over one of the renderer's limits on what a document may be; the
+    message names the limit and the `PRESSROOM_*` setting that raises it. Checked before
+    or while printing, so a document that can never fit fails once, early."""
+
+    kind = ErrorType.LIMIT_EXCEEDED
+
+
+class OutputTooLarge(LimitExceeded):
+    """The rendered PDF is larger than `PRESSROOM_MAX_OUTPUT_BYTES` (or a PNG or a
+    receipt is over the sizes a file may have)."""
 
     kind = ErrorType.OUTPUT_TOO_LARGE
+
+
+class TooManyPrintedPages(OutputTooLarge):
+    """A rendered PDF has more pages than `PRESSROOM_MAX_PAGES`: found while printing,
+    after at most one page more than the limit (the same error type as a PDF-tool job's
+    inputs over their page limit, `TooManyPages`)."""
+
+    kind = ErrorType.TOO_MANY_PAGES
+
+
+class DomTooLarge(LimitExceeded):
+    """The loaded document has more nodes than `PRESSROOM_MAX_DOM_NODES`."""
+
+    kind = ErrorType.DOM_TOO_LARGE
+
+
+class HeaderTooLarge(LimitExceeded):
+    """A header or footer template is over `PRESSROOM_MAX_HEADER_BYTES`."""
+
+    kind = ErrorType.HEADER_TOO_LARGE
+
+
+class TocTooLarge(LimitExceeded):
+    """A table of contents would have more entries than `PRESSROOM_MAX_TOC_ENTRIES`."""
+
+    kind = ErrorType.TOC_TOO_LARGE
 
 
 class InvalidEvent(DeterministicError):
@@ -368,7 +414,9 @@ class PdfActiveContent(FinishingError):
 
 
 class TooManyPages(FinishingError):
-    """The inputs of a PDF-tool job have more pages than `PRESSROOM_PDF_MAX_PAGES`."""
+    """A document has more pages than allowed: a PDF-tool job's inputs
+    (`PRESSROOM_PDF_MAX_PAGES`), or a rendered PDF (`PRESSROOM_MAX_PAGES`,
+    `TooManyPrintedPages`)."""
 
     kind = ErrorType.TOO_MANY_PAGES
     http_status = 413
@@ -403,6 +451,15 @@ class PageKeepsCrashing(DeterministicError):
     a third try would crash again."""
 
     kind = ErrorType.PAGE_CRASHED
+
+
+class PrintKeepsTimingOut(DeterministicError):
+    """Printing ran out of the render time limit on two attempts in a row, its page
+    loaded and its waits over both times: the document is too long or too complex to
+    print in time, and a third try would run out again. The same error type as any
+    timeout (`timeout`), failed instead of retried."""
+
+    kind = ErrorType.TIMEOUT
 
 
 class TransientError(PressroomError):
@@ -493,6 +550,14 @@ class RenderTimeout(TransientError):
     """The render exceeded `PRESSROOM_RENDER_TIMEOUT`."""
 
     kind = ErrorType.TIMEOUT
+
+
+class PrintTimeout(RenderTimeout):
+    """The render ran out of time while Chromium printed the loaded page. Retried once: a
+    second one in a row fails the job (`PrintKeepsTimingOut`). Its message starts with
+    `PREFIX`, which is how the next attempt knows from the log what this one ran into."""
+
+    PREFIX = "printing did not end within the render time limit"
 
 
 class TimestampUnavailable(TransientError):

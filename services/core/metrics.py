@@ -63,6 +63,13 @@ BROWSER_LAUNCHES = Counter(
     "Chromium launches by reason: start, recycle (after PRESSROOM_BROWSER_RECYCLE renders), crash",
     ["reason"],
 )
+LATE_EVIDENCE = Counter(
+    "pressroom_late_evidence_total",
+    "What a page did after its job's render had ended (a request, console line, refusal, "
+    "proxy connection or window of a context being closed), dropped: never recorded on "
+    "any job; by source",
+    ["source"],
+)
 NATS_CONNECTED = Gauge(
     "pressroom_nats_connected", "1 while this service is connected to NATS, else 0"
 )

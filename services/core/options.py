@@ -246,17 +246,21 @@ def is_page_ranges(text: str) -> bool:
     return all(_page_range(part) is not None for part in text.split(","))
 
 
+def page_intervals(ranges: str) -> list[tuple[int, int | None]]:
+    """The first and last page (None: to the end) of each part of `ranges`, in the order
+    given; a part that is no page range is left out (the gateway refused any such:
+    `is_page_ranges`)."""
+    return [span for part in ranges.split(",") if (span := _page_range(part)) is not None]
+
+
 def page_numbers(ranges: str | None, count: int) -> list[int]:
     """The pages (from 1, ascending, each once) of a `count`-page document that `ranges`
     (checked by `is_page_ranges`) names; None names them all, pages past the end none."""
     if ranges is None:
         return list(range(1, count + 1))
     chosen: set[int] = set()
-    for part in ranges.split(","):
-        span = _page_range(part)
-        if span is not None:  # the gateway refused any other (`is_page_ranges`)
-            first, last = span
-            chosen.update(range(first, min(count if last is None else last, count) + 1))
+    for first, last in page_intervals(ranges):
+        chosen.update(range(first, min(count if last is None else last, count) + 1))
     return sorted(chosen)
 
 
@@ -347,6 +351,31 @@ def _check_mark_style(name: str, mark: Mark) -> None:
         raise _fail(f"{name}.pages", "must be pages and ranges such as '1-3, 5, 8-'")
 
 
+# What makes Chromium fetch a stylesheet or a font for a header or footer template, which
+# it cannot do there: the tab crashes as the first page is printed (Chromium 156, each
+# seen to). An image or a background by URL merely stays out, and a `data:` URL works.
+_TEMPLATE_FETCHES = re.compile(
+    r"""@import\s*(?:url\(\s*["']?|["'])\s*(?!data:)[^\s"')]"""
+    r"""|<link\b[^>]*\bhref\s*=\s*["']?\s*(?!data:)[^\s"'>]"""
+    r"""|@font-face\s*\{[^}]*\burl\(\s*["']?\s*(?!data:)[^\s"')]""",
+    re.IGNORECASE,
+)
+
+
+def check_header_footer(options: PageOptions) -> None:
+    """`header_template` and `footer_template` load no stylesheet or font by URL: the
+    renderer checks them again once a template job's data is in them."""
+    for name in ("header_template", "footer_template"):
+        template = getattr(options, name)
+        if template is not None and (found := _TEMPLATE_FETCHES.search(template)):
+            raise _fail(
+                name,
+                f"cannot load a stylesheet or font by URL ({found.group(0)[:60]!r}): a header "
+                "or footer is printed without the network; put the CSS in a <style> "
+                "element and fonts in data: URLs",
+            )
+
+
 _CHECKS: tuple[Callable[[PageOptions], None], ...] = (
     _check_values,
     _check_png,
@@ -360,6 +389,7 @@ _CHECKS: tuple[Callable[[PageOptions], None], ...] = (
     _check_wait_for,
     _check_outline,
     _check_toc,
+    check_header_footer,
     _check_marks,
     check_sign,
 )

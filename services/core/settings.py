@@ -272,6 +272,25 @@ class Settings:
     max_output_bytes: int = _var(
         "PRESSROOM_MAX_OUTPUT_BYTES", 50 * 1024 * 1024, _int(1024, 2**31), "largest PDF, bytes"
     )
+    max_dom_nodes: int = _var(
+        "PRESSROOM_MAX_DOM_NODES",
+        50_000,
+        _int(100, 10_000_000),
+        "most nodes (elements, text) a loaded document may have; a tagged PDF's cost grows "
+        "with their square",
+    )
+    max_header_bytes: int = _var(
+        "PRESSROOM_MAX_HEADER_BYTES",
+        64 * 1024,
+        _int(1024, 64 * 1024 * 1024),
+        "largest header or footer template, bytes (Chromium lays it out on every page)",
+    )
+    max_toc_entries: int = _var(
+        "PRESSROOM_MAX_TOC_ENTRIES",
+        2_000,
+        _int(1, 1_000_000),
+        "most headings a table of contents (`options.toc`) may list",
+    )
     webhook_secret: str = _var(
         "PRESSROOM_WEBHOOK_SECRET", "", doc="whsec_… signing secret (dev generates one)"
     )

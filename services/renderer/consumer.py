@@ -34,6 +34,8 @@ from services.core.errors import (
     PageCrashed,
     PageKeepsCrashing,
     PressroomError,
+    PrintKeepsTimingOut,
+    PrintTimeout,
     StorageError,
     TransientError,
     Unavailable,
@@ -401,20 +403,31 @@ class Renderer:
             except StorageError as exc:
                 log.warning("job %s: cancelled, but its file stays: %s", done.job_id, exc)
 
-    async def _crashed_before(self, job: events.JobSubmitted) -> bool:
-        """Whether the job's previous attempt also ended with its page crashing the tab."""
+    async def _same_before(self, job: events.JobSubmitted, exc: PressroomError) -> bool:
+        """Whether the job's previous attempt also ended as `exc` did: its page crashed
+        the tab, or its printing ran out of time."""
         retried = await timeline.last_event(self.js, job.job_id, "retrying")
-        return isinstance(retried, events.JobRetrying) and retried.error.type == PageCrashed.kind
+        if not isinstance(retried, events.JobRetrying) or retried.error.type != exc.kind:
+            return False
+        return not isinstance(exc, PrintTimeout) or retried.error.message.startswith(
+            PrintTimeout.PREFIX
+        )
 
     async def _escalated(
         self, job: events.JobSubmitted, attempt: int, exc: PressroomError
     ) -> PressroomError:
-        """`exc`, or `PageKeepsCrashing` if the page crashed its tab on this attempt and
-        on the one before: the page itself is the cause (memory, a renderer fault), and a
-        third try would crash again, so it fails now instead of using up every attempt."""
-        if isinstance(exc, PageCrashed) and attempt > 1 and await self._crashed_before(job):
+        """`exc`, or a deterministic error if this attempt and the one before both ended
+        with the page crashing its tab (`PageKeepsCrashing`) or with printing out of time
+        (`PrintKeepsTimingOut`): the document itself is the cause, and a third try would
+        end alike, so it fails now instead of using up every attempt (and holding a page
+        that other tenants' jobs wait for)."""
+        if not isinstance(exc, PageCrashed | PrintTimeout) or attempt == 1:
+            return exc
+        if not await self._same_before(job, exc):
+            return exc
+        if isinstance(exc, PageCrashed):
             return PageKeepsCrashing(f"{exc.message}, on two attempts in a row")
-        return exc
+        return PrintKeepsTimingOut(f"{exc.message}, on two attempts in a row")
 
     async def _retry(self, msg: Msg, job: events.JobSubmitted, attempt: int, step: Retry) -> None:
         log.info(

@@ -73,6 +73,7 @@ from services.core.netpolicy import (
     literal_address,
     lookup,
 )
+from services.renderer.evidence import Evidence, Refusal, clip
 
 log = logging.getLogger(__name__)
 
@@ -94,12 +95,6 @@ short enough to leave a rebinding attacker little time to prepare a second answe
 
 DNS_CACHE_SIZE = 1024
 """Hosts remembered at most; a page asking for more evicts the oldest."""
-
-REFUSALS_KEPT = 50
-"""Refusals a `RefusedLog` keeps per render; the rest are only counted."""
-
-URL_CHARS = 300
-"""Characters of a URL kept in a refusal or a log line (a `data:` URL can be megabytes)."""
 
 _EAI_AGAIN = getattr(socket, "EAI_AGAIN", -3)
 
@@ -169,7 +164,7 @@ class Egress:
         if scheme in LOCAL_SCHEMES:
             return _allow(f"{scheme}: needs no network")
         if scheme not in NETWORK_SCHEMES:
-            return _deny(f"scheme {scheme or '(none)'}: is not allowed")
+            return _deny(_scheme_reason(scheme))
         if not parts.hostname:
             return _deny("URL has no host")
         verdict, _ = await self.destination(parts.hostname)
@@ -268,101 +263,53 @@ def _judge_addresses(host: str, addresses: Sequence[str]) -> Verdict:
     )
 
 
-def clip(url: str) -> str:
-    """`url` cut to `URL_CHARS` characters, for refusals and log lines."""
-    return url if len(url) <= URL_CHARS else url[:URL_CHARS] + "…"
+def refused_scheme(url: str) -> str | None:
+    """Why the policy refuses `url` for its scheme alone (None: it may not): the part of
+    `Egress.decide` that needs no lookup, for requests Chromium blocked before asking."""
+    scheme = urllib.parse.urlsplit(url).scheme.lower()
+    if scheme in LOCAL_SCHEMES or scheme in NETWORK_SCHEMES:
+        return None
+    return _scheme_reason(scheme)
 
 
-@dataclass(frozen=True, slots=True)
-class Refusal:
-    """A request the policy refused: its URL (clipped), why, and whether it was the
-    document of the tab's main frame (a navigation) and only transiently refused."""
-
-    url: str
-    reason: str
-    navigation: bool = False
-    transient: bool = False
-
-    def to_dict(self) -> dict[str, str]:
-        """The refusal as result facts show it."""
-        return {"url": self.url, "reason": self.reason}
-
-
-class RefusedLog:
-    """The refusals of one render, in order; keeps the first `cap`, counts the rest."""
-
-    def __init__(self, cap: int = REFUSALS_KEPT) -> None:
-        self.cap = cap
-        self.dropped = 0
-        self._refusals: list[Refusal] = []
-        self._navigation: Refusal | None = None
-
-    def add(self, refusal: Refusal) -> None:
-        """Record `refusal` (the first main-frame navigation refused is always kept)."""
-        if refusal.navigation and self._navigation is None:
-            self._navigation = refusal
-        if len(self._refusals) < self.cap:
-            self._refusals.append(refusal)
-        else:
-            self.dropped += 1
-
-    @property
-    def refusals(self) -> tuple[Refusal, ...]:
-        return tuple(self._refusals)
-
-    @property
-    def navigation(self) -> Refusal | None:
-        """The first refused document request of the main frame, if any: for a `url` job
-        whose navigation failed, the reason the job fails (see the module docstring)."""
-        return self._navigation
-
-    def facts(self) -> list[dict[str, str]]:
-        """The kept refusals as result facts: `[{"url", "reason"}, ...]`."""
-        return [refusal.to_dict() for refusal in self._refusals]
-
-    def __len__(self) -> int:
-        """Every refusal recorded, dropped ones included."""
-        return len(self._refusals) + self.dropped
+def _scheme_reason(scheme: str) -> str:
+    return f"scheme {scheme or '(none)'}: is not allowed"
 
 
 class RequestFilter:
-    """The filter of one tab: judges its paused requests and records refusals per render.
+    """The filter of one job's tab: judges its paused requests and records refusals in
+    the job's `evidence`.
 
     `main_frame_id` is the tab's main frame id (its target id in Chromium): a `Document`
     request of that frame is a navigation. The same filter serves the sessions of the
-    tab's out-of-process iframes and workers; their frames are never the main frame.
+    tab's out-of-process iframes and workers; their frames are never the main frame. A
+    tab serves one job, so the filter and its evidence are that job's from the start: a
+    verdict that comes after an await is recorded where the request was made, and once
+    the render is over (the evidence sealed) a request is failed unjudged and counted.
     """
 
-    def __init__(self, egress: Egress, main_frame_id: str) -> None:
+    def __init__(self, egress: Egress, main_frame_id: str, evidence: Evidence) -> None:
         self.egress = egress
         self.main_frame_id = main_frame_id
-        self.refused = RefusedLog()
-        # Whether a request of the tab went to the network (allowed or not, through the
-        # CDP filter or the egress proxy): its browser context may then hold state.
-        self.touched_network = False
-        # "host:port" → why the egress proxy could not connect there (this render's).
-        self.unreachable: dict[str, str] = {}
-
-    def begin(self) -> RefusedLog:
-        """Start a new render on the tab: a fresh `RefusedLog`, returned for the caller."""
-        self.refused = RefusedLog()
-        self.unreachable = {}
-        return self.refused
+        self.evidence = evidence
 
     async def answer(self, event: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
         """The CDP command (method, params) that settles a `Fetch.requestPaused` event:
         `Fetch.continueRequest`, or `Fetch.failRequest` with `BlockedByClient` after the
-        refusal is recorded in `refused` and logged."""
+        refusal is recorded in the job's evidence and logged."""
         request_id = event["requestId"]
         url = str(event["request"]["url"])
-        if not url.startswith(("data:", "blob:", "about:")):
-            self.touched_network = True
+        failed = {"requestId": request_id, "errorReason": "BlockedByClient"}
+        if not self.evidence.admits("request"):  # the job is over: nothing more goes out
+            return "Fetch.failRequest", failed
         verdict = await self.egress.decide(url)
         if verdict.allowed:
             return "Fetch.continueRequest", {"requestId": request_id}
         navigation = (
             event.get("resourceType") == "Document" and event.get("frameId") == self.main_frame_id
         )
-        self.refused.add(Refusal(clip(url), verdict.reason, navigation, verdict.transient))
+        self.evidence.refuse(
+            Refusal(clip(url), verdict.reason, navigation, verdict.transient), "filter"
+        )
         log.info("refused a page request to %s: %s", clip(url), verdict.reason)
-        return "Fetch.failRequest", {"requestId": request_id, "errorReason": "BlockedByClient"}
+        return "Fetch.failRequest", failed

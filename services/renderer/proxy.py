@@ -17,12 +17,12 @@ names its tab's own door), and the proxy
   the address checked; plain HTTP is sent on in origin form with `Connection: close`
   (one request per connection: a reused connection could carry a request for another
   host to the address checked for the first);
-- refuses with `403` and records the refusal on the job's `RequestFilter`, as the CDP
+- refuses with `403` and records the refusal in the job's `Evidence`, as the CDP
   filter does, so every refusal from either layer shows on the job.
 
-A `Door` is one listening port on 127.0.0.1, one per tab slot, so a refusal can be told
-which job it belongs to, and a connection through it marks the tab's context as having
-touched the network (its state is then thrown away after the job). The browser-wide
+A `Door` is one listening port on 127.0.0.1, made for one job's browser context and closed
+with it, so whatever passes it is that job's, and nobody else's (`renderer/evidence`).
+The browser-wide
 `--proxy-server` gets a door of its own that belongs to no job and refuses everything: no
 page lives in the default context, only Chromium's own calls home arrive there.
 
@@ -39,7 +39,8 @@ import logging
 import urllib.parse
 from collections.abc import Awaitable, Callable, Sequence
 
-from services.renderer.egress import Egress, Refusal, RequestFilter, clip
+from services.renderer.egress import Egress
+from services.renderer.evidence import Evidence, Refusal, clip
 
 log = logging.getLogger(__name__)
 
@@ -92,15 +93,25 @@ class _Refused(Exception):
 
 
 class Door:
-    """One listening port of the proxy. What passes it is reported to `gate`, the request
-    filter of the tab whose browser context uses this door (None: nobody's, log only)."""
+    """One listening port of the proxy, made for one job's browser context: what passes
+    it is that job's `evidence`, bound when the door is made (None: the door of no job,
+    which refuses everything and only logs).
 
-    def __init__(self, proxy: EgressProxy, *, closed: bool = False) -> None:
+    A connection is tied to the evidence as it is accepted, before anything is read; once
+    the job's render is over (its evidence sealed) a connection is refused at once and
+    counted, and a refusal that a lookup decided after the seal is dropped and counted.
+    """
+
+    def __init__(self, proxy: EgressProxy, evidence: Evidence | None = None) -> None:
         self._proxy = proxy
-        self.closed = closed  # refuses every request: the door of no job
+        self.evidence = evidence
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
-        self.gate: RequestFilter | None = None
+
+    @property
+    def closed(self) -> bool:
+        """Whether the door refuses every request: it is no job's."""
+        return self.evidence is None
 
     async def open(self) -> None:
         self._server = await asyncio.start_server(
@@ -124,6 +135,7 @@ class Door:
 
     async def close(self) -> None:
         """Stop listening and cut every connection still open."""
+        self._proxy.forget(self)
         if self._server is not None:
             self._server.close()
         for task in list(self._connections):
@@ -133,28 +145,25 @@ class Door:
             await self._server.wait_closed()
 
     def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.ensure_future(self._proxy.serve(self, reader, writer))
+        late = self.evidence is not None and not self.evidence.admits("connection")
+        task = asyncio.ensure_future(self._proxy.serve(self, reader, writer, late=late))
         self._connections.add(task)
         task.add_done_callback(self._connections.discard)
 
     def refuse(self, target: str, reason: str) -> None:
-        """Record a refusal on the job's request filter (or, for a door of no job, only
-        log it, at DEBUG: that is Chromium's own background traffic)."""
-        if self.gate is None:
+        """Record a refusal in the job's evidence (or, for a door of no job, only log it,
+        at DEBUG: that is Chromium's own background traffic)."""
+        if self.evidence is None:
             log.debug("egress proxy refused %s: %s", clip(target), reason)
             return
         log.info("egress proxy refused %s: %s", clip(target), reason)
-        self.gate.refused.add(Refusal(clip(target), reason))
+        self.evidence.refuse(Refusal(clip(target), reason), "proxy")
 
     def unreachable(self, authority: str, reason: str) -> None:
         """Tell the job why a checked address did not answer (a `url` job's navigation then
         fails with that reason instead of the proxy's `502`)."""
-        if self.gate is not None:
-            self.gate.unreachable[authority] = reason
-
-    def used(self) -> None:
-        if self.gate is not None:
-            self.gate.touched_network = True
+        if self.evidence is not None:
+            self.evidence.cannot_reach(authority, reason)
 
 
 class EgressProxy:
@@ -163,27 +172,44 @@ class EgressProxy:
     def __init__(self, egress: Egress, *, dial: Dial = open_tcp) -> None:
         self.egress = egress
         self._dial = dial
-        self._doors: list[Door] = []
+        self._doors: set[Door] = set()  # the open ones: a door per job, closed after it
 
-    async def open_door(self, *, closed: bool = False) -> Door:
-        """A new door; `closed` for one that refuses everything (the default context's)."""
-        door = Door(self, closed=closed)
+    async def open_door(self, evidence: Evidence | None = None) -> Door:
+        """A new door for the job whose `evidence` it records; without one, a door that
+        refuses everything (the default context's)."""
+        door = Door(self, evidence)
         await door.open()
-        self._doors.append(door)
+        self._doors.add(door)
         return door
 
+    def forget(self, door: Door) -> None:
+        """`door` is closed: nothing to close at the end."""
+        self._doors.discard(door)
+
     async def aclose(self) -> None:
-        doors, self._doors = self._doors, []
+        doors, self._doors = self._doors, set()
         await asyncio.gather(*(door.close() for door in doors))
 
+    @property
+    def doors(self) -> int:
+        """Doors open now."""
+        return len(self._doors)
+
     async def serve(
-        self, door: Door, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+        self,
+        door: Door,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        *,
+        late: bool = False,
     ) -> None:
-        """One client connection: one request (or tunnel), then closed."""
+        """One client connection: one request (or tunnel), then closed; `late`, one that
+        came after its job's render ended, is refused unread."""
         upstream: asyncio.StreamWriter | None = None
         try:
+            if late:
+                raise _Refused(403, "refused by Pressroom's egress policy: the job is over")
             method, target, head = await _read_head(reader)
-            door.used()
             if method == b"CONNECT":
                 host, port = _authority(target)
                 up_reader, upstream = await self._open(door, target, host, port)

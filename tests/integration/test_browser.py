@@ -37,7 +37,7 @@ from services.core.errors import (
 from services.core.pageoptions import Margin, PageOptions, WaitFor
 from services.core.settings import Settings
 from services.renderer.browser import BrowserPool, Html, count_pages, privileges
-from services.renderer.browser import tab as tab_module
+from services.renderer.browser import output as output_module
 from services.renderer.browser.privileges import confine
 from tests.conftest import eventually
 
@@ -265,7 +265,7 @@ async def test_output_over_the_limit_raises_output_too_large() -> None:
 
 
 async def test_a_pdf_streamed_in_many_chunks_is_whole(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tab_module, "STREAM_CHUNK", 1024)
+    monkeypatch.setattr(output_module, "STREAM_CHUNK", 1024)
     async with pool_of(pages=1) as pool:
         html = "".join(f"<p style='page-break-after: always'>page {i}</p>" for i in range(5))
         result = await pool.render(Html(html), A4)
@@ -309,19 +309,45 @@ async def test_screenshots_on_every_tab_also_after_a_tab_was_replaced() -> None:
                 await pool.render(Html(ENDLESS), A4)
 
 
-async def test_a_failure_the_render_decides_keeps_the_tab() -> None:
-    """A wait in vain or a page range past the end is the job's fault, not the tab's: the
-    one tab goes back to the queue as it is (no replacement), and the next job renders."""
+async def test_every_render_gets_a_context_of_its_own_that_is_gone_before_the_next() -> None:
+    """Success or the job's own failure (a wait in vain, a page range past the end): each
+    render runs on a tab made for it in a browser context no render used before, and that
+    context is disposed, every target in it, before its replacement is queued."""
     async with pool_of(pages=1, timeout=5.0) as pool:
-        assert pool.chromium is not None
-        (tab,) = pool.chromium.idle_tabs()
         never = PageOptions(wait_for=WaitFor(selector="#never", timeout=0.3))
-        with pytest.raises(WaitTimeout):
-            await pool.render(Html("<p>x</p>"), never)
-        with pytest.raises(RequestError, match="exceeds page count"):
-            await pool.render(Html("<p>x</p>"), PageOptions(page_ranges="5"))
-        assert "next job" in text_of((await pool.render(Html("<p>next job</p>"), A4)).data)
-        assert list(pool.chromium.idle_tabs()) == [tab]
+        used: set[str] = set()
+        for options in (never, PageOptions(page_ranges="5"), A4):
+            assert pool.chromium is not None
+            idle = {tab.context_id for tab in pool.chromium.idle_tabs()}
+            assert idle and not idle & used, "a context that served a render is never reused"
+            with contextlib.suppress(WaitTimeout, RequestError):
+                await pool.render(Html("<p>x</p>"), options)
+            await pool.settle()
+            now = {tab.context_id for tab in pool.chromium.idle_tabs()}
+            (taken,) = idle - now
+            contexts = await pool.chromium.connection.browser.send("Target.getBrowserContexts")
+            assert taken not in contexts["browserContextIds"]
+            targets = await pool.chromium.connection.browser.send("Target.getTargets")
+            assert not [t for t in targets["targetInfos"] if t.get("browserContextId") == taken]
+            used.add(taken)
+        assert len(used) == 3
+
+
+async def test_renders_leave_no_context_door_or_session_behind() -> None:
+    """A context, a door and sessions per render: after many renders (with frames and
+    script), only the idle tabs' are left, and the browser-wide door."""
+    page = "<iframe srcdoc='<p>frame</p>'></iframe><script>console.log('x')</script><p>x</p>"
+    async with pool_of(pages=2) as pool:
+        await asyncio.gather(*(pool.render(Html(page), A4) for _ in range(12)))
+        await asyncio.gather(*(pool.render(Html("<p>static</p>"), A4) for _ in range(8)))
+        await pool.settle()
+        assert pool.chromium is not None
+        idle = pool.chromium.idle_tabs()
+        contexts = await pool.chromium.connection.browser.send("Target.getBrowserContexts")
+        assert sorted(contexts["browserContextIds"]) == sorted(tab.context_id for tab in idle)
+        assert pool.proxy.doors == len(idle) + 1
+        sessions = {tab.session.id for tab in idle} | {None}
+        assert pool.chromium.connection.listening == sessions
 
 
 # --- crashes, recycling, exit -------------------------------------------------------------

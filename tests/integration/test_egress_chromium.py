@@ -15,7 +15,7 @@ documents) to loopback and private addresses (Local Network Access). To prove th
 our filter that refuses, most pages here are served by `public.test` itself (a loopback
 page asking for loopback is not blocked by Chromium), each refusal test has a control in
 which private networks are allowed and the same request does reach the server, and every
-refusal is asserted in the `RefusedLog`, which only our filter writes.
+refusal is asserted in the tab's `Evidence`, which only our filter writes.
 
 Verifies: a loopback image is refused and never requested (and loads when private networks
 are allowed); the same holds on the template path (about:blank + document.write); each
@@ -47,6 +47,7 @@ from services.renderer.browser.interception import guard
 from services.renderer.browser.launch import start_browser
 from services.renderer.browser.tab import NavigationFailed, Tab, navigate
 from services.renderer.egress import Egress, RequestFilter
+from services.renderer.evidence import Evidence
 from tests.conftest import eventually
 
 CHROMIUM = Settings().chromium_path()  # the headless shell where installed, as deployed
@@ -176,10 +177,11 @@ class Browser:
         gate = RequestFilter(
             Egress(allow_private=allow_private, resolve=fake_dns(PUBLIC_NAMES)),
             main_frame_id=target_id,  # Chromium's main frame id is the target id
+            evidence=Evidence(),
         )
-        await guard(session, gate, self.spawn)
         crashed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         tab = Tab(session, target_id, gate, crashed, asyncio.Lock())
+        await guard(session, gate, self.spawn, tab.children)
         await tab.enable()
         return tab, gate
 
@@ -210,7 +212,7 @@ async def evaluate(tab: Tab, function: str, *args: Any) -> Any:
 
 
 def refused_urls(gate: RequestFilter) -> list[str]:
-    return [refusal.url for refusal in gate.refused.refusals]
+    return [refusal.url for refusal in gate.evidence.refused.refusals]
 
 
 async def image_widths(page: Tab) -> dict[str, int]:
@@ -250,7 +252,7 @@ async def test_a_loopback_image_is_requested_only_when_private_networks_are_allo
 async def test_a_template_cannot_load_a_loopback_image(site: Site, browser: Browser) -> None:
     """The renderer's own path: about:blank, then the template's HTML written into it."""
     page, gate = await browser.tab(allow_private=False)
-    refused = gate.begin()
+    refused = gate.evidence.refused
     await navigate(page, "about:blank")
     await evaluate(page, WRITE_HTML, f'<img id="a" src="{site.url("/a.png")}"><p>text</p>')
     assert await image_widths(page) == {"a": 0}
@@ -280,7 +282,7 @@ async def test_a_redirect_to_the_metadata_address_is_refused(site: Site, browser
     await open_public_page(site, page, f'<img id="a" src="{hop}">')
     assert await image_widths(page) == {"a": 0}
     assert refused_urls(gate) == [METADATA]
-    assert "169.254.169.254" in gate.refused.refusals[0].reason
+    assert "169.254.169.254" in gate.evidence.refused.refusals[0].reason
 
 
 # --- the document of a url job ------------------------------------------------------------
@@ -290,7 +292,7 @@ async def test_a_url_job_redirected_to_loopback_fails_its_navigation(
     site: Site, browser: Browser
 ) -> None:
     page, gate = await browser.tab(allow_private=False)
-    refused = gate.begin()
+    refused = gate.evidence.refused
     with pytest.raises(NavigationFailed, match="ERR_BLOCKED_BY_CLIENT"):
         await navigate(page, site.url("/to/secret", "public.test"))
     assert refused.navigation is not None
@@ -304,7 +306,7 @@ async def test_a_url_job_on_a_loopback_address_fails_before_any_request(
     site: Site, browser: Browser
 ) -> None:
     page, gate = await browser.tab(allow_private=False)
-    refused = gate.begin()
+    refused = gate.evidence.refused
     with pytest.raises(NavigationFailed, match="ERR_BLOCKED_BY_CLIENT"):
         await navigate(page, site.url("/page.html"))
     assert refused.navigation is not None
@@ -325,7 +327,7 @@ async def test_a_cross_site_iframe_cannot_load_loopback_resources(
     await eventually(lambda: site.url("/from-frame.png") in refused_urls(gate), 10, "refused")
     assert "/frame.html" in site.hits
     assert "/from-frame.png" not in site.hits
-    assert gate.refused.navigation is None
+    assert gate.evidence.refused.navigation is None
 
 
 @pytest.mark.skipif(

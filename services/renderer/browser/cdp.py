@@ -272,6 +272,11 @@ class Connection(asyncio.Protocol):
         if not handlers:
             self._handlers.pop((session_id, event), None)
 
+    @property
+    def listening(self) -> set[str | None]:
+        """The sessions (None: the browser's) with a handler for some event now."""
+        return {session for session, _ in self._handlers}
+
     def forget(self, session_id: str) -> None:
         """Drop every handler of `session_id` (its target is gone)."""
         for key in [key for key in self._handlers if key[0] == session_id]:

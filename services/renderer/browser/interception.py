@@ -9,6 +9,7 @@ domain: their requests meet the egress proxy alone, which sees every connection 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -23,27 +24,38 @@ NO_SUCH_METHOD = -32601
 
 
 async def guard(
-    session: Session, gate: RequestFilter, spawn: Spawn, *, child: bool = False
+    session: Session,
+    gate: RequestFilter,
+    spawn: Spawn,
+    children: set[str],
+    *,
+    child: bool = False,
 ) -> None:
     """Pause every request of `session`'s target for `gate` to judge, and do the same for
-    the targets it attaches (out-of-process iframes, workers). A `child` target without
-    a `Fetch` domain (a worker in the headless shell) is let be: the proxy checks it."""
+    the targets it attaches (out-of-process iframes, workers), whose session ids are kept
+    in `children` while they are attached. A `child` target without a `Fetch` domain (a
+    worker in the headless shell) is let be: the proxy checks it.
+
+    `gate` is one job's (its evidence bound at its making), and so is every session it is
+    given to here: a target attached under a tab is its job's, however late it comes."""
     session.on("Fetch.requestPaused", lambda event: spawn(_decide(session, gate, event)))
-    session.on("Target.attachedToTarget", lambda event: spawn(_adopt(session, gate, event, spawn)))
     session.on(
-        "Target.detachedFromTarget",
-        lambda event: session.connection.forget(str(event.get("sessionId", ""))),
+        "Target.attachedToTarget",
+        lambda event: spawn(_adopt(session, gate, event, spawn, children)),
     )
+    session.on("Target.detachedFromTarget", lambda event: _detached(session, event, children))
+    attach = {"autoAttach": True, "waitForDebuggerOnStart": True, "flatten": True}
+    # Sent together, in this order (Chromium runs a session's commands in order).
+    fetch = asyncio.ensure_future(session.send("Fetch.enable", {"patterns": [{"urlPattern": "*"}]}))
+    attached = asyncio.ensure_future(session.send("Target.setAutoAttach", attach))
     try:
-        await session.send("Fetch.enable", {"patterns": [{"urlPattern": "*"}]})
+        await fetch
     except CommandError as exc:
         if not child or exc.code != NO_SUCH_METHOD:
+            attached.cancel()
             raise
         log.debug("an attached target has no Fetch domain; the egress proxy checks it")
-    await session.send(
-        "Target.setAutoAttach",
-        {"autoAttach": True, "waitForDebuggerOnStart": True, "flatten": True},
-    )
+    await attached
 
 
 async def _decide(session: Session, gate: RequestFilter, event: dict[str, Any]) -> None:
@@ -52,10 +64,19 @@ async def _decide(session: Session, gate: RequestFilter, event: dict[str, Any]) 
     await session.send(method, params)
 
 
-async def _adopt(parent: Session, gate: RequestFilter, event: dict[str, Any], spawn: Spawn) -> None:
+def _detached(session: Session, event: dict[str, Any], children: set[str]) -> None:
+    gone = str(event.get("sessionId", ""))
+    children.discard(gone)
+    session.connection.forget(gone)
+
+
+async def _adopt(
+    parent: Session, gate: RequestFilter, event: dict[str, Any], spawn: Spawn, children: set[str]
+) -> None:
     """Filter an attached target's requests too, then let it run (it waits paused)."""
     child = parent.connection.session(str(event["sessionId"]))
+    children.add(str(event["sessionId"]))
     try:
-        await guard(child, gate, spawn, child=True)
+        await guard(child, gate, spawn, children, child=True)
     finally:
         await child.send("Runtime.runIfWaitingForDebugger")

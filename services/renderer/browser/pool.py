@@ -1,12 +1,14 @@
-"""`BrowserPool`: HTML or a URL in, PDF or PNG bytes out, on a pool of Chromium tabs.
+"""`BrowserPool`: HTML or a URL in, PDF or PNG bytes out, on Chromium tabs.
 
-One Chromium process keeps `pages` tabs open and reuses them, since a new tab per PDF
-would cost much of the throughput (docs/benchmarks.md). A tab that times out is
-replaced; a browser that crashed, disconnected or rendered `recycle_after` documents is
-replaced by a fresh one while renders still running on the old one finish there.
-
-A render waiting for an event (a page's `load`) when the browser dies would wait until
-its timeout, so a render also stops waiting when the connection drops (`Chromium.gone`).
+Every render gets a tab of its own, in a browser context of its own with its own proxy
+door and its own record of what the page did (`renderer/evidence`); after the render the
+record is sealed, the context closed with every target in it, and only then the next
+tab made, in the background, so that nothing of one job is there for the next. One tab
+beyond `pages` is kept ready, so a render does not wait for a context to be made (what
+the context costs: docs/benchmarks.md). A browser that crashed, disconnected or rendered
+`recycle_after` documents is replaced by a fresh one while renders still running on the
+old one finish there; how a render's end is told apart (its own error, a timeout, a
+crash, the browser gone) is `outcome`'s.
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ from services.core import metrics
 from services.core.errors import (
     BrowserError,
     OutputTooLarge,
-    PageCrashed,
     PressroomError,
     RenderTimeout,
 )
@@ -31,11 +32,17 @@ from services.core.pageoptions import PageOptions
 from services.core.settings import Settings
 from services.renderer.browser.diagnosis import PageReport, diagnose
 from services.renderer.browser.documents import PDF, PNG, RenderResult, Source
-from services.renderer.browser.params import count_pages, emulation_for, needs_frames
+from services.renderer.browser.limits import Limits, check_templates
+from services.renderer.browser.outcome import outcome
+from services.renderer.browser.params import (
+    Emulation,
+    count_pages,
+    emulation_for,
+    needs_frames,
+)
 from services.renderer.browser.process import Chromium
 from services.renderer.browser.tab import Tab, produce
-from services.renderer.browser.tasks import describe
-from services.renderer.egress import Egress, RefusedLog
+from services.renderer.egress import Egress
 from services.renderer.proxy import Door, EgressProxy
 from services.renderer.render import set_metadata
 
@@ -46,27 +53,31 @@ T = TypeVar("T")
 PRINT_RESERVE = 1.0
 """Seconds of the render time limit a `wait_for` leaves for printing (at most a quarter)."""
 
+SPARE_TABS = 1
+"""New tabs a browser keeps beyond its `pages`: a render takes one while the tab of the
+render before it is still being renewed, so no job waits for a context to be made."""
 
-def _verdict_of(task: asyncio.Task[Any], exc: BaseException) -> bool:
-    """Whether `exc` is what the render task decided itself (not a timeout or crash, nor
-    an error of Chromium's, after which the tab is in doubt)."""
-    return (
-        task.done()
-        and not task.cancelled()
-        and task.exception() is exc
-        and not isinstance(exc, BrowserError)
-    )
+
+def _queue(chromium: Chromium, made: asyncio.Task[Tab]) -> None:
+    """Queue the tab `made` for a caller that gave up waiting for it."""
+    if not made.cancelled() and made.exception() is None:
+        chromium.idle.put_nowait(made.result())
 
 
 class BrowserPool:
-    """`pages` reusable Chromium tabs behind `render()`; use as an async context manager.
+    """Chromium tabs behind `render()`, `pages` renders at a time; use as an async context
+    manager.
+
+    Every render gets a tab of its own, in a browser context of its own, made before it
+    was asked for and thrown away with every target in it after the render; the next tab
+    is made in the background once that context is gone (module docstring).
 
     `timeout` bounds the work on a tab (navigation, load, waiting, printing), not the wait
-    for a free tab: a render queued behind others is not stuck. `max_output_bytes` caps
-    the document, `max_pages` a PDF's page count. After `recycle_after` renders the
-    browser is replaced, so a slow leak in Chromium cannot grow forever. When this process
-    is root, Chromium runs as `chromium_uid` (user and group), at niceness
-    `chromium_nice`.
+    for a free tab: a render queued behind others is not stuck. The `max_*` limits bound
+    what a document may be (`limits.Limits`), each checked as early as it can be. After
+    `recycle_after` renders the browser is replaced, so a slow leak in Chromium cannot
+    grow forever. When this process is root, Chromium runs as `chromium_uid` (user and
+    group), at niceness `chromium_nice`.
     """
 
     def __init__(
@@ -77,7 +88,10 @@ class BrowserPool:
         timeout: float,
         max_output_bytes: int,
         recycle_after: int = 1000,
-        max_pages: int = 500,
+        max_pages: int = Limits.pages,
+        max_dom_nodes: int = Limits.dom_nodes,
+        max_header_bytes: int = Limits.header_bytes,
+        max_toc_entries: int = Limits.toc_entries,
         allow_private_networks: bool = False,
         egress: Egress | None = None,
         fonts_dir: str = "",
@@ -90,6 +104,9 @@ class BrowserPool:
         self.max_output_bytes = max_output_bytes
         self.recycle_after = recycle_after
         self.max_pages = max_pages
+        self.max_dom_nodes = max_dom_nodes
+        self.max_header_bytes = max_header_bytes
+        self.max_toc_entries = max_toc_entries
         self.fonts_dir = fonts_dir
         self.chromium_uid = chromium_uid
         self.chromium_nice = chromium_nice
@@ -100,12 +117,24 @@ class BrowserPool:
         self.proxy = EgressProxy(self.egress)
         self._door: Door | None = None  # the default context's, for every browser
         self._chromium: Chromium | None = None
+        self._slots = asyncio.Semaphore(pages)
         self._relaunching = asyncio.Lock()
         self._background: set[asyncio.Task[Any]] = set()
         self._recovering: set[asyncio.Task[None]] = set()
 
+    @property
+    def limits(self) -> Limits:
+        """What a document may be, as this pool's `max_*` attributes say now."""
+        return Limits(
+            output_bytes=self.max_output_bytes,
+            pages=self.max_pages,
+            dom_nodes=self.max_dom_nodes,
+            header_bytes=self.max_header_bytes,
+            toc_entries=self.max_toc_entries,
+        )
+
     async def __aenter__(self) -> Self:
-        self._door = await self.proxy.open_door(closed=True)
+        self._door = await self.proxy.open_door()  # no job's: refuses everything
         try:
             self._chromium = await self._launch()
         except BaseException:
@@ -164,20 +193,23 @@ class BrowserPool:
         pending `wait_for`, a screenshot) if the render fails on the tab, or if
         `options.diagnostics` asks for it on success.
 
-        Raises `RenderTimeout` after `timeout` s (the tab is replaced), `BrowserError` if
-        Chromium crashed or the tab broke (the browser is relaunched when it is the
-        browser that broke), `OutputTooLarge` over `max_output_bytes` or `max_pages`,
-        `WaitTimeout` when `wait_for` never came true, `RequestError` when an option does
-        not fit the document (`page_ranges` past its end, an invalid selector), and
-        `SourceError`/`SourceUnreachable` when a URL fails for good or for now.
+        Raises `RenderTimeout` after `timeout` s, `PageCrashed` if the page crashed its
+        tab, `BrowserError` if Chromium crashed or the tab broke (the browser is
+        relaunched when it is the browser that broke), a `LimitExceeded` over one of the
+        `max_*` limits, `WaitTimeout` when `wait_for` never came true, `RequestError` when
+        an option does not fit the document (`page_ranges` past its end, an invalid
+        selector, a header that loads a stylesheet), and `SourceError`/`SourceUnreachable`
+        when a URL fails for good or for now.
         """
-        chromium = await self._current()
-        chromium.in_flight += 1
-        try:
-            data, refused = await self._render(chromium, source, options, report)
-        finally:
-            chromium.in_flight -= 1
-            self._close_if_idle(chromium)
+        check_templates(options, self.limits)  # before a tab is taken for it
+        async with self._slots:
+            chromium = await self._current()
+            chromium.in_flight += 1
+            try:
+                data, refused = await self._render(chromium, source, options, report)
+            finally:
+                chromium.in_flight -= 1
+                self._close_if_idle(chromium)
         if options.output == "png":
             result = RenderResult(data, 1, PNG)
         else:
@@ -185,10 +217,9 @@ class BrowserPool:
         return self._checked(dataclasses.replace(result, refused=refused))
 
     async def _finish_pdf(self, pdf: bytes, options: PageOptions) -> RenderResult:
-        """Count the pages, enforce `max_pages`, then write the metadata if asked."""
+        """Count the pages (`max_pages` held while printing), then write the metadata if
+        asked."""
         pages = count_pages(pdf)
-        if pages > self.max_pages:
-            raise OutputTooLarge(f"PDF has {pages} pages, over the limit of {self.max_pages}")
         if options.metadata is not None:
             # pypdf is CPU work: off the loop, so heartbeats keep going.
             pdf = await asyncio.to_thread(set_metadata, pdf, options.metadata)
@@ -198,7 +229,7 @@ class BrowserPool:
         if len(result.data) > self.max_output_bytes:
             raise OutputTooLarge(
                 f"{result.extension.upper()} is {len(result.data)} bytes, "
-                f"over the limit of {self.max_output_bytes}"
+                f"over the limit of {self.max_output_bytes} (PRESSROOM_MAX_OUTPUT_BYTES)"
             )
         return result
 
@@ -215,104 +246,119 @@ class BrowserPool:
     async def _render(
         self, chromium: Chromium, source: Source, options: PageOptions, report: PageReport | None
     ) -> tuple[bytes, tuple[dict[str, str], ...]]:
-        """The document's bytes and the requests refused while making it; `report` is
-        filled before the tab is given back or replaced, when the render failed or
-        `options.diagnostics` asks."""
+        """The document's bytes and the requests refused while making it, on a tab made for
+        this render alone; `report` is filled from the render's sealed evidence when the
+        render failed or `options.diagnostics` asks. The tab is renewed afterwards, in
+        the background, however the render ended."""
         emulation = emulation_for(options, source)  # once: `auto` script reads the HTML
-        tab = await chromium.take(needs_frames(options, emulation))
-        refusals = tab.gate.begin()  # this render's refusals, apart from the previous job's
+        framed = needs_frames(options, emulation)
+        tab = await self._take(chromium, framed)
+        try:
+            data = await self._produce(chromium, tab, source, options, emulation, report)
+        except (RenderTimeout, BrowserError):
+            # The page may still be busy (a loop, a hung renderer): its context is closed
+            # before the caller goes on, so it takes no core from the next render.
+            await asyncio.shield(self._retire(chromium, tab, framed))
+            raise
+        except BaseException:
+            self._retire(chromium, tab, framed)
+            raise
+        self._retire(chromium, tab, framed)
+        return data, tuple(tab.evidence.refused.facts())
+
+    def _retire(self, chromium: Chromium, tab: Tab, framed: bool) -> asyncio.Task[None]:
+        """Seal the evidence of `tab`'s job (what its page does from now on is nobody's)
+        and renew the tab in the background."""
+        tab.evidence.seal()
+        return self._renew_later(chromium, tab, framed)
+
+    async def _take(self, chromium: Chromium, framed: bool) -> Tab:
+        """A new tab of kind `framed` (see `Chromium.take`), marked used: its job's alone."""
+        tab = await chromium.take(framed)
+        if framed and not tab.framed:
+            tab = await self._drawing(chromium, tab)
+        tab.used = True
+        return tab
+
+    async def _drawing(self, chromium: Chromium, tab: Tab) -> Tab:
+        """A drawing tab made in place of `tab`, an unused frameless one, for a render that
+        needs frames. In a task of its own: a caller cancelled meanwhile leaves the new
+        tab in the queue, and one that fails leaves the browser being relaunched."""
+        task = self._track(chromium.remake(tab, framed=True))
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            task.add_done_callback(lambda done: _queue(chromium, done))
+            raise
+        except BrowserError as exc:
+            self._track(self._relaunch_after(chromium, exc))
+            raise
+
+    async def _produce(
+        self,
+        chromium: Chromium,
+        tab: Tab,
+        source: Source,
+        options: PageOptions,
+        emulation: Emulation,
+        report: PageReport | None,
+    ) -> bytes:
         chromium.renders += 1
         deadline = time.monotonic() + self.timeout - min(PRINT_RESERVE, self.timeout / 4)
-        task = chromium.spawn(
-            produce(tab, source, options, deadline, self.max_output_bytes, emulation)
-        )
+        task = chromium.spawn(produce(tab, source, options, deadline, self.limits, emulation))
         try:
-            await self._outcome(chromium, task, tab.crashed)
-        except asyncio.CancelledError:
-            # Our caller gave up (shutdown); the tab may still be busy, so swap it out.
-            self._recover_later(chromium, tab)
-            raise
-        except PressroomError as exc:
+            await outcome(chromium, task, tab, options, self.timeout)
+        except PressroomError:
             if report is not None:
-                await self._diagnose(chromium, tab, refusals, report)
-            if _verdict_of(task, exc):  # the render itself decided; the tab is fine
-                self._release(chromium, tab)
-            else:
-                await asyncio.shield(self._recover_later(chromium, tab))
+                await self._diagnose(chromium, tab, report)
             raise
         if report is not None and options.diagnostics:
-            await self._diagnose(chromium, tab, refusals, report)
-        self._release(chromium, tab)
+            await self._diagnose(chromium, tab, report)
         data: bytes = task.result()
-        return data, tuple(refusals.facts())
+        return data
 
     @staticmethod
-    async def _diagnose(
-        chromium: Chromium, tab: Tab, refused: RefusedLog, report: PageReport
-    ) -> None:
-        """Fill `report`; the screenshot only from a tab that draws (a static PDF's tab
-        draws nothing to capture: `needs_frames`) and whose page and browser live."""
+    async def _diagnose(chromium: Chromium, tab: Tab, report: PageReport) -> None:
+        """Fill `report` from the render's evidence, sealed first: nothing the page does
+        while it is captured is added. The screenshot only from a tab that draws (a
+        static PDF's tab draws nothing to capture: `needs_frames`) and whose page and
+        browser live."""
+        tab.evidence.seal()
         capture = tab.framed and chromium.alive and not tab.crashed.done()
         try:
-            await diagnose(tab, refused, report, capture=capture)
+            await diagnose(tab, report, capture=capture)
         except Exception:  # a diagnosis must never change how the render ends
             log.exception("cannot make a diagnosis of the render")
 
-    def _release(self, chromium: Chromium, tab: Tab) -> None:
-        """Give `tab` back after a render it finished: as it is, unless its context may
-        hold the job's state; then a fresh tab in a fresh context takes its place."""
-        if tab.kept_state:
-            self._recover_later(chromium, tab)
-        else:
-            chromium.idle.put_nowait(tab)
-
-    async def _outcome(
-        self, chromium: Chromium, task: asyncio.Task[Any], crashed: asyncio.Future[None]
-    ) -> None:
-        """Return once `task` succeeded; raise `RenderTimeout` or `BrowserError` otherwise,
-        or the `PressroomError` the task raised itself (a wait, a source, a limit).
-
-        A crash must not look like a timeout: a render waiting for a dead browser's event
-        would wait forever, so the wait also ends when the connection drops.
-        """
-        await asyncio.wait(
-            {task, chromium.gone, crashed},
-            timeout=self.timeout,
-            return_when=asyncio.FIRST_COMPLETED,
-        )
-        if task.done():
-            if isinstance(exc := task.exception(), PressroomError):
-                raise exc
-            if exc is not None:
-                raise BrowserError(describe(exc)) from exc
-        elif crashed.done():
-            raise PageCrashed("the page crashed its tab (out of memory, or a renderer fault)")
-        elif chromium.gone.done():
-            raise BrowserError(chromium.obituary)
-        else:
-            raise RenderTimeout(f"render took longer than {self.timeout:g} s")
-
-    def _recover_later(self, chromium: Chromium, tab: Tab) -> asyncio.Task[None]:
-        """`_recover` in the background (`__aexit__` cancels it: the browser closes)."""
-        task = self._track(self._recover(chromium, tab))
+    def _renew_later(self, chromium: Chromium, tab: Tab, framed: bool) -> asyncio.Task[None]:
+        """`_renew` in the background (`__aexit__` cancels it: the browser closes)."""
+        task = self._track(self._renew(chromium, tab, framed))
         self._recovering.add(task)
         task.add_done_callback(self._recovering.discard)
         return task
 
-    async def _recover(self, chromium: Chromium, tab: Tab) -> None:
-        """After a failed render: a new tab if the browser is fine, else a new browser.
+    async def _renew(self, chromium: Chromium, tab: Tab, framed: bool) -> None:
+        """After a render: the tab's context closed, then a new tab of kind `framed` (the
+        kind the job needed: the next one is likely alike) if the browser is fine, else a
+        new browser.
 
         Runs as a task of its own (`_track`), so a caller cancelled meanwhile cannot leave
         the tab queue one tab short.
         """
-        if chromium.alive:
-            try:
-                await chromium.replace_tab(tab)
-                return
-            except BrowserError as exc:
-                log.warning("cannot replace a Chromium tab (%s); relaunching", exc)
-        else:
+        if not chromium.alive:
+            tab.used = True
             chromium.idle.put_nowait(tab)
+            await self._relaunch_after(chromium, None)
+            return
+        try:
+            await chromium.renew(tab, framed)
+        except BrowserError as exc:
+            await self._relaunch_after(chromium, exc)
+
+    async def _relaunch_after(self, chromium: Chromium, failure: BrowserError | None) -> None:
+        """`_relaunch`, after a tab could not be made (`failure`) or the browser died."""
+        if failure is not None:
+            log.warning("cannot make a Chromium tab (%s); relaunching", failure)
         try:
             await self._relaunch(chromium)
         except BrowserError as exc:  # the next render tries again
@@ -343,7 +389,7 @@ class BrowserPool:
         launch = self._track(
             Chromium.launch(
                 self.executable,
-                self.pages,
+                self.pages + SPARE_TABS,
                 self.proxy,
                 self._door,
                 self.fonts_dir,

@@ -1,6 +1,7 @@
 """`Chromium`: one running browser process with its DevTools connection, its folder and
 its idle tabs, each a target in a browser context of its own, attached as a flat session
-(`launch` starts the process).
+(`launch` starts the process). A tab serves one job: `renew` closes its context with
+every target in it, then makes the next tab.
 
 What needs care: a context whose page is still loading holds Chromium's exit after
 `Browser.close` until it is killed: the contexts go first (`close`).
@@ -22,33 +23,29 @@ from services.renderer.browser.interception import guard
 from services.renderer.browser.launch import Browser, launch_browser
 from services.renderer.browser.tab import Tab
 from services.renderer.browser.tasks import describe, finished_within
-from services.renderer.egress import Refusal, RequestFilter, clip
+from services.renderer.egress import RequestFilter
+from services.renderer.evidence import Evidence, Refusal, clip
 from services.renderer.proxy import BYPASS_NOTHING, Door, EgressProxy
 
 log = logging.getLogger(__name__)
 
 CLOSE_GRACE = 5.0
-"""Seconds a tab or the browser gets to close before it is dropped or killed."""
-
-FRAMELESS_AFTER = 32
-"""Static jobs in a row on a drawing tab after which it is swapped for a frameless one
-(`Chromium.take`): a swap costs about two PDFs, a frameless tab saves about a quarter of
-one per static PDF."""
+"""Seconds the browser gets to close before it is killed."""
 
 OPEN_GRACE = 20.0
-"""Seconds a new tab (its browser context, renderer process and proxy door) gets to open
-before the browser is judged broken. Milliseconds on an idle machine, but a renderer
-starting beside busy browsers on a loaded 2-core machine took over 5 s, and at start-up
-that failure stops the renderer."""
+"""Seconds a new tab (its browser context, renderer process and proxy door) gets to open,
+and an old one to be closed, before the browser is judged broken. Milliseconds on an
+idle machine, but a renderer starting beside busy browsers on a loaded 2-core machine
+took over 5 s, and so did a context's disposal (at a load average of 8)."""
 
 
 class Chromium:
     """One Chromium process, its folder (profile included) and its queue of idle tabs.
 
-    The queue always accounts for every tab: a render takes one and puts back either the
-    same tab, a replacement or, when the browser is broken, the broken tab, so that a
-    render waiting for a tab is never left waiting on a browser that can no longer return
-    one (it gets the broken tab, fails at once and raises `BrowserError`).
+    Every tab in the queue is new (never `used`), except after a failure: the queue
+    always accounts for every tab, so a tab that could not be renewed goes back as it is
+    and a render that takes it fails at once (`BrowserError`) instead of waiting on a
+    browser that can no longer make one.
     """
 
     def __init__(self, browser: Browser, proxy: EgressProxy) -> None:
@@ -158,13 +155,16 @@ class Chromium:
 
     async def open_tab(self, framed: bool = False) -> Tab:
         """A new tab in a new browser context behind a new door of the egress proxy, that
-        filters its requests and never blocks on a dialog or crash.
+        filters its requests and never blocks on a dialog or crash, with the `Evidence`
+        its job's page will write (bound to the door, the filter and the session before
+        any of them exists).
 
         Unless `framed`, the tab draws no display frames: its target is created under
         DevTools' control of begin-frames (headless shell), and none is ever sent. Layout
         and printing work as ever; animation frames, observers and screenshots do not, so
         only jobs that `needs_frames` says can do without run on such a tab."""
-        door = await self.proxy.open_door()
+        evidence = Evidence()
+        door = await self.proxy.open_door(evidence)
         context_id = ""
         root = self.connection.browser
         try:
@@ -182,7 +182,8 @@ class Chromium:
                 "Target.attachToTarget", {"targetId": target_id, "flatten": True}
             )
             session = self.connection.session(str(attached["sessionId"]))
-            tab = await self._wire(session, target_id, context_id, door, framed)
+            gate = RequestFilter(self.egress, target_id, evidence)
+            tab = await self._wire(session, target_id, context_id, door, gate, framed)
         except BaseException:
             await door.close()
             if context_id:
@@ -193,13 +194,17 @@ class Chromium:
         return tab
 
     async def _wire(
-        self, session: Session, target_id: str, context_id: str, door: Door, framed: bool
+        self,
+        session: Session,
+        target_id: str,
+        context_id: str,
+        door: Door,
+        gate: RequestFilter,
+        framed: bool,
     ) -> Tab:
         """What a tab needs on its session: the request filter (its door reports to the
-        same filter), dialogs dismissed, crashes noticed, the domains its renders use."""
+        same evidence), dialogs dismissed, crashes noticed, the domains its renders use."""
         crashed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        gate = RequestFilter(self.egress, main_frame_id=target_id)
-        door.gate = gate
         tab = Tab(
             session,
             target_id,
@@ -215,13 +220,13 @@ class Chromium:
             "Page.javascriptDialogOpening",
             lambda _: self.spawn(session.send("Page.handleJavaScriptDialog", {"accept": False})),
         )
-        await guard(session, gate, self.spawn)
-        await tab.enable()
+        # Together: one round trip while the tab's renderer process starts.
+        await asyncio.gather(guard(session, gate, self.spawn, tab.children), tab.enable())
         return tab
 
     def _crashed(self, tab: Tab) -> None:
-        log.warning("Chromium tab crashed (out of memory, or a renderer fault)")
-        if not tab.crashed.done():
+        if not tab.crashed.done():  # told twice: by the target and by the browser
+            log.warning("Chromium tab crashed (out of memory, or a renderer fault)")
             tab.crashed.set_result(None)
 
     def _on_crash(self, params: dict[str, Any]) -> None:
@@ -229,41 +234,39 @@ class Chromium:
         if tab is not None:
             self._crashed(tab)
 
-    async def replace_tab(self, tab: Tab) -> None:
-        """Throw `tab` away with its context (it may be stuck, or hold a job's state) and
-        queue a new tab of the same kind in its place.
+    async def renew(self, tab: Tab, framed: bool) -> None:
+        """`remake` `tab`, and queue the new tab."""
+        self.idle.put_nowait(await self.remake(tab, framed))
+
+    async def remake(self, tab: Tab, framed: bool) -> Tab:
+        """Close `tab`'s context with every target in it, then make a new tab of kind
+        `framed`: one job's context is gone before the next one's exists.
 
         On failure the old tab goes back to the queue (see the class docstring) and
         `BrowserError` is raised: the browser itself is then in doubt.
         """
+        tab.used = True  # whatever happens next, it serves no job again
         try:
-            self._dispose_later(tab)  # a hung renderer may never confirm; don't wait
-            self.idle.put_nowait(await self.run(self.open_tab(tab.framed), OPEN_GRACE))
-        except BrowserError:
+            await self.run(self.dispose(tab), OPEN_GRACE)
+            made: Tab = await self.run(self.open_tab(framed), OPEN_GRACE)
+        except BaseException:
             self.idle.put_nowait(tab)
             raise
+        return made
 
     async def take(self, framed: bool) -> Tab:
-        """An idle tab for a job that needs display frames (`framed`) or not.
-
-        An idle tab of the kind asked if there is one. Else a job that needs frames gets
-        the first idle tab swapped for a new drawing one, and a static job gets a drawing
-        tab as it is: it prints a static PDF as well, at the old cost. A swap costs about
-        two PDFs of Chromium's CPU (a new context and renderer process), so a drawing tab
-        goes back to frameless only after `FRAMELESS_AFTER` static jobs in a row, and a
-        mixed load settles on drawing tabs instead of swapping back and forth. The queue
-        stays whole on failure: `BrowserError`, with the old tab back in it.
-        """
+        """An idle tab for a job that needs display frames (`framed`) or not: one of that
+        kind if one is idle, else the first one (a static job prints as well on a drawing
+        tab; a job that needs frames has a frameless one remade: `BrowserPool`).
+        `BrowserError`, with the tab back in the queue, when the tab could not be renewed
+        after its job (the browser is then being relaunched)."""
         tab = await self.idle.get()
         if tab.framed != framed:
             tab = self._idle_of_kind(tab, framed)
-        if framed:
-            tab.static_run = 0
-            return tab if tab.framed else await self._swap(tab, framed=True)
-        if not tab.framed:
-            return tab
-        tab.static_run += 1
-        return tab if tab.static_run < FRAMELESS_AFTER else await self._swap(tab, framed=False)
+        if tab.used:
+            self.idle.put_nowait(tab)
+            raise BrowserError("Chromium could not open a new tab; the browser is relaunched")
+        return tab
 
     def _idle_of_kind(self, taken: Tab, framed: bool) -> Tab:
         """An idle tab of kind `framed` in place of `taken` (the queue's first) if one is
@@ -277,31 +280,28 @@ class Chromium:
             self.idle.put_nowait(other)
         return taken if match is None else match
 
-    async def _swap(self, tab: Tab, framed: bool) -> Tab:
-        """A new tab of kind `framed` for `tab`, which is thrown away."""
-        try:
-            fresh: Tab = await self.run(self.open_tab(framed), OPEN_GRACE)
-        except BaseException:
-            self.idle.put_nowait(tab)
-            raise
-        self._dispose_later(tab)
-        return fresh
-
     def _dispose_later(self, tab: Tab) -> None:
         task = self.spawn(self.dispose(tab))
         self._disposals.add(task)
         task.add_done_callback(self._disposals.discard)
 
     async def dispose(self, tab: Tab) -> None:
-        """Close `tab`'s context with every target in it (windows it opened, workers), and
-        its door with every connection still open through it."""
-        self._tabs.pop(tab.context_id, None)
-        self._targets.pop(tab.target_id, None)
-        tab.session.forget()
-        if tab.door is not None:
-            await tab.door.close()
-        if tab.context_id:
-            await self._dispose_context(tab.context_id)
+        """Close `tab`'s door with every connection still open through it, and its context
+        with every target in it (windows it opened, frames, workers). What the page still
+        sends meanwhile reaches its job's sealed evidence (dropped and counted); the
+        session handlers go once the context is gone."""
+        tab.used = True
+        try:
+            if tab.door is not None:
+                await tab.door.close()
+            if tab.context_id:
+                await self._dispose_context(tab.context_id)
+        finally:
+            self._tabs.pop(tab.context_id, None)
+            self._targets.pop(tab.target_id, None)
+            tab.session.forget()
+            for child in tab.children:
+                self.connection.forget(child)
 
     async def _dispose_context(self, context_id: str) -> None:
         await self.connection.browser.send(
@@ -310,14 +310,13 @@ class Chromium:
 
     def _on_target(self, params: dict[str, Any]) -> None:
         """A window opened inside a tab's context (the popup blocker let it through): close
-        it, record it as refused, and have the context thrown away after the job."""
+        it and record it as refused, on the job of that context (and of it alone)."""
         info = params.get("targetInfo") or {}
         tab = self._tabs.get(str(info.get("browserContextId", "")))
         if tab is None or info.get("type") != "page" or info.get("targetId") == tab.target_id:
             return
         url = str(info.get("url", ""))
-        tab.gate.touched_network = True
-        tab.gate.refused.add(Refusal(clip(url), "a page may not open other windows"))
+        tab.evidence.refuse(Refusal(clip(url), "a page may not open other windows"), "window")
         log.info("closed a window a page opened: %s", clip(url))
         close = {"targetId": info["targetId"]}
         self.spawn(self.connection.browser.send("Target.closeTarget", close))

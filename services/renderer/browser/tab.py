@@ -1,58 +1,49 @@
-"""A pooled tab, and what one render does on it: emulate, load, wait, print or capture.
+"""A tab, and what one render does on it: emulate, load, wait, then print or capture
+(`output`).
 
-`Page.setContent` is a bare `document.write`: it neither waits for `load` nor gives the
-document a new JavaScript realm, so globals and patched prototypes of one job would be
-visible to the next. When the tab's realm may hold an earlier job's state (that job ran
-script), a render first navigates to about:blank (a new realm, a large share of a
-render's CPU: docs/benchmarks.md), then writes the HTML and waits for `load` itself.
-Jobs run with script disabled unless they ask for it or contain a way to run it
-(`javascript` auto), so a tab of static invoices never pays for the navigation.
-
-Printing goes straight to CDP `Page.printToPDF` on the tab's own session: `Page.pdf`
-passes neither `generateTaggedPDF` nor anything we did not know about when it was
-written, and one path for every option is easier to reason about (the parameters are
-made in `params`). What a job changes on its tab (JavaScript, emulated media, viewport)
-is recorded on the `Tab` and set again only when the next job wants something else, so a
-job never depends on the one before it cleaning up.
+A tab serves one job and is then thrown away with its browser context (`BrowserPool`),
+so a document is written into the tab's first about:blank realm, which no other job's
+script ever ran in, and the render waits for `load` itself (`Page.setContent` is a bare
+`document.write` that does not). Jobs run with script disabled unless they ask for it or
+contain a way to run it (`javascript` auto). What a job changes on its tab (JavaScript,
+emulated media, viewport) is compared with what the tab was made with and set only where
+it differs.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
-import math
 import time
 import urllib.parse
 from typing import Any
 
-import msgspec
-
 from services.core.errors import (
     BrowserError,
-    OutputTooLarge,
     RenderTimeout,
     RequestError,
     SourceError,
     SourceUnreachable,
     WaitTimeout,
 )
-from services.core.options import CSS_PX_PER_INCH, MAX_PAPER_INCHES
 from services.core.pageoptions import PageOptions, WaitFor
-from services.renderer.browser.capture import element_clip, page_clip
-from services.renderer.browser.cdp import CommandError, Session
-from services.renderer.browser.diagnosis import PageLog
+from services.renderer.browser.cdp import Session
 from services.renderer.browser.documents import Source, Url
+from services.renderer.browser.limits import (
+    Limits,
+    check_headings,
+    check_nodes,
+)
+from services.renderer.browser.output import print_pdf, screenshot
 from services.renderer.browser.params import (
     DEFAULT_VIEWPORT,
     Emulation,
     Viewport,
-    check_png_size,
-    print_params,
 )
 from services.renderer.browser.tasks import describe
 from services.renderer.browser.toc import print_with_toc
-from services.renderer.egress import Refusal, RequestFilter
+from services.renderer.egress import RequestFilter, refused_scheme
+from services.renderer.evidence import Refusal, clip
 from services.renderer.proxy import Door
 
 # Write the document into the fresh about:blank realm and resolve once `load` has fired,
@@ -66,16 +57,6 @@ _LOAD_HTML = """async (html) => {
   }
 }"""
 
-
-# The height a receipt needs: the document's full height at the receipt's width.
-_CONTENT_HEIGHT = (
-    "Math.ceil(Math.max(document.documentElement.scrollHeight,"
-    " document.documentElement.getBoundingClientRect().height))"
-)
-
-STREAM_CHUNK = 4 * 2**20
-"""Bytes asked for per `IO.read` of a PDF: an invoice comes in one read."""
-
 POLL_INTERVAL = 0.05
 """Seconds between two checks of a `wait_for` condition."""
 NETWORK_QUIET = 0.5
@@ -83,13 +64,15 @@ NETWORK_QUIET = 0.5
 
 
 class Tab:
-    """A pooled page: its flat CDP session, what it currently emulates, the requests it
-    has in flight and its main document's status.
+    """A page made for one job: its flat CDP session, what it emulates, the requests it
+    has in flight, its main document's status, and its job's `evidence`.
 
     Each tab lives alone in a browser context of its own (`context_id`: cookies, cache,
     storage, service workers, sockets), whose traffic goes through its own door of the
-    egress proxy (`door`); the context is thrown away with the tab. The page target's id
-    is also its main frame's.
+    egress proxy (`door`); the context is thrown away with the tab after its one job
+    (`used`). The page target's id is also its main frame's. The evidence is the request
+    filter's (`gate`), which the door reports to as well: every source of events is
+    bound to it before the tab exists (`renderer/evidence`).
     """
 
     def __init__(
@@ -106,55 +89,70 @@ class Tab:
     ) -> None:
         self.session = session
         self.framed = framed  # draws display frames (see `Chromium.open_tab`)
-        self.static_run = 0  # static jobs in a row on this drawing tab (`Chromium.take`)
         self.target_id = target_id
         self.context_id = context_id
         self.door = door
         self.foreground = foreground  # shared by the browser's tabs: held to be in front
         self.crashed = crashed  # done once the tab's renderer died; the tab is then replaced
         self.gate = gate
+        self.evidence = gate.evidence
+        self.used = False  # taken by a job: it never serves another
+        self.printing = False  # its job's page is loaded and being printed (`output`)
+        self.children: set[str] = set()  # sessions of the targets it attached (`guard`)
         self.document_status = 0
         self.emulation = Emulation()
-        # Whether the realm may hold state of an earlier job; a new tab's does not.
-        self.dirty = False
         self.requests: dict[str, str] = {}  # request id -> URL, of requests in flight
         self.quiet_since = time.monotonic()
-        self.seen = PageLog()  # this render's console, errors and requests, for a diagnosis
         self._loads: dict[str, asyncio.Future[None]] = {}  # loader id -> its main-frame load
+        evidence = self.evidence
         session.on("Network.requestWillBeSent", self._started)
         session.on("Network.loadingFinished", self._ended)
         session.on("Network.loadingFailed", self._ended)
         session.on("Network.responseReceived", self._answered)
         session.on("Page.lifecycleEvent", self._lifecycle)
         # Sent only while `Runtime` is on, i.e. while the job runs script (`emulate`).
-        session.on("Runtime.consoleAPICalled", lambda event: self.seen.console_called(event))
-        session.on("Runtime.exceptionThrown", lambda event: self.seen.exception_thrown(event))
+        session.on("Runtime.consoleAPICalled", evidence.console_called)
+        session.on("Runtime.exceptionThrown", evidence.exception_thrown)
 
     async def enable(self) -> None:
-        """Turn on the events renders use, and the viewport `Emulation()` stands for."""
-        for method, params in (
+        """Turn on the events renders use, and what `emulation` stands for: script on for
+        a drawing tab (a job that needs frames mostly runs script), off for a frameless
+        one (its jobs never do), so a job rarely changes what its new tab was made with.
+        The commands go out together (Chromium runs a session's commands in order): one
+        round trip for the lot, while the tab's renderer process starts."""
+        self.emulation = Emulation(javascript=self.framed)
+        commands = [
             ("Page.enable", {}),
             ("Page.setLifecycleEventsEnabled", {"enabled": True}),
             ("Network.enable", {}),
             ("Inspector.enable", {}),
-            ("Runtime.enable", {}),  # `Emulation()` runs script; see `emulate`
-        ):
-            await self.send(method, params)
-        await self._set_viewport(DEFAULT_VIEWPORT)
+            # Console and uncaught errors are reported while Runtime is on: with script.
+            ("Runtime.enable", {}) if self.framed else ("Runtime.disable", {}),
+            ("Emulation.setScriptExecutionDisabled", {"value": not self.framed}),
+            ("Emulation.setDeviceMetricsOverride", _metrics(DEFAULT_VIEWPORT)),
+        ]
+        await asyncio.gather(*(self.send(method, params) for method, params in commands))
 
     def _started(self, params: dict[str, Any]) -> None:
         self.requests[str(params["requestId"])] = str(params.get("request", {}).get("url", ""))
-        self.seen.sent(params)
+        self.evidence.sent(params)
 
     def _answered(self, params: dict[str, Any]) -> None:
-        self.seen.answered(params)
+        self.evidence.answered(params)
         # The last response of the main frame's document: after redirects, the final one.
         if params.get("type") == "Document" and params.get("frameId") == self.target_id:
             self.document_status = int(params.get("response", {}).get("status", 0))
 
     def _ended(self, params: dict[str, Any]) -> None:
-        self.seen.ended(params)
-        self.requests.pop(str(params.get("requestId")), None)
+        url = self.requests.pop(str(params.get("requestId")), "")
+        failed = self.evidence.ended(params)
+        if failed is not None and params.get("blockedReason"):
+            # Blocked by Chromium before the filter saw it (a `file:` URL): the policy's
+            # own reason, so that every refusal says why.
+            reason = refused_scheme(url)
+            if reason is not None:
+                failed.refused = reason
+                self.evidence.refuse(Refusal(clip(url), reason), "request")
         if not self.requests:
             self.quiet_since = time.monotonic()
 
@@ -172,21 +170,6 @@ class Tab:
 
     def forget_loads(self) -> None:
         self._loads.clear()
-
-    @property
-    def kept_state(self) -> bool:
-        """Whether the tab's context may hold state a later job could see: a request of
-        it went to the network (cookies, cache, storage and service workers all need a
-        document or response from the network; a document written into about:blank has
-        an opaque origin and can store nothing), or it opened another window."""
-        return self.gate.touched_network
-
-    def forget_requests(self) -> None:
-        """Start counting afresh: what the last job left loading is no longer ours."""
-        self.requests.clear()
-        self.quiet_since = time.monotonic()
-        self.document_status = 0
-        self.seen = PageLog()
 
     async def send(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
         """A raw CDP command on the tab's session."""
@@ -213,11 +196,12 @@ class Tab:
         self.emulation = want
 
     async def _set_viewport(self, size: Viewport) -> None:
-        await self.send(
-            "Emulation.setDeviceMetricsOverride",
-            {"width": size.width, "height": size.height, "deviceScaleFactor": size.scale,
-             "mobile": False},
-        )  # fmt: skip
+        await self.send("Emulation.setDeviceMetricsOverride", _metrics(size))
+
+
+def _metrics(size: Viewport) -> dict[str, Any]:
+    return {"width": size.width, "height": size.height, "deviceScaleFactor": size.scale,
+            "mobile": False}  # fmt: skip
 
 
 def _future() -> asyncio.Future[None]:
@@ -245,40 +229,40 @@ async def produce(
     source: Source,
     options: PageOptions,
     deadline: float,
-    limit: int,
+    limits: Limits,
     emulation: Emulation,
 ) -> bytes:
     """One document on one tab: emulation, the source, the wait, then the PDF or PNG.
 
-    `deadline` (time.monotonic) is when a `wait_for` must give up, leaving time to print;
-    a PDF over `limit` bytes is `OutputTooLarge` before more than that is read.
+    `deadline` (time.monotonic) is when a `wait_for` must give up, leaving time to print.
+    The document is held to `limits` as soon as each can be known (`limits` module): its
+    nodes once loaded and again before printing, its headings before a table of
+    contents, its pages and bytes while it is printed.
     `emulation` is `emulation_for(options, source)`, which the caller made to choose the tab.
     """
-    tab.forget_requests()
-    if options.output == "png":
-        # A screenshot of a document written into a realm made before this job's
-        # emulation sometimes never gets painted (Chromium 156): give PNGs a fresh one.
-        tab.dirty = True
     await tab.emulate(emulation)
-    await _load(tab, source)
+    # A screenshot of a document written into a realm made before this job's emulation
+    # sometimes never gets painted (Chromium 156): a PNG gets a realm made after it.
+    await _load(tab, source, fresh_realm=options.output == "png")
     if options.wait_for is not None:
+        await check_nodes(tab, limits)  # rather than wait for a document that cannot be
         await _wait(tab, options.wait_for, deadline)
+    await check_nodes(tab, limits)  # what is printed: with what its script or frames added
     if options.output == "png":
-        return await _screenshot(tab, options.scale, options.selector)
+        return await screenshot(tab, options.scale, options.selector)
     if options.toc:  # prints in passes until the page numbers hold (`toc`)
-        return await print_with_toc(tab, lambda: _print_pdf(tab, options, limit))
-    return await _print_pdf(tab, options, limit)
+        await check_headings(tab, limits)
+        return await print_with_toc(tab, lambda: print_pdf(tab, options, limits))
+    return await print_pdf(tab, options, limits)
 
 
-async def _load(tab: Tab, source: Source) -> None:
-    """Load the source. A fresh about:blank realm (costly: see the module docstring) is
-    made only when the tab's current realm may hold a previous job's state: after a job
-    that ran script, or a page from a URL."""
-    was_dirty, tab.dirty = tab.dirty, True  # until this load is known to have run no script
+async def _load(tab: Tab, source: Source, *, fresh_realm: bool = False) -> None:
+    """Load the source: navigate to a URL, or write the HTML into the tab's about:blank
+    realm (with `fresh_realm`, a new one made first)."""
     if isinstance(source, Url):
         await _navigate(tab, source.address)
         return
-    if was_dirty:
+    if fresh_realm:
         await navigate(tab, "about:blank")
     # Without a user gesture: the document's own scripts would otherwise run with the
     # user activation that lets them open popups.
@@ -293,7 +277,6 @@ async def _load(tab: Tab, source: Source) -> None:
     )
     if "exceptionDetails" in reply:
         raise BrowserError(f"the document could not be written: {reply['exceptionDetails']}")
-    tab.dirty = tab.emulation.javascript
 
 
 # Navigation failures that would happen again: the request filter refused the URL, or it
@@ -316,7 +299,7 @@ async def _navigate(tab: Tab, url: str) -> None:
     try:
         await navigate(tab, url)
     except NavigationFailed as exc:
-        _check_refusal(tab.gate.refused.navigation)
+        _check_refusal(tab.evidence.refused.navigation)
         # An error status with an empty body ends as net::ERR_HTTP_RESPONSE_CODE_FAILURE:
         # the status, seen on the response, says more.
         _check_status(tab, url)
@@ -338,11 +321,11 @@ def _check_refusal(refusal: Refusal | None) -> None:
 
 def _check_status(tab: Tab, url: str) -> None:
     status = tab.document_status
-    if status == 502 and tab.gate.unreachable:
+    if status == 502 and tab.evidence.unreachable:
         # The egress proxy's answer when the server did not take the connection.
         parts = urllib.parse.urlsplit(url)
         authority = f"{parts.hostname}:{parts.port or 80}"
-        if (reason := tab.gate.unreachable.get(authority)) is not None:
+        if (reason := tab.evidence.unreachable.get(authority)) is not None:
             raise SourceUnreachable(f"cannot load url: cannot connect to {authority}: {reason}")
     if status >= 500 or status in _RETRYABLE_STATUS:
         raise SourceUnreachable(f"url answered HTTP {status}: {url}")
@@ -353,12 +336,12 @@ def _check_status(tab: Tab, url: str) -> None:
 async def _wait(tab: Tab, wait: WaitFor, deadline: float) -> None:
     """Wait for `wait`'s condition, for `wait.timeout` s but never past `deadline`."""
     end = deadline if wait.timeout is None else min(deadline, time.monotonic() + wait.timeout)
-    tab.seen.pending = wait  # what a diagnosis names if the wait never ends
+    tab.evidence.page.pending = wait  # what a diagnosis names if the wait never ends
     if wait.network_idle:
         await _network_idle(tab, end)
     else:
         await _until_true(tab, wait, end)
-    tab.seen.pending = None
+    tab.evidence.page.pending = None
 
 
 def _probe(wait: WaitFor) -> tuple[str, str, str]:
@@ -425,85 +408,3 @@ def _busy_message(tab: Tab, waited: float) -> str:
         f"wait_for.network_idle: the network was still busy after {waited:.1f} s "
         f"({len(open_urls)} requests open{example})"
     )
-
-
-async def _print_pdf(tab: Tab, options: PageOptions, limit: int) -> bytes:
-    """Print the loaded document with `Page.printToPDF`, streamed out of Chromium
-    (`ReturnAsStream`) so that a document over `limit` bytes is refused while it is read,
-    not after the whole of it was held in memory, twice (base64 and bytes)."""
-    params = {**print_params(options), "transferMode": "ReturnAsStream"}
-    if options.receipt_width is not None:
-        params["paperHeight"] = await _receipt_height(tab, options, params)
-    try:
-        reply = await tab.send("Page.printToPDF", params)
-    except CommandError as exc:
-        # "Page range exceeds page count": the ranges were valid, but not for this document.
-        if "Page range" in str(exc):
-            message = str(exc).rsplit(": ", 1)[-1]
-            raise RequestError(
-                f"options.page_ranges: {message}", field="options.page_ranges"
-            ) from exc
-        raise
-    return await _read_stream(tab, str(reply["stream"]), limit)
-
-
-class StreamChunk(msgspec.Struct):
-    """An `IO.read` answer for a binary stream (a PDF): Chromium sends it as base64,
-    which msgspec decodes while reading the message."""
-
-    data: bytes = b""
-    base64Encoded: bool = False
-    eof: bool = False
-
-
-_STREAM_CHUNK = msgspec.json.Decoder(StreamChunk)
-
-
-async def _read_stream(tab: Tab, handle: str, limit: int) -> bytes:
-    """The bytes of a CDP `IO` stream, at most `limit` of them; the stream is closed."""
-    chunks: list[bytes] = []
-    size = 0
-    try:
-        while True:
-            chunk = await tab.session.send_as(
-                _STREAM_CHUNK, "IO.read", {"handle": handle, "size": STREAM_CHUNK}
-            )
-            size += len(chunk.data)
-            if size > limit:
-                raise OutputTooLarge(f"PDF is over the limit of {limit} bytes")
-            chunks.append(chunk.data)
-            if chunk.eof:
-                return chunks[0] if len(chunks) == 1 else b"".join(chunks)
-    finally:
-        await tab.send("IO.close", {"handle": handle})
-
-
-async def _receipt_height(tab: Tab, options: PageOptions, params: dict[str, Any]) -> float:
-    """Paper height in inches that holds the whole document on one page."""
-    reply = await tab.evaluate(_CONTENT_HEIGHT)
-    content = float(reply["result"]["value"]) * options.scale / CSS_PX_PER_INCH
-    height = float(content + params["marginTop"] + params["marginBottom"])
-    if height > MAX_PAPER_INCHES:
-        raise OutputTooLarge(
-            f"receipt is {height * 25.4:.0f} mm long, over the PDF page limit of 5080 mm"
-        )
-    return height
-
-
-async def _screenshot(tab: Tab, scale: float, selector: str | None = None) -> bytes:
-    """A PNG of the whole page as tall as its content, or of the box of the element
-    `selector` matches (`capture`), `scale` device pixels per CSS pixel."""
-    clip = await (page_clip(tab) if selector is None else element_clip(tab, selector))
-    check_png_size(math.ceil(clip.width * scale), math.ceil(clip.height * scale))
-    # A screenshot waits for the tab to commit a frame. Headless tabs in the background
-    # (all but the last one opened) are reported elsewhere to sometimes never commit one;
-    # here a capture hung once until the render timeout, in ~300 not reproduced. So the
-    # capturing tab is brought to the front first, one tab at a time, so that no other
-    # capture sends it back meanwhile.
-    async with tab.foreground:
-        await tab.send("Page.bringToFront")
-        reply = await tab.send(
-            "Page.captureScreenshot",
-            {"format": "png", "clip": clip.params(), "captureBeyondViewport": True},
-        )
-    return base64.b64decode(reply["data"])

@@ -12,9 +12,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 
 from services.core.netpolicy import is_forbidden, literal_address
-from services.renderer.egress import Egress, Refusal, RefusedLog, RequestFilter
+from services.renderer.egress import Egress, RequestFilter, refused_scheme
+from services.renderer.evidence import Evidence, Refusal, RefusedLog
 
 PUBLIC = "93.184.216.34"
 
@@ -278,9 +280,15 @@ def paused(
     return {"requestId": rid, "request": {"url": url}, "frameId": frame, "resourceType": kind}
 
 
+def late(source: str) -> float:
+    """How many late pieces of evidence from `source` this process dropped so far."""
+    value = REGISTRY.get_sample_value("pressroom_late_evidence_total", {"source": source})
+    return value or 0.0
+
+
 async def test_request_filter_continues_allowed_and_fails_refused_requests() -> None:
-    gate = RequestFilter(egress(), main_frame_id="MAIN")
-    refused = gate.begin()
+    evidence = Evidence()
+    gate = RequestFilter(egress(), main_frame_id="MAIN", evidence=evidence)
     assert await gate.answer(paused("data:image/png;base64,AA==")) == (
         "Fetch.continueRequest",
         {"requestId": "r1"},
@@ -290,31 +298,68 @@ async def test_request_filter_continues_allowed_and_fails_refused_requests() -> 
         "Fetch.failRequest",
         {"requestId": "r2", "errorReason": "BlockedByClient"},
     )
-    assert [r.url for r in refused.refusals] == ["http://169.254.169.254/"]
-    assert refused.navigation is None
+    assert [r.url for r in evidence.refused.refusals] == ["http://169.254.169.254/"]
+    assert evidence.refused.navigation is None
 
 
 async def test_only_a_main_frame_document_refusal_is_a_navigation() -> None:
-    gate = RequestFilter(egress(), main_frame_id="MAIN")
-    refused = gate.begin()
+    evidence = Evidence()
+    gate = RequestFilter(egress(), main_frame_id="MAIN", evidence=evidence)
     await gate.answer(paused("http://10.0.0.1/frame", frame="CHILD", kind="Document"))
-    assert refused.navigation is None
+    assert evidence.refused.navigation is None
     await gate.answer(paused("http://10.0.0.1/", kind="Document"))
-    assert refused.navigation is not None
-    assert refused.navigation.url == "http://10.0.0.1/"
+    assert evidence.refused.navigation is not None
+    assert evidence.refused.navigation.url == "http://10.0.0.1/"
 
 
-async def test_each_render_gets_a_fresh_refused_log() -> None:
-    gate = RequestFilter(egress(), main_frame_id="MAIN")
-    first = gate.begin()
-    await gate.answer(paused("file:///etc/passwd"))
-    second = gate.begin()
-    assert len(first) == 1
-    assert len(second) == 0
+async def test_a_refusal_decided_after_the_job_ended_is_dropped_and_counted() -> None:
+    """The verdict on a name comes after a lookup; if the job's render ends meanwhile (its
+    evidence sealed), the refusal is recorded nowhere: not on the job that was read, and
+    not on any other (a filter and its evidence are one job's for good)."""
+    answer = asyncio.Event()
+
+    async def slow(host: str) -> Sequence[str]:
+        await answer.wait()
+        return ["127.0.0.1"]
+
+    evidence = Evidence()
+    gate = RequestFilter(Egress(allow_private=False, resolve=slow), "MAIN", evidence)
+    before = late("filter")
+    pending = asyncio.ensure_future(gate.answer(paused("http://slow.example/pixel.png")))
+    await asyncio.sleep(0)  # the lookup has started
+    evidence.seal()
+    answer.set()
+    method, _ = await pending
+    assert method == "Fetch.failRequest"
+    assert len(evidence.refused) == 0
+    assert late("filter") == before + 1 and evidence.late == 1
+
+
+async def test_a_request_after_the_job_ended_is_failed_unjudged_and_counted() -> None:
+    calls: list[str] = []
+    evidence = Evidence()
+    gate = RequestFilter(
+        Egress(allow_private=False, resolve=fake_dns({"late.example": [PUBLIC]}, calls)),
+        "MAIN",
+        evidence,
+    )
+    evidence.seal()
+    before = late("request")
+    method, params = await gate.answer(paused("http://late.example/timer"))
+    assert (method, params["errorReason"]) == ("Fetch.failRequest", "BlockedByClient")
+    assert calls == []  # not even looked up
+    assert late("request") == before + 1 and len(evidence.refused) == 0
+
+
+def test_a_scheme_refusal_needs_no_lookup_and_says_why() -> None:
+    assert refused_scheme("file:///etc/passwd") == "scheme file: is not allowed"
+    assert refused_scheme("chrome://settings") == "scheme chrome: is not allowed"
+    assert refused_scheme("https://example.com/") is None
+    assert refused_scheme("data:text/plain,x") is None
 
 
 async def test_long_urls_are_clipped_in_refusals() -> None:
-    gate = RequestFilter(egress(), main_frame_id="MAIN")
-    refused = gate.begin()
+    evidence = Evidence()
+    gate = RequestFilter(egress(), main_frame_id="MAIN", evidence=evidence)
     await gate.answer(paused("file:///" + "a" * 5000))
-    assert len(refused.refusals[0].url) <= 301
+    assert len(evidence.refused.refusals[0].url) <= 301

@@ -14,10 +14,13 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 
 import pytest
+from prometheus_client import REGISTRY
 
 from services.renderer import proxy as proxy_module
-from services.renderer.egress import Egress, RequestFilter
+from services.renderer.egress import Egress
+from services.renderer.evidence import Evidence
 from services.renderer.proxy import Door, EgressProxy, Streams, open_tcp
+from tests.conftest import eventually
 
 PUBLIC = "93.184.216.34"
 
@@ -70,7 +73,7 @@ class Site:
 class World:
     proxy: EgressProxy
     door: Door
-    gate: RequestFilter
+    evidence: Evidence
     site: Site
     canary: Canary
     dialled: list[tuple[str, int]]
@@ -99,11 +102,10 @@ async def world() -> AsyncIterator[World]:
 
     egress = Egress(allow_private=False, resolve=resolve, ttl=0)
     proxy = EgressProxy(egress, dial=dial)
-    door = await proxy.open_door()
-    gate = RequestFilter(egress, main_frame_id="main")
-    door.gate = gate
+    evidence = Evidence()
+    door = await proxy.open_door(evidence)
     try:
-        yield World(proxy, door, gate, site, canary, dialled, answers)
+        yield World(proxy, door, evidence, site, canary, dialled, answers)
     finally:
         await proxy.aclose()
         for server in (site.server, canary.server):
@@ -136,8 +138,7 @@ async def test_plain_http_goes_to_the_checked_address_in_origin_form(world: Worl
     assert b"Connection: close" in head
     assert b"Proxy-" not in head
     assert world.dialled == [(PUBLIC, 80)]
-    assert world.gate.touched_network
-    assert world.gate.refused.facts() == []
+    assert world.evidence.refused.facts() == []
 
 
 @pytest.mark.parametrize(
@@ -158,7 +159,7 @@ async def test_connect_to_loopback_is_refused_and_never_dialled(world: World, ta
     assert answer.startswith(b"HTTP/1.1 403 Forbidden")
     assert world.dialled == []
     assert world.canary.accepted == 0
-    (refusal,) = world.gate.refused.facts()
+    (refusal,) = world.evidence.refused.facts()
     assert refusal["url"] == target
     assert "loopback" in refusal["reason"]
 
@@ -171,7 +172,7 @@ async def test_plain_http_to_loopback_is_refused(world: World) -> None:
     assert answer.startswith(b"HTTP/1.1 403")
     assert b"egress policy" in body
     assert world.canary.accepted == 0
-    assert world.gate.refused.facts()[0]["url"] == url
+    assert world.evidence.refused.facts()[0]["url"] == url
 
 
 async def test_connect_tunnels_bytes_to_a_public_host(world: World) -> None:
@@ -205,7 +206,7 @@ async def test_a_name_with_public_and_loopback_answers_is_refused(world: World) 
     answer, _, writer = await ask(world.door, b"CONNECT mixed.test:443 HTTP/1.1\r\n\r\n")
     writer.close()
     assert answer.startswith(b"HTTP/1.1 403")
-    assert "DNS rebinding" in world.gate.refused.facts()[0]["reason"]
+    assert "DNS rebinding" in world.evidence.refused.facts()[0]["reason"]
     assert world.dialled == []
 
 
@@ -243,17 +244,9 @@ async def test_closing_the_door_cuts_open_tunnels(world: World) -> None:
     writer.close()
 
 
-async def test_a_door_without_a_job_refuses_all_the_same(world: World) -> None:
-    world.door.gate = None
-    answer, _, writer = await ask(world.door, b"CONNECT 169.254.169.254:80 HTTP/1.1\r\n\r\n")
-    writer.close()
-    assert answer.startswith(b"HTTP/1.1 403")
-    assert world.dialled == []
-
-
 async def test_the_door_of_no_job_refuses_even_public_hosts(world: World) -> None:
     """The default context's door: only Chromium's own calls home arrive there."""
-    closed = await world.proxy.open_door(closed=True)
+    closed = await world.proxy.open_door()  # no evidence: no job's
     try:
         answer, _, writer = await ask(closed, b"CONNECT public.test:443 HTTP/1.1\r\n\r\n")
         writer.close()
@@ -261,3 +254,65 @@ async def test_the_door_of_no_job_refuses_even_public_hosts(world: World) -> Non
         await closed.close()
     assert answer.startswith(b"HTTP/1.1 403")
     assert world.dialled == []
+
+
+def late(source: str) -> float:
+    value = REGISTRY.get_sample_value("pressroom_late_evidence_total", {"source": source})
+    return value or 0.0
+
+
+async def test_a_connection_after_the_job_ended_is_refused_unread_and_counted(
+    world: World,
+) -> None:
+    """A page's late connection (a timer's fetch as its context is being closed) reaches
+    nothing and records nothing: the door's evidence is its one job's, sealed."""
+    world.evidence.seal()
+    before = late("connection")
+    answer, _, writer = await ask(world.door, b"CONNECT public.test:443 HTTP/1.1\r\n\r\n")
+    writer.close()
+    assert answer.startswith(b"HTTP/1.1 403")
+    assert world.dialled == []
+    assert world.evidence.refused.facts() == []
+    assert late("connection") == before + 1
+
+
+async def test_a_refusal_decided_after_the_job_ended_is_dropped_and_counted(
+    world: World,
+) -> None:
+    """The proxy's verdict on a name comes after a lookup: if the job's render ended
+    meanwhile, its refusal is dropped and counted, never recorded late."""
+    answer = asyncio.Event()
+
+    async def slow(host: str) -> Sequence[str]:
+        await answer.wait()
+        return ["127.0.0.1"]
+
+    evidence = Evidence()
+    proxy = EgressProxy(Egress(allow_private=False, resolve=slow))
+    door = await proxy.open_door(evidence)
+    try:
+        before = late("proxy")
+        reader, writer = await asyncio.open_connection("127.0.0.1", door.port)
+        writer.write(b"CONNECT slow.test:443 HTTP/1.1\r\n\r\n")
+        await writer.drain()
+        await eventually(lambda: door.connections == 1, 5, "the connection accepted")
+        evidence.seal()
+        answer.set()
+        status = await asyncio.wait_for(reader.readuntil(b"\r\n"), 5)
+        writer.close()
+    finally:
+        await proxy.aclose()
+    assert status.startswith(b"HTTP/1.1 403")
+    assert evidence.refused.facts() == []
+    assert late("proxy") == before + 1
+
+
+async def test_a_closed_door_is_forgotten() -> None:
+    """A door per job: the proxy keeps only the open ones."""
+    proxy = EgressProxy(Egress(allow_private=False))
+    doors = [await proxy.open_door(Evidence()) for _ in range(20)]
+    assert proxy.doors == 20
+    for door in doors:
+        await door.close()
+    assert proxy.doors == 0
+    await proxy.aclose()

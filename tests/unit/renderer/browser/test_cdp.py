@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from services.renderer.browser.cdp import CommandError, Connection, ConnectionLost
-from services.renderer.browser.tab import _STREAM_CHUNK
+from services.renderer.browser.output import _STREAM_CHUNK
 
 
 class FakeBrowser:
