@@ -13,6 +13,7 @@ from typing import Any, ClassVar, TypeVar
 
 import msgspec
 
+from services.core.files import FileRef
 from services.core.pageoptions import PageOptions
 
 T = TypeVar("T", bound="LogEvent")
@@ -232,6 +233,9 @@ class JobSubmitted(Event, tag="submitted"):
     batch_id: str | None = None
     index: int | None = None
     filename: str | None = None
+    # Files the page may refer to by relative name (assets, multipart parts, a stored
+    # template's bundle), stored under the tenant by digest (`core/files`); never bytes.
+    files: list[FileRef] = msgspec.field(default_factory=list)
 
     INPUTS: ClassVar[tuple[str, ...]] = ("template", "html", "data")
     """What the document is made from: large, and kept once, on the job's row."""
