@@ -25,6 +25,7 @@ from services.gateway import (
     batches,
     diagnostics,
     downloads,
+    gotenberg,
     idempotency,
     joblist,
     jobs,
@@ -92,8 +93,11 @@ def _body_limit(request: web.Request) -> tuple[int, str]:
     """The largest body the request's route takes, and the variable that sets it: a
     batch's item list may be far larger than any other request."""
     settings = request.app[SETTINGS]
-    if request.match_info.route.name == batches.SUBMIT_ROUTE:
+    name = request.match_info.route.name or ""
+    if name == batches.SUBMIT_ROUTE:
         return settings.max_batch_bytes, "PRESSROOM_MAX_BATCH_BYTES"
+    if name.startswith(gotenberg.FORM_ROUTE):
+        return settings.max_form_bytes, "PRESSROOM_MAX_FORM_BYTES"
     return settings.max_body_bytes, "PRESSROOM_MAX_BODY_BYTES"
 
 
@@ -234,5 +238,6 @@ def init_app(settings: Settings) -> web.Application:
     account.add_routes(app)
     admin.add_routes(app)
     openapi.add_routes(app)
+    gotenberg.add_routes(app)
     add_console_routes(app)
     return app

@@ -13,7 +13,6 @@ route needs, and its scope, are read from the route's own guard (`auth.guard_of`
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
 from services.core.status import BatchStatus, JobStatus
@@ -28,60 +27,10 @@ from services.gateway import (
     streamdocs,
     templates,
 )
-
-_ID_NAMES = re.compile(r"\{(?:job|batch|template|secret|tenant)_id(?::[^}]*)?\}")
-_PATTERNS = re.compile(r"\{(\w+):[^}]*\}")
-
-
-def public_path(canonical: str) -> str:
-    """The README's name of a router path: `/jobs/{job_id}` → `/jobs/{id}`,
-    `/files/{key:.+}` → `/files/{key}`."""
-    return _PATTERNS.sub(r"{\1}", _ID_NAMES.sub("{id}", canonical))
-
-
-@dataclass(frozen=True)
-class Param:
-    """A path, query or header parameter, with its JSON Schema."""
-
-    name: str
-    where: str  # path, query or header
-    schema: dict[str, Any]
-    description: str
-    required: bool = False
-
-
-@dataclass(frozen=True)
-class Media:
-    """A non-JSON answer (a file, a page, an event stream): content types and a schema."""
-
-    types: tuple[str, ...]
-    description: str
-    schema: dict[str, Any] = field(default_factory=lambda: {"type": "string"})
-    example: Any = None
-
-
-@dataclass(frozen=True)
-class Body:
-    """A JSON request body: its Struct and an example (and a JSON Lines form, if any)."""
-
-    struct: type
-    example: Any
-    required: bool = True
-    lines_example: str | None = None
-
-
-Answer = type | Media | None  # None: no body (204)
-
-
-@dataclass(frozen=True)
-class Route:
-    summary: str
-    tag: str
-    answers: dict[int, Answer]
-    errors: tuple[int, ...] = ()
-    params: tuple[Param, ...] = ()
-    body: Body | None = None
-    description: str = ""
+from services.gateway.contracttypes import Answer as Answer
+from services.gateway.contracttypes import Body, Media, Param, Route
+from services.gateway.contracttypes import public_path as public_path
+from services.gateway.gotenberg.docs import FORMS
 
 
 def path_id(what: str, pattern: re.Pattern[str] | None = None) -> Param:
@@ -543,7 +492,15 @@ META: dict[tuple[str, str], Route] = {
     ),
 }
 
-ROUTES: dict[tuple[str, str], Route] = {**JOBS, **BATCHES, **TEMPLATES, **ACCOUNT, **ADMIN, **META}
+ROUTES: dict[tuple[str, str], Route] = {
+    **JOBS,
+    **BATCHES,
+    **TEMPLATES,
+    **ACCOUNT,
+    **ADMIN,
+    **META,
+    **FORMS,
+}
 """Every public route, by (method, path as the README names it)."""
 
 TAGS = {
@@ -554,4 +511,6 @@ TAGS = {
     "admin": "Tenants, API keys and everyone's usage, for `PRESSROOM_ADMIN_KEY`.",
     "meta": "Health, readiness, and this document.",
     "console": "The web console's static files.",
+    "gotenberg": "Gotenberg 8 and 9's API (docs/gotenberg.md): each form one job, answered"
+    " with its file once done; errors in plain text.",
 }

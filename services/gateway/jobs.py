@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
@@ -13,6 +14,7 @@ from aiohttp import web
 
 from services.core import bus, db, diagnosis, events, metrics, netpolicy, timeline
 from services.core.errors import Conflict, NotFound, PressroomError, Unavailable, known_type
+from services.core.files import FileRef
 from services.core.holds import HoldKind
 from services.core.status import JobStatus
 from services.gateway import answers, idempotency, templates
@@ -133,21 +135,39 @@ async def submit_job(request: web.Request) -> web.Response:
     PostgreSQL is down, where other jobs still get their 202. So does the job of a tenant
     with a monthly quota, whose document is held in PostgreSQL before it is published.
     """
-    settings = request.app[SETTINGS]
-    tenant = caller_of(request).tenant
+    admit(request)
+    job = parse_job(await read_json_body(request))
+    return _accepted(await enqueue(request, job, header(request, "Idempotency-Key")))
+
+
+def admit(request: web.Request) -> None:
+    """Refuse a submission at once while NATS is away, the log is full or the caller's
+    tenant is over its rate: before its body is even parsed."""
     _require_nats(request)
     request.app[LOG_ROOM].admit()
-    request.app[LIMITS].admit(tenant)
-    job = parse_job(await read_json_body(request))
+    request.app[LIMITS].admit(caller_of(request).tenant)
+
+
+async def enqueue(
+    request: web.Request,
+    job: JobRequest,
+    key: str | None,
+    files: Sequence[FileRef] = (),
+) -> str:
+    """Publish a valid job request for the caller's tenant (with the files the page may
+    reach by name); its id once the log holds it. Every door that makes a job (`POST
+    /jobs`, the Gotenberg-compatible forms) comes through here, after `admit`."""
+    settings = request.app[SETTINGS]
+    tenant = caller_of(request).tenant
     await _check_addresses(job, settings.allow_private_networks)
-    key = header(request, "Idempotency-Key")
     job_id = job_id_for(settings.server_key_bytes(), tenant, key)
     if key is not None:
         job_id, logged = await _claimed(request, job, tenant, key, job_id)
         if logged:
-            return _accepted(job_id)
+            return job_id
     try:
         event = await _submitted_event(request, job, tenant, job_id, key)
+        event.files = list(files)
         fresh = await _hold_and_publish(request, event)
     except PressroomError:  # not in the log: the key is free for the same request again
         if key is not None:
@@ -157,7 +177,7 @@ async def submit_job(request: web.Request) -> web.Response:
         await bus.ring(request.app[NATS], tenant)
         request.app[LOG_ROOM].took(event)
         metrics.JOBS_SUBMITTED.inc()
-    return _accepted(job_id)
+    return job_id
 
 
 async def _load_row(request: web.Request, job_id: str) -> db.JobRow | None:

@@ -25,15 +25,8 @@ from aiohttp import web
 from services.core.errors import ErrorType
 from services.gateway import answers, schemadocs, streamdocs
 from services.gateway.auth import ADMIN_KEY, API_KEY, Guard, Handler, guard_of
-from services.gateway.contract import (
-    ROUTES,
-    TAGS,
-    Body,
-    Media,
-    Param,
-    Route,
-    public_path,
-)
+from services.gateway.contract import ROUTES, TAGS
+from services.gateway.contracttypes import Body, Media, Param, Route, public_path
 from services.gateway.keys import SETTINGS
 from services.gateway.streamdocs import REF
 

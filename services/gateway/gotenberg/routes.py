@@ -1,0 +1,196 @@
+"""The Gotenberg-compatible routes: each form becomes one Pressroom job (`jobs.enqueue`,
+the door `POST /jobs` uses), and the request waits for its end (`waiting.job_end`) to
+answer with the file, as Gotenberg does.
+
+Auth as Gotenberg clients send it: `Authorization: Basic` with the API key as password
+(any user name) or `Authorization: Bearer <API key>`. `/health` and `/version` are open,
+as Gotenberg's are.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import datetime as dt
+from collections.abc import Awaitable, Callable
+
+import msgspec
+from aiohttp import web
+from opentelemetry.trace import SpanKind
+
+from services.core import events, files, tracing
+from services.core.errors import Forbidden, PressroomError, RequestError, Unauthorized
+from services.gateway import jobs, waiting
+from services.gateway.auth import (
+    API_KEY,
+    AUTH_SETTINGS,
+    CALLER_KEY,
+    DIRECTORY,
+    IMPLICIT,
+    Caller,
+    Guard,
+    bearer_token,
+    declared,
+)
+from services.gateway.gotenberg import chromium, forms, replies
+from services.gateway.gotenberg.forms import Upload
+from services.gateway.keys import JS, LOG_ROOM, NATS, SETTINGS, STORAGE
+from services.gateway.requests import JobRequest, parse_job
+
+VERSION = "8.22.0"
+"""The Gotenberg version whose API these routes follow (`GET /version`)."""
+
+SCOPE = "jobs:write"
+FORM_ROUTE = "gotenberg."
+"""Prefix of the names of the form routes: their bodies may be up to
+`PRESSROOM_MAX_FORM_BYTES` (`app._body_limit`)."""
+
+Build = Callable[[forms.Form], chromium.Mapped]
+
+
+def _basic_password(request: web.Request) -> str | None:
+    """The password of an `Authorization: Basic` header (Gotenberg's basic auth)."""
+    scheme, _, encoded = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() != "basic":
+        return None
+    try:
+        decoded = base64.b64decode(encoded.strip(), validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        raise Unauthorized("the Basic credentials cannot be read") from None
+    _, colon, password = decoded.partition(":")
+    return password if colon and password else None
+
+
+def authenticate(request: web.Request) -> Caller:
+    """The caller of a form route: its API key as a Basic password or a Bearer token."""
+    if not request.app[AUTH_SETTINGS].auth_enabled:
+        caller = IMPLICIT
+    else:
+        token = _basic_password(request) or bearer_token(request)
+        caller = request.app[DIRECTORY].authenticate(token)
+    request[CALLER_KEY] = caller
+    if SCOPE not in caller.scopes:
+        raise Forbidden(f"this API key lacks the scope {SCOPE}")
+    return caller
+
+
+def as_job(mapped: chromium.Mapped) -> JobRequest:
+    """The mapped body through `parse_job`, its problems told by form field."""
+    try:
+        return parse_job(msgspec.json.encode(mapped.body))
+    except RequestError as exc:
+        source = mapped.field_of(exc.field)
+        if source is None:
+            raise
+        raise RequestError(f"form field {source!r}: {exc.message}", field=source) from None
+
+
+async def store(request: web.Request, tenant: str, uploads: list[Upload]) -> list[files.FileRef]:
+    """Store the form's files under the tenant by digest; their references for the job."""
+    refs: dict[str, files.FileRef] = {}
+    for upload in uploads:
+        problem = files.name_problem(upload.filename)
+        if problem is not None:
+            raise RequestError(f"file name {upload.filename!r} {problem}", field=upload.filename)
+        digest = files.digest_of(upload.data)
+        kind = files.sniff(upload.data, upload.filename)
+        await request.app[STORAGE].put(files.blob_key(tenant, digest), upload.data, kind)
+        refs[upload.filename] = files.FileRef(upload.filename, digest, len(upload.data), kind)
+    return list(refs.values())
+
+
+async def run(request: web.Request, build: Build) -> web.StreamResponse:
+    """Read the form, submit its job, wait for the job's end and answer as Gotenberg."""
+    trace = replies.trace_of(request)
+    headers = {replies.TRACE: trace}
+    try:
+        caller = authenticate(request)
+        jobs.admit(request)
+        form = forms.parse(await request.read(), request.headers.get("Content-Type", ""))
+        mapped = build(form)
+        job = as_job(mapped)
+        refs = await store(request, caller.tenant, mapped.files)
+        with tracing.span("gotenberg form", replies.traceparent(trace), SpanKind.INTERNAL):
+            job_id = await jobs.enqueue(request, job, None, refs)
+        headers[replies.JOB_HEADER] = job_id
+        return await answer(request, job_id, mapped, headers)
+    except PressroomError as exc:
+        return replies.error(exc, headers)
+
+
+async def answer(
+    request: web.Request, job_id: str, mapped: chromium.Mapped, headers: dict[str, str]
+) -> web.StreamResponse:
+    app = request.app
+    timeout = app[SETTINGS].gotenberg_timeout
+    end = await waiting.job_end(app[NATS], app[JS], job_id, timeout)
+    if end is None:
+        return replies.text(
+            503,
+            f"the job {job_id} did not end within {timeout:g} s "
+            f"(PRESSROOM_GOTENBERG_TIMEOUT); it goes on: GET /jobs/{job_id}",
+            headers,
+        )
+    if not isinstance(end, events.JobDone):
+        return replies.failed(end, headers)
+    if mapped.fail_on_refused and end.refused:
+        first = end.refused[0]
+        return replies.text(
+            409,
+            f"a resource was refused: {first.get('url', '')}: {first.get('reason', '')}"
+            " (failOnResourceLoadingFailed)",
+            headers,
+        )
+    return await replies.document(request, app[STORAGE], end, headers)
+
+
+def _route(build: Build) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    async def handler(request: web.Request) -> web.StreamResponse:
+        return await run(request, build)
+
+    return declared(Guard(API_KEY, SCOPE), handler)
+
+
+def _convert(source: str) -> Build:
+    def build(form: forms.Form) -> chromium.Mapped:
+        return chromium.convert(form, source)
+
+    return build
+
+
+async def health(request: web.Request) -> web.Response:
+    """`GET /health`: Gotenberg's shape. Chromium and the PDF engines are up while jobs
+    can be taken (NATS connected, the log not full): renderers take them from there."""
+    now = dt.datetime.now(dt.UTC).isoformat()
+    up = request.app[NATS].is_connected and not request.app[LOG_ROOM].full()
+    word = "up" if up else "down"
+    module = {"status": word, "timestamp": now}
+    body = {"status": word, "details": {"chromium": module, "pdfengines": module}}
+    return web.json_response(body, status=200 if up else 503)
+
+
+async def version(request: web.Request) -> web.Response:
+    """`GET /version`: the Gotenberg version these routes follow."""
+    return web.Response(text=VERSION)
+
+
+async def libreoffice(request: web.Request) -> web.Response:
+    """`POST /forms/libreoffice/convert`: office files are not converted."""
+    return replies.text(
+        501,
+        "Pressroom does not convert office files (no LibreOffice); convert them to PDF "
+        "first and send them to /forms/pdfengines/merge or /forms/pdf/merge",
+        {replies.TRACE: replies.trace_of(request)},
+    )
+
+
+def add_routes(app: web.Application) -> None:
+    for source in ("html", "url"):
+        app.router.add_post(
+            f"/forms/chromium/convert/{source}",
+            _route(_convert(source)),
+            name=f"{FORM_ROUTE}chromium.convert.{source}",
+        )
+    app.router.add_post("/forms/libreoffice/convert", libreoffice)
+    app.router.add_get("/health", health)  # a HEAD is answered by the GET route
+    app.router.add_get("/version", version)

@@ -1,0 +1,187 @@
+"""The Gotenberg-compatible routes on the whole stack, driven by `curl --form` lines as
+Gotenberg's documentation writes them: each form is one Pressroom job, answered with the
+file (checked by pikepdf and poppler, not by Pressroom's own reader) or with Gotenberg's
+status and a plain-text reason naming the field."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import subprocess
+from dataclasses import replace
+from pathlib import Path
+
+import pikepdf
+import pytest
+
+from services.core.settings import Settings
+from tests.conftest import Stack
+
+INDEX = "<!doctype html><title>Invoice</title><h1>Invoice INV-2026-004217</h1>"
+
+
+def curl(
+    stack: Stack, route: str, *args: str, out: Path | None = None
+) -> tuple[int, dict[str, str], bytes]:
+    """Run curl as a Gotenberg user would, with the tenant's API key as Basic password;
+    the status, headers (lowercased names) and body."""
+    command = ["curl", "--silent", "--show-error", "--request", "POST",
+               f"{stack.url}{route}", "--user", f"any:{stack.tenant.key}",
+               "--dump-header", "-", *args]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, check=True, timeout=120)
+    head, _, body = done.stdout.partition(b"\r\n\r\n")
+    lines = head.decode().split("\r\n")
+    status = int(lines[0].split()[1])
+    headers = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    return status, headers, body
+
+
+@pytest.fixture
+def index(tmp_path: Path) -> Path:
+    path = tmp_path / "index.html"
+    path.write_text(INDEX)
+    return path
+
+
+def page_size_pt(data: bytes) -> tuple[float, float]:
+    with pikepdf.open(io.BytesIO(data)) as pdf:
+        box = [float(v) for v in pdf.pages[0].mediabox]
+    return box[2] - box[0], box[3] - box[1]
+
+
+def pdftotext(data: bytes) -> str:
+    done = subprocess.run(["pdftotext", "-", "-"], input=data, capture_output=True, check=True)
+    return done.stdout.decode()
+
+
+async def test_the_docs_html_curl_line_answers_a_letter_pdf_with_the_trace_echoed(
+    stack: Stack, index: Path
+) -> None:
+    status, headers, body = await asyncio.to_thread(
+        curl, stack, "/forms/chromium/convert/html", "--form", f"files=@{index}",
+        "--header", "Gotenberg-Trace: my-trace-42",
+        "--header", "Gotenberg-Output-Filename: invoice",
+    )  # fmt: skip
+    assert status == 200, body
+    assert headers["content-type"] == "application/pdf"
+    assert headers["gotenberg-trace"] == "my-trace-42"
+    assert 'filename="invoice.pdf"' in headers["content-disposition"]
+    width, height = page_size_pt(body)
+    assert (round(width), round(height)) == (612, 792)  # Gotenberg's default: Letter
+    assert "INV-2026-004217" in pdftotext(body)
+    job = await stack.finished(headers["pressroom-job-id"])  # a real job of the tenant
+    assert job["status"] == "done"
+
+
+@pytest.mark.parametrize(
+    ("width", "height", "expected"),
+    [
+        ("210mm", "297mm", (595, 842)),
+        ("21cm", "29.7cm", (595, 842)),
+        ("8.27", "11.7", (595, 842)),
+        ("595pt", "842pt", (595, 842)),
+        ("794px", "1123px", (596, 842)),
+        ("49.6pc", "70.2pc", (595, 842)),
+    ],
+)
+async def test_paper_size_in_every_gotenberg_unit(
+    stack: Stack, index: Path, width: str, height: str, expected: tuple[int, int]
+) -> None:
+    status, _, body = await asyncio.to_thread(
+        curl, stack, "/forms/chromium/convert/html", "--form", f"files=@{index}",
+        "--form", f"paperWidth={width}", "--form", f"paperHeight={height}",
+        "--form", "marginTop=1cm", "--form", "marginLeft=36pt", "--form", "landscape=false",
+    )  # fmt: skip
+    assert status == 200, body
+    w, h = page_size_pt(body)
+    assert abs(w - expected[0]) <= 1.5 and abs(h - expected[1]) <= 1.5, (w, h)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("paperWidth", "wide"),
+        ("scale", "9"),
+        ("landscape", "maybe"),
+        ("cookies", '[{"name":"a","value":"b","domain":"x"}]'),
+        ("failOnConsoleExceptions", "true"),
+        ("userAgent", "Bot/1"),
+        ("pdfa", "PDF/A-1b"),
+        ("noSuchField", "1"),
+        ("metadata", "{not json"),
+        ("waitDelay", "5 parsecs"),
+        ("nativePageRanges", "x-y"),
+    ],
+)
+async def test_a_field_pressroom_cannot_honour_is_a_400_naming_it(
+    stack: Stack, index: Path, field: str, value: str
+) -> None:
+    status, headers, body = await asyncio.to_thread(
+        curl, stack, "/forms/chromium/convert/html", "--form", f"files=@{index}",
+        "--form-string", f"{field}={value}",
+    )  # fmt: skip
+    assert status == 400, body
+    assert headers["content-type"].startswith("text/plain")
+    assert field.encode() in body, body
+
+
+async def test_no_key_is_a_401_and_a_bearer_key_works(stack: Stack, index: Path) -> None:
+    async with stack.client.post(
+        f"{stack.url}/forms/chromium/convert/html",
+        data={"x": "1"},
+        headers={"Authorization": "Basic eDp5"},
+    ) as response:
+        assert response.status == 401
+    form = {"files": index.open("rb")}
+    async with stack.client.post(f"{stack.url}/forms/chromium/convert/html", data=form) as response:
+        assert response.status == 200, await response.text()  # the session sends Bearer
+        assert response.headers["Content-Type"] == "application/pdf"
+
+
+async def test_health_version_and_libreoffice(stack: Stack, tmp_path: Path) -> None:
+    async with stack.client.get(f"{stack.url}/health") as response:
+        assert response.status == 200
+        body = await response.json()
+        assert body["status"] == "up"
+        assert body["details"]["chromium"]["status"] == "up"
+    async with stack.client.head(f"{stack.url}/health") as response:
+        assert response.status == 200
+    async with stack.client.get(f"{stack.url}/version") as response:
+        assert (await response.text()).startswith("8.")
+    doc = tmp_path / "a.docx"
+    doc.write_bytes(b"PK\x03\x04")
+    status, _, body = await asyncio.to_thread(
+        curl, stack, "/forms/libreoffice/convert", "--form", f"files=@{doc}"
+    )
+    assert status == 501 and b"office" in body
+
+
+@pytest.fixture
+def short_wait(settings: Settings) -> Settings:
+    return replace(settings, gotenberg_timeout=1.0)
+
+
+async def test_a_job_outliving_the_wait_is_a_503_naming_it_and_still_finishes(
+    short_wait: Settings, tmp_path: Path
+) -> None:
+    stack = Stack(short_wait)
+    await stack.start()
+    try:
+        slow = tmp_path / "index.html"
+        slow.write_text(
+            "<p id=p></p><script>setTimeout(() => p.textContent = 'late', 2500)</script>"
+        )
+        status, headers, body = await asyncio.to_thread(
+            curl, stack, "/forms/chromium/convert/html", "--form", f"files=@{slow}",
+            "--form", "waitForExpression=document.getElementById('p').textContent === 'late'",
+        )  # fmt: skip
+        assert status == 503, body
+        job_id = headers["pressroom-job-id"]
+        assert job_id.encode() in body
+        job = await stack.finished(job_id)
+        assert job["status"] == "done"
+    finally:
+        await stack.close()
