@@ -69,7 +69,7 @@ async def last_event(
     """The job's latest event of type `tag` in the stream, or None.
 
     `direct` asks with a direct get, which any replica of the stream answers without the
-    JetStream API's JSON (about half the server's CPU): on a replicated stream the answer
+    JetStream API's JSON (much of the server's CPU): on a replicated stream the answer
     can lag the leader's, so only callers that tolerate a slightly old answer use it.
     """
     subjects = [events.subject(job_id, tag)]
