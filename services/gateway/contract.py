@@ -68,6 +68,9 @@ class Body:
     example: Any
     required: bool = True
     lines_example: str | None = None
+    more_examples: tuple[tuple[str, str, Any], ...] = ()
+    """Other named examples (name, summary, body): the document then lists `example`
+    under the name `default` beside them."""
 
 
 Answer = type | Media | None  # None: no body (204)
@@ -170,6 +173,11 @@ JOB_EXAMPLE = {
     "options": {"format": "A4", "margin": {"top": "15mm", "bottom": "15mm"}},
     "webhook_url": "https://example.com/hooks/pressroom",
 }
+MARKDOWN_EXAMPLE = {
+    "markdown": "# Delivery note 2041\n\n| Item | Qty |\n|------|----:|\n| Paper A4 | 12 |\n",
+    "stylesheet": "th { background: #eef }",
+    "options": {"format": "A5"},
+}
 BATCH_EXAMPLE = {
     "template": "<h1>Invoice {{ number }}</h1>",
     "items": [
@@ -196,9 +204,14 @@ JOBS: dict[tuple[str, str], Route] = {
         {202: answers.JobAccepted},
         (*WRITE_ERRORS, 422, 429),
         params=(IDEMPOTENCY_KEY,),
-        body=Body(requests.JobRequest, JOB_EXAMPLE),
-        description="Exactly one of `template`, `template_id`, `html` and `url` is the "
-        "source. 202 once the job is durable in the log; poll `url`, or follow "
+        body=Body(
+            requests.JobRequest,
+            JOB_EXAMPLE,
+            more_examples=(("markdown", "A Markdown document with a table", MARKDOWN_EXAMPLE),),
+        ),
+        description="Exactly one of `template`, `template_id`, `html`, `url` and `markdown` is "
+        "the source (`template` or `template_id` may wrap `markdown`, given its HTML as "
+        "`content`). 202 once the job is durable in the log; poll `url`, or follow "
         "`/jobs/{id}/stream`.",
     ),
     ("GET", "/jobs"): Route(
