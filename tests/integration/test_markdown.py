@@ -5,7 +5,8 @@ Verifies: the PDF of a Markdown job holds its table's cells in rows and takes it
 from the first heading; a stored template gets the Markdown's HTML as `content` with its
 own header; the same raw HTML (a script, a `file:` image, a loopback image) sent as HTML
 and inside Markdown makes the same refusals, each with its reason, and the loopback
-server sees no request from either.
+server sees no request from either; `pressroom render --markdown` and the client send
+Markdown (with a stylesheet and a wrapping template file).
 """
 
 from __future__ import annotations
@@ -13,14 +14,17 @@ from __future__ import annotations
 import dataclasses
 import io
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pypdf
 import pytest
 from aiohttp import web
 
+from pressroom.client import AsyncClient
 from services.core.settings import Settings
 from tests.conftest import Stack, serving
+from tests.integration.test_cli import pressroom
 
 TABLE = """# Delivery note 2041
 
@@ -135,3 +139,25 @@ async def test_raw_html_in_markdown_meets_the_same_refusals_as_an_html_job(
     assert "loopback" in urls[f"{loopback.url}/script"]
     assert all(reason for reason in urls.values()), urls  # every refusal says why
     assert loopback.hits == []
+
+
+async def test_the_cli_and_the_client_send_markdown_files(stack: Stack, tmp_path: Path) -> None:
+    (tmp_path / "notes.md").write_text(TABLE)
+    (tmp_path / "notes.css").write_text("td { color: #060 }")
+    (tmp_path / "wrapper.html.j2").write_text("<p>Wrapped</p>{{ content }}<style>{{ stylesheet }}")
+    status, _, err = await pressroom(
+        tmp_path, "render", "--markdown", "notes.md", "--stylesheet", "notes.css",
+        "wrapper.html.j2", "--url", stack.url, "--key", stack.tenant.key,
+    )  # fmt: skip
+    assert status == 0, err
+    text, _ = text_of((tmp_path / "notes.pdf").read_bytes())
+    assert "Wrapped" in text and "Paper A4" in text, text
+    status, _, err = await pressroom(
+        tmp_path, "render", "--stylesheet", "notes.css", "--html", "notes.md"
+    )
+    assert status == 2 and "--stylesheet styles --markdown" in err
+
+    async with AsyncClient(stack.url, stack.tenant.key) as client:
+        job = await client.submit(markdown=TABLE, stylesheet="th { color: red }")
+        done = await client.wait(job.id, timeout=60)
+        assert done.status == "done" and done.pages == 1
