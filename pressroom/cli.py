@@ -190,11 +190,16 @@ def markdown_source(args: argparse.Namespace) -> dict[str, Any]:
     return body
 
 
+IMAGE_EXTENSIONS = {"png": "png", "jpeg": "jpg", "webp": "webp"}
+"""The file name extension of each image `options.output` (any other is a PDF)."""
+
+
 def output_path(args: argparse.Namespace, job: Job) -> str:
     """`-o`, else the source file's name with the output's extension, else `<job id>.pdf`."""
     if args.output:
         return str(args.output)
-    extension = ".png" if (options_of(args.option) or {}).get("output") == "png" else ".pdf"
+    output = (options_of(args.option) or {}).get("output")
+    extension = "." + IMAGE_EXTENSIONS.get(str(output), "pdf")
     local = args.markdown or args.html
     local = local or (args.source if not str(args.source).startswith("http") else None)
     if local and local != "-":

@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from services.core import outputs
 from services.core.status import BatchStatus, JobStatus
 from services.gateway import (
     account,
@@ -162,6 +163,8 @@ BATCH_STREAM = Media(
     streamdocs.BATCH_EXAMPLE,
 )
 HTML = Media(("text/html",), "an HTML page")
+DOCUMENT_TYPES = tuple(outputs.CONTENT_TYPES.values())
+"""What a job's document is: a PDF or an image (`options.output`)."""
 STATIC = Media(("text/html", "text/javascript", "text/css"), "a static file")
 
 READ_ERRORS = (401, 403, 404, 503)
@@ -294,8 +297,8 @@ JOBS: dict[tuple[str, str], Route] = {
         "Download a document through its signed link (local storage only)",
         "jobs",
         {
-            200: Media(("application/pdf", "image/png"), "the document"),
-            206: Media(("application/pdf", "image/png"), "the part a `Range` asked for"),
+            200: Media(DOCUMENT_TYPES, "the document"),
+            206: Media(DOCUMENT_TYPES, "the part a `Range` asked for"),
         },
         (400, 404, 416),
         params=(

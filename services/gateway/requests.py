@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal, TypeVar
 import msgspec
 from aiohttp import web
 
-from services.core import crypto, filenames, markdown, pageoptions
+from services.core import crypto, filenames, markdown, outputs, pageoptions
 from services.core.errors import RequestError
 from services.core.events import BatchItem
 from services.core.numbers import bounded_int
@@ -475,7 +475,7 @@ def _check_item_source(item: BatchItemRequest, name: str, templated: bool) -> No
 
 def extension_of(batch: BatchRequest) -> str:
     """The extension of every item's file: what `options.output` makes."""
-    return "png" if batch.options.output == "png" else "pdf"
+    return outputs.extension_of(batch.options.output)
 
 
 def default_filename(index: int, total: int, extension: str) -> str:
