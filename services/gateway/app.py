@@ -34,6 +34,7 @@ from services.gateway import (
     openapi,
     streams,
     templates,
+    uploads,
 )
 from services.gateway.auth import AUTH_SETTINGS, CALLER_KEY, DIRECTORY, Directory
 from services.gateway.compiles import Compiler
@@ -93,11 +94,8 @@ def _body_limit(request: web.Request) -> tuple[int, str]:
     """The largest body the request's route takes, and the variable that sets it: a
     batch's item list may be far larger than any other request."""
     settings = request.app[SETTINGS]
-    name = request.match_info.route.name or ""
-    if name == batches.SUBMIT_ROUTE:
+    if request.match_info.route.name == batches.SUBMIT_ROUTE:
         return settings.max_batch_bytes, "PRESSROOM_MAX_BATCH_BYTES"
-    if name.startswith(gotenberg.FORM_ROUTE):
-        return settings.max_form_bytes, "PRESSROOM_MAX_FORM_BYTES"
     return settings.max_body_bytes, "PRESSROOM_MAX_BODY_BYTES"
 
 
@@ -120,8 +118,8 @@ async def route_body_limit(request: web.Request, handler: Handler) -> web.Stream
 async def errors_as_json(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Every error leaves as JSON naming its cause; no stack trace reaches a client."""
     try:
-        if request.body_exists:
-            await _read_body(request)
+        if request.body_exists and not uploads.is_multipart(request):
+            await _read_body(request)  # a multipart body is read as it comes (`uploads`)
         return await handler(request)
     except PressroomError as exc:
         return error_response(exc.http_status, exc.kind, exc.message, exc.field, exc.headers())

@@ -47,6 +47,9 @@ class Body:
     example: Any
     required: bool = True
     lines_example: str | None = None
+    more_examples: tuple[tuple[str, str, Any], ...] = ()
+    """Other named examples (name, summary, body): the document then lists `example`
+    under the name `default` beside them."""
 
 
 Answer = type | Media | None  # None: no body (204)

@@ -7,18 +7,17 @@ Every problem is a `RequestError` naming the form field as the client sent it
 
 from __future__ import annotations
 
-import email.parser
-import email.policy
 import json
 import math
 import re
 from dataclasses import dataclass, field
-from email.message import EmailMessage
 from typing import Any
 
-from services.core.errors import RequestError
+from aiohttp import web
 
-_PARSER = email.parser.BytesParser(policy=email.policy.HTTP)
+from services.core.errors import RequestError
+from services.gateway import uploads
+from services.gateway.keys import SETTINGS
 
 
 @dataclass(frozen=True)
@@ -98,43 +97,19 @@ class Form:
         return sorted(name for name in self.fields if name not in self.used)
 
 
-def parse(body: bytes, content_type: str) -> Form:
-    """A `multipart/form-data` body as a `Form`; `RequestError` for anything else."""
-    mime = content_type.split(";", 1)[0].strip().lower()
-    if mime != "multipart/form-data":
-        shown = content_type or "none"
-        raise RequestError(
-            f"Content-Type must be multipart/form-data, got {shown}", field="Content-Type"
-        )
-    head = f"Content-Type: {content_type}\r\nMIME-Version: 1.0\r\n\r\n".encode()
-    try:
-        message = _PARSER.parsebytes(head + body)
-    except (ValueError, TypeError, LookupError):
-        raise RequestError("the multipart body cannot be read", field="body") from None
-    if not isinstance(message, EmailMessage) or not message.is_multipart():
-        raise RequestError("the multipart body cannot be read", field="body")
-    if message.defects:
-        raise RequestError("the multipart body is malformed (boundary?)", field="body")
+async def read(request: web.Request) -> Form:
+    """The request's multipart form, read within the upload limits (`uploads.read_form`:
+    `413` naming a file or `files` past them)."""
+    upload = await uploads.read_form(request, uploads.UploadLimits.of(request.app[SETTINGS]))
     form = Form()
-    for part in message.iter_parts():
-        _add(form, part)
-    return form
-
-
-def _add(form: Form, part: Any) -> None:
-    name = part.get_param("name", header="content-disposition")
-    if not isinstance(name, str) or not name:
-        raise RequestError("a form part has no name", field="body")
-    filename = part.get_filename()
-    payload = part.get_payload(decode=True)
-    data = payload if isinstance(payload, bytes) else b""
-    if filename is None:
+    for name, raw in upload.fields.items():
         try:
-            form.fields[name] = data.decode("utf-8")
+            form.fields[name] = raw.decode("utf-8")
         except UnicodeDecodeError:
             raise RequestError(f"form field {name!r} is not UTF-8 text", field=name) from None
-        return
-    form.files.append(Upload(part=name, filename=str(filename), data=data))
+    for filename, data in upload.files:
+        form.files.append(Upload(upload.parts.get(filename, "files"), filename, data))
+    return form
 
 
 _LENGTH = re.compile(r"\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*(pt|px|in|mm|cm|pc)?\s*")

@@ -18,8 +18,9 @@ import msgspec
 from aiohttp import web
 from opentelemetry.trace import SpanKind
 
-from services.core import events, files, tracing
+from services.core import events, filestore, tracing
 from services.core.errors import Forbidden, PressroomError, RequestError, Unauthorized
+from services.core.files import FileRef
 from services.gateway import jobs, waiting
 from services.gateway.auth import (
     API_KEY,
@@ -42,8 +43,7 @@ VERSION = "8.22.0"
 
 SCOPE = "jobs:write"
 FORM_ROUTE = "gotenberg."
-"""Prefix of the names of the form routes: their bodies may be up to
-`PRESSROOM_MAX_FORM_BYTES` (`app._body_limit`)."""
+"""Prefix of the names of the form routes."""
 
 Build = Callable[[forms.Form], chromium.Mapped]
 
@@ -85,18 +85,10 @@ def as_job(mapped: chromium.Mapped) -> JobRequest:
         raise RequestError(f"form field {source!r}: {exc.message}", field=source) from None
 
 
-async def store(request: web.Request, tenant: str, uploads: list[Upload]) -> list[files.FileRef]:
+async def store(request: web.Request, tenant: str, uploads: list[Upload]) -> list[FileRef]:
     """Store the form's files under the tenant by digest; their references for the job."""
-    refs: dict[str, files.FileRef] = {}
-    for upload in uploads:
-        problem = files.name_problem(upload.filename)
-        if problem is not None:
-            raise RequestError(f"file name {upload.filename!r} {problem}", field=upload.filename)
-        digest = files.digest_of(upload.data)
-        kind = files.sniff(upload.data, upload.filename)
-        await request.app[STORAGE].put(files.blob_key(tenant, digest), upload.data, kind)
-        refs[upload.filename] = files.FileRef(upload.filename, digest, len(upload.data), kind)
-    return list(refs.values())
+    named = [(upload.filename, upload.data) for upload in uploads]
+    return await filestore.store_files(request.app[STORAGE], tenant, named)
 
 
 async def run(request: web.Request, build: Build) -> web.StreamResponse:
@@ -106,7 +98,7 @@ async def run(request: web.Request, build: Build) -> web.StreamResponse:
     try:
         caller = authenticate(request)
         jobs.admit(request)
-        form = forms.parse(await request.read(), request.headers.get("Content-Type", ""))
+        form = await forms.read(request)
         mapped = build(form)
         job = as_job(mapped)
         refs = await store(request, caller.tenant, mapped.files)
