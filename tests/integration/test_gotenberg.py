@@ -185,3 +185,28 @@ async def test_a_job_outliving_the_wait_is_a_503_naming_it_and_still_finishes(
         assert job["status"] == "done"
     finally:
         await stack.close()
+
+
+async def test_screenshots_in_each_format_and_a_markdown_form(stack: Stack, tmp_path: Path) -> None:
+    page = tmp_path / "index.html"
+    page.write_text("<h1 style='color:#c00'>Shot</h1>")
+    for kind, magic in (("png", b"\x89PNG"), ("jpeg", b"\xff\xd8\xff"), ("webp", b"RIFF")):
+        status, headers, body = await asyncio.to_thread(
+            curl, stack, "/forms/chromium/screenshot/html", "--form", f"files=@{page}",
+            "--form", f"format={kind}", "--form", "quality=80", "--form", "width=640",
+        )  # fmt: skip
+        assert status == 200, body
+        assert headers["content-type"] == f"image/{kind}"
+        assert body.startswith(magic)
+    index = tmp_path / "md" / "index.html"
+    index.parent.mkdir()
+    index.write_text('<html><body>{{ toHTML "notes.md" }}</body></html>')
+    notes = index.parent / "notes.md"
+    notes.write_text("# Release notes\n\n| a | b |\n|---|---|\n| 1 | 2 |\n")
+    status, _, body = await asyncio.to_thread(
+        curl, stack, "/forms/chromium/convert/markdown",
+        "--form", f"files=@{index}", "--form", f"files=@{notes}",
+    )  # fmt: skip
+    assert status == 200, body
+    text = pdftotext(body)
+    assert "Release notes" in text and "{{" not in text

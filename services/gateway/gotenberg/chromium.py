@@ -12,10 +12,12 @@ field Pressroom cannot honour, or any field it does not know, is a `400` naming 
 from __future__ import annotations
 
 import base64
+import re
 import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
+from services.core import markdown
 from services.core.errors import RequestError
 from services.core.files import sniff
 from services.core.finishingoptions import PERMISSIONS
@@ -36,9 +38,12 @@ METADATA_KEYS = {"Title": "title", "Author": "author", "Subject": "subject", "Ke
 """ExifTool-style keys of `metadata` that the Chromium routes write (the document
 information Pressroom sets while printing)."""
 
-DEFAULT_FAIL_STATUS = frozenset({499, 599})
-"""`failOnHttpStatusCodes`' default: any 4xx (499) or 5xx (599) of the main page fails,
-which is what Pressroom always does."""
+IMAGE_FORMATS = ("png", "jpeg", "webp")
+SCREEN = (800, 600)
+"""Gotenberg's default screenshot viewport, CSS px."""
+
+_TO_HTML = re.compile(r"\{\{-?\s*toHTML\s+\"([^\"]+)\"\s*-?\}\}")
+"""A Markdown form's `{{ toHTML "file.md" }}`: where that file's HTML goes."""
 
 
 @dataclass
@@ -83,13 +88,32 @@ def _text(upload: Upload) -> str:
         raise RequestError(f"{upload.filename} is not UTF-8 text", field=upload.filename) from None
 
 
-def html_source(form: Form, mapped: Mapped) -> None:
-    """`index.html` is the page; `header.html` and `footer.html` its header and footer."""
+def source(form: Form, mapped: Mapped, kind: str) -> None:
+    """The page: `url`, or `index.html` (for Markdown, with each `{{ toHTML "x.md" }}`
+    replaced by that file's HTML, made by Pressroom's Markdown parser)."""
+    if kind == "url":
+        url = form.text("url")
+        if url is None:
+            raise RequestError("form field 'url' is required", field="url")
+        mapped.body["url"] = url
+        mapped.origin["url"] = "url"
+        return
     named = {u.filename: u for u in form.files if u.part != "embeds"}
     index = named.get("index.html")
     if index is None:
         raise RequestError("the form has no index.html file", field="index.html")
-    mapped.body["html"] = _text(index)
+    html = _text(index)
+    if kind == "markdown":
+        html = _TO_HTML.sub(lambda found: _markdown(named, found[1]), html)
+    mapped.body["html"] = html
+    mapped.origin["html"] = "index.html"
+
+
+def _markdown(named: dict[str, Upload], name: str) -> str:
+    upload = named.get(name)
+    if upload is None:
+        raise RequestError(f"index.html asks for {name!r}, which the form lacks", field=name)
+    return markdown.to_html(_text(upload))[0]
 
 
 def header_footer(form: Form, mapped: Mapped) -> None:
@@ -182,10 +206,12 @@ def network(form: Form, mapped: Mapped) -> None:
     if form.text("downloadFrom") is not None:
         raise refuse("downloadFrom", "Pressroom does not fetch a form's files from URLs")
     codes = form.json("failOnHttpStatusCodes")
-    if codes is not None and (not isinstance(codes, list) or set(codes) != DEFAULT_FAIL_STATUS):
-        raise refuse(
-            "failOnHttpStatusCodes",
-            "Pressroom always fails on a 4xx or 5xx page, i.e. [499,599], and only then",
+    if codes is not None and not (
+        isinstance(codes, list) and all(isinstance(c, int) and 100 <= c <= 599 for c in codes)
+    ):
+        raise RequestError(
+            "form field 'failOnHttpStatusCodes' must be a JSON list of HTTP status codes",
+            field="failOnHttpStatusCodes",
         )
     if form.flag("failOnConsoleExceptions", False):
         raise refuse("failOnConsoleExceptions", "Pressroom does not fail on console exceptions")
@@ -254,24 +280,58 @@ def embeds(form: Form, mapped: Mapped) -> None:
         mapped.option("attachments", attached, "embeds")
 
 
-def convert(form: Form, source: str) -> Mapped:
-    """A Chromium conversion form (`source` is `html` or `url`) as a Pressroom job body."""
+def image(form: Form, mapped: Mapped) -> None:
+    """A screenshot's format, quality, viewport and background."""
+    kind = form.text("format") or "png"
+    if kind not in IMAGE_FORMATS:
+        raise RequestError(
+            f"form field 'format' must be one of {', '.join(IMAGE_FORMATS)}, got {kind!r}",
+            field="format",
+        )
+    mapped.option("output", kind, "format")
+    quality = form.integer("quality", 100, 0, 100)
+    if kind != "png":  # PNG is lossless: Gotenberg too leaves `quality` to JPEG and WebP
+        mapped.option("quality", quality, "quality")
+    width = form.integer("width", SCREEN[0], 1, 4096)
+    height = form.integer("height", SCREEN[1], 1, 4096)
+    mapped.option("width", f"{width}px", "width")
+    if form.flag("clip", False):  # the viewport only; else the whole page
+        mapped.option("height", f"{height}px", "height")
+    if form.flag("omitBackground", False):
+        mapped.option("omit_background", True, "omitBackground")
+    form.flag("optimizeForSpeed", False)  # an encoder hint; the image is the same picture
+    mapped.option("emulate_media", form.text("emulatedMediaType") or "print", "emulatedMediaType")
+
+
+def _common(form: Form, kind: str) -> Mapped:
     mapped = Mapped(body={}, files=[])
-    if source == "url":
-        url = form.text("url")
-        if url is None:
-            raise RequestError("form field 'url' is required", field="url")
-        mapped.body["url"] = url
-        mapped.origin["url"] = "url"
-    else:
-        html_source(form, mapped)
-    header_footer(form, mapped)
-    page(form, mapped)
+    source(form, mapped, kind)
     waiting(form, mapped)
     network(form, mapped)
-    finishing(form, mapped)
+    return mapped
+
+
+def _finish(form: Form, mapped: Mapped) -> Mapped:
     mapped.files = [u for u in form.files if u.part != "embeds" and u.filename not in SPECIAL]
     unknown = form.unknown()
     if unknown:
         raise refuse(unknown[0], "Pressroom does not know this field")
     return mapped
+
+
+def convert(form: Form, kind: str) -> Mapped:
+    """A Chromium conversion form (`kind`: `html`, `url` or `markdown`) as a Pressroom
+    job body that prints a PDF."""
+    mapped = _common(form, kind)
+    header_footer(form, mapped)
+    page(form, mapped)
+    finishing(form, mapped)
+    return _finish(form, mapped)
+
+
+def screenshot(form: Form, kind: str) -> Mapped:
+    """A Chromium screenshot form (`kind`: `html`, `url` or `markdown`) as a Pressroom
+    job body that makes an image."""
+    mapped = _common(form, kind)
+    image(form, mapped)
+    return _finish(form, mapped)

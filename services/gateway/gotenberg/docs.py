@@ -27,6 +27,10 @@ def _form(summary: str) -> Route:
 FORMS: dict[tuple[str, str], Route] = {
     ("POST", "/forms/chromium/convert/html"): _form("Gotenberg: HTML (index.html) to PDF"),
     ("POST", "/forms/chromium/convert/url"): _form("Gotenberg: a URL to PDF"),
+    ("POST", "/forms/chromium/convert/markdown"): _form("Gotenberg: Markdown files to PDF"),
+    ("POST", "/forms/chromium/screenshot/html"): _form("Gotenberg: HTML to an image"),
+    ("POST", "/forms/chromium/screenshot/url"): _form("Gotenberg: a URL to an image"),
+    ("POST", "/forms/chromium/screenshot/markdown"): _form("Gotenberg: Markdown to an image"),
     ("POST", "/forms/libreoffice/convert"): Route(
         "Gotenberg: office files (not converted: 501)",
         "gotenberg",

@@ -143,9 +143,9 @@ def _route(build: Build) -> Callable[[web.Request], Awaitable[web.StreamResponse
     return declared(Guard(API_KEY, SCOPE), handler)
 
 
-def _convert(source: str) -> Build:
+def _built(make: Callable[[forms.Form, str], chromium.Mapped], kind: str) -> Build:
     def build(form: forms.Form) -> chromium.Mapped:
-        return chromium.convert(form, source)
+        return make(form, kind)
 
     return build
 
@@ -177,12 +177,13 @@ async def libreoffice(request: web.Request) -> web.Response:
 
 
 def add_routes(app: web.Application) -> None:
-    for source in ("html", "url"):
-        app.router.add_post(
-            f"/forms/chromium/convert/{source}",
-            _route(_convert(source)),
-            name=f"{FORM_ROUTE}chromium.convert.{source}",
-        )
+    for kind in ("html", "url", "markdown"):
+        for action, make in (("convert", chromium.convert), ("screenshot", chromium.screenshot)):
+            app.router.add_post(
+                f"/forms/chromium/{action}/{kind}",
+                _route(_built(make, kind)),
+                name=f"{FORM_ROUTE}chromium.{action}.{kind}",
+            )
     app.router.add_post("/forms/libreoffice/convert", libreoffice)
     app.router.add_get("/health", health)  # a HEAD is answered by the GET route
     app.router.add_get("/version", version)
