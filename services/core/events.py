@@ -14,6 +14,7 @@ from typing import Any, ClassVar, TypeVar
 import msgspec
 
 from services.core.files import FileRef
+from services.core.hooks import FileWebhook
 from services.core.pageoptions import PageOptions
 
 T = TypeVar("T", bound="LogEvent")
@@ -241,6 +242,8 @@ class JobSubmitted(Event, tag="submitted"):
     # Files the page may refer to by relative name (assets, multipart parts, a stored
     # template's bundle), stored under the tenant by digest (`core/files`); never bytes.
     files: list[FileRef] = msgspec.field(default_factory=list)
+    # With `webhook_url`: the webhook carries the file itself (Gotenberg's webhook mode).
+    file_webhook: FileWebhook | None = None
 
     INPUTS: ClassVar[tuple[str, ...]] = ("template", "html", "markdown", "stylesheet", "data")
     """What the document is made from: large, and kept once, on the job's row."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
@@ -155,10 +155,12 @@ async def enqueue(
     job: JobRequest,
     key: str | None,
     files: Sequence[FileRef] = (),
+    prepare: Callable[[events.JobSubmitted], None] | None = None,
 ) -> str:
     """Publish a valid job request for the caller's tenant (with the files the page may
     reach by name); its id once the log holds it. Every door that makes a job (`POST
-    /jobs`, the Gotenberg-compatible forms) comes through here, after `admit`."""
+    /jobs`, the Gotenberg-compatible forms) comes through here, after `admit`;
+    `prepare` completes the event once its id is known (a door's own fields)."""
     settings = request.app[SETTINGS]
     tenant = caller_of(request).tenant
     await _check_addresses(job, settings.allow_private_networks)
@@ -170,6 +172,8 @@ async def enqueue(
     try:
         event = await _submitted_event(request, job, tenant, job_id, key)
         event.files = list(files)
+        if prepare is not None:
+            prepare(event)
         fresh = await _hold_and_publish(request, event)
     except PressroomError:  # not in the log: the key is free for the same request again
         if key is not None:

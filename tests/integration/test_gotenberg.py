@@ -7,15 +7,17 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
 import subprocess
 from dataclasses import replace
 from pathlib import Path
 
 import pikepdf
 import pytest
+from aiohttp import web
 
 from services.core.settings import Settings
-from tests.conftest import Stack
+from tests.conftest import Stack, serving
 
 INDEX = "<!doctype html><title>Invoice</title><h1>Invoice INV-2026-004217</h1>"
 
@@ -210,3 +212,65 @@ async def test_screenshots_in_each_format_and_a_markdown_form(stack: Stack, tmp_
     assert status == 200, body
     text = pdftotext(body)
     assert "Release notes" in text and "{{" not in text
+
+
+async def test_webhook_mode_answers_204_then_sends_the_file_or_the_failure(
+    stack: Stack, index: Path
+) -> None:
+    got: asyncio.Queue[tuple[str, str, dict[str, str], bytes]] = asyncio.Queue()
+
+    async def receive(request: web.Request) -> web.Response:
+        if request.path == "/missing":  # the page the failing job prints
+            return web.Response(status=404, text="no such page")
+        await got.put((request.method, request.path, dict(request.headers), await request.read()))
+        return web.Response(status=200)
+
+    app = web.Application()
+    app.router.add_route("*", "/{name}", receive)
+    async with serving(app) as base:
+        hooks = [
+            "--header", f"Gotenberg-Webhook-Url: {base}/done",
+            "--header", f"Gotenberg-Webhook-Error-Url: {base}/error",
+            "--header", "Gotenberg-Webhook-Method: PUT",
+            "--header", 'Gotenberg-Webhook-Extra-Http-Headers: {"X-Token": "s3cret-token"}',
+            "--header", "Gotenberg-Trace: hook-trace-1",
+            "--header", "Gotenberg-Output-Filename: statement",
+        ]  # fmt: skip
+        status, headers, body = await asyncio.to_thread(
+            curl, stack, "/forms/chromium/convert/html", "--form", f"files=@{index}", *hooks
+        )
+        assert status == 204, body
+        method, path, sent, data = await asyncio.wait_for(got.get(), 60)
+        assert (method, path) == ("PUT", "/done")
+        assert sent["Content-Type"] == "application/pdf" and data.startswith(b"%PDF")
+        assert 'filename="statement.pdf"' in sent["Content-Disposition"]
+        assert sent["X-Token"] == "s3cret-token" and sent["Gotenberg-Trace"] == "hook-trace-1"
+        assert "INV-2026-004217" in pdftotext(data)
+        async with stack.client.get(f"{stack.url}/jobs/{headers['pressroom-job-id']}/events") as r:
+            assert b"s3cret-token" not in await r.read()  # sealed on the log
+        status, _, body = await asyncio.to_thread(
+            curl, stack, "/forms/chromium/convert/url", "--form", f"url={base}/missing",
+            *hooks[:4],
+        )  # fmt: skip
+        assert status == 204, body
+        method, path, sent, data = await asyncio.wait_for(got.get(), 60)
+        assert (method, path) == ("POST", "/error")
+        assert sent["Content-Type"] == "application/json"
+        failure = json.loads(data)
+        assert failure["status"] == 409 and "HTTP 404" in failure["message"]
+
+
+async def test_a_bad_webhook_header_is_a_400_naming_it(stack: Stack, index: Path) -> None:
+    for extra, named in (
+        (["--header", "Gotenberg-Webhook-Url: https://example.com/a"], b"Error-Url"),
+        (["--header", "Gotenberg-Webhook-Url: https://example.com/a",
+          "--header", "Gotenberg-Webhook-Error-Url: https://example.com/b",
+          "--header", "Gotenberg-Webhook-Method: DELETE"], b"Gotenberg-Webhook-Method"),
+        (["--header", "Gotenberg-Webhook-Url: https://example.com/a",
+          "--header", "Gotenberg-Webhook-Error-Url: https://example.com/b",
+          "--header", "Gotenberg-Webhook-Extra-Http-Headers: [1]"], b"Extra-Http-Headers"),
+    ):  # fmt: skip
+        status, _, body = await asyncio.to_thread(
+            curl, stack, "/forms/chromium/convert/html", "--form", f"files=@{index}", *extra
+        )
+        assert status == 400 and named in body, body

@@ -8,8 +8,8 @@ import uuid
 
 from aiohttp import web
 
-from services.core import events, filenames
-from services.core.errors import ErrorType, PressroomError, RequestError
+from services.core import events, filenames, hooks
+from services.core.errors import PressroomError, RequestError
 from services.core.storage import Storage
 
 TRACE = "Gotenberg-Trace"
@@ -26,27 +26,6 @@ CONTENT_TYPES = {
     "jpg": "image/jpeg",
     "webp": "image/webp",
 }
-
-FAILED_STATUS = {
-    ErrorType.WAIT_TIMEOUT: 503,
-    ErrorType.TIMEOUT: 503,
-    ErrorType.TRANSIENT: 503,
-    ErrorType.UNAVAILABLE: 503,
-    ErrorType.BROWSER: 503,
-    ErrorType.PAGE_CRASHED: 503,
-    ErrorType.STALLED: 503,
-    ErrorType.WORKER_LOST: 503,
-    ErrorType.STORAGE: 503,
-    ErrorType.SOURCE_UNREACHABLE: 409,
-    ErrorType.SOURCE: 409,
-    ErrorType.REFUSED: 403,
-    ErrorType.INTERNAL: 500,
-    ErrorType.SIGNING_NOT_CONFIGURED: 500,
-    ErrorType.SECRET_UNREADABLE: 500,
-}
-"""Status of the answer to a failed job, by its error type, as Gotenberg answers the
-like (`503` for time running out, `409` for a page that failed to load); any other
-failure is the request's document's fault: `400`."""
 
 _TRACE_HEX = re.compile(r"[0-9a-fA-F]{32}")
 
@@ -83,25 +62,27 @@ def error(exc: PressroomError, headers: dict[str, str]) -> web.Response:
 def failed(end: events.AnyEvent, headers: dict[str, str]) -> web.Response:
     """The answer to a job that ended without a document."""
     if isinstance(end, events.JobFailed):
-        try:
-            status = FAILED_STATUS.get(ErrorType(end.error.type), 400)
-        except ValueError:
-            status = 500
-        return text(status, f"{end.error.type}: {end.error.message}", headers)
+        return text(
+            hooks.failure_status(end.error.type), f"{end.error.type}: {end.error.message}", headers
+        )
     return text(409, "the job was cancelled", headers)
+
+
+def output_filename(request: web.Request) -> str | None:
+    """`Gotenberg-Output-Filename`, checked by the safe-name rule; None without it."""
+    given = request.headers.get(OUTPUT_FILENAME, "").strip()
+    if not given:
+        return None
+    problem = filenames.problem(f"{given}.pdf")
+    if problem is not None:
+        raise RequestError(f"{OUTPUT_FILENAME} {problem}", field=OUTPUT_FILENAME)
+    return given
 
 
 def output_name(request: web.Request, job_id: str, extension: str) -> str:
     """The downloaded file's name: `Gotenberg-Output-Filename` with the output's
     extension, else the job's id."""
-    given = request.headers.get(OUTPUT_FILENAME, "").strip()
-    if not given:
-        return f"{job_id}.{extension}"
-    name = f"{given}.{extension}"
-    problem = filenames.problem(name)
-    if problem is not None:
-        raise RequestError(f"{OUTPUT_FILENAME} {problem}", field=OUTPUT_FILENAME)
-    return name
+    return f"{output_filename(request) or job_id}.{extension}"
 
 
 async def document(

@@ -33,7 +33,7 @@ from services.gateway.auth import (
     bearer_token,
     declared,
 )
-from services.gateway.gotenberg import chromium, forms, replies
+from services.gateway.gotenberg import chromium, forms, replies, webhooks
 from services.gateway.gotenberg.forms import Upload
 from services.gateway.keys import JS, LOG_ROOM, NATS, SETTINGS, STORAGE
 from services.gateway.requests import JobRequest, parse_job
@@ -100,11 +100,19 @@ async def run(request: web.Request, build: Build) -> web.StreamResponse:
         jobs.admit(request)
         form = await forms.read(request)
         mapped = build(form)
+        filename = replies.output_filename(request)
+        webhook = await webhooks.asked(request, trace, filename)
+        if webhook is not None:
+            mapped.body["webhook_url"] = webhook.url
+            mapped.origin["webhook_url"] = webhooks.URL
         job = as_job(mapped)
         refs = await store(request, caller.tenant, mapped.files)
+        prepare = webhooks.preparer(webhook, request.app[SETTINGS]) if webhook else None
         with tracing.span("gotenberg form", replies.traceparent(trace), SpanKind.INTERNAL):
-            job_id = await jobs.enqueue(request, job, None, refs)
+            job_id = await jobs.enqueue(request, job, None, refs, prepare)
         headers[replies.JOB_HEADER] = job_id
+        if webhook is not None:
+            return web.Response(status=204, headers=headers)
         return await answer(request, job_id, mapped, headers)
     except PressroomError as exc:
         return replies.error(exc, headers)
