@@ -167,6 +167,7 @@ def waiting(form: Form, mapped: Mapped) -> None:
     expression = form.text("waitForExpression")
     selector = form.text("waitForSelector")
     idle = not form.flag("skipNetworkIdleEvent", True)
+    idle = not form.flag("skipNetworkAlmostIdleEvent", True) or idle
     conditions = []
     if delay:
         conditions.append(f"performance.now() >= {delay * 1000:.0f}")

@@ -62,11 +62,13 @@ def _basic_password(request: web.Request) -> str | None:
 
 
 def authenticate(request: web.Request) -> Caller:
-    """The caller of a form route: its API key as a Basic password or a Bearer token."""
+    """The caller of a form route: its API key as a Basic password, a Bearer token or
+    an `X-Api-Key` header."""
     if not request.app[AUTH_SETTINGS].auth_enabled:
         caller = IMPLICIT
     else:
         token = _basic_password(request) or bearer_token(request)
+        token = token or request.headers.get("X-Api-Key")  # chromiumly's apiKey
         caller = request.app[DIRECTORY].authenticate(token)
     request[CALLER_KEY] = caller
     if SCOPE not in caller.scopes:
