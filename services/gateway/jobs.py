@@ -67,7 +67,12 @@ async def _check_addresses(job: JobRequest, allow_private: bool) -> None:
 
 
 async def _submitted_event(
-    request: web.Request, job: JobRequest, tenant: str, job_id: str, key: str | None
+    request: web.Request,
+    job: JobRequest,
+    tenant: str,
+    job_id: str,
+    key: str | None,
+    files: Sequence[FileRef] = (),
 ) -> events.JobSubmitted:
     """The `submitted` event of a valid request: its tenant, a stored template resolved
     into it, and a per-job webhook secret sealed (never in plain text on the log)."""
@@ -87,6 +92,7 @@ async def _submitted_event(
         webhook_url=job.webhook_url,
         webhook_secret=secret,
         idempotency_key=key,
+        files=list(files),
     )
     if job.template_id is None:
         return event
@@ -170,8 +176,7 @@ async def enqueue(
         if logged:
             return job_id
     try:
-        event = await _submitted_event(request, job, tenant, job_id, key)
-        event.files = list(files)
+        event = await _submitted_event(request, job, tenant, job_id, key, files)
         if prepare is not None:
             prepare(event)
         fresh = await _hold_and_publish(request, event)

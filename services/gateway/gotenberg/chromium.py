@@ -55,6 +55,8 @@ class Mapped:
     files: list[Upload]
     origin: dict[str, str] = field(default_factory=dict)
     fail_on_refused: bool = False
+    report: bool = False
+    """Answer with what the job's report read (`metadata/read`), not its document."""
 
     def option(self, path: str, value: Any, source: str) -> None:
         """Set `options.<path>` (dotted) to `value`, told as form field `source`."""

@@ -24,7 +24,19 @@ def _form(summary: str) -> Route:
     return Route(summary, "gotenberg", {200: FILE, **FORM_ERRORS}, description=FORM_TEXT)
 
 
+PDF_ROUTES = (
+    "merge", "split", "flatten", "convert", "metadata/write", "metadata/read", "encrypt",
+    "rotate", "watermark", "stamp",
+)  # fmt: skip
+"""The PDF engine routes (`pdfengines.ROUTES`), under `/forms/pdfengines/` (Gotenberg 8)
+and `/forms/pdf/` (Gotenberg 9)."""
+
 FORMS: dict[tuple[str, str], Route] = {
+    **{
+        ("POST", f"/forms/{prefix}/{name}"): _form(f"Gotenberg: PDF engines, {name}")
+        for prefix in ("pdfengines", "pdf")
+        for name in PDF_ROUTES
+    },
     ("POST", "/forms/chromium/convert/html"): _form("Gotenberg: HTML (index.html) to PDF"),
     ("POST", "/forms/chromium/convert/url"): _form("Gotenberg: a URL to PDF"),
     ("POST", "/forms/chromium/convert/markdown"): _form("Gotenberg: Markdown files to PDF"),

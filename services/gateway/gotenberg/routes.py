@@ -13,6 +13,7 @@ import base64
 import binascii
 import datetime as dt
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import msgspec
 from aiohttp import web
@@ -33,7 +34,7 @@ from services.gateway.auth import (
     bearer_token,
     declared,
 )
-from services.gateway.gotenberg import chromium, forms, replies, webhooks
+from services.gateway.gotenberg import chromium, exiftool, forms, pdfengines, replies, webhooks
 from services.gateway.gotenberg.forms import Upload
 from services.gateway.keys import JS, LOG_ROOM, NATS, SETTINGS, STORAGE
 from services.gateway.requests import JobRequest, parse_job
@@ -135,6 +136,10 @@ async def answer(
         )
     if not isinstance(end, events.JobDone):
         return replies.failed(end, headers)
+    if mapped.report:
+        report = await _report(request, end)
+        sizes = {upload.filename: len(upload.data) for upload in mapped.files}
+        return web.json_response(exiftool.answer(report, sizes), headers=headers)
     if mapped.fail_on_refused and end.refused:
         first = end.refused[0]
         return replies.text(
@@ -144,6 +149,16 @@ async def answer(
             headers,
         )
     return await replies.document(request, app[STORAGE], end, headers)
+
+
+async def _report(request: web.Request, done: events.JobDone) -> dict[str, Any]:
+    """The report a done PDF-tools job stored beside its document."""
+    key = f"jobs/{done.tenant}/{done.job_id}.report.json"  # pdfwork.report_key's
+    data = bytearray()
+    async for chunk in request.app[STORAGE].read(key):
+        data += chunk
+    report: dict[str, Any] = msgspec.json.decode(bytes(data))
+    return report
 
 
 def _route(build: Build) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
@@ -187,6 +202,13 @@ async def libreoffice(request: web.Request) -> web.Response:
 
 
 def add_routes(app: web.Application) -> None:
+    for prefix in ("pdfengines", "pdf"):  # Gotenberg 8's names, and 9's
+        for name, mapping in pdfengines.ROUTES.items():
+            app.router.add_post(
+                f"/forms/{prefix}/{name}",
+                _route(mapping),
+                name=f"{FORM_ROUTE}{prefix}.{name.replace('/', '.')}",
+            )
     for kind in ("html", "url", "markdown"):
         for action, make in (("convert", chromium.convert), ("screenshot", chromium.screenshot)):
             app.router.add_post(
