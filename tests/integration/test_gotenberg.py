@@ -274,3 +274,29 @@ async def test_a_bad_webhook_header_is_a_400_naming_it(stack: Stack, index: Path
             curl, stack, "/forms/chromium/convert/html", "--form", f"files=@{index}", *extra
         )
         assert status == 400 and named in body, body
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type", "named"),
+    [
+        (b"{}", "application/json", b"Content-Type"),
+        (b"", "multipart/form-data; boundary=x", b"multipart"),
+        (b"--x\r\nnot a part\r\n--x--\r\n", "multipart/form-data; boundary=x", b""),
+        (b"garbage", "multipart/form-data", b""),
+        (b'--x\r\nContent-Disposition: form-data; name="files"; filename="../up.html"\r\n\r\n'
+         b"<p>\r\n--x--\r\n", "multipart/form-data; boundary=x", b"up.html"),
+        (b'--x\r\nContent-Disposition: form-data; name="files"; filename="index.html"\r\n\r\n'
+         b"\xff\xfe\r\n--x--\r\n", "multipart/form-data; boundary=x", b"index.html"),
+        (b'--x\r\nContent-Disposition: form-data; name="scale"\r\n\r\n\xff\r\n'
+         b'--x\r\nContent-Disposition: form-data; name="files"; filename="index.html"\r\n\r\n'
+         b"<p>\r\n--x--\r\n", "multipart/form-data; boundary=x", b"scale"),
+    ],
+)  # fmt: skip
+async def test_a_malformed_form_is_a_4xx_never_a_500(
+    stack: Stack, body: bytes, content_type: str, named: bytes
+) -> None:
+    url = f"{stack.url}/forms/chromium/convert/html"
+    async with stack.client.post(url, data=body, headers={"Content-Type": content_type}) as r:
+        text = await r.read()
+        assert 400 <= r.status < 500, (r.status, text)
+        assert named in text, text
