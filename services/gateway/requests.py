@@ -42,6 +42,10 @@ SOURCES = ("template", "template_id", "html", "url")
 """The fields a job's document can come from; a job gives exactly one."""
 
 Version = Annotated[int, msgspec.Meta(ge=1, le=MAX_VERSION)]
+AssetNames = Annotated[
+    list[Annotated[str, msgspec.Meta(min_length=1, max_length=2048)]],
+    msgspec.Meta(max_length=10_000),
+]
 TemplateName = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
 
 _T = TypeVar("_T")
@@ -119,6 +123,10 @@ class JobRequest(msgspec.Struct, forbid_unknown_fields=True):
     `webhook_url`)."""
     options: OptionsRequest = msgspec.field(default_factory=OptionsRequest)
     """How the page is printed."""
+    assets: AssetNames = msgspec.field(default_factory=list)
+    """Stored assets (`POST /assets`) the page may refer to by relative name: `logo.png`
+    (the latest version) or `brand.woff2@2`; files sent with a multipart request win over
+    them by name. Only with `html`, `template` or `template_id`."""
 
 
 class BatchItemRequest(BatchItem, forbid_unknown_fields=True):
