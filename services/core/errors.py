@@ -124,6 +124,7 @@ class ErrorType(StrEnum):
     STALLED = "stalled"
     NO_DOCUMENTS = "no_documents"
     DOCUMENT_MISSING = "document_missing"
+    CANCELLED = "cancelled"
     ASSET_MISSING = "asset_missing"
 
 
@@ -138,6 +139,7 @@ OTHER_TYPES = {
     "archive to make",
     ErrorType.DOCUMENT_MISSING: "An item's document was deleted before the batch's archive "
     "was packed",
+    ErrorType.CANCELLED: "The job or batch was cancelled on request before it ended",
 }
 """What each type that is no exception's `kind` means (and `internal`, the base class's)."""
 

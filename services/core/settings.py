@@ -538,8 +538,8 @@ class Settings(AssetSettings):
         """The Chromium executable: `PRESSROOM_CHROMIUM`, else the headless shell where
         installed, else the first Chromium on PATH.
 
-        The headless shell (Chromium's headless-only build) prints a PDF for about half
-        the CPU of a full Chromium in `--headless` mode, which makes every PDF in a print
+        The headless shell (Chromium's headless-only build) prints a PDF for much less
+        CPU than a full Chromium in `--headless` mode, which makes every PDF in a print
         compositor process of its own (docs/benchmarks.md). Debian's
         `/usr/bin/chromium-headless-shell` is a shell script that does not `exec`, so
         the binary behind it is named: Chromium must be the launcher's own child."""

@@ -12,6 +12,7 @@ route needs, and its scope, are read from the route's own guard (`auth.guard_of`
 
 from __future__ import annotations
 
+from services.core import outputs
 from services.core.status import BatchStatus, JobStatus
 from services.gateway import (
     account,
@@ -87,6 +88,8 @@ BATCH_STREAM = Media(
     streamdocs.BATCH_EXAMPLE,
 )
 HTML = Media(("text/html",), "an HTML page")
+DOCUMENT_TYPES = tuple(outputs.CONTENT_TYPES.values())
+"""What a job's document is: a PDF or an image (`options.output`)."""
 STATIC = Media(("text/html", "text/javascript", "text/css"), "a static file")
 
 READ_ERRORS = (401, 403, 404, 503)
@@ -97,6 +100,11 @@ JOB_EXAMPLE = {
     "data": {"number": "2026-0042", "customer": "Ana"},
     "options": {"format": "A4", "margin": {"top": "15mm", "bottom": "15mm"}},
     "webhook_url": "https://example.com/hooks/pressroom",
+}
+MARKDOWN_EXAMPLE = {
+    "markdown": "# Delivery note 2041\n\n| Item | Qty |\n|------|----:|\n| Paper A4 | 12 |\n",
+    "stylesheet": "th { background: #eef }",
+    "options": {"format": "A5"},
 }
 BATCH_EXAMPLE = {
     "template": "<h1>Invoice {{ number }}</h1>",
@@ -127,11 +135,13 @@ JOBS: dict[tuple[str, str], Route] = {
         body=Body(
             requests.JobRequest,
             JOB_EXAMPLE,
+            more_examples=(("markdown", "A Markdown document with a table", MARKDOWN_EXAMPLE),),
             multipart=assetcontract.JOB_FILES,
             multipart_example=assetcontract.JOB_FILES_EXAMPLE,
         ),
-        description="Exactly one of `template`, `template_id`, `html` and `url` is the "
-        "source. 202 once the job is durable in the log; poll `url`, or follow "
+        description="Exactly one of `template`, `template_id`, `html`, `url` and `markdown` is "
+        "the source (`template` or `template_id` may wrap `markdown`, given its HTML as "
+        "`content`). 202 once the job is durable in the log; poll `url`, or follow "
         "`/jobs/{id}/stream`. As `multipart/form-data`, the part `job` is the JSON and "
         "every other part a file the page refers to by its filename.",
     ),
@@ -215,8 +225,8 @@ JOBS: dict[tuple[str, str], Route] = {
         "Download a document through its signed link (local storage only)",
         "jobs",
         {
-            200: Media(("application/pdf", "image/png"), "the document"),
-            206: Media(("application/pdf", "image/png"), "the part a `Range` asked for"),
+            200: Media(DOCUMENT_TYPES, "the document"),
+            206: Media(DOCUMENT_TYPES, "the part a `Range` asked for"),
         },
         (400, 404, 416),
         params=(

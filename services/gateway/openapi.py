@@ -145,7 +145,14 @@ def _parameter(param: Param) -> dict[str, Any]:
 def _request_body(body: Body, refs: dict[type, Any]) -> dict[str, Any]:
     content: dict[str, Any] = {}
     if body.struct is not None:
-        content["application/json"] = {"schema": refs[body.struct], "example": body.example}
+        media: dict[str, Any] = {"schema": refs[body.struct], "example": body.example}
+        if body.more_examples:  # `example` and `examples` exclude each other
+            named = [("default", "", media.pop("example")), *body.more_examples]
+            media["examples"] = {
+                name: {"summary": summary, "value": value} if summary else {"value": value}
+                for name, summary, value in named
+            }
+        content["application/json"] = media
     if body.multipart is not None:
         example = body.example if body.multipart_example is None else body.multipart_example
         content["multipart/form-data"] = {"schema": body.multipart, "example": example}

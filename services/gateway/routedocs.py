@@ -51,6 +51,9 @@ class Body:
     multipart: dict[str, Any] | None = None
     multipart_example: Any = None
     """The multipart form's example (`example` when None: a body that is only multipart)."""
+    more_examples: tuple[tuple[str, str, Any], ...] = ()
+    """Other named examples of the JSON body (name, summary, body): the document then
+    lists `example` under the name `default` beside them."""
 
 
 def files_schema(description: str, fields: dict[str, Any] | None = None) -> dict[str, Any]:

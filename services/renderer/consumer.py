@@ -41,6 +41,7 @@ from services.core.errors import (
     Unavailable,
 )
 from services.core.jail import Jail
+from services.core.markdown import markdown_document
 from services.core.settings import Settings
 from services.core.status import BatchStatus
 from services.core.storage import Storage, object_key
@@ -67,14 +68,26 @@ async def rendered(jail: Jail, template: str, data: dict[str, Any]) -> str:
 
 
 async def source_of(job: events.JobSubmitted, jail: Jail) -> Source:
-    """What the browser loads for `job`: a URL, raw HTML, or the rendered template.
+    """What the browser loads for `job`: a URL, raw HTML, Markdown made into HTML (in
+    its template, if any), or the rendered template.
 
-    The gateway sets exactly one source; raises `TemplateError` for a bad template.
+    The gateway sets exactly one source; raises `TemplateError` for a bad template (or
+    Markdown whose conversion is over the jail's limits).
     """
     if job.url is not None:
         return Url(job.url)
     if job.html is not None:
         return Html(job.html)
+    if job.markdown is not None:  # then the same path as HTML: no second way to render
+        document = await jail.call(
+            markdown_document,
+            job.markdown,
+            job.template or None,
+            job.data,
+            job.stylesheet,
+            jail.limits.output_chars,
+        )
+        return Html(document)
     return Html(await rendered(jail, job.template, job.data))
 
 

@@ -1,4 +1,4 @@
-"""`BrowserPool`: HTML or a URL in, PDF or PNG bytes out, on Chromium tabs.
+"""`BrowserPool`: HTML or a URL in, PDF or image bytes out, on Chromium tabs.
 
 Every render gets a tab of its own, in a browser context of its own with its own proxy
 door and its own record of what the page did (`renderer/evidence`); after the render the
@@ -28,10 +28,11 @@ from services.core.errors import (
     PressroomError,
     RenderTimeout,
 )
+from services.core.outputs import CONTENT_TYPES, is_image
 from services.core.pageoptions import PageOptions
 from services.core.settings import Settings
 from services.renderer.browser.diagnosis import PageReport, diagnose
-from services.renderer.browser.documents import PDF, PNG, Html, RenderResult, Source
+from services.renderer.browser.documents import PDF, Html, RenderResult, Source
 from services.renderer.browser.limits import Limits, check_templates
 from services.renderer.browser.outcome import outcome
 from services.renderer.browser.params import (
@@ -221,8 +222,8 @@ class BrowserPool:
             finally:
                 chromium.in_flight -= 1
                 self._close_if_idle(chromium)
-        if options.output == "png":
-            result = RenderResult(data, 1, PNG)
+        if is_image(options.output):
+            result = RenderResult(data, 1, CONTENT_TYPES[options.output])
         else:
             result = await self._finish_pdf(data, options)
         return self._checked(dataclasses.replace(result, refused=refused))
