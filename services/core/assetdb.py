@@ -209,18 +209,6 @@ async def delete_asset(pool: asyncpg.Pool, tenant: str, name: str) -> tuple[int,
 
 
 @map_db_errors()
-async def store_template_files(
-    pool: asyncpg.Pool, tenant: str, template_id: str, version: int, refs: list[FileRef]
-) -> None:
-    """Record the files version `version` of a tenant's template bundles."""
-    await pool.executemany(
-        "INSERT INTO template_files (tenant_id, template_id, version, name, digest, size, "
-        "content_type) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-        [(tenant, template_id, version, r.name, r.digest, r.size, r.content_type) for r in refs],
-    )
-
-
-@map_db_errors()
 async def template_files(
     pool: asyncpg.Pool, tenant: str, template_id: str, version: int
 ) -> list[FileRef]:

@@ -32,6 +32,23 @@ JOB_FILES_EXAMPLE = {
     "job": '{"html": "<link rel=stylesheet href=style.css><img src=logo.png>"}',
     "files": ["(the bytes of style.css)", "(the bytes of logo.png)"],
 }
+TEMPLATE_FILES = files_schema(
+    "the files the version bundles, each named by its filename as its pages refer to it",
+    {
+        "template": {
+            "type": "string",
+            "contentMediaType": "application/json",
+            "description": "the template, as the JSON body would be (the part named `template`)",
+        }
+    },
+)
+TEMPLATE_FILES["required"] = ["template"]
+"""`POST /templates` as `multipart/form-data`."""
+
+TEMPLATE_FILES_EXAMPLE = {
+    "template": '{"name": "letter", "body": "<link rel=stylesheet href=style.css><p>{{ text }}"}',
+    "files": ["(the bytes of style.css)"],
+}
 ASSETS_EXAMPLE = {"files": ["(the bytes of logo.png)", "(the bytes of fonts/brand.woff2)"]}
 
 ERRORS = (400, 401, 403, 408, 413, 503)

@@ -336,7 +336,12 @@ TEMPLATES: dict[tuple[str, str], Route] = {
         "templates",
         {201: answers.TemplateCreated},
         (*WRITE_ERRORS, 429),
-        body=Body(requests.TemplateRequest, TEMPLATE_EXAMPLE),
+        body=Body(
+            requests.TemplateRequest,
+            TEMPLATE_EXAMPLE,
+            multipart=assetcontract.TEMPLATE_FILES,
+            multipart_example=assetcontract.TEMPLATE_FILES_EXAMPLE,
+        ),
         description="The body, header and footer must compile as Jinja2, within the "
         "tenant's share of the gateway's template workers (429 `compile_limited` over it).",
     ),

@@ -181,6 +181,9 @@ class TemplateRequest(msgspec.Struct, forbid_unknown_fields=True):
     """A page header template, printed at the top of every page."""
     footer: str | None = None
     """A page footer template, printed at the bottom of every page."""
+    assets: AssetNames = msgspec.field(default_factory=list)
+    """Stored assets this version bundles (`logo.png`, `brand.woff2@2`), fixed as they are
+    now; files sent with a multipart request win over them by name."""
 
 
 def _field_of(message: str) -> str:

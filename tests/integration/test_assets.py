@@ -244,3 +244,54 @@ async def test_quotas_and_limits_are_413s_naming_the_cause(small: Stack) -> None
     named = form({"x.css": b"p{}", "y.css": b"p{}"}, {"html": "<p>", "assets": ["a.png", "b.png"]})
     status, body = await submit(small, tenant, data=named)
     assert (status, body["error"]["field"]) == (413, "assets")
+
+
+async def test_a_stored_template_bundles_its_files_and_a_jobs_own_win_by_name(
+    stack: Stack, tmp_path: Path
+) -> None:
+    tenant = stack.tenant
+    await call(
+        tenant.http, "POST", f"{stack.url}/assets", data=form({"fonts/brand.woff": brand_font()})
+    )
+    template = {
+        "name": "letter",
+        "body": PAGE.replace("Hello", "{{ greeting }}"),
+        "header": '<img src="logo.png" style="height: 12px">',
+        "assets": ["fonts/brand.woff"],
+    }
+    files = {"logo.png": png(40, 20), "style.css": STYLE}
+    data = aiohttp.FormData()
+    data.add_field("template", json.dumps(template), content_type="application/json")
+    for name, content in files.items():
+        data.add_field("file", content, filename=name)
+    status, created = await call(tenant.http, "POST", f"{stack.url}/templates", data=data)
+    assert status == 201, created
+    _, shown = await call(tenant.http, "GET", f"{stack.url}/templates/{created['id']}")
+    assert sorted(f["name"] for f in shown["files"]) == [
+        "fonts/brand.woff",
+        "logo.png",
+        "style.css",
+    ]
+
+    job = {"template_id": created["id"], "data": {"greeting": "Dear reader"},
+           "options": {"margin": {"top": "2cm"}}}  # fmt: skip
+    status, accepted = await submit(stack, tenant, json=job)
+    assert status == 202, accepted
+    pdf = await pdf_of(stack, tenant, accepted["id"])
+    assert "BrandTestSans" in poppler("pdffonts", pdf, tmp_path)
+    assert sorted(images(pdf, tmp_path)) == [(40, 20), (40, 20)]  # the page's and the header's
+    assert "Dear reader" in poppler("pdftotext", pdf, tmp_path)
+
+    status, accepted = await submit(stack, tenant, data=form({"logo.png": png(7, 7)}, job))
+    assert status == 202, accepted
+    assert sorted(images(await pdf_of(stack, tenant, accepted["id"]), tmp_path)) == [(7, 7), (7, 7)]
+
+
+async def test_a_template_naming_an_asset_the_tenant_lacks_is_a_400(stack: Stack) -> None:
+    template = {"name": "t", "body": "<p>", "assets": ["nope.png"]}
+    status, body = await call(stack.tenant.http, "POST", f"{stack.url}/templates", json=template)
+    assert (status, body["error"]["type"], body["error"]["field"]) == (
+        400,
+        "asset_missing",
+        "assets[0]",
+    )
