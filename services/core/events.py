@@ -393,6 +393,9 @@ class BatchSubmitted(BatchEvent, tag="batch_submitted"):
     webhook_secret: str | None = None  # sealed, like a job's
     idempotency_key: str | None = None
     progress_webhooks: bool = False  # also `batch.progress` webhooks while it runs
+    # Files every item's page may refer to by name (named assets, the template's bundle),
+    # as on a job; the renderer gives them to each item with the template.
+    files: list[FileRef] = msgspec.field(default_factory=list)
 
     SECRETS: ClassVar[tuple[str, ...]] = ("webhook_secret",)
 

@@ -168,6 +168,9 @@ class BatchRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """One ZIP of the items' files, or one merged PDF (needs `options.output` pdf)."""
     progress_webhooks: bool = False
     """Also send `batch.progress` webhooks while it runs (needs `webhook_url`)."""
+    assets: AssetNames = msgspec.field(default_factory=list)
+    """Stored assets every item's page may refer to by name (`logo.png`, `brand.woff2@2`),
+    with the stored template's own files; only with `template` or `template_id`."""
 
 
 class TemplateRequest(msgspec.Struct, forbid_unknown_fields=True):

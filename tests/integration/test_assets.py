@@ -295,3 +295,33 @@ async def test_a_template_naming_an_asset_the_tenant_lacks_is_a_400(stack: Stack
         "asset_missing",
         "assets[0]",
     )
+
+
+async def test_every_item_of_a_batch_gets_its_template_bundle_and_named_assets(
+    stack: Stack, tmp_path: Path
+) -> None:
+    from tests.integration.test_batches import finished_batch, submit_batch
+
+    tenant = stack.tenant
+    await call(tenant.http, "POST", f"{stack.url}/assets", data=form({"stamp.png": png(9, 9)}))
+    data = aiohttp.FormData()
+    body = '<img src="logo.png"><img src="stamp.png"><p>{{ n }}</p>'
+    data.add_field("template", json.dumps({"name": "item", "body": body}))
+    data.add_field("file", png(30, 15), filename="logo.png")
+    _, created = await call(tenant.http, "POST", f"{stack.url}/templates", data=data)
+    batch = {
+        "template_id": created["id"],
+        "assets": ["stamp.png"],
+        "items": [{"data": {"n": n}} for n in range(3)],
+        "output": "merged",
+    }
+    done = await finished_batch(stack, await submit_batch(stack, batch))
+    assert done["status"] == "done", done
+    async with tenant.http.get(done["url"]) as response:
+        pdf = await response.read()
+    assert sorted(images(pdf, tmp_path)) == [(9, 9)] * 3 + [(30, 15)] * 3
+    status, body_ = await call(
+        tenant.http, "POST", f"{stack.url}/batches",
+        json={"items": [{"url": "https://example.com/"}], "assets": ["stamp.png"]},
+    )  # fmt: skip
+    assert (status, body_["error"]["field"]) == (400, "assets")
