@@ -117,6 +117,7 @@ async def test_raw_html_in_markdown_meets_the_same_refusals_as_an_html_job(
 ) -> None:
     raw = (
         f'<img src="file:///etc/hostname"><img src="{loopback.url}/img.png">'
+        '<iframe src="file:///etc/passwd"></iframe>'
         f"<script>fetch('{loopback.url}/script')</script>"
     )
     stack = Stack(dataclasses.replace(settings, allow_private_networks=False))
@@ -135,6 +136,7 @@ async def test_raw_html_in_markdown_meets_the_same_refusals_as_an_html_job(
     assert refused["markdown"] == refused["html"], refused
     urls = {r["url"]: r["reason"] for r in refused["html"]}
     assert urls["file:///etc/hostname"] == "scheme file: is not allowed"
+    assert urls["file:///etc/passwd"] == "scheme file: is not allowed"  # a frame's document
     assert "loopback" in urls[f"{loopback.url}/img.png"]
     assert "loopback" in urls[f"{loopback.url}/script"]
     assert all(reason for reason in urls.values()), urls  # every refusal says why
