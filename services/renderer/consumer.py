@@ -51,6 +51,7 @@ from services.renderer.browser import BrowserPool, Html, RenderResult, Source, U
 from services.renderer.browser.diagnosis import PageReport
 from services.renderer.decisions import Ack, Fail, Retry, Step, next_step
 from services.renderer.finishing.worker import Finisher
+from services.renderer.jobfiles import FileCache, JobFiles
 from services.renderer.marks import with_marks
 from services.renderer.states import BatchStates
 
@@ -196,6 +197,7 @@ class Renderer:
         self.batches = batches if batches is not None else BatchStates()
         self.templates = BatchTemplates(js)
         self.worker = worker_name()
+        self.files = FileCache(storage, settings.asset_cache_bytes)  # job files, by digest
 
     async def handle(self, msg: Msg) -> None:
         """Process one delivery; never raises (a failure to even report is left to redelivery)."""
@@ -353,7 +355,8 @@ class Renderer:
         job = await self.templates.fill(job)
         source = await source_of(job, self.jail)
         options = await options_of(job, self.jail)
-        page = await self.browser.render(source, options, report)
+        files = JobFiles(self.files, job.tenant, job.files) if job.files else None
+        page = await self.browser.render(source, options, report, files)
         result = await self._with_finishing(page, options)
         key = document_key(job, result)
         await self.storage.put(key, result.data, result.content_type)

@@ -153,7 +153,7 @@ def needs_frames(options: PageOptions, emulation: Emulation) -> bool:
     """Whether a job with `options`, emulating `emulation` (`emulation_for`), must run on
     a tab that draws display frames. A PDF of a static document is printed from layout
     alone: on a frameless tab (`Chromium.open_tab`) Chromium never rasterizes the page for
-    a screen nobody sees, which was 10-30 % of its CPU per PDF (docs/benchmarks.md).
+    a screen nobody sees, a large share of its CPU per PDF (docs/benchmarks.md).
     Script (animation frames, observers) and screenshots (an image, a diagnosis) get frames
     as a browser would give them. A wait and a table of contents work through DevTools
     calls, which need none."""

@@ -45,6 +45,7 @@ from services.renderer.browser.tasks import describe
 from services.renderer.browser.toc import print_with_toc
 from services.renderer.egress import RequestFilter, refused_scheme
 from services.renderer.evidence import Refusal, clip
+from services.renderer.jobfiles import DOCUMENT
 from services.renderer.proxy import Door
 
 _LOCAL_RESOURCE = "Not allowed to load local resource: "
@@ -278,10 +279,14 @@ async def produce(
 
 
 async def _load(tab: Tab, source: Source, *, fresh_realm: bool = False) -> None:
-    """Load the source: navigate to a URL, or write the HTML into the tab's about:blank
+    """Load the source: navigate to a URL, navigate to the job's origin whose document is
+    the HTML (a job with files, `jobfiles`), or write the HTML into the tab's about:blank
     realm (with `fresh_realm`, a new one made first)."""
     if isinstance(source, Url):
         await _navigate(tab, source.address)
+        return
+    if tab.gate.files is not None:  # served at the job's origin, with its files
+        await _navigate(tab, DOCUMENT)
         return
     if fresh_realm:
         await navigate(tab, "about:blank")
