@@ -22,9 +22,15 @@ import pytest
 from aiohttp import web
 
 from pressroom.client import AsyncClient
+from services.core.markdown import markdown_document
+from services.core.pageoptions import PageOptions
 from services.core.settings import Settings
+from services.core.storage import LocalStorage
+from services.renderer.browser import BrowserPool, Html
+from services.renderer.jobfiles import FileCache, JobFiles
 from tests.conftest import Stack, serving
 from tests.integration.test_cli import pressroom
+from tests.integration.test_job_files import images, png, stored
 
 TABLE = """# Delivery note 2041
 
@@ -163,3 +169,18 @@ async def test_the_cli_and_the_client_send_markdown_files(stack: Stack, tmp_path
         job = await client.submit(markdown=TABLE, stylesheet="th { color: red }")
         done = await client.wait(job.id, timeout=60)
         assert done.status == "done" and done.pages == 1
+
+
+async def test_markdown_images_and_links_come_from_the_jobs_files(
+    chromium: str, tmp_path: Path
+) -> None:
+    """`![logo](img/logo.png)` in Markdown is the page's relative name like any HTML's:
+    served from the job's files (`renderer/jobfiles`), drawn in the PDF."""
+    storage = LocalStorage(str(tmp_path / "files"), "http://pressroom.test", "secret")
+    refs = await stored(storage, "t1", **{"img/logo.png": png(40, 20)})
+    document = markdown_document("# Logo\n\n![logo](img/logo.png)\n", None, {}, None)
+    async with BrowserPool(chromium, pages=1, timeout=20, max_output_bytes=10**8) as pool:
+        files = JobFiles(FileCache(storage, 10**7), "t1", refs)
+        result = await pool.render(Html(document), PageOptions(), None, files)
+    assert images(result.data, tmp_path) == [(40, 20)]
+    assert result.refused == ()
