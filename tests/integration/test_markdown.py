@@ -184,3 +184,27 @@ async def test_markdown_images_and_links_come_from_the_jobs_files(
         result = await pool.render(Html(document), PageOptions(), None, files)
     assert images(result.data, tmp_path) == [(40, 20)]
     assert result.refused == ()
+
+
+async def test_hostile_markdown_fails_its_job_within_the_jails_time_and_the_next_renders(
+    settings: Settings,
+) -> None:
+    """Unclosed brackets make the parser's work grow with the text (seconds for a few
+    hundred kilobytes): the renderer's jail stops it at `PRESSROOM_TEMPLATE_TIMEOUT`, the
+    job fails at once naming the Markdown, and the next job renders."""
+    stack = Stack(dataclasses.replace(settings, template_timeout=0.5))
+    await stack.start()
+    try:
+        hostile = await stack.submit({"markdown": "[" * 200_000 + "a" + "](" * 100_000})
+        failed = await stack.finished(hostile["id"])
+        after = await stack.submit({"markdown": "# still here"})
+        text, _ = text_of(await document(stack, after["id"]))
+    finally:
+        await stack.close()
+    assert (failed["status"], failed["attempts"], failed["error"]["type"]) == (
+        "failed",
+        1,
+        "template",
+    ), failed
+    assert failed["error"]["message"] == "the Markdown took longer than 0.5 s and was stopped"
+    assert "still here" in text
