@@ -132,16 +132,20 @@ async def test_every_request_example_of_the_document_is_accepted_by_the_live_gat
     )  # fmt: skip
     for path, method, content in bodies:
         for kind, media in content.items():
-            data = media["example"]
-            raw = data.encode() if isinstance(data, str) else json.dumps(data).encode()
-            headers = {**(ADMIN if path.startswith("/admin/") else tenant), "Content-Type": kind}
-            url = f"{api.url}{path.replace('{id}', tenant_id)}"
-            async with api.client.request(method, url, data=raw, headers=headers) as response:
-                assert response.status < 300, (method, path, kind, await response.text())
-                answer = await response.json()
-            tenant_id = answer["id"] if path == "/admin/tenants" else tenant_id
-            sent.append(f"{method.upper()} {path} {kind}")
-    assert len(sent) == 8, sent
+            named = {name: e["value"] for name, e in media.get("examples", {}).items()}
+            for name, data in ({"": media["example"]} if "example" in media else named).items():
+                raw = data.encode() if isinstance(data, str) else json.dumps(data).encode()
+                headers = {
+                    **(ADMIN if path.startswith("/admin/") else tenant),
+                    "Content-Type": kind,
+                }
+                url = f"{api.url}{path.replace('{id}', tenant_id)}"
+                async with api.client.request(method, url, data=raw, headers=headers) as answer:
+                    assert answer.status < 300, (method, path, kind, name, await answer.text())
+                    body = await answer.json()
+                tenant_id = body["id"] if path == "/admin/tenants" else tenant_id
+                sent.append(f"{method.upper()} {path} {kind} {name}".rstrip())
+    assert len(sent) == 9 and "POST /jobs application/json markdown" in sent, sent
 
 
 async def test_a_forged_download_link_with_any_characters_is_a_404_not_a_500(api):
