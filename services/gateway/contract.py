@@ -12,9 +12,6 @@ route needs, and its scope, are read from the route's own guard (`auth.guard_of`
 
 from __future__ import annotations
 
-import re
-from typing import Any
-
 from services.core import outputs
 from services.core.status import BatchStatus, JobStatus
 from services.gateway import (
@@ -22,42 +19,25 @@ from services.gateway import (
     admin,
     adminanswers,
     answers,
+    assetcontract,
     batches,
     joblist,
     requests,
     streamdocs,
     templates,
 )
-from services.gateway.contracttypes import Answer as Answer
-from services.gateway.contracttypes import Body, Media, Param, Route
-from services.gateway.contracttypes import public_path as public_path
 from services.gateway.gotenberg.docs import FORMS
-
-
-def path_id(what: str, pattern: re.Pattern[str] | None = None) -> Param:
-    schema: dict[str, Any] = {"type": "string"}
-    if pattern is not None:
-        schema["pattern"] = pattern.pattern
-    return Param("id", "path", schema, f"the {what}'s id", required=True)
-
-
-def query_int(name: str, low: int, high: int, default: int | None, what: str) -> Param:
-    schema: dict[str, Any] = {"type": "integer", "minimum": low, "maximum": high}
-    if default is not None:
-        schema["default"] = default
-    return Param(name, "query", schema, what)
-
-
-def query_enum(name: str, values: list[str], what: str) -> Param:
-    return Param(name, "query", {"type": "string", "enum": values}, what)
-
-
-def page_params(max_limit: int, max_offset: int, default: int = 50) -> tuple[Param, ...]:
-    return (
-        query_int("limit", 1, max_limit, default, "how many to list"),
-        query_int("offset", 0, max_offset, 0, "how many to skip (`next_offset` of a page)"),
-    )
-
+from services.gateway.routedocs import (
+    Body,
+    Media,
+    Param,
+    Route,
+    page_params,
+    path_id,
+    query_enum,
+    query_int,
+)
+from services.gateway.routedocs import public_path as public_path  # the README's names
 
 IDEMPOTENCY_KEY = Param(
     "Idempotency-Key",
@@ -157,11 +137,14 @@ JOBS: dict[tuple[str, str], Route] = {
             requests.JobRequest,
             JOB_EXAMPLE,
             more_examples=(("markdown", "A Markdown document with a table", MARKDOWN_EXAMPLE),),
+            multipart=assetcontract.JOB_FILES,
+            multipart_example=assetcontract.JOB_FILES_EXAMPLE,
         ),
         description="Exactly one of `template`, `template_id`, `html`, `url` and `markdown` is "
         "the source (`template` or `template_id` may wrap `markdown`, given its HTML as "
         "`content`). 202 once the job is durable in the log; poll `url`, or follow "
-        "`/jobs/{id}/stream`.",
+        "`/jobs/{id}/stream`. As `multipart/form-data`, the part `job` is the JSON and "
+        "every other part a file the page refers to by its filename.",
     ),
     ("GET", "/jobs"): Route(
         "List the tenant's jobs, newest first",
@@ -354,7 +337,12 @@ TEMPLATES: dict[tuple[str, str], Route] = {
         "templates",
         {201: answers.TemplateCreated},
         (*WRITE_ERRORS, 429),
-        body=Body(requests.TemplateRequest, TEMPLATE_EXAMPLE),
+        body=Body(
+            requests.TemplateRequest,
+            TEMPLATE_EXAMPLE,
+            multipart=assetcontract.TEMPLATE_FILES,
+            multipart_example=assetcontract.TEMPLATE_FILES_EXAMPLE,
+        ),
         description="The body, header and footer must compile as Jinja2, within the "
         "tenant's share of the gateway's template workers (429 `compile_limited` over it).",
     ),
@@ -506,20 +494,16 @@ META: dict[tuple[str, str], Route] = {
 }
 
 ROUTES: dict[tuple[str, str], Route] = {
-    **JOBS,
-    **BATCHES,
-    **TEMPLATES,
-    **ACCOUNT,
-    **ADMIN,
-    **META,
+    **JOBS, **BATCHES, **TEMPLATES, **assetcontract.ROUTES, **ACCOUNT, **ADMIN, **META,
     **FORMS,
-}
+}  # fmt: skip
 """Every public route, by (method, path as the README names it)."""
 
 TAGS = {
     "jobs": "One document per request: submit, follow, cancel, download.",
     "batches": "Many documents in one request, and one archive of them.",
     "templates": "Stored Jinja2 templates, every version kept.",
+    **assetcontract.TAG,
     "account": "The tenant's usage and webhook signing secrets.",
     "admin": "Tenants, API keys and everyone's usage, for `PRESSROOM_ADMIN_KEY`.",
     "meta": "Health, readiness, and this document.",

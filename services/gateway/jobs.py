@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -14,10 +14,9 @@ from aiohttp import web
 
 from services.core import bus, db, diagnosis, events, metrics, netpolicy, timeline
 from services.core.errors import Conflict, NotFound, PressroomError, Unavailable, known_type
-from services.core.files import FileRef
 from services.core.holds import HoldKind
 from services.core.status import JobStatus
-from services.gateway import answers, idempotency, templates
+from services.gateway import answers, idempotency, jobfiles, templates
 from services.gateway.auth import caller_of, guarded
 from services.gateway.headers import header
 from services.gateway.keys import (
@@ -33,14 +32,7 @@ from services.gateway.keys import (
 )
 from services.gateway.limits import LIMITS
 from services.gateway.postgres import unavailable_without_postgres
-from services.gateway.requests import (
-    JOB_ID,
-    JobRequest,
-    fingerprint,
-    job_id_for,
-    parse_job,
-    read_json_body,
-)
+from services.gateway.requests import JOB_ID, JobRequest, job_id_for
 
 log = logging.getLogger(__name__)
 
@@ -67,12 +59,7 @@ async def _check_addresses(job: JobRequest, allow_private: bool) -> None:
 
 
 async def _submitted_event(
-    request: web.Request,
-    job: JobRequest,
-    tenant: str,
-    job_id: str,
-    key: str | None,
-    files: Sequence[FileRef] = (),
+    request: web.Request, job: JobRequest, tenant: str, job_id: str, key: str | None
 ) -> events.JobSubmitted:
     """The `submitted` event of a valid request: its tenant, a stored template resolved
     into it, and a per-job webhook secret sealed (never in plain text on the log)."""
@@ -92,7 +79,6 @@ async def _submitted_event(
         webhook_url=job.webhook_url,
         webhook_secret=secret,
         idempotency_key=key,
-        files=list(files),
     )
     if job.template_id is None:
         return event
@@ -108,13 +94,13 @@ def _accepted(job_id: str) -> web.Response:
 
 
 async def _claimed(
-    request: web.Request, job: JobRequest, tenant: str, key: str, job_id: str
+    request: web.Request, fingerprint: str, tenant: str, key: str, job_id: str
 ) -> tuple[str, bool]:
     """The job this request is for, and whether the log holds it already: a request that
     repeats an earlier one with the same `Idempotency-Key` is for the first one's job
     (`IdempotencyConflict` if the key was used for another request)."""
     kv = request.app[IDEMPOTENCY]
-    first = await idempotency.claim(kv, tenant, key, job_id, fingerprint(job))
+    first = await idempotency.claim(kv, tenant, key, job_id, fingerprint)
     if first is None:
         return job_id, False
     # A repeat whose first request never reached the log (it failed) is submitted now.
@@ -137,20 +123,21 @@ async def _hold_and_publish(request: web.Request, event: events.JobSubmitted) ->
 
 
 async def submit_job(request: web.Request) -> web.Response:
-    """`POST /jobs`: 202 once the `submitted` event is durable in JetStream.
+    """`POST /jobs`: 202 once the `submitted` event is durable in JetStream. The body is
+    JSON, or multipart with the job's files (`jobfiles`).
 
     A `template_id` is resolved here, from PostgreSQL: such a job gets a 503 while
     PostgreSQL is down, where other jobs still get their 202. So does the job of a tenant
     with a monthly quota, whose document is held in PostgreSQL before it is published.
     """
     admit(request)
-    job = parse_job(await read_json_body(request))
-    return _accepted(await enqueue(request, job, header(request, "Idempotency-Key")))
+    job, own = await jobfiles.read_job(request)  # JSON, or multipart with files
+    return _accepted(await enqueue(request, job, header(request, "Idempotency-Key"), own))
 
 
 def admit(request: web.Request) -> None:
     """Refuse a submission at once while NATS is away, the log is full or the caller's
-    tenant is over its rate: before its body is even parsed."""
+    tenant is over its rate: before its body is even read."""
     _require_nats(request)
     request.app[LOG_ROOM].admit()
     request.app[LIMITS].admit(caller_of(request).tenant)
@@ -160,23 +147,26 @@ async def enqueue(
     request: web.Request,
     job: JobRequest,
     key: str | None,
-    files: Sequence[FileRef] = (),
+    own: jobfiles.Own | None = None,
     prepare: Callable[[events.JobSubmitted], None] | None = None,
 ) -> str:
-    """Publish a valid job request for the caller's tenant (with the files the page may
-    reach by name); its id once the log holds it. Every door that makes a job (`POST
-    /jobs`, the Gotenberg-compatible forms) comes through here, after `admit`;
-    `prepare` completes the event once its id is known (a door's own fields)."""
+    """Publish a valid job request for the caller's tenant, with its own files (stored
+    by `jobfiles.with_files`); its id once the log holds it. Every door that makes a
+    job (`POST /jobs`, the Gotenberg-compatible forms) comes through here, after
+    `admit`; `prepare` completes the event once its id is known (a door's own fields)."""
     settings = request.app[SETTINGS]
     tenant = caller_of(request).tenant
+    own = own or []
     await _check_addresses(job, settings.allow_private_networks)
     job_id = job_id_for(settings.server_key_bytes(), tenant, key)
     if key is not None:
-        job_id, logged = await _claimed(request, job, tenant, key, job_id)
+        claim = jobfiles.job_fingerprint(job, own)
+        job_id, logged = await _claimed(request, claim, tenant, key, job_id)
         if logged:
             return job_id
     try:
-        event = await _submitted_event(request, job, tenant, job_id, key, files)
+        event = await _submitted_event(request, job, tenant, job_id, key)
+        event = await jobfiles.with_files(request, event, job, own)
         if prepare is not None:
             prepare(event)
         fresh = await _hold_and_publish(request, event)

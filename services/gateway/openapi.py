@@ -26,8 +26,8 @@ from services.core.errors import ErrorType
 from services.gateway import answers, schemadocs, streamdocs
 from services.gateway.auth import ADMIN_KEY, API_KEY, Guard, Handler, guard_of
 from services.gateway.contract import ROUTES, TAGS
-from services.gateway.contracttypes import Body, Media, Param, Route, public_path
 from services.gateway.keys import SETTINGS
+from services.gateway.routedocs import Body, Media, Param, Route, public_path
 from services.gateway.streamdocs import REF
 
 
@@ -124,7 +124,7 @@ def _structs(routes: list[Route]) -> list[type]:
     """Every Struct a body or an answer uses, the error body first."""
     found: dict[type, None] = {answers.ErrorBody: None}
     for route in routes:
-        if route.body is not None:
+        if route.body is not None and route.body.struct is not None:
             found[route.body.struct] = None
         for answer in route.answers.values():
             if isinstance(answer, type):
@@ -143,14 +143,19 @@ def _parameter(param: Param) -> dict[str, Any]:
 
 
 def _request_body(body: Body, refs: dict[type, Any]) -> dict[str, Any]:
-    media: dict[str, Any] = {"schema": refs[body.struct], "example": body.example}
-    if body.more_examples:  # `example` and `examples` exclude each other
-        named = [("default", "", media.pop("example")), *body.more_examples]
-        media["examples"] = {
-            name: {"summary": summary, "value": value} if summary else {"value": value}
-            for name, summary, value in named
-        }
-    content: dict[str, Any] = {"application/json": media}
+    content: dict[str, Any] = {}
+    if body.struct is not None:
+        media: dict[str, Any] = {"schema": refs[body.struct], "example": body.example}
+        if body.more_examples:  # `example` and `examples` exclude each other
+            named = [("default", "", media.pop("example")), *body.more_examples]
+            media["examples"] = {
+                name: {"summary": summary, "value": value} if summary else {"value": value}
+                for name, summary, value in named
+            }
+        content["application/json"] = media
+    if body.multipart is not None:
+        example = body.example if body.multipart_example is None else body.multipart_example
+        content["multipart/form-data"] = {"schema": body.multipart, "example": example}
     if body.lines_example is not None:
         content["application/x-ndjson"] = {
             "schema": {"type": "string"},

@@ -45,6 +45,10 @@ WRAPPERS = ("template", "template_id")
 """The sources that may wrap `markdown`: a template given its HTML as `content`."""
 
 Version = Annotated[int, msgspec.Meta(ge=1, le=MAX_VERSION)]
+AssetNames = Annotated[
+    list[Annotated[str, msgspec.Meta(min_length=1, max_length=2048)]],
+    msgspec.Meta(max_length=10_000),
+]
 TemplateName = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
 
 _T = TypeVar("_T")
@@ -128,6 +132,10 @@ class JobRequest(msgspec.Struct, forbid_unknown_fields=True):
     template)."""
     options: OptionsRequest = msgspec.field(default_factory=OptionsRequest)
     """How the page is printed."""
+    assets: AssetNames = msgspec.field(default_factory=list)
+    """Stored assets (`POST /assets`) the page may refer to by relative name: `logo.png`
+    (the latest version) or `brand.woff2@2`; files sent with a multipart request win over
+    them by name. Only with `html`, `template` or `template_id`."""
 
 
 class BatchItemRequest(BatchItem, forbid_unknown_fields=True):
@@ -160,6 +168,9 @@ class BatchRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """One ZIP of the items' files, or one merged PDF (needs `options.output` pdf)."""
     progress_webhooks: bool = False
     """Also send `batch.progress` webhooks while it runs (needs `webhook_url`)."""
+    assets: AssetNames = msgspec.field(default_factory=list)
+    """Stored assets every item's page may refer to by name (`logo.png`, `brand.woff2@2`),
+    with the stored template's own files; only with `template` or `template_id`."""
 
 
 class TemplateRequest(msgspec.Struct, forbid_unknown_fields=True):
@@ -173,6 +184,9 @@ class TemplateRequest(msgspec.Struct, forbid_unknown_fields=True):
     """A page header template, printed at the top of every page."""
     footer: str | None = None
     """A page footer template, printed at the bottom of every page."""
+    assets: AssetNames = msgspec.field(default_factory=list)
+    """Stored assets this version bundles (`logo.png`, `brand.woff2@2`), fixed as they are
+    now; files sent with a multipart request win over them by name."""
 
 
 def _field_of(message: str) -> str:

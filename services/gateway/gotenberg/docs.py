@@ -4,7 +4,7 @@ meaning in docs/gotenberg.md; errors are plain text, as Gotenberg answers them."
 
 from __future__ import annotations
 
-from services.gateway.contracttypes import Media, Route
+from services.gateway.routedocs import Media, Route
 
 TEXT = Media(("text/plain",), "what was wrong, in words (Gotenberg's error answers)")
 FILE = Media(

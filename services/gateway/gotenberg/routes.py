@@ -21,8 +21,7 @@ from opentelemetry.trace import SpanKind
 
 from services.core import events, filestore, tracing
 from services.core.errors import Forbidden, PressroomError, RequestError, Unauthorized
-from services.core.files import FileRef
-from services.gateway import jobs, waiting
+from services.gateway import jobfiles, jobs, waiting
 from services.gateway.auth import (
     API_KEY,
     AUTH_SETTINGS,
@@ -88,10 +87,9 @@ def as_job(mapped: chromium.Mapped) -> JobRequest:
         raise RequestError(f"form field {source!r}: {exc.message}", field=source) from None
 
 
-async def store(request: web.Request, tenant: str, uploads: list[Upload]) -> list[FileRef]:
-    """Store the form's files under the tenant by digest; their references for the job."""
-    named = [(upload.filename, upload.data) for upload in uploads]
-    return await filestore.store_files(request.app[STORAGE], tenant, named)
+def own_files(uploads: list[Upload]) -> jobfiles.Own:
+    """The form's files as a job's own (checked and typed; stored by `jobs.enqueue`)."""
+    return [(filestore.file_ref(u.filename, u.data), u.data) for u in uploads]
 
 
 async def run(request: web.Request, build: Build) -> web.StreamResponse:
@@ -99,7 +97,7 @@ async def run(request: web.Request, build: Build) -> web.StreamResponse:
     trace = replies.trace_of(request)
     headers = {replies.TRACE: trace}
     try:
-        caller = authenticate(request)
+        authenticate(request)
         jobs.admit(request)
         form = await forms.read(request)
         mapped = build(form)
@@ -109,10 +107,10 @@ async def run(request: web.Request, build: Build) -> web.StreamResponse:
             mapped.body["webhook_url"] = webhook.url
             mapped.origin["webhook_url"] = webhooks.URL
         job = as_job(mapped)
-        refs = await store(request, caller.tenant, mapped.files)
+        own = own_files(mapped.files)
         prepare = webhooks.preparer(webhook, request.app[SETTINGS]) if webhook else None
         with tracing.span("gotenberg form", replies.traceparent(trace), SpanKind.INTERNAL):
-            job_id = await jobs.enqueue(request, job, None, refs, prepare)
+            job_id = await jobs.enqueue(request, job, None, own, prepare)
         headers[replies.JOB_HEADER] = job_id
         if webhook is not None:
             return web.Response(status=204, headers=headers)
