@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from fontTools.ttLib import TTFont
+from prometheus_client import REGISTRY
 
 from services.core.errors import AssetMissing
 from services.core.files import FileRef, blob_key
@@ -71,6 +72,12 @@ def poppler(tool: str, pdf: bytes, tmp_path: Path) -> str:
 def images(pdf: bytes, tmp_path: Path) -> list[tuple[int, int]]:
     lines = poppler("pdfimages", pdf, tmp_path).splitlines()[2:]
     return [(int(line.split()[3]), int(line.split()[4])) for line in lines]
+
+
+def served(source: str) -> float:
+    """`pressroom_job_files_served_total` of `source` so far."""
+    value = REGISTRY.get_sample_value("pressroom_job_files_served_total", {"source": source})
+    return value or 0.0
 
 
 @pytest.fixture
