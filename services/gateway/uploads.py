@@ -146,6 +146,10 @@ async def _read(
                 raise PayloadTooLarge(f"more than {MAX_FIELDS} form fields", field=name)
             upload.fields[name] = await _bytes(part, name, limits.max_field_bytes, _field_too_large)
             continue
+        if part.filename == "":  # a form's file input left empty, as browsers send it
+            if await _bytes(part, "files", limits.max_file_bytes, _file_too_large):
+                raise RequestError("a file part has an empty filename", field="files")
+            continue
         name = _file_name(part)
         _check_file(part, name, seen, len(upload.files), limits)
         data = await _bytes(part, name, limits.max_file_bytes, _file_too_large)
