@@ -240,3 +240,20 @@ async def test_a_batch_of_markdown_items_alone_and_wrapped_by_its_template(stack
     assert "Paper A4 12 4.20" in " ".join(texts[alone]["00000.pdf"].split())
     assert texts[alone]["b.pdf"].strip() == "Second note"
     assert " ".join(texts[wrapped]["00000.pdf"].split()) == "For Ana a b 1 2"
+
+
+async def test_a_markdown_file_with_its_image_from_the_command_line(
+    stack: Stack, tmp_path: Path
+) -> None:
+    """A README with a logo, as a team has it on disk: `pressroom render --markdown
+    README.md --asset logo.png` prints the logo from the file sent with the job."""
+    (tmp_path / "README.md").write_text("# Handbook\n\n![Logo](logo.png)\n\nWelcome.\n")
+    (tmp_path / "logo.png").write_bytes(png(40, 20))
+    status, _, err = await pressroom(
+        tmp_path, "render", "--markdown", "README.md", "--asset", "logo.png",
+        "--url", stack.url, "--key", stack.tenant.key,
+    )  # fmt: skip
+    assert status == 0, err
+    pdf = (tmp_path / "README.pdf").read_bytes()
+    assert images(pdf, tmp_path) == [(40, 20)]
+    assert "Welcome." in text_of(pdf)[0]
