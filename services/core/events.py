@@ -228,6 +228,9 @@ class BatchItem(msgspec.Struct, omit_defaults=True):
     index, zero-padded (`00017.pdf`)."""
     url: str | None = None
     """The page to print (a batch without a template)."""
+    markdown: str | None = None
+    """The item's Markdown, printed as a styled document, or given as `content` to the batch's
+    template (instead of a url)."""
 
 
 class BatchEvent(msgspec.Struct, tag_field="type", kw_only=True, omit_defaults=True):
