@@ -31,6 +31,7 @@ from services.gateway import (
     keynews,
     logroom,
     openapi,
+    pdfreports,
     streams,
     templates,
 )
@@ -225,6 +226,7 @@ def init_app(settings: Settings) -> web.Application:
     app.cleanup_ctx.extend([_nats_ctx, _db_ctx, _auth_ctx, _storage_ctx, _compiler_ctx])
     app.on_response_prepare.append(_rate_headers)
     jobs.add_routes(app)
+    pdfreports.add_routes(app)
     downloads.add_routes(app)
     diagnostics.add_routes(app)
     joblist.add_routes(app)

@@ -24,6 +24,7 @@ from services.gateway import (
     answers,
     batches,
     joblist,
+    pdfcontract,
     requests,
     streamdocs,
     templates,
@@ -199,7 +200,7 @@ JOBS: dict[tuple[str, str], Route] = {
         body=Body(requests.JobRequest, JOB_EXAMPLE),
         description="Exactly one of `template`, `template_id`, `html` and `url` is the "
         "source. 202 once the job is durable in the log; poll `url`, or follow "
-        "`/jobs/{id}/stream`.",
+        "`/jobs/{id}/stream`." + pdfcontract.PDF_JOB_TEXT,
     ),
     ("GET", "/jobs"): Route(
         "List the tenant's jobs, newest first",
@@ -543,7 +544,10 @@ META: dict[tuple[str, str], Route] = {
     ),
 }
 
-ROUTES: dict[tuple[str, str], Route] = {**JOBS, **BATCHES, **TEMPLATES, **ACCOUNT, **ADMIN, **META}
+PDF = pdfcontract.routes(Route, JOB_ID, READ_ERRORS)
+ROUTES: dict[tuple[str, str], Route] = {
+    **JOBS, **PDF, **BATCHES, **TEMPLATES, **ACCOUNT, **ADMIN, **META
+}  # fmt: skip
 """Every public route, by (method, path as the README names it)."""
 
 TAGS = {

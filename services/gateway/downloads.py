@@ -28,8 +28,12 @@ async def download(request: web.Request) -> web.FileResponse:
     key = request.match_info["key"]
     path = storage.verify(key, request.query.get("expires", ""), request.query.get("sig", ""))
     _check_range(request, path.stat())
-    kind = "image/png" if key.endswith(".png") else "application/pdf"
+    kind = _KINDS.get(key.rsplit(".", 1)[-1], "application/pdf")
     return web.FileResponse(path, headers={"Content-Type": kind, **download_headers(key)})
+
+
+_KINDS = {"png": "image/png", "zip": "application/zip", "json": "application/json"}
+"""Content types of the stored files that are not PDFs, by extension."""
 
 
 def _check_range(request: web.Request, file: os.stat_result) -> None:

@@ -14,8 +14,9 @@ from aiohttp import web
 from services.core import bus, db, diagnosis, events, metrics, netpolicy, timeline
 from services.core.errors import Conflict, NotFound, PressroomError, Unavailable, known_type
 from services.core.holds import HoldKind
+from services.core.pdfwork import report_key
 from services.core.status import JobStatus
-from services.gateway import answers, idempotency, templates
+from services.gateway import answers, idempotency, pdfjobs, templates
 from services.gateway.auth import caller_of, guarded
 from services.gateway.headers import header
 from services.gateway.keys import (
@@ -84,6 +85,8 @@ async def _submitted_event(
         webhook_secret=secret,
         idempotency_key=key,
     )
+    if job.pdf is not None:
+        await pdfjobs.resolved(request, job.pdf, event)
     if job.template_id is None:
         return event
     return await templates.resolve(
@@ -329,6 +332,7 @@ async def cancel_job(request: web.Request) -> web.Response:
         row = msgspec.structs.replace(row, status=JobStatus.DONE, object_key=terminal.object_key)
     if row.status == JobStatus.DONE and row.object_key:
         await request.app[STORAGE].delete(row.object_key)
+        await request.app[STORAGE].delete(report_key(row.tenant_id, job_id))  # a PDF job's
         deleted = events.JobDeleted(job_id=job_id, tenant=row.tenant_id, object_key=row.object_key)
         await bus.publish(js, deleted)
     if row.status.terminal:  # its attempts' diagnoses go with it, done or failed

@@ -26,6 +26,7 @@ from services.core.pageoptions import Margin, Mark, Metadata, PageOptions, WaitF
 from services.core.signing import parse_secrets
 from services.gateway.headers import header
 from services.gateway.jsonbody import parse_json
+from services.gateway.pdfjobs import PdfWorkRequest, check_work
 
 _PATH = re.compile(r"at `\$\.?([^`]*)`")
 _NAMED = re.compile(r"(?:required|unknown) field `([^`]*)`")
@@ -38,8 +39,9 @@ TEMPLATE_ID = re.compile(r"^[0-9a-f]{32}$")
 # would refuse to send it.
 MAX_VERSION = 2**31 - 1
 
-SOURCES = ("template", "template_id", "html", "url")
-"""The fields a job's document can come from; a job gives exactly one."""
+SOURCES = ("template", "template_id", "html", "url", "pdf")
+"""The fields a job's document can come from; a job gives exactly one (`pdf`: PDFs in,
+steps run on them, `gateway/pdfjobs.py`)."""
 
 Version = Annotated[int, msgspec.Meta(ge=1, le=MAX_VERSION)]
 TemplateName = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
@@ -119,6 +121,8 @@ class JobRequest(msgspec.Struct, forbid_unknown_fields=True):
     `webhook_url`)."""
     options: OptionsRequest = msgspec.field(default_factory=OptionsRequest)
     """How the page is printed."""
+    pdf: PdfWorkRequest | None = None
+    """PDFs in and steps run on them (merge, split, pdfa…), instead of a page to print."""
 
 
 class BatchItemRequest(BatchItem, forbid_unknown_fields=True):
@@ -224,15 +228,18 @@ def _one_source(job: JobRequest) -> str:
 def _check_source(job: JobRequest) -> None:
     """Exactly one non-blank source; `template_version` and `data` only where they apply."""
     source = _one_source(job)
-    _not_blank(getattr(job, source), source)
+    if job.data and source in {"html", "url", "pdf"}:
+        raise RequestError(
+            f"data is only used with template or template_id, not with {source}", field="data"
+        )
+    if source != "pdf":
+        _not_blank(getattr(job, source), source)
     if job.template_version is not None and source != "template_id":
         raise RequestError("template_version needs template_id", field="template_version")
     if source == "template_id" and not TEMPLATE_ID.fullmatch(job.template_id or ""):
         raise RequestError(f"no stored template has id {job.template_id!r}", field="template_id")
-    if job.data and source in {"html", "url"}:
-        raise RequestError(
-            f"data is only used with template or template_id, not with {source}", field="data"
-        )
+    if job.pdf is not None:
+        check_work(job.pdf)
 
 
 def parse_job(body: bytes) -> JobRequest:
@@ -247,6 +254,8 @@ def parse_job(body: bytes) -> JobRequest:
             raise RequestError("give webhook_url or webhookUrl, not both", field="webhookUrl")
         raw["webhook_url"] = raw.pop("webhookUrl")
     job = _convert(raw, JobRequest)
+    if job.pdf is not None and "options" in raw:
+        raise RequestError("options print a page; a pdf job's work is its steps", field="options")
     _check_source(job)
     _check_webhook_secret(job.webhook_secret, job.webhook_url)
     check_options(job.options)
