@@ -63,12 +63,14 @@ class Media:
 
 @dataclass(frozen=True)
 class Body:
-    """A JSON request body: its Struct and an example (and a JSON Lines form, if any)."""
+    """A JSON request body: its Struct and an example (and a JSON Lines form, if any);
+    or, with no Struct, a file sent as it is, in one of `raw_types`."""
 
-    struct: type
+    struct: type | None
     example: Any
     required: bool = True
     lines_example: str | None = None
+    raw_types: tuple[str, ...] = ()
 
 
 Answer = type | Media | None  # None: no body (204)
@@ -544,7 +546,7 @@ META: dict[tuple[str, str], Route] = {
     ),
 }
 
-PDF = pdfcontract.routes(Route, JOB_ID, READ_ERRORS)
+PDF = pdfcontract.routes(Route, Body, Param, JOB_ID, READ_ERRORS)
 ROUTES: dict[tuple[str, str], Route] = {
     **JOBS, **PDF, **BATCHES, **TEMPLATES, **ACCOUNT, **ADMIN, **META
 }  # fmt: skip

@@ -131,7 +131,7 @@ def _structs(routes: list[Route]) -> list[type]:
     """Every Struct a body or an answer uses, the error body first."""
     found: dict[type, None] = {answers.ErrorBody: None}
     for route in routes:
-        if route.body is not None:
+        if route.body is not None and route.body.struct is not None:
             found[route.body.struct] = None
         for answer in route.answers.values():
             if isinstance(answer, type):
@@ -150,6 +150,9 @@ def _parameter(param: Param) -> dict[str, Any]:
 
 
 def _request_body(body: Body, refs: dict[type, Any]) -> dict[str, Any]:
+    if body.struct is None:  # the file itself
+        binary = {"schema": {"type": "string", "format": "binary"}, "example": body.example}
+        return {"required": body.required, "content": dict.fromkeys(body.raw_types, binary)}
     content: dict[str, Any] = {
         "application/json": {"schema": refs[body.struct], "example": body.example}
     }

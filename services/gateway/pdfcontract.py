@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from services.gateway import pdfreports
+from services.gateway import pdfreports, validation
 
 PDF_JOB_EXAMPLES: dict[str, Any] = {
     "merge": {
@@ -38,9 +38,22 @@ PDF_JOB_TEXT = (
 )
 
 
-def routes(route: Any, job_id: Any, read_errors: tuple[int, ...]) -> dict[tuple[str, str], Any]:
-    """The PDF tools' routes, built with `contract.py`'s `Route` and parameters (passed
-    in: that module imports this one)."""
+TINY_PDF = (
+    "%PDF-1.4\n1 0 obj <</Type /Catalog /Pages 2 0 R>> endobj\n"
+    "2 0 obj <</Type /Pages /Kids [3 0 R] /Count 1>> endobj\n"
+    "3 0 obj <</Type /Page /Parent 2 0 R /MediaBox [0 0 200 200]>> endobj\n"
+    "trailer <</Root 1 0 R>>\n%%EOF\n"
+)
+"""The smallest PDF (its cross-reference table left for the reader to rebuild, which
+the answer's `warnings` then say): `POST /validate`'s example."""
+
+
+def routes(
+    route: Any, body: Any, param: Any, job_id: Any, read_errors: tuple[int, ...]
+) -> dict[tuple[str, str], Any]:
+    """The PDF tools' routes, built with `contract.py`'s `Route`, `Body`, `Param` and parameters
+    (passed in: that module imports this one)."""
+
     return {
         ("GET", "/jobs/{id}/report"): route(
             "What a PDF-tools job's steps did and found",
@@ -51,5 +64,32 @@ def routes(route: Any, job_id: Any, read_errors: tuple[int, ...]) -> dict[tuple[
             description="Each step run, the documents written, the metadata and validations "
             "asked for, and `pages_processed` (what usage counts). 404 for a job that is "
             "not a PDF-tools job, 409 until it is done.",
+        ),
+        ("POST", "/validate"): route(
+            "What a PDF claims, and whether it holds",
+            "jobs",
+            {200: validation.Validated},
+            (400, 401, 403, 408, 413, 422, 429, 503),
+            params=(
+                param(
+                    "name",
+                    "query",
+                    {"type": "string", "maxLength": 200},
+                    "the document's name in the answer (`document.pdf` by default)",
+                ),
+                param(
+                    validation.PASSWORD,
+                    "header",
+                    {"type": "string"},
+                    "the password that opens an encrypted PDF",
+                ),
+            ),
+            body=body(None, TINY_PDF, raw_types=("application/pdf",)),
+            description="The body is the PDF (at most `PRESSROOM_VALIDATE_MAX_BYTES`). "
+            "Answered at once: PDF/A level and structural checks, PDF/UA markers, an "
+            "embedded Factur-X invoice against its XSD and declared profile, signatures, "
+            "encryption. Read in a worker process, each tenant within its share "
+            "(429 `compile_limited` beyond it, 503 when every worker is busy); a file "
+            "that cannot be read is a 422 naming why.",
         ),
     }

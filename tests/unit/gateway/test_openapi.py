@@ -110,7 +110,7 @@ def test_request_body_examples_are_requests_the_gateway_accepts(doc):
     assert len(parse_batch_lines(lines.encode(), 10).items) == 2
     parse_template(msgspec.json.encode(example("POST", "/templates")))
     for key, route in contract.ROUTES.items():
-        if route.body is not None:
+        if route.body is not None and route.body.struct is not None:
             msgspec.convert(example(*key), route.body.struct)
 
 
