@@ -4,6 +4,7 @@
     pressroom render invoice.html.j2 --data data.json -o invoice.pdf [--option format=A4]
     pressroom render https://example.com/report -o report.pdf      # a page, by its URL
     pressroom render --html page.html | --template-id ID [--template-version N]
+    pressroom render --markdown notes.md [--stylesheet notes.css] [wrapper.html.j2]
     pressroom batch submit items.jsonl --template invoice.html.j2 [--output zip|merged]
                                        [--wait [-o archive.zip]]
     pressroom batch pause|resume|cancel|status ID
@@ -154,7 +155,12 @@ def options_of(pairs: Sequence[tuple[list[str], Any]] | None) -> dict[str, Any] 
 
 def render_source(args: argparse.Namespace) -> dict[str, Any]:
     """The job's source from the arguments: exactly one of a template file (or a page's
-    http(s) URL) as SOURCE, `--html FILE`, `--template-id ID`."""
+    http(s) URL) as SOURCE, `--html FILE`, `--template-id ID`; or `--markdown FILE`,
+    which a template file or `--template-id` may wrap."""
+    if args.markdown is not None:
+        return markdown_source(args)
+    if args.stylesheet is not None:
+        raise UsageError("--stylesheet styles --markdown; give --markdown FILE too")
     given = [args.source is not None, args.html is not None, args.template_id is not None]
     if sum(given) != 1:
         raise UsageError("give one source: a template file or page URL, --html or --template-id")
@@ -167,12 +173,35 @@ def render_source(args: argparse.Namespace) -> dict[str, Any]:
     return {"template": read_text(args.source)}
 
 
+def markdown_source(args: argparse.Namespace) -> dict[str, Any]:
+    """`--markdown FILE` (and `--stylesheet FILE`), wrapped by the template file SOURCE or
+    by `--template-id`, or by neither."""
+    if args.html is not None or str(args.source).startswith(("http://", "https://")):
+        raise UsageError("--markdown is the source: --html or a URL cannot go with it")
+    if args.source is not None and args.template_id is not None:
+        raise UsageError("wrap --markdown in a template file or --template-id, not both")
+    body: dict[str, Any] = {"markdown": read_text(args.markdown)}
+    if args.stylesheet is not None:
+        body["stylesheet"] = read_text(args.stylesheet)
+    if args.template_id is not None:
+        body.update(template_id=args.template_id, template_version=args.template_version)
+    elif args.source is not None:
+        body["template"] = read_text(args.source)
+    return body
+
+
+IMAGE_EXTENSIONS = {"png": "png", "jpeg": "jpg", "webp": "webp"}
+"""The file name extension of each image `options.output` (any other is a PDF)."""
+
+
 def output_path(args: argparse.Namespace, job: Job) -> str:
     """`-o`, else the source file's name with the output's extension, else `<job id>.pdf`."""
     if args.output:
         return str(args.output)
-    extension = ".png" if (options_of(args.option) or {}).get("output") == "png" else ".pdf"
-    local = args.html or (args.source if not str(args.source).startswith("http") else None)
+    output = (options_of(args.option) or {}).get("output")
+    extension = "." + IMAGE_EXTENSIONS.get(str(output), "pdf")
+    local = args.markdown or args.html
+    local = local or (args.source if not str(args.source).startswith("http") else None)
     if local and local != "-":
         return Path(local).name.split(".")[0] + extension
     return job.id + extension
@@ -375,6 +404,8 @@ def _render_parser(commands: Any) -> None:
                          help="a Jinja2 template file, or an http(s) URL to print")  # fmt: skip
     render_.add_argument("--data", metavar="FILE", help="the template's variables (JSON; - stdin)")
     render_.add_argument("--html", metavar="FILE", help="HTML printed as it is")
+    render_.add_argument("--markdown", metavar="FILE", help="Markdown (SOURCE may wrap it)")
+    render_.add_argument("--stylesheet", metavar="FILE", help="CSS for --markdown")
     render_.add_argument("--template-id", metavar="ID", help="a stored template")
     render_.add_argument("--template-version", type=int, metavar="N", help="default the latest")
     render_.add_argument("-o", "--output", metavar="FILE", help="default: SOURCE's name + .pdf")

@@ -85,13 +85,17 @@ class AsyncClient:
         url: str | None = None,
         template_id: str | None = None,
         template_version: int | None = None,
+        markdown: str | None = None,
+        stylesheet: str | None = None,
         data: Mapping[str, Any] | None = None,
         options: Mapping[str, Any] | None = None,
         webhook_url: str | None = None,
         idempotency_key: str | None = None,
     ) -> Job:
         """As `Client.submit`."""
-        source = calls.Source(template, html, url, template_id, template_version)
+        source = calls.Source(
+            template, html, url, template_id, template_version, markdown, stylesheet
+        )
         return await self._run(calls.submit(source, data, options, webhook_url, idempotency_key))
 
     async def get(self, job_id: str) -> Job:

@@ -146,13 +146,16 @@ def transport_errors(base_url: str) -> Iterator[None]:
 
 
 class Source(NamedTuple):
-    """What a job renders: exactly one of `template`, `html`, `url`, `template_id`."""
+    """What a job renders: exactly one of `template`, `html`, `url`, `template_id`,
+    `markdown` (which `template` or `template_id` may wrap; `stylesheet` styles it)."""
 
     template: str | None = None
     html: str | None = None
     url: str | None = None
     template_id: str | None = None
     template_version: int | None = None
+    markdown: str | None = None
+    stylesheet: str | None = None
 
 
 def submit(

@@ -88,18 +88,23 @@ class Client:
         url: str | None = None,
         template_id: str | None = None,
         template_version: int | None = None,
+        markdown: str | None = None,
+        stylesheet: str | None = None,
         data: Mapping[str, Any] | None = None,
         options: Mapping[str, Any] | None = None,
         webhook_url: str | None = None,
         idempotency_key: str | None = None,
     ) -> Job:
         """Submit one job; the accepted job (`queued`). Give exactly one source:
-        `template` (Jinja2, with `data`), `html`, `url` or `template_id` (with
-        `template_version`, default the latest).
+        `template` (Jinja2, with `data`), `html`, `url`, `template_id` (with
+        `template_version`, default the latest) or `markdown` (styled by `stylesheet`,
+        and wrapped by `template` or `template_id` if given, as `{{ content }}`).
 
         >>> job = pressroom.submit(html="<p>Hello</p>", options={"format": "A4"})  # doctest: +SKIP
         """
-        source = calls.Source(template, html, url, template_id, template_version)
+        source = calls.Source(
+            template, html, url, template_id, template_version, markdown, stylesheet
+        )
         return self._run(calls.submit(source, data, options, webhook_url, idempotency_key))
 
     def get(self, job_id: str) -> Job:

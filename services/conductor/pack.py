@@ -76,7 +76,7 @@ async def outcomes(pool: asyncpg.Pool, batch_id: str) -> list[Outcome]:
 async def ended_indexes(pool: asyncpg.Pool, batch_id: str) -> set[int]:
     """The indexes of the batch's items the projection knows have ended."""
     rows = await pool.fetch(
-        "SELECT item_index FROM jobs WHERE batch_id = $1 AND status = ANY($2::text[])",
+        "SELECT item_index FROM jobs WHERE batch_id = $1 AND status = ANY($2::job_status[])",
         batch_id,
         [JobStatus.DONE, JobStatus.FAILED, JobStatus.CANCELLED],
     )

@@ -22,12 +22,11 @@ import nats
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.errors import AuthorizationError, MaxPayloadError
-from nats.errors import Error as NatsError
 from nats.js import JetStreamContext
 from nats.js.api import (
     ConsumerInfo,
 )
-from nats.js.errors import APIError, KeyWrongLastSequenceError, NotFoundError
+from nats.js.errors import APIError
 
 from services.core import (
     busaccess,
@@ -40,10 +39,10 @@ from services.core import (
     topology,
     tracing,
 )
-from services.core.boundary import ErrorMap, describe
 from services.core.busaccess import Role
+from services.core.buserrors import NATS_DOWN as NATS_DOWN
+from services.core.buserrors import map_bus_errors as map_bus_errors
 from services.core.errors import (
-    Conflict,
     EventTooLarge,
     LogFull,
     NotFound,
@@ -53,28 +52,6 @@ from services.core.errors import (
 from services.core.settings import Settings, SettingsError
 
 log = logging.getLogger(__name__)
-
-NATS_DOWN = (NatsError, OSError)
-"""What nats-py raises when NATS is away, reconnecting, electing a leader, slow to answer
-or answers with an error (`TimeoutError` is an `OSError`; nats-py's timeouts are both)."""
-
-
-def map_bus_errors(context: str = "NATS") -> ErrorMap:
-    """`with`, `async with` or a decorator: nats-py's errors inside become the project's,
-    "{context}: {type}: {text}". JetStream's "no such message, consumer or bucket" is
-    `NotFound` and a key-value write that lost to another one is `Conflict` (answers, not
-    trouble); everything else in `NATS_DOWN` is `Unavailable`."""
-
-    def translate(exc: Exception) -> PressroomError | None:
-        if isinstance(exc, NotFoundError):
-            return NotFound(f"{context}: {describe(exc)}")
-        if isinstance(exc, KeyWrongLastSequenceError):
-            return Conflict(f"{context}: {describe(exc)}")
-        if isinstance(exc, NATS_DOWN):
-            return Unavailable(f"{context}: {describe(exc)}")
-        return None
-
-    return ErrorMap(translate)
 
 
 class SinglesLanes:

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import datetime as dt
 from collections.abc import AsyncIterator, Mapping
+from enum import StrEnum
 from typing import Any, TypeVar
 
 import asyncpg
@@ -23,7 +24,7 @@ import msgspec
 
 from services.core import runtime
 from services.core.boundary import ErrorMap, describe
-from services.core.errors import PressroomError, Refused, Unavailable
+from services.core.errors import ErrorType, PressroomError, Refused, Unavailable
 from services.core.pgwatch import Watch
 from services.core.schema import MIGRATIONS
 from services.core.settings import Settings
@@ -203,8 +204,34 @@ async def migrate(conn: asyncpg.Connection) -> None:
             async with conn.transaction():
                 await conn.execute(sql)
                 await conn.execute("INSERT INTO schema_migrations VALUES ($1)", version)
+        if len(MIGRATIONS) >= ENUMS_SINCE:
+            await _add_enum_values(conn)
     finally:
         await conn.execute("SELECT pg_advisory_unlock($1)", _LOCK_ID)
+
+
+ENUMS_SINCE = 11
+"""The migration that made the enum types of `ENUM_TYPES`."""
+
+ENUM_TYPES: dict[str, type[StrEnum]] = {
+    "job_status": JobStatus,
+    "batch_status": BatchStatus,
+    "error_type": ErrorType,
+}
+"""Each SQL enum type and the code's enum it holds the values of."""
+
+
+async def _add_enum_values(conn: asyncpg.Connection) -> None:
+    """Add to each SQL enum type the values its code enum has gained since (an error type
+    a release adds): the type follows the code without a migration per member. Values are
+    only ever added; one the code dropped stays readable in old rows."""
+    for sql_type, members in ENUM_TYPES.items():
+        query = f"SELECT unnest(enum_range(NULL::{sql_type}))::text AS v"
+        have = {r["v"] for r in await conn.fetch(query)}
+        for member in members:
+            if member.value not in have:
+                literal = member.value.replace("'", "''")
+                await conn.execute(f"ALTER TYPE {sql_type} ADD VALUE IF NOT EXISTS '{literal}'")
 
 
 async def _init_connection(conn: asyncpg.Connection) -> None:
@@ -340,7 +367,7 @@ async def list_jobs(
     `jobs_tenant_recent`)."""
     rows = await pool.fetch(
         "SELECT * FROM jobs WHERE tenant_id = $1 AND batch_id IS NULL "
-        "AND ($2::text IS NULL OR status = $2) AND ($3::text IS NULL OR starts_with(id, $3)) "
+        "AND ($2::job_status IS NULL OR status = $2) AND ($3::text IS NULL OR starts_with(id, $3)) "
         "ORDER BY created_at DESC, id LIMIT $4 OFFSET $5",
         tenant,
         status,
@@ -506,7 +533,7 @@ async def list_batches(
 ) -> list[BatchRow]:
     """A tenant's batches, newest first, optionally only those in `status`."""
     rows = await pool.fetch(
-        "SELECT * FROM batches WHERE tenant_id = $1 AND ($2::text IS NULL OR status = $2) "
+        "SELECT * FROM batches WHERE tenant_id = $1 AND ($2::batch_status IS NULL OR status = $2) "
         "ORDER BY created_at DESC, id LIMIT $3 OFFSET $4",
         tenant,
         status,
@@ -529,7 +556,7 @@ async def batch_items(
                j.error_type, j.error_message
         FROM generate_series(0, $2::integer - 1) AS i
         LEFT JOIN jobs AS j ON j.id = $1 || '.' || i
-        WHERE $3::text IS NULL OR COALESCE(j.status, 'queued') = $3
+        WHERE $3::job_status IS NULL OR COALESCE(j.status, 'queued') = $3
         ORDER BY i LIMIT $4 OFFSET $5
         """,
         batch.id,

@@ -26,6 +26,8 @@
     │   ├── InvalidEvent          a message on the log cannot be decoded
     │   ├── WaitTimeout           `wait_for`'s selector or expression never came true
     │   ├── SourceError           a `url` source answered 4xx or cannot be a page
+    │   ├── AssetMissing          the page asks for a file the job does not carry, or a
+    │   │                         job names a stored asset the tenant does not have
     │   ├── FinishingError        a PDF step (finishing or a PDF-tool job: PDF/A, Factur-X,
     │   │                         encryption…) refused its input or went over its limits
     │   │   ├── SigningNotConfigured  `sign` asked of a renderer without a signing key
@@ -122,6 +124,8 @@ class ErrorType(StrEnum):
     STALLED = "stalled"
     NO_DOCUMENTS = "no_documents"
     DOCUMENT_MISSING = "document_missing"
+    CANCELLED = "cancelled"
+    ASSET_MISSING = "asset_missing"
 
 
 OTHER_TYPES = {
@@ -135,6 +139,7 @@ OTHER_TYPES = {
     "archive to make",
     ErrorType.DOCUMENT_MISSING: "An item's document was deleted before the batch's archive "
     "was packed",
+    ErrorType.CANCELLED: "The job or batch was cancelled on request before it ended",
 }
 """What each type that is no exception's `kind` means (and `internal`, the base class's)."""
 
@@ -372,6 +377,15 @@ class SourceError(DeterministicError):
     """A `url` source answered with a 4xx status, or was refused or is not a page."""
 
     kind = ErrorType.SOURCE
+
+
+class AssetMissing(DeterministicError):
+    """The page asks for a file by a relative name (`<img src="logo.png">`) that is not
+    among the job's files, or a job names a stored asset (`assets`) the tenant does not
+    have; the message names the file."""
+
+    kind = ErrorType.ASSET_MISSING
+    http_status = 400
 
 
 class FinishingError(DeterministicError):

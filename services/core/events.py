@@ -212,15 +212,20 @@ class Event(msgspec.Struct, tag_field="type", kw_only=True, omit_defaults=True):
 class JobSubmitted(Event, tag="submitted"):
     """A client's job, accepted by the gateway; everything needed to render it.
 
-    The source is exactly one of: `template` (Jinja2, with `data`), `html` (used as is) or
-    `url` (loaded by the browser). A stored template is resolved by the gateway into
-    `template`, and `template_id`/`template_version` record which one it was. A
-    PDF-tools job has `pdf` instead (`core/pdfwork.py`): PDFs in, steps run on them.
+    The source is exactly one of: `template` (Jinja2, with `data`), `html` (used as is),
+    `markdown` (optionally wrapped in `template`) or `url` (loaded by the browser). A
+    stored template is resolved by the gateway into `template`, and
+    `template_id`/`template_version` record which one it was. A PDF-tools job has
+    `pdf` instead (`core/pdfwork.py`): PDFs in, steps run on them.
     """
 
     template: str = ""
     html: str | None = None
     url: str | None = None
+    # A Markdown source: made into HTML by the renderer (`core/markdown`), wrapped in
+    # `template` when one is set, styled by `stylesheet`.
+    markdown: str | None = None
+    stylesheet: str | None = None
     template_id: str | None = None
     template_version: int | None = None
     data: dict[str, Any] = msgspec.field(default_factory=dict)
@@ -241,7 +246,7 @@ class JobSubmitted(Event, tag="submitted"):
     # A PDF-tools job: its inputs and steps, instead of a template, html or url.
     pdf: PdfWork | None = None
 
-    INPUTS: ClassVar[tuple[str, ...]] = ("template", "html", "data")
+    INPUTS: ClassVar[tuple[str, ...]] = ("template", "html", "markdown", "stylesheet", "data")
     """What the document is made from: large, and kept once, on the job's row."""
     SECRETS: ClassVar[tuple[str, ...]] = ("webhook_secret",)
     """Never shown, not even sealed."""

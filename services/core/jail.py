@@ -46,7 +46,9 @@ T = TypeVar("T")
 
 _CONTEXT = multiprocessing.get_context("forkserver")
 # `forkserver_preload` first: the forkserver dies with the service that started it.
-_CONTEXT.set_forkserver_preload(["services.core.forkserver_preload", "services.core.templating"])
+_CONTEXT.set_forkserver_preload(
+    ["services.core.forkserver_preload", "services.core.templating", "services.core.markdown"]
+)
 
 
 @dataclass(frozen=True)

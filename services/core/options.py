@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from services.core.errors import RequestError
 from services.core.finishingoptions import check_finishing
 from services.core.numbers import bounded_int
+from services.core.outputs import WITH_ALPHA, WITH_QUALITY, Output, is_image
 from services.core.pageoptions import Mark, PageOptions
 from services.core.signoptions import check_sign
 
@@ -36,13 +37,14 @@ RECEIPT_WIDTHS = (58, 80, 90, 120)
 """Thermal paper widths in mm that `receipt_width` accepts."""
 
 MEDIA_TYPES = ("print", "screen")
-OUTPUTS = ("pdf", "png")
+OUTPUTS = tuple(str(output) for output in Output)
 
 MAX_PAPER_INCHES = 200.0
 """The largest page side PDF readers accept (14,400 pt, Acrobat's limit)."""
 MIN_PAPER_INCHES = 10 / MM_PER_INCH
 MAX_PNG_WIDTH = 4096
-"""Widest PNG viewport, CSS px: wide enough for any screen layout, small enough to bound memory."""
+"""Widest (and tallest) image viewport, CSS px: wide enough for any screen layout, small enough
+to bound memory."""
 
 # ASCII digits only ([0-9], never \d): Python's \d and float() take other scripts' too.
 _LENGTH = re.compile(r"([0-9]+(?:\.[0-9]+)?)(px|in|cm|mm)?")
@@ -51,7 +53,7 @@ _PAGE_RANGE = re.compile(r"([0-9]*)[ \t]*-[ \t]*([0-9]*)|([0-9]+)")
 MAX_PAGE_NUMBER = 2**31 - 1
 """Largest page number a page range may name: Chromium reads them as 32-bit integers."""
 
-# Options that only mean something in a PDF: with `output: "png"` a value other than the
+# Options that only mean something in a PDF: with an image output a value other than the
 # default is refused rather than silently ignored.
 _PDF_ONLY = (
     "format",
@@ -65,7 +67,6 @@ _PDF_ONLY = (
     "metadata",
     "tagged",
     "receipt_width",
-    "height",
     "outline",
     "toc",
     "watermark",
@@ -119,9 +120,9 @@ def _check_values(options: PageOptions) -> None:
 
 
 def _check_scale(options: PageOptions) -> None:
-    # In a PDF `scale` zooms the content (Chromium allows 0.1 to 2); in a PNG it is the
+    # In a PDF `scale` zooms the content (Chromium allows 0.1 to 2); in an image it is the
     # device pixel ratio, where below 1 loses detail and above 3 only costs memory.
-    low, high = (1.0, 3.0) if options.output == "png" else (0.1, 2.0)
+    low, high = (1.0, 3.0) if is_image(options.output) else (0.1, 2.0)
     if not low <= options.scale <= high:
         raise _fail("scale", f"must be between {low:g} and {high:g} for {options.output} output")
 
@@ -155,8 +156,8 @@ def paper_inches(options: PageOptions) -> tuple[float, float]:
 
 
 def _check_size(options: PageOptions) -> None:
-    if options.output == "png":
-        _check_png_width(options)
+    if is_image(options.output):
+        _check_viewport(options)
         return
     for name in ("width", "height"):
         value = getattr(options, name)
@@ -167,23 +168,42 @@ def _check_size(options: PageOptions) -> None:
         raise _fail(missing, "is needed too: width and height replace format together")
 
 
-def _check_png_width(options: PageOptions) -> None:
-    if options.width is None:
-        return
-    if not 1 <= _length("width", options.width) * CSS_PX_PER_INCH <= MAX_PNG_WIDTH:
-        raise _fail("width", f"must be between 1px and {MAX_PNG_WIDTH}px for png output")
+def _check_viewport(options: PageOptions) -> None:
+    """An image's `width` and `height` are its viewport's, each 1 to `MAX_PNG_WIDTH` px."""
+    for name in ("width", "height"):
+        value = getattr(options, name)
+        if value is None:
+            continue
+        if not 1 <= _length(name, value) * CSS_PX_PER_INCH <= MAX_PNG_WIDTH:
+            raise _fail(
+                name, f"must be between 1px and {MAX_PNG_WIDTH}px for {options.output} output"
+            )
 
 
-def _check_png(options: PageOptions) -> None:
-    if options.output != "png":
+def _check_image(options: PageOptions) -> None:
+    if not is_image(options.output):
         return
     for name in _PDF_ONLY:
         if getattr(options, name) != getattr(_DEFAULTS, name):
-            raise _fail(name, "does not apply to png output")
+            raise _fail(name, f"does not apply to {options.output} output")
     if options.javascript is False:
         # Chromium 156 sometimes never paints a page whose script is disabled, and the
         # screenshot then waits forever (seen in about 1 of 6 renders).
-        raise _fail("javascript", "cannot be false for png output")
+        raise _fail("javascript", f"cannot be false for {options.output} output")
+
+
+def _check_encoding(options: PageOptions) -> None:
+    """`quality` for the lossy images, 0 to 100; `omit_background` for those with alpha."""
+    if options.quality is not None:
+        if options.output not in WITH_QUALITY:
+            raise _fail("quality", f"applies to jpeg and webp output, not {options.output}")
+        if not 0 <= options.quality <= 100:
+            raise _fail("quality", "must be between 0 and 100")
+    if options.omit_background and options.output not in WITH_ALPHA:
+        raise _fail(
+            "omit_background",
+            f"applies to png and webp output (with an alpha channel), not {options.output}",
+        )
 
 
 MAX_SELECTOR = 1000
@@ -195,8 +215,8 @@ def _check_selector(options: PageOptions) -> None:
     # selector fails the job there (`validation`, field options.selector).
     if options.selector is None:
         return
-    if options.output != "png":
-        raise _fail("selector", "applies to png output only")
+    if not is_image(options.output):
+        raise _fail("selector", "applies to image output (png, jpeg, webp) only")
     if not options.selector.strip():
         raise _fail("selector", "must not be empty")
     if len(options.selector) > MAX_SELECTOR:
@@ -378,7 +398,8 @@ def check_header_footer(options: PageOptions) -> None:
 
 _CHECKS: tuple[Callable[[PageOptions], None], ...] = (
     _check_values,
-    _check_png,
+    _check_image,
+    _check_encoding,
     _check_selector,
     check_finishing,  # pdfa, facturx, attachments, encrypt
     _check_receipt,

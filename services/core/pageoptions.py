@@ -157,17 +157,19 @@ class PageOptions(msgspec.Struct, omit_defaults=True):
     print_background: bool = True
     """Print background colours and images."""
     scale: float = 1.0
-    """PDF: zoom of the content, 0.1 to 2. PNG: device pixels per CSS px, 1 to 3."""
+    """PDF: zoom of the content, 0.1 to 2. An image: device pixels per CSS px (the device scale
+    factor), 1 to 3."""
     header_template: str | None = None
     """HTML printed at the top of every page; `<span class="pageNumber">`, `totalPages`, `date`,
     `title` and `url` are filled in."""
     footer_template: str | None = None
     """HTML printed at the bottom of every page, like `header_template`."""
     width: str | None = None
-    """A custom paper width, a CSS length from 10mm to 200in (with `height`); for a PNG, the
+    """A custom paper width, a CSS length from 10mm to 200in (with `height`); for an image, the
     viewport width (1 to 4096 px, default 800px)."""
     height: str | None = None
-    """A custom paper height, a CSS length (with `width`); refused for a PNG."""
+    """A custom paper height, a CSS length (with `width`); for an image, the viewport height (1 to
+    4096 px), and the image is then that viewport rather than the whole page."""
     prefer_css_page_size: bool = False
     """A CSS `@page { size }` wins over `format`, `width` and `height`."""
     page_ranges: str | None = None
@@ -182,14 +184,19 @@ class PageOptions(msgspec.Struct, omit_defaults=True):
     tagged: bool = True
     """A tagged (accessible) PDF; `false` gives smaller files, faster."""
     output: str = "pdf"
-    """A PDF, or a PNG screenshot of the whole page."""
+    """A PDF, or a screenshot of the whole page: `png`, `jpeg` or `webp`."""
+    quality: int | None = None
+    """JPEG or WebP only: the compression quality, 0 to 100 (Chromium's default without it)."""
+    omit_background: bool = False
+    """PNG or WebP only: a transparent background where the page paints none (the default white
+    is left out)."""
     receipt_width: int | None = None
     """A thermal receipt this many mm wide: one page exactly as tall as the content."""
     javascript: bool | None = None  # None: on only if the document can run script
     """Run the document's scripts (`true`), none (`false`), or, with null, only when the document
     has a way to run one or the job waits for an expression."""
-    selector: str | None = None  # png only: capture the box of the element this matches
-    """PNG only: capture just the box of the first element this CSS selector matches."""
+    selector: str | None = None  # images only: capture the box of the element this matches
+    """An image only: capture just the box of the first element this CSS selector matches."""
     diagnostics: bool = False  # keep a diagnosis of a successful attempt too
     """Keep a diagnosis (`GET /jobs/{id}/diagnostics`) of a successful attempt too; a failed attempt
     always keeps one."""

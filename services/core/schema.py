@@ -257,4 +257,48 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE webhook_secrets ADD COLUMN expires_at timestamptz;
     """,
+    # 11: statuses and error types as enum types, as they are in the code (`JobStatus`,
+    # `BatchStatus`, `ErrorType`): a value no member has cannot be stored. Error types the
+    # code adds later are added to the type by `db.migrate` (`ENUM_TYPES`); a value stored
+    # before this migration that no member has is kept as `internal`, as answers show it.
+    # The partial indexes name statuses, so they are made again over the new types.
+    """
+    CREATE TYPE job_status AS ENUM ('queued', 'running', 'done', 'failed', 'cancelled');
+    CREATE TYPE batch_status AS ENUM
+        ('queued', 'running', 'paused', 'done', 'failed', 'cancelled');
+    CREATE TYPE error_type AS ENUM (
+        'internal', 'deterministic', 'validation', 'too_large', 'request_timeout',
+        'not_found', 'no_diagnosis', 'unauthorized', 'forbidden', 'idempotency_conflict',
+        'rate_limited', 'too_many_streams', 'quota_exceeded', 'compile_limited',
+        'conflict', 'range_not_satisfiable', 'template', 'limit_exceeded',
+        'output_too_large', 'dom_too_large', 'header_too_large', 'toc_too_large',
+        'invalid_event', 'wait_timeout', 'source', 'finishing', 'signing_not_configured',
+        'page_crashed', 'transient', 'unavailable', 'log_full', 'secret_unreadable',
+        'refused', 'storage', 'browser', 'timeout', 'timestamp_unavailable',
+        'source_unreachable', 'pdf_invalid', 'pdf_encrypted', 'pdf_active_content',
+        'too_many_pages', 'pdfa_not_possible', 'pdfua_not_possible', 'facturx_invalid',
+        'http', 'worker_lost', 'stalled', 'no_documents', 'document_missing', 'cancelled'
+    );
+    DROP INDEX jobs_unfinished;
+    DROP INDEX batches_unfinished;
+    ALTER TABLE jobs
+        ALTER COLUMN status TYPE job_status USING status::job_status,
+        ALTER COLUMN error_type TYPE error_type USING CASE
+            WHEN error_type = ANY (enum_range(NULL::error_type)::text[])
+            THEN error_type::error_type
+            WHEN error_type IS NOT NULL THEN 'internal'
+        END;
+    ALTER TABLE batches
+        ALTER COLUMN status TYPE batch_status USING status::batch_status,
+        ALTER COLUMN error_type TYPE error_type USING CASE
+            WHEN error_type = ANY (enum_range(NULL::error_type)::text[])
+            THEN error_type::error_type
+            WHEN error_type IS NOT NULL THEN 'internal'
+        END;
+    ALTER TABLE usage_documents ALTER COLUMN outcome TYPE job_status USING outcome::job_status;
+    CREATE INDEX jobs_unfinished ON jobs (status, updated_at)
+        WHERE status IN ('queued', 'running');
+    CREATE INDEX batches_unfinished ON batches (status, updated_at)
+        WHERE status IN ('queued', 'running', 'paused');
+    """,
 ]

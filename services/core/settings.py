@@ -17,95 +17,27 @@ import dataclasses
 import os
 import re
 import shutil
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
+from services.core.assetsettings import AssetSettings
 from services.core.crypto import ServerKeys, read_keyring
+from services.core.settingvalues import boolean as _bool
+from services.core.settingvalues import choice as _choice
+from services.core.settingvalues import float_in as _float
+from services.core.settingvalues import http_url as _http_url
+from services.core.settingvalues import int_in as _int
+from services.core.settingvalues import nkey_seed as _nkey_seed
+from services.core.settingvalues import schedule as _schedule
+from services.core.settingvalues import server_key as _server_key
+from services.core.settingvalues import var as _var
 from services.core.valuefiles import SettingsError as SettingsError
 from services.core.valuefiles import raw_value
 
-T = TypeVar("T")
-
-
-def _int(lo: int, hi: int) -> Callable[[str], int]:
-    def parse(raw: str) -> int:
-        value = int(raw)
-        if not lo <= value <= hi:
-            raise ValueError(f"must be between {lo} and {hi}")
-        return value
-
-    return parse
-
-
-def _float(lo: float, hi: float) -> Callable[[str], float]:
-    def parse(raw: str) -> float:
-        value = float(raw)
-        if not lo <= value <= hi:
-            raise ValueError(f"must be between {lo} and {hi}")
-        return value
-
-    return parse
-
-
-def _bool(raw: str) -> bool:
-    lowered = raw.strip().lower()
-    if lowered in {"1", "true", "yes", "on"}:
-        return True
-    if lowered in {"0", "false", "no", "off", ""}:
-        return False
-    raise ValueError("must be 1/0, true/false, yes/no or on/off")
-
-
-def _choice(*options: str) -> Callable[[str], str]:
-    def parse(raw: str) -> str:
-        if raw not in options:
-            raise ValueError(f"must be one of {', '.join(options)}")
-        return raw
-
-    return parse
-
-
-def _schedule(raw: str) -> tuple[float, ...]:
-    values = tuple(float(part) for part in raw.split(",") if part.strip())
-    if not values or any(v < 0 for v in values):
-        raise ValueError("must be a comma-separated list of non-negative seconds")
-    return values
-
-
-def _str(raw: str) -> str:
-    return raw
-
-
-def _server_key(raw: str) -> str:
-    """One or more keys of 32 random bytes in base64 (`crypto.read_keyring`)."""
-    read_keyring(raw)
-    return raw
-
-
-def _http_url(raw: str) -> str:
-    if raw and not re.match(r"^https?://[^/\s]+", raw):
-        raise ValueError("must be an http:// or https:// URL")
-    return raw
-
-
-_NKEY_SEED = re.compile(r"SU[A-Z2-7]{56}")
-
-
-def _nkey_seed(raw: str) -> str:
-    """An NKey user seed as `nk -gen user` or `pressroom bus-keys` prints it."""
-    seed = raw.strip()
-    if seed and not _NKEY_SEED.fullmatch(seed):
-        raise ValueError("must be an NKey user seed: SU followed by 56 base32 characters")
-    return seed
-
-
-def _var(name: str, default: Any, parse: Callable[[str], Any] = _str, doc: str = "") -> Any:
-    return field(default=default, metadata={"env": name, "parse": parse, "doc": doc})
-
 
 @dataclass(frozen=True)
-class Settings:
+class Settings(AssetSettings):
     """Every setting of every service; each field is one `PRESSROOM_*` variable."""
 
     host: str = _var("PRESSROOM_HOST", "127.0.0.1", doc="address the gateway listens on")
@@ -618,8 +550,8 @@ class Settings:
         """The Chromium executable: `PRESSROOM_CHROMIUM`, else the headless shell where
         installed, else the first Chromium on PATH.
 
-        The headless shell (Chromium's headless-only build) prints a PDF for about half
-        the CPU of a full Chromium in `--headless` mode, which makes every PDF in a print
+        The headless shell (Chromium's headless-only build) prints a PDF for much less
+        CPU than a full Chromium in `--headless` mode, which makes every PDF in a print
         compositor process of its own (docs/benchmarks.md). Debian's
         `/usr/bin/chromium-headless-shell` is a shell script that does not `exec`, so
         the binary behind it is named: Chromium must be the launcher's own child."""

@@ -40,8 +40,8 @@ enough that a conductor streaming a thousand documents holds one at a time."""
 
 INLINE_WRITE = 256 * 2**10
 """Bytes up to which local storage writes a file on the event loop: handing the write to
-a thread cost the renderer more CPU than writing a PDF of that size into the page cache
-(~0.2 ms for the invoice's 92 KB), on every job. Bigger files go to a thread, so a slow
+a thread cost the renderer more CPU than writing a PDF of that size into the page cache,
+on every job. Bigger files go to a thread, so a slow
 disk holds the loop for a write of this size at most."""
 
 MAX_EXPIRY = 2**63 - 1

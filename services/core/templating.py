@@ -31,7 +31,7 @@ class _Sandbox(ImmutableSandboxedEnvironment):
     Jinja2 tries `getattr(item, "name")` first and the key second. On a JSON object
     (a plain dict) the attribute fails unless the name is one of dict's own (`items`,
     `get`, `__class__`…), so every lookup of data raised and caught an `AttributeError`:
-    about half of a typical invoice's render. A plain dict's key is now read directly
+    a large part of a typical invoice's render. A plain dict's key is now read directly
     when the name is not one of dict's attributes; every other lookup (such names, other
     objects) goes through the sandbox unchanged, so templates see exactly what they did.
     """

@@ -11,8 +11,8 @@ import msgspec
 from nats.js import JetStreamContext
 from nats.js.api import RawStreamMsg
 
-# `bus` imports this module too: only its functions are used here, at call time.
-from services.core import bus, events
+from services.core import events
+from services.core.buserrors import map_bus_errors
 from services.core.errors import NotFound
 from services.core.status import JobStatus
 
@@ -36,7 +36,7 @@ async def messages(
     seq = start
     while True:
         try:
-            with bus.map_bus_errors():
+            with map_bus_errors():
                 raw = await js.get_msg(events.STREAM, seq=seq, subject=subjects, next=True)
         except NotFound:
             return
@@ -69,7 +69,7 @@ async def last_event(
     """The job's latest event of type `tag` in the stream, or None.
 
     `direct` asks with a direct get, which any replica of the stream answers without the
-    JetStream API's JSON (about half the server's CPU): on a replicated stream the answer
+    JetStream API's JSON (much of the server's CPU): on a replicated stream the answer
     can lag the leader's, so only callers that tolerate a slightly old answer use it.
     """
     subjects = [events.subject(job_id, tag)]
@@ -89,7 +89,7 @@ async def _last_of_first(
     has any; None if none has, or that message does not decode."""
     for subject in subjects:
         try:
-            with bus.map_bus_errors():
+            with map_bus_errors():
                 raw = await js.get_last_msg(events.STREAM, subject, direct=direct)
         except NotFound:
             continue
@@ -133,7 +133,7 @@ async def _first_seq(js: JetStreamContext, subjects: list[str]) -> int | None:
     firsts = []
     for subject in subjects:
         try:
-            with bus.map_bus_errors():
+            with map_bus_errors():
                 raw = await js.get_msg(events.STREAM, seq=1, subject=subject, next=True)
         except NotFound:
             continue
@@ -148,7 +148,7 @@ async def batch_submission(
     """The batch's `submitted` event (its shared template and options), None if the log
     holds none."""
     try:
-        with bus.map_bus_errors():
+        with map_bus_errors():
             raw = await js.get_last_msg(
                 events.STREAM, events.batch_subject(batch_id, "submitted"), direct=direct
             )

@@ -34,6 +34,7 @@ from services.gateway import (
     pdfreports,
     streams,
     templates,
+    uploads,
     validation,
 )
 from services.gateway.auth import AUTH_SETTINGS, CALLER_KEY, DIRECTORY, Directory
@@ -122,8 +123,8 @@ async def route_body_limit(request: web.Request, handler: Handler) -> web.Stream
 async def errors_as_json(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Every error leaves as JSON naming its cause; no stack trace reaches a client."""
     try:
-        if request.body_exists:
-            await _read_body(request)
+        if request.body_exists and not uploads.is_multipart(request):
+            await _read_body(request)  # a multipart body is read as it comes (`uploads`)
         return await handler(request)
     except PressroomError as exc:
         return error_response(exc.http_status, exc.kind, exc.message, exc.field, exc.headers())

@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from services.core import outputs
 from services.core.status import BatchStatus, JobStatus
 from services.gateway import (
     account,
@@ -71,6 +72,9 @@ class Body:
     required: bool = True
     lines_example: str | None = None
     raw_types: tuple[str, ...] = ()
+    more_examples: tuple[tuple[str, str, Any], ...] = ()
+    """Other named examples (name, summary, body): the document then lists `example`
+    under the name `default` beside them."""
 
 
 Answer = type | Media | None  # None: no body (204)
@@ -162,6 +166,8 @@ BATCH_STREAM = Media(
     streamdocs.BATCH_EXAMPLE,
 )
 HTML = Media(("text/html",), "an HTML page")
+DOCUMENT_TYPES = tuple(outputs.CONTENT_TYPES.values())
+"""What a job's document is: a PDF or an image (`options.output`)."""
 STATIC = Media(("text/html", "text/javascript", "text/css"), "a static file")
 
 READ_ERRORS = (401, 403, 404, 503)
@@ -172,6 +178,11 @@ JOB_EXAMPLE = {
     "data": {"number": "2026-0042", "customer": "Ana"},
     "options": {"format": "A4", "margin": {"top": "15mm", "bottom": "15mm"}},
     "webhook_url": "https://example.com/hooks/pressroom",
+}
+MARKDOWN_EXAMPLE = {
+    "markdown": "# Delivery note 2041\n\n| Item | Qty |\n|------|----:|\n| Paper A4 | 12 |\n",
+    "stylesheet": "th { background: #eef }",
+    "options": {"format": "A5"},
 }
 BATCH_EXAMPLE = {
     "template": "<h1>Invoice {{ number }}</h1>",
@@ -199,9 +210,14 @@ JOBS: dict[tuple[str, str], Route] = {
         {202: answers.JobAccepted},
         (*WRITE_ERRORS, 422, 429),
         params=(IDEMPOTENCY_KEY,),
-        body=Body(requests.JobRequest, JOB_EXAMPLE),
-        description="Exactly one of `template`, `template_id`, `html` and `url` is the "
-        "source. 202 once the job is durable in the log; poll `url`, or follow "
+        body=Body(
+            requests.JobRequest,
+            JOB_EXAMPLE,
+            more_examples=(("markdown", "A Markdown document with a table", MARKDOWN_EXAMPLE),),
+        ),
+        description="Exactly one of `template`, `template_id`, `html`, `url` and `markdown` is "
+        "the source (`template` or `template_id` may wrap `markdown`, given its HTML as "
+        "`content`). 202 once the job is durable in the log; poll `url`, or follow "
         "`/jobs/{id}/stream`." + pdfcontract.PDF_JOB_TEXT,
     ),
     ("GET", "/jobs"): Route(
@@ -284,8 +300,8 @@ JOBS: dict[tuple[str, str], Route] = {
         "Download a document through its signed link (local storage only)",
         "jobs",
         {
-            200: Media(("application/pdf", "image/png"), "the document"),
-            206: Media(("application/pdf", "image/png"), "the part a `Range` asked for"),
+            200: Media(DOCUMENT_TYPES, "the document"),
+            206: Media(DOCUMENT_TYPES, "the part a `Range` asked for"),
         },
         (400, 404, 416),
         params=(

@@ -13,7 +13,7 @@ import os
 
 from aiohttp import web
 
-from services.core import filenames
+from services.core import filenames, outputs
 from services.core.errors import NotFound, RangeNotSatisfiable, RequestError
 from services.core.storage import LocalStorage
 from services.gateway.headers import header
@@ -28,7 +28,7 @@ async def download(request: web.Request) -> web.FileResponse:
     key = request.match_info["key"]
     path = storage.verify(key, request.query.get("expires", ""), request.query.get("sig", ""))
     _check_range(request, path.stat())
-    kind = _KINDS.get(key.rsplit(".", 1)[-1], "application/pdf")
+    kind = outputs.content_type_of_key(key)
     return web.FileResponse(path, headers={"Content-Type": kind, **download_headers(key)})
 
 

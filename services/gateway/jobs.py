@@ -79,6 +79,8 @@ async def _submitted_event(
         template=job.template or "",
         html=job.html,
         url=job.url,
+        markdown=job.markdown,
+        stylesheet=job.stylesheet,
         data=job.data,
         options=job.options,
         webhook_url=job.webhook_url,

@@ -153,9 +153,14 @@ def _request_body(body: Body, refs: dict[type, Any]) -> dict[str, Any]:
     if body.struct is None:  # the file itself
         binary = {"schema": {"type": "string", "format": "binary"}, "example": body.example}
         return {"required": body.required, "content": dict.fromkeys(body.raw_types, binary)}
-    content: dict[str, Any] = {
-        "application/json": {"schema": refs[body.struct], "example": body.example}
-    }
+    media: dict[str, Any] = {"schema": refs[body.struct], "example": body.example}
+    if body.more_examples:  # `example` and `examples` exclude each other
+        named = [("default", "", media.pop("example")), *body.more_examples]
+        media["examples"] = {
+            name: {"summary": summary, "value": value} if summary else {"value": value}
+            for name, summary, value in named
+        }
+    content: dict[str, Any] = {"application/json": media}
     if body.lines_example is not None:
         content["application/x-ndjson"] = {
             "schema": {"type": "string"},

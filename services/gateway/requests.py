@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal, TypeVar
 import msgspec
 from aiohttp import web
 
-from services.core import crypto, filenames, pageoptions
+from services.core import crypto, filenames, markdown, outputs, pageoptions
 from services.core.errors import RequestError
 from services.core.events import BatchItem
 from services.core.numbers import bounded_int
@@ -39,9 +39,12 @@ TEMPLATE_ID = re.compile(r"^[0-9a-f]{32}$")
 # would refuse to send it.
 MAX_VERSION = 2**31 - 1
 
-SOURCES = ("template", "template_id", "html", "url", "pdf")
-"""The fields a job's document can come from; a job gives exactly one (`pdf`: PDFs in,
-steps run on them, `gateway/pdfjobs.py`)."""
+SOURCES = ("template", "template_id", "html", "url", "markdown", "pdf")
+"""The fields a job's document can come from; a job gives exactly one, but for `markdown`,
+which `template` or `template_id` may wrap (`pdf`: PDFs in, steps run on them,
+`gateway/pdfjobs.py`)."""
+WRAPPERS = ("template", "template_id")
+"""The sources that may wrap `markdown`: a template given its HTML as `content`."""
 
 Version = Annotated[int, msgspec.Meta(ge=1, le=MAX_VERSION)]
 TemplateName = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
@@ -119,6 +122,12 @@ class JobRequest(msgspec.Struct, forbid_unknown_fields=True):
     webhook_secret: str | None = None
     """A `whsec_...` secret to sign this job's webhook with, instead of the tenant's (needs
     `webhook_url`)."""
+    markdown: str | None = None
+    """Markdown (CommonMark with GitHub's tables, strikethrough and task lists), printed as a styled
+    document, or given as `content` to `template` or `template_id`."""
+    stylesheet: str | None = None
+    """CSS for a `markdown` job, applied after the default style (or given as `stylesheet` to its
+    template)."""
     options: OptionsRequest = msgspec.field(default_factory=OptionsRequest)
     """How the page is printed."""
     pdf: PdfWorkRequest | None = None
@@ -217,6 +226,11 @@ def _one_source(job: JobRequest) -> str:
     one beyond the first, in `SOURCES` order.
     """
     given = [name for name in SOURCES if getattr(job, name) is not None]
+    if job.markdown is not None:
+        wrappers = [name for name in given if name in WRAPPERS]
+        if len(wrappers) > 1:
+            raise RequestError("give template or template_id, not both", field="template_id")
+        given = [name for name in given if name not in WRAPPERS]
     if len(given) == 1:
         return given[0]
     wanted = f"give exactly one of {', '.join(SOURCES)}"
@@ -228,18 +242,41 @@ def _one_source(job: JobRequest) -> str:
 def _check_source(job: JobRequest) -> None:
     """Exactly one non-blank source; `template_version` and `data` only where they apply."""
     source = _one_source(job)
-    if job.data and source in {"html", "url", "pdf"}:
+    if source != "pdf":
+        _not_blank(getattr(job, source), source)
+    if job.template_version is not None and job.template_id is None:
+        raise RequestError("template_version needs template_id", field="template_version")
+    if job.template_id is not None and not TEMPLATE_ID.fullmatch(job.template_id):
+        raise RequestError(f"no stored template has id {job.template_id!r}", field="template_id")
+    if job.data and (source in {"html", "url", "pdf"} or _unwrapped_markdown(job)):
         raise RequestError(
             f"data is only used with template or template_id, not with {source}", field="data"
         )
-    if source != "pdf":
-        _not_blank(getattr(job, source), source)
-    if job.template_version is not None and source != "template_id":
-        raise RequestError("template_version needs template_id", field="template_version")
-    if source == "template_id" and not TEMPLATE_ID.fullmatch(job.template_id or ""):
-        raise RequestError(f"no stored template has id {job.template_id!r}", field="template_id")
+    if source == "markdown":
+        _check_markdown(job)
+    elif job.stylesheet is not None:
+        raise RequestError("stylesheet is only used with markdown", field="stylesheet")
     if job.pdf is not None:
         check_work(job.pdf)
+
+
+def _unwrapped_markdown(job: JobRequest) -> bool:
+    return job.markdown is not None and job.template is None and job.template_id is None
+
+
+def _check_markdown(job: JobRequest) -> None:
+    """A wrapping template's `data` leaves it the names the Markdown fills in; a
+    stylesheet stays inside its `<style>`."""
+    for name in job.data:
+        if name in markdown.RESERVED:
+            raise RequestError(
+                f"data.{name} is given to the template by the markdown job itself",
+                field=f"data.{name}",
+            )
+    if job.template is not None:
+        _not_blank(job.template, "template")
+    if job.stylesheet is not None and "</style" in job.stylesheet.lower():
+        raise RequestError("stylesheet must not contain </style", field="stylesheet")
 
 
 def parse_job(body: bytes) -> JobRequest:
@@ -447,7 +484,7 @@ def _check_item_source(item: BatchItemRequest, name: str, templated: bool) -> No
 
 def extension_of(batch: BatchRequest) -> str:
     """The extension of every item's file: what `options.output` makes."""
-    return "png" if batch.options.output == "png" else "pdf"
+    return outputs.extension_of(batch.options.output)
 
 
 def default_filename(index: int, total: int, extension: str) -> str:

@@ -16,6 +16,7 @@ import asyncpg
 import msgspec
 
 from services.core import events
+from services.core.errors import known_type
 from services.core.holds import HoldKind, HoldState
 from services.core.status import TERMINAL, JobStatus
 
@@ -82,7 +83,8 @@ _SUBMITTED = f"""{_RECORD}, row AS (
 _PROGRESS = f"""{_RECORD}, row AS (
     INSERT INTO jobs AS j (id, tenant_id, status, created_at, updated_at, last_seq, attempts,
                            started_at)
-    SELECT $2, $6::text, $7::text, $4, now(), $1, $8::integer, CASE WHEN $9::boolean THEN $4 END
+    SELECT $2, $6::text, $7::job_status, $4, now(), $1, $8::integer,
+           CASE WHEN $9::boolean THEN $4 END
     FROM new
     ON CONFLICT (id) DO UPDATE SET
         status = CASE WHEN EXCLUDED.last_seq > j.last_seq THEN EXCLUDED.status ELSE j.status END,
@@ -153,7 +155,8 @@ _DONE = f"""{_RECORD}, row AS (
 _FAILED = f"""{_RECORD}, row AS (
     INSERT INTO jobs AS j (id, tenant_id, status, created_at, updated_at, last_seq, attempts,
                            error_type, error_message, finished_at)
-    SELECT $2, $6::text, 'failed', $4, now(), $1, $7::integer, $8::text, $9::text, $4 FROM new
+    SELECT $2, $6::text, 'failed', $4, now(), $1, $7::integer, $8::error_type, $9::text, $4
+    FROM new
     ON CONFLICT (id) DO UPDATE SET status = 'failed',
         attempts = GREATEST(j.attempts, EXCLUDED.attempts), error_type = EXCLUDED.error_type,
         error_message = EXCLUDED.error_message, finished_at = EXCLUDED.finished_at,
@@ -260,7 +263,7 @@ _STATEMENTS: dict[type, tuple[str, Callable[[Any], tuple[Any, ...]]]] = {
     events.JobDone: (
         _DONE, lambda e: (e.attempt, e.object_key, e.bytes, e.pages, e.render_ms)
     ),
-    events.JobFailed: (_FAILED, lambda e: (e.attempt, e.error.type, e.error.message)),
+    events.JobFailed: (_FAILED, lambda e: (e.attempt, known_type(e.error.type), e.error.message)),
     events.JobCancelled: (_CANCELLED, lambda e: (e.reason,)),
     events.JobDeleted: (_DELETED, lambda e: (e.object_key,)),
     events.WebhookAttempted: (

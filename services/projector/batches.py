@@ -23,7 +23,7 @@ import asyncpg
 from nats.js import JetStreamContext
 
 from services.core import bus, events
-from services.core.errors import NotFound
+from services.core.errors import NotFound, known_type
 from services.core.holds import HoldKind, HoldState
 from services.core.status import BATCH_TERMINAL, BatchStatus, JobStatus
 from services.projector.apply import Applied
@@ -50,7 +50,7 @@ _SUBMITTED = f"""{_RECORD}, row AS (
     INSERT INTO batches (id, tenant_id, status, total, output, webhook_url, idempotency_key,
                          template_id, template_version, created_at, updated_at, last_seq,
                          progress_webhooks)
-    SELECT $2, $3, $7::text, $8::integer, $9::text, $10::text, $11::text, $12::text,
+    SELECT $2, $3, $7::batch_status, $8::integer, $9::text, $10::text, $11::text, $12::text,
            $13::integer, $5, now(), $1, $14::boolean FROM new
     ON CONFLICT (id) DO NOTHING
 ), logged AS (
@@ -62,8 +62,9 @@ _SUBMITTED = f"""{_RECORD}, row AS (
 # an item had started, else to `queued`.
 _CONTROL = f"""{_RECORD}, row AS (
     UPDATE batches AS b SET
-        status = COALESCE($7::text, CASE WHEN b.started_at IS NULL THEN '{BatchStatus.QUEUED}'
-                                         ELSE '{BatchStatus.RUNNING}' END),
+        status = COALESCE($7::batch_status,
+                          CASE WHEN b.started_at IS NULL THEN '{BatchStatus.QUEUED}'
+                               ELSE '{BatchStatus.RUNNING}' END::batch_status),
         last_seq = $1, updated_at = now()
     FROM new WHERE b.id = $2 AND {_OPEN} AND b.last_seq < $1
 ) {_NEW}"""
@@ -72,8 +73,8 @@ _CONTROL = f"""{_RECORD}, row AS (
 # became jobs (a batch that failed before it expanded) or have not ended yet. Deleting
 # twice is deleting nothing.
 _ENDED = f"""{_RECORD}, row AS (
-    UPDATE batches AS b SET status = $7::text, object_key = $8::text, bytes = $9::bigint,
-        error_type = $10::text, error_message = $11::text, finished_at = $5,
+    UPDATE batches AS b SET status = $7::batch_status, object_key = $8::text, bytes = $9::bigint,
+        error_type = $10::error_type, error_message = $11::text, finished_at = $5,
         last_seq = GREATEST(b.last_seq, $1), updated_at = now()
     FROM new WHERE b.id = $2 AND {_OPEN}
 ), released AS (
@@ -107,8 +108,10 @@ async def apply(
     return bool(await conn.fetchval(statement, *record, *params(event)))
 
 
-def _error(event: events.BatchFailed) -> tuple[str, str]:
-    return event.error.type, event.error.message
+def _error(event: events.BatchFailed) -> tuple[str | None, str]:
+    """The batch's error: a type the code does not know (a newer producer's) is stored as
+    `internal`, as answers would show it; the log keeps the original."""
+    return known_type(event.error.type), event.error.message
 
 
 def _no_params(event: Any) -> tuple[Any, ...]:

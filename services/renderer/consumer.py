@@ -41,6 +41,7 @@ from services.core.errors import (
     Unavailable,
 )
 from services.core.jail import Jail
+from services.core.markdown import markdown_document
 from services.core.settings import Settings
 from services.core.status import BatchStatus
 from services.core.storage import Storage, object_key
@@ -50,6 +51,7 @@ from services.renderer.browser import BrowserPool, Html, RenderResult, Source, U
 from services.renderer.browser.diagnosis import PageReport
 from services.renderer.decisions import Ack, Fail, Retry, Step, next_step
 from services.renderer.finishing.worker import Finisher
+from services.renderer.jobfiles import FileCache, JobFiles
 from services.renderer.marks import with_marks
 from services.renderer.pdfjobs import PdfJobs
 from services.renderer.states import BatchStates
@@ -67,14 +69,26 @@ async def rendered(jail: Jail, template: str, data: dict[str, Any]) -> str:
 
 
 async def source_of(job: events.JobSubmitted, jail: Jail) -> Source:
-    """What the browser loads for `job`: a URL, raw HTML, or the rendered template.
+    """What the browser loads for `job`: a URL, raw HTML, Markdown made into HTML (in
+    its template, if any), or the rendered template.
 
-    The gateway sets exactly one source; raises `TemplateError` for a bad template.
+    The gateway sets exactly one source; raises `TemplateError` for a bad template (or
+    Markdown whose conversion is over the jail's limits).
     """
     if job.url is not None:
         return Url(job.url)
     if job.html is not None:
         return Html(job.html)
+    if job.markdown is not None:  # then the same path as HTML: no second way to render
+        document = await jail.call(
+            markdown_document,
+            job.markdown,
+            job.template or None,
+            job.data,
+            job.stylesheet,
+            jail.limits.output_chars,
+        )
+        return Html(document)
     return Html(await rendered(jail, job.template, job.data))
 
 
@@ -186,6 +200,7 @@ class Renderer:
         self.batches = batches if batches is not None else BatchStates()
         self.templates = BatchTemplates(js)
         self.worker = worker_name()
+        self.files = FileCache(storage, settings.asset_cache_bytes)  # job files, by digest
 
     async def handle(self, msg: Msg) -> None:
         """Process one delivery; never raises (a failure to even report is left to redelivery)."""
@@ -345,7 +360,8 @@ class Renderer:
         job = await self.templates.fill(job)
         source = await source_of(job, self.jail)
         options = await options_of(job, self.jail)
-        page = await self.browser.render(source, options, report)
+        files = JobFiles(self.files, job.tenant, job.files) if job.files else None
+        page = await self.browser.render(source, options, report, files)
         result = await self._with_finishing(page, options)
         key = document_key(job, result)
         await self.storage.put(key, result.data, result.content_type)

@@ -16,6 +16,8 @@ pauses (CDP `Fetch.requestPaused`, Request stage) is judged by `Egress.decide`:
   addresses is refused (a DNS rebinding pattern), and so is one that does not resolve.
 - Every other scheme (`file`, `ftp`, `chrome`, `chrome-extension`, `view-source`,
   `javascript`, ...) is refused.
+- A job that carries files is loaded at a made-up origin (`jobfiles.ORIGIN`) whose
+  requests are answered from the job's files and never reach this policy or a network.
 - `allow_private` (PRESSROOM_ALLOW_PRIVATE_NETWORKS) lets network schemes reach any
   address, without a DNS lookup; it never allows `file:` or any other local scheme.
 
@@ -74,6 +76,7 @@ from services.core.netpolicy import (
     lookup,
 )
 from services.renderer.evidence import Evidence, Refusal, clip
+from services.renderer.jobfiles import DOCUMENT, JobFiles
 
 log = logging.getLogger(__name__)
 
@@ -292,6 +295,7 @@ class RequestFilter:
         self.egress = egress
         self.main_frame_id = main_frame_id
         self.evidence = evidence
+        self.files: JobFiles | None = None  # the job's, set when the job takes the tab
 
     async def answer(self, event: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
         """The CDP command (method, params) that settles a `Fetch.requestPaused` event:
@@ -302,6 +306,8 @@ class RequestFilter:
         failed = {"requestId": request_id, "errorReason": "BlockedByClient"}
         if not self.evidence.admits("request"):  # the job is over: nothing more goes out
             return "Fetch.failRequest", failed
+        if self.files is not None and url.startswith(DOCUMENT):  # never the network's
+            return await self.files.answer(event, self.evidence)
         verdict = await self.egress.decide(url)
         if verdict.allowed:
             return "Fetch.continueRequest", {"requestId": request_id}

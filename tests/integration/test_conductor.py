@@ -26,6 +26,7 @@ from nats.js.errors import NotFoundError
 
 from services.conductor import pack
 from services.core import bus, db, events, pageoptions, storage
+from services.core.errors import ErrorType
 from services.core.settings import Settings
 from services.core.status import JobStatus
 from services.core.storage import Storage, open_storage
@@ -232,7 +233,7 @@ async def test_a_complete_batch_is_packed_with_every_document_and_a_manifest(
         1,
         "failed",
         attempts=3,
-        error_type="render_timeout",
+        error_type=ErrorType.TIMEOUT,
         error_message="took longer than 30s",
         filename="invoice-1.pdf",
     )
@@ -261,7 +262,7 @@ async def test_a_complete_batch_is_packed_with_every_document_and_a_manifest(
     ]  # fmt: skip
     assert manifest["items"][1] == {
         "index": 1, "filename": "invoice-1.pdf", "job_id": f"{b}.1", "status": "failed",
-        "attempts": 3, "error": {"type": "render_timeout", "message": "took longer than 30s"},
+        "attempts": 3, "error": {"type": "timeout", "message": "took longer than 30s"},
     }  # fmt: skip
     assert manifest["items"][3]["error"] == {"type": "template", "message": "undefined n"}
     assert manifest["items"][0]["error"] is None
@@ -335,7 +336,9 @@ async def test_a_merged_batch_is_one_pdf_of_its_documents_in_order(conductor: Co
     batch = await conductor.submit(items(4), output="merged")
     await conductor.expanded(batch)
     await conductor.done(batch.batch_id, 0, "0.pdf", _pdf([100, 101]))
-    await conductor.record(batch.batch_id, 1, "failed", error_type="x", error_message="y")
+    await conductor.record(
+        batch.batch_id, 1, "failed", error_type=ErrorType.TEMPLATE, error_message="y"
+    )
     await conductor.done(batch.batch_id, 2, "2.pdf", _pdf([102]))
     await conductor.done(batch.batch_id, 3, "3.png", b"\x89PNG not a PDF")
     await bus.publish_batch(

@@ -122,3 +122,31 @@ async def test_toc_untagged_is_a_400_and_a_toc_job_is_done_through_the_stack(
     assert listed(page_text(pdf, 1))["Gamma"] == 4
     failed = (await stack.finished(missing["id"]))["error"]
     assert failed["type"] == "validation" and "data-toc" in failed["message"], failed
+
+
+HIDDEN = (
+    f"{STYLE}<style>.gone {{ display: none }} .ghost {{ visibility: hidden }}"
+    " @media print { .screen-only { display: none } }</style><nav data-toc></nav>"
+    "<h1>Shown</h1><h2 style='display: none'>Display none</h2>"
+    "<h2 style='visibility: hidden'>Visibility hidden</h2>"
+    "<div class=gone><h2>Inside a hidden parent</h2></div>"
+    "<div class=ghost><h2>Inside an invisible parent</h2></div>"
+    "<h2 hidden>Hidden attribute</h2><h2 class=screen-only>Screen only</h2>"
+    "<div style='content-visibility: hidden'><h2>Content hidden</h2></div>"
+    "<div class=ghost><h2 style='visibility: visible'>Shown again</h2></div>"
+    f"{BREAK}<h1>Last</h1>"
+)
+"""Headings hidden in each way a reader cannot see, and two that show."""
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_hidden_headings_are_kept_out_of_the_toc_and_the_outline(pool: BrowserPool) -> None:
+    pdf = (await pool.render(Html(HIDDEN), OPTIONS)).data
+    shown = {"Shown": 1, "Shown again": 1, "Last": 2}
+    text = page_text(pdf, 1)
+    assert listed(text) == shown, text
+    assert outline_pages(pdf) == shown
+    # Screen media printed: the heading only print hides is shown, and listed.
+    screen = PageOptions(toc=True, outline=True, emulate_media="screen")
+    pdf = (await pool.render(Html(HIDDEN), screen)).data
+    assert listed(page_text(pdf, 1)) == {**shown, "Screen only": 1}

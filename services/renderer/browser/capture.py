@@ -1,5 +1,5 @@
-"""What part of a loaded page a PNG captures: the page as tall as its content, or the box
-of the element `options.selector` names.
+"""What part of a loaded page an image captures: the page as tall as its content, the
+viewport `options.height` sets, or the box of the element `options.selector` names.
 
 Chromium's content size (`Page.getLayoutMetrics`' `cssContentSize`, `scrollHeight`) is
 never less than the viewport, so a 250 px chart in the 600 px high viewport measured
@@ -82,6 +82,13 @@ async def page_clip(tab: Tab) -> Clip:
     if height <= viewport["clientHeight"]:
         height = math.ceil(await _value(tab, _CONTENT_BOTTOM, "the page's height"))
     return Clip(0, 0, width, max(height, 1))
+
+
+def viewport_clip(tab: Tab) -> Clip:
+    """The viewport the job's emulation set (`options.width` by `options.height`), from
+    the top of the page."""
+    viewport = tab.emulation.viewport
+    return Clip(0, 0, viewport.width, viewport.height)
 
 
 async def element_clip(tab: Tab, selector: str) -> Clip:

@@ -3,8 +3,8 @@ per target, attached in flat mode.
 
 Why not pyppeteer's: its sessions are not flat, so every message to or from a tab went
 inside a second JSON layer (`Target.sendMessageToTarget`, `receivedMessageFromTarget`),
-the PDF's base64 included, over a websocket; the renderer spent ~7 ms of Python per
-invoice there, against ~2.4 ms with flat sessions (docs/benchmarks.md). Here:
+the PDF's base64 included, over a websocket; the renderer spent several times more
+Python per invoice there than with flat sessions (docs/benchmarks.md). Here:
 
 - Chromium runs with `--remote-debugging-pipe`: it reads commands on its fd 3 and writes
   answers and events on its fd 4, each a JSON text ended by a NUL byte. No port listens

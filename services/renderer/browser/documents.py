@@ -1,12 +1,14 @@
 """What a render takes and what it gives: the document (`Html` or `Url`) and the
-`RenderResult`, whose content type is `PDF` or `PNG`."""
+`RenderResult`, whose content type is `PDF` or an image's (`outputs.CONTENT_TYPES`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-PDF = "application/pdf"
-PNG = "image/png"
+from services.core.outputs import CONTENT_TYPES, Output, extension_of
+
+PDF = CONTENT_TYPES[Output.PDF]
+PNG = CONTENT_TYPES[Output.PNG]
 
 
 @dataclass(frozen=True)
@@ -39,5 +41,8 @@ class RenderResult:
 
     @property
     def extension(self) -> str:
-        """`pdf` or `png`: the file name extension of `content_type`."""
-        return "png" if self.content_type == PNG else "pdf"
+        """`pdf`, `png`, `jpg` or `webp`: the file name extension of `content_type`."""
+        for output, content_type in CONTENT_TYPES.items():
+            if content_type == self.content_type:
+                return extension_of(output)
+        return "pdf"

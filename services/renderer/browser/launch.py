@@ -148,7 +148,7 @@ os.execv(sys.argv[6], sys.argv[6:])
 """Run by `python -c` between the fork and Chromium: changes user when asked, puts the
 DevTools pipes where Chromium reads and writes them, then asks the kernel to SIGKILL
 Chromium when the renderer process dies, however it dies (a SIGKILLed renderer would
-otherwise leave a ~1 GB browser behind). The parent-death signal comes after the change
+otherwise leave a whole browser behind). The parent-death signal comes after the change
 of user, which would clear it. Chromium runs at a lower CPU priority (`nice`) than the
 services, so that a busy browser does not make the gateway's accepts and the pipeline's
 bookkeeping wait for a core. Its arguments: uid (-1: stay), niceness, the two pipe ends,

@@ -1,4 +1,4 @@
-"""What a loaded tab becomes: its PDF (`print_pdf`) or PNG (`screenshot`).
+"""What a loaded tab becomes: its PDF (`print_pdf`) or image (`screenshot`).
 
 Printing goes straight to CDP `Page.printToPDF` on the tab's own session: `Page.pdf`
 passes neither `generateTaggedPDF` nor anything we did not know about when it was
@@ -18,10 +18,10 @@ import msgspec
 from services.core.errors import OutputTooLarge, RequestError
 from services.core.options import CSS_PX_PER_INCH, MAX_PAPER_INCHES
 from services.core.pageoptions import PageOptions
-from services.renderer.browser.capture import element_clip, page_clip
+from services.renderer.browser.capture import element_clip, page_clip, viewport_clip
 from services.renderer.browser.cdp import CommandError
 from services.renderer.browser.limits import Limits, capped_ranges, check_pages, nth_selected
-from services.renderer.browser.params import check_png_size, count_pages, print_params
+from services.renderer.browser.params import check_image_size, count_pages, print_params
 
 if TYPE_CHECKING:
     from services.renderer.browser.tab import Tab
@@ -140,11 +140,32 @@ async def _receipt_height(tab: Tab, options: PageOptions, params: dict[str, Any]
     return height
 
 
-async def screenshot(tab: Tab, scale: float, selector: str | None = None) -> bytes:
-    """A PNG of the whole page as tall as its content, or of the box of the element
-    `selector` matches (`capture`), `scale` device pixels per CSS pixel."""
-    clip = await (page_clip(tab) if selector is None else element_clip(tab, selector))
-    check_png_size(math.ceil(clip.width * scale), math.ceil(clip.height * scale))
+_TRANSPARENT = {"color": {"r": 0, "g": 0, "b": 0, "a": 0}}
+"""`Emulation.setDefaultBackgroundColorOverride`'s colour for no background at all."""
+
+
+async def screenshot(tab: Tab, options: PageOptions) -> bytes:
+    """An image (`options.output`: PNG, JPEG or WebP) of the box of the element
+    `options.selector` matches, else of the viewport when `options.height` sets it, else
+    of the whole page as tall as its content (`capture`), `options.scale` device pixels
+    per CSS pixel. JPEG and WebP at `options.quality`; with `options.omit_background`
+    (PNG, WebP) the page's default white is left out, so where the page paints nothing
+    the image is transparent."""
+    if options.selector is not None:
+        clip = await element_clip(tab, options.selector)
+    elif options.height is not None:
+        clip = viewport_clip(tab)
+    else:
+        clip = await page_clip(tab)
+    scale = options.scale
+    check_image_size(math.ceil(clip.width * scale), math.ceil(clip.height * scale), options.output)
+    params: dict[str, Any] = {
+        "format": options.output,
+        "clip": clip.params(),
+        "captureBeyondViewport": True,
+    }
+    if options.quality is not None:
+        params["quality"] = options.quality
     # A screenshot waits for the tab to commit a frame. Headless tabs in the background
     # (all but the last one opened) are reported elsewhere to sometimes never commit one;
     # here a capture hung once until the render timeout, in ~300 not reproduced. So the
@@ -152,8 +173,11 @@ async def screenshot(tab: Tab, scale: float, selector: str | None = None) -> byt
     # capture sends it back meanwhile.
     async with tab.foreground:
         await tab.send("Page.bringToFront")
-        reply = await tab.send(
-            "Page.captureScreenshot",
-            {"format": "png", "clip": clip.params(), "captureBeyondViewport": True},
-        )
+        if options.omit_background:
+            await tab.send("Emulation.setDefaultBackgroundColorOverride", _TRANSPARENT)
+        try:
+            reply = await tab.send("Page.captureScreenshot", params)
+        finally:
+            if options.omit_background:  # no colour: back to the default white
+                await tab.send("Emulation.setDefaultBackgroundColorOverride", {})
     return base64.b64decode(reply["data"])

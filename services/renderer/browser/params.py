@@ -1,7 +1,7 @@
 """Options as CDP parameters and tab settings: pure code that never touches a browser.
 
 `print_params` makes a job's `Page.printToPDF` parameters, `emulation_for` the
-`Emulation` (script, media, viewport) its tab needs; `count_pages` and `check_png_size`
+`Emulation` (script, media, viewport) its tab needs; `count_pages` and `check_image_size`
 hold the output to its limits. Chromium 156 makes tagged PDFs unless told otherwise (2.4
 times the bytes of an untagged invoice), so `tagged` is always sent.
 """
@@ -15,6 +15,7 @@ from typing import Any
 
 from services.core.errors import OutputTooLarge
 from services.core.options import CSS_PX_PER_INCH, css_px, inches, paper_inches
+from services.core.outputs import is_image
 from services.core.pageoptions import Margin, PageOptions
 from services.renderer.browser.documents import Html, Source, Url
 
@@ -26,13 +27,15 @@ EMPTY_TEMPLATE = "<span></span>"
 an empty string would make Chromium print its default date, title and URL there."""
 
 MAX_PNG_HEIGHT = 32768
-"""Tallest PNG in device pixels: a full-page bitmap of a taller page costs Chromium
+"""Tallest image in device pixels: a full-page bitmap of a taller page costs Chromium
 gigabytes (a 40,000 px page took 6.5 s here at scale 1)."""
 MAX_PNG_WIDTH = 16384
-"""Widest PNG in device pixels: a page's content can overflow the viewport sideways, and
+"""Widest image in device pixels: a page's content can overflow the viewport sideways, and
 the full-page capture would follow it (a 30,000 px wide page was captured whole)."""
 MAX_PNG_PIXELS = 64 * 2**20
-"""Most device pixels in one PNG: 256 MB of RGBA bitmap before compression."""
+"""Most device pixels in one image: 256 MB of RGBA bitmap before compression."""
+MAX_WEBP_SIDE = 16383
+"""The WebP format's own limit on each side, in pixels (its header has 14 bits for each)."""
 
 
 def count_pages(pdf: bytes) -> int:
@@ -139,8 +142,8 @@ def javascript_for(options: PageOptions, source: Source | None = None) -> bool:
     """Whether the job runs with script: as asked, else (auto) when it may need it."""
     if options.javascript is not None:
         return options.javascript
-    if options.output == "png" or isinstance(source, Url):
-        return True  # png: Chromium may never paint a page with script disabled
+    if is_image(options.output) or isinstance(source, Url):
+        return True  # an image: Chromium may never paint a page with script disabled
     if options.wait_for and options.wait_for.expression:
         return True
     return isinstance(source, Html) and _might_script(source.text)
@@ -150,8 +153,8 @@ def needs_frames(options: PageOptions, emulation: Emulation) -> bool:
     """Whether a job with `options`, emulating `emulation` (`emulation_for`), must run on
     a tab that draws display frames. A PDF of a static document is printed from layout
     alone: on a frameless tab (`Chromium.open_tab`) Chromium never rasterizes the page for
-    a screen nobody sees, which was 10-30 % of its CPU per PDF (docs/benchmarks.md).
-    Script (animation frames, observers) and screenshots (a PNG, a diagnosis) get frames
+    a screen nobody sees, a large share of its CPU per PDF (docs/benchmarks.md).
+    Script (animation frames, observers) and screenshots (an image, a diagnosis) get frames
     as a browser would give them. A wait and a table of contents work through DevTools
     calls, which need none."""
     return emulation.javascript or options.diagnostics
@@ -161,17 +164,19 @@ def emulation_for(options: PageOptions, source: Source | None = None) -> Emulati
     """The tab settings a job needs.
 
     A plain PDF keeps Chromium's defaults (printing switches to print media by itself). A
-    PNG is laid out `width` CSS px wide at `scale` device pixels per CSS px. A receipt is
+    screenshot (an image) is laid out in a viewport `width` by `height` CSS px (800 by 600
+    by default) at `scale` device pixels per CSS px. A receipt is
     laid out in the media it is printed in, at the printable width (rounded down, so the
     measured height can only be taller than the printed one) and 1 px high, since
     `scrollHeight` is never less than the viewport's height.
     """
     media = "" if options.emulate_media == "print" else options.emulate_media
     viewport = DEFAULT_VIEWPORT
-    if options.output == "png":
+    if is_image(options.output):
         media = options.emulate_media
         width = round(css_px(options.width)) if options.width else DEFAULT_VIEWPORT.width
-        viewport = Viewport(width, DEFAULT_VIEWPORT.height, options.scale)
+        height = round(css_px(options.height)) if options.height else DEFAULT_VIEWPORT.height
+        viewport = Viewport(width, max(height, 1), options.scale)
     elif options.receipt_width is not None:
         media = options.emulate_media
         viewport = Viewport(math.floor(_printable_px(options)), 1, 1.0)
@@ -185,19 +190,18 @@ def _printable_px(options: PageOptions) -> float:
     return float(printable * CSS_PX_PER_INCH / options.scale)
 
 
-def check_png_size(width: float, height: float) -> None:
-    """`OutputTooLarge` for a capture of `width` by `height` device pixels over the limits,
-    before Chromium paints a single one of them."""
-    if height > MAX_PNG_HEIGHT:
-        raise OutputTooLarge(
-            f"page is {height:.0f} px tall, over the PNG limit of {MAX_PNG_HEIGHT} px"
-        )
-    if width > MAX_PNG_WIDTH:
-        raise OutputTooLarge(
-            f"page is {width:.0f} px wide, over the PNG limit of {MAX_PNG_WIDTH} px"
-        )
+def check_image_size(width: float, height: float, output: str = "png") -> None:
+    """`OutputTooLarge` for a capture of `width` by `height` device pixels over the limits
+    (a WebP's own too), before Chromium paints a single one of them."""
+    kind = output.upper()
+    tallest = min(MAX_PNG_HEIGHT, MAX_WEBP_SIDE) if output == "webp" else MAX_PNG_HEIGHT
+    widest = min(MAX_PNG_WIDTH, MAX_WEBP_SIDE) if output == "webp" else MAX_PNG_WIDTH
+    if height > tallest:
+        raise OutputTooLarge(f"page is {height:.0f} px tall, over the {kind} limit of {tallest} px")
+    if width > widest:
+        raise OutputTooLarge(f"page is {width:.0f} px wide, over the {kind} limit of {widest} px")
     if width * height > MAX_PNG_PIXELS:
         raise OutputTooLarge(
-            f"page is {width:.0f} by {height:.0f} px, over the PNG limit of "
+            f"page is {width:.0f} by {height:.0f} px, over the {kind} limit of "
             f"{MAX_PNG_PIXELS // 2**20} megapixels"
         )

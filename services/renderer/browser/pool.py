@@ -1,4 +1,4 @@
-"""`BrowserPool`: HTML or a URL in, PDF or PNG bytes out, on Chromium tabs.
+"""`BrowserPool`: HTML or a URL in, PDF or image bytes out, on Chromium tabs.
 
 Every render gets a tab of its own, in a browser context of its own with its own proxy
 door and its own record of what the page did (`renderer/evidence`); after the render the
@@ -28,10 +28,11 @@ from services.core.errors import (
     PressroomError,
     RenderTimeout,
 )
+from services.core.outputs import CONTENT_TYPES, is_image
 from services.core.pageoptions import PageOptions
 from services.core.settings import Settings
 from services.renderer.browser.diagnosis import PageReport, diagnose
-from services.renderer.browser.documents import PDF, PNG, RenderResult, Source
+from services.renderer.browser.documents import PDF, Html, RenderResult, Source
 from services.renderer.browser.limits import Limits, check_templates
 from services.renderer.browser.outcome import outcome
 from services.renderer.browser.params import (
@@ -43,6 +44,7 @@ from services.renderer.browser.params import (
 from services.renderer.browser.process import Chromium
 from services.renderer.browser.tab import Tab, produce
 from services.renderer.egress import Egress
+from services.renderer.jobfiles import JobFiles
 from services.renderer.proxy import Door, EgressProxy
 from services.renderer.render import set_metadata
 
@@ -185,7 +187,11 @@ class BrowserPool:
         return self._chromium
 
     async def render(
-        self, source: Source, options: PageOptions, report: PageReport | None = None
+        self,
+        source: Source,
+        options: PageOptions,
+        report: PageReport | None = None,
+        files: JobFiles | None = None,
     ) -> RenderResult:
         """Render `source` (`Html` or `Url`) on a pooled tab as `options.output` says.
 
@@ -200,18 +206,24 @@ class BrowserPool:
         an option does not fit the document (`page_ranges` past its end, an invalid
         selector, a header that loads a stylesheet), and `SourceError`/`SourceUnreachable`
         when a URL fails for good or for now.
+
+        With `files` (the job's, `renderer/jobfiles`), an `Html` document is loaded at
+        `jobfiles.DOCUMENT` and its relative names are served from them; `AssetMissing`
+        if the page asked for one the job does not carry.
         """
         check_templates(options, self.limits)  # before a tab is taken for it
+        if files is not None:
+            options = await files.inlined(options)  # headers and footers load nothing
         async with self._slots:
             chromium = await self._current()
             chromium.in_flight += 1
             try:
-                data, refused = await self._render(chromium, source, options, report)
+                data, refused = await self._render(chromium, source, options, report, files)
             finally:
                 chromium.in_flight -= 1
                 self._close_if_idle(chromium)
-        if options.output == "png":
-            result = RenderResult(data, 1, PNG)
+        if is_image(options.output):
+            result = RenderResult(data, 1, CONTENT_TYPES[options.output])
         else:
             result = await self._finish_pdf(data, options)
         return self._checked(dataclasses.replace(result, refused=refused))
@@ -244,7 +256,12 @@ class BrowserPool:
         return chromium
 
     async def _render(
-        self, chromium: Chromium, source: Source, options: PageOptions, report: PageReport | None
+        self,
+        chromium: Chromium,
+        source: Source,
+        options: PageOptions,
+        report: PageReport | None,
+        files: JobFiles | None,
     ) -> tuple[bytes, tuple[dict[str, str], ...]]:
         """The document's bytes and the requests refused while making it, on a tab made for
         this render alone; `report` is filled from the render's sealed evidence when the
@@ -253,6 +270,9 @@ class BrowserPool:
         emulation = emulation_for(options, source)  # once: `auto` script reads the HTML
         framed = needs_frames(options, emulation)
         tab = await self._take(chromium, framed)
+        if files is not None and isinstance(source, Html):
+            files.serve(source.text)
+            tab.gate.files = files  # the tab is this job's alone
         try:
             data = await self._produce(chromium, tab, source, options, emulation, report)
         except (RenderTimeout, BrowserError):
@@ -308,6 +328,8 @@ class BrowserPool:
         task = chromium.spawn(produce(tab, source, options, deadline, self.limits, emulation))
         try:
             await outcome(chromium, task, tab, options, self.timeout)
+            if tab.gate.files is not None:
+                tab.gate.files.check()  # a file the page asked for and did not get
         except PressroomError:
             if report is not None:
                 await self._diagnose(chromium, tab, report)

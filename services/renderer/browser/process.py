@@ -125,8 +125,12 @@ class Chromium:
 
     def idle_tabs(self) -> tuple[Tab, ...]:
         """The tabs in the idle queue now, in the order renders will take them."""
-        # asyncio.Queue has no public way to look at its items without taking them.
-        return tuple(self.idle._queue)  # type: ignore[attr-defined]
+        # Taken out and put back in order, at once: asyncio.Queue has no public way to
+        # look at its items, and nothing runs on the loop in between.
+        tabs = tuple(self.idle.get_nowait() for _ in range(self.idle.qsize()))
+        for tab in tabs:
+            self.idle.put_nowait(tab)
+        return tabs
 
     def spawn(self, work: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
         """Run `work` as a task this browser keeps until it ends (awaited on close)."""

@@ -26,6 +26,7 @@ from services.core.errors import (
     SourceUnreachable,
     WaitTimeout,
 )
+from services.core.outputs import is_image
 from services.core.pageoptions import PageOptions, WaitFor
 from services.renderer.browser.cdp import Session
 from services.renderer.browser.documents import Source, Url
@@ -44,6 +45,7 @@ from services.renderer.browser.tasks import describe
 from services.renderer.browser.toc import print_with_toc
 from services.renderer.egress import RequestFilter, refused_scheme
 from services.renderer.evidence import Refusal, clip
+from services.renderer.jobfiles import DOCUMENT
 from services.renderer.proxy import Door
 
 # Write the document into the fresh about:blank realm and resolve once `load` has fired,
@@ -242,14 +244,14 @@ async def produce(
     """
     await tab.emulate(emulation)
     # A screenshot of a document written into a realm made before this job's emulation
-    # sometimes never gets painted (Chromium 156): a PNG gets a realm made after it.
-    await _load(tab, source, fresh_realm=options.output == "png")
+    # sometimes never gets painted (Chromium 156): an image gets a realm made after it.
+    await _load(tab, source, fresh_realm=is_image(options.output))
     if options.wait_for is not None:
         await check_nodes(tab, limits)  # rather than wait for a document that cannot be
         await _wait(tab, options.wait_for, deadline)
     await check_nodes(tab, limits)  # what is printed: with what its script or frames added
-    if options.output == "png":
-        return await screenshot(tab, options.scale, options.selector)
+    if is_image(options.output):
+        return await screenshot(tab, options)
     if options.toc:  # prints in passes until the page numbers hold (`toc`)
         await check_headings(tab, limits)
         return await print_with_toc(tab, lambda: print_pdf(tab, options, limits))
@@ -257,10 +259,14 @@ async def produce(
 
 
 async def _load(tab: Tab, source: Source, *, fresh_realm: bool = False) -> None:
-    """Load the source: navigate to a URL, or write the HTML into the tab's about:blank
+    """Load the source: navigate to a URL, navigate to the job's origin whose document is
+    the HTML (a job with files, `jobfiles`), or write the HTML into the tab's about:blank
     realm (with `fresh_realm`, a new one made first)."""
     if isinstance(source, Url):
         await _navigate(tab, source.address)
+        return
+    if tab.gate.files is not None:  # served at the job's origin, with its files
+        await _navigate(tab, DOCUMENT)
         return
     if fresh_realm:
         await navigate(tab, "about:blank")

@@ -39,7 +39,11 @@ MAX_PASSES = 3
 rule, two when the numbers pushed headings to other pages."""
 
 # Builds the entries in the first `nav[data-toc]` and returns the id each entry links
-# to (null without such a nav). Headings inside the nav or without a box are left out.
+# to (null without such a nav). Headings inside the nav or that a reader cannot see are
+# left out: without a box (`display: none` on it or on a parent, the `hidden` attribute),
+# or invisible (`visibility: hidden` or `collapse`, inherited or not, `content-visibility:
+# hidden` on a parent), as `checkVisibility` judges them in the media the document is
+# printed in.
 _BUILD = """(() => {
   const nav = document.querySelector("nav[data-toc]");
   if (!nav) return null;
@@ -65,7 +69,7 @@ _BUILD = """(() => {
   const open = [{ level: 0, item: null, list: entries }];
   const ids = [];
   for (const heading of document.querySelectorAll("h1, h2, h3, h4, h5, h6")) {
-    if (nav.contains(heading) || heading.getClientRects().length === 0) continue;
+    if (nav.contains(heading) || !heading.checkVisibility({ visibilityProperty: true })) continue;
     const level = Number(heading.tagName[1]);
     while (open.length > 1 && open[open.length - 1].level >= level) open.pop();
     const parent = open[open.length - 1];
@@ -124,8 +128,18 @@ async def print_with_toc(tab: Tab, print_pdf: Callable[[], Awaitable[bytes]]) ->
 
 
 async def _build(tab: Tab) -> list[str]:
-    """Write the entries; the id each one links to, in document order."""
-    value = await _run(tab, _BUILD)
+    """Write the entries; the id each one links to, in document order. The headings are
+    judged visible or not in print media unless the job emulates another one (a PDF is
+    laid out on screen and printed in print media): a heading `@media print` hides is no
+    entry."""
+    if tab.emulation.media:
+        value = await _run(tab, _BUILD)
+    else:
+        await tab.send("Emulation.setEmulatedMedia", {"media": "print"})
+        try:
+            value = await _run(tab, _BUILD)
+        finally:
+            await tab.send("Emulation.setEmulatedMedia", {"media": ""})
     if not isinstance(value, list):
         raise RequestError(
             "options.toc: the document has no <nav data-toc> element to fill",

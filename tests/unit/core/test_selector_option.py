@@ -19,7 +19,7 @@ def test_a_png_may_name_an_element_to_capture() -> None:
 @pytest.mark.parametrize(
     ("fields", "rule"),
     [
-        ({"selector": "#chart"}, "options.selector applies to png output only"),
+        ({"selector": "#chart"}, "options.selector applies to image output (png, jpeg, webp) only"),
         ({"output": "png", "selector": "  "}, "options.selector must not be empty"),
         (
             {"output": "png", "selector": "a" * (MAX_SELECTOR + 1)},

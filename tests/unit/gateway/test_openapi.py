@@ -102,9 +102,13 @@ def test_request_body_examples_are_requests_the_gateway_accepts(doc):
     operations = operations_of(doc)
 
     def example(method: str, path: str, media: str = "application/json") -> Any:
-        return operations[(method, path)]["requestBody"]["content"][media]["example"]
+        found = operations[(method, path)]["requestBody"]["content"][media]
+        return found["example"] if "example" in found else found["examples"]["default"]["value"]
 
-    parse_job(msgspec.json.encode(example("POST", "/jobs")))
+    jobs = operations[("POST", "/jobs")]["requestBody"]["content"]["application/json"]
+    assert set(jobs["examples"]) == {"default", "markdown"}
+    for named in jobs["examples"].values():
+        parse_job(msgspec.json.encode(named["value"]))
     parse_batch(msgspec.json.encode(example("POST", "/batches")), 10)
     lines = example("POST", "/batches", "application/x-ndjson")
     assert len(parse_batch_lines(lines.encode(), 10).items) == 2

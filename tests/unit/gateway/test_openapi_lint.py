@@ -135,7 +135,7 @@ def test_every_request_body_has_an_example_for_each_media_type(doc):
         f"{label} {kind}"
         for label, operation in operations(doc)
         for kind, media in operation.get("requestBody", {}).get("content", {}).items()
-        if "example" not in media
+        if "example" not in media and "default" not in media.get("examples", {})
     ]
     assert missing == []
 
@@ -144,10 +144,13 @@ def test_every_example_is_valid_against_its_schema(doc):
     """Spectral's `oas3-valid-media-example` and `oas3-valid-schema-example`."""
     checked, wrong = 0, []
     for where, node in nodes(doc):
-        if "example" in node and "schema" in node:
+        if "schema" not in node:
+            continue
+        named = {name: e["value"] for name, e in node.get("examples", {}).items()}
+        for name, example in ({"": node["example"]} if "example" in node else named).items():
             schema = {**node["schema"], "components": doc["components"]}
-            errors = list(Draft202012Validator(schema).iter_errors(node["example"]))
-            wrong += [f"{where}: {e.message}" for e in errors]
+            errors = list(Draft202012Validator(schema).iter_errors(example))
+            wrong += [f"{where} {name}: {e.message}" for e in errors]
             checked += 1
     assert checked >= 8 and wrong == []
 
