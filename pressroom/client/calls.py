@@ -38,12 +38,21 @@ class Call(Generic[T]):
     params: dict[str, str] = field(default_factory=dict)
     body: Any = None
     headers: dict[str, str] = field(default_factory=dict)
+    files: list[tuple[str, tuple[str | None, bytes, str]]] | None = None
+    """Multipart parts (name, (filename, bytes, type)) instead of a JSON body."""
+    content: bytes | None = None
+    """A raw body (its type in `headers`) instead of a JSON one."""
 
     def request(self, http: httpx.Client | httpx.AsyncClient, key: str | None) -> httpx.Request:
         """The httpx request of this call, with the key's `Authorization` header."""
         headers = {**self.headers, **auth_header(key)}
-        content = None if self.body is None else msgspec.json.encode(self.body)
-        if content is not None:
+        if self.files is not None:
+            return http.build_request(
+                self.method, self.path, params=self.params, files=self.files, headers=headers
+            )
+        content = self.content
+        if self.body is not None:
+            content = msgspec.json.encode(self.body)
             headers["Content-Type"] = "application/json"
         return http.build_request(
             self.method, self.path, params=self.params, content=content, headers=headers
