@@ -17,6 +17,7 @@ digest says, the pipeline's own refusals); storage's failures are retried as any
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -67,12 +68,16 @@ class PdfJobs:
         """Do `job.pdf` and store what it makes; what was stored."""
         assert job.pdf is not None
         steps = steps_of(job.pdf)
-        budget = _Budget(self.tools.limits.input_bytes)
-        inputs = [await self._input(job, given, budget) for given in job.pdf.inputs]
-        files = {
-            name: await self._file(job, name, f"the file {name}", budget)
-            for name in _files_read(steps)
-        }
+        reader = _Reader(self.storage, _Budget(self.tools.limits.input_bytes))
+        names = _files_read(steps)
+        try:
+            inputs = await asyncio.gather(*(self._input(job, g, reader) for g in job.pdf.inputs))
+            read = await asyncio.gather(
+                *(self._file(job, name, f"the file {name}", reader) for name in names)
+            )
+        finally:
+            reader.close()
+        files = dict(zip(names, read, strict=True))
         files.update(await self._marks(steps))
         result = await self.tools.run(inputs, steps, files)
         data, content_type, _ = archive.packaged(result.documents)
@@ -81,31 +86,21 @@ class PdfJobs:
         await self.storage.put(key, data, content_type)
         return Made(key, len(data), result.report.pages_processed)
 
-    async def _input(self, job: events.JobSubmitted, given: PdfInput, budget: _Budget) -> Input:
+    async def _input(self, job: events.JobSubmitted, given: PdfInput, reader: _Reader) -> Input:
         password = given.password or ""
         if given.job is not None:
             key = object_key(job.tenant, given.job, "pdf")  # the tenant's own, by construction
-            data = await self._read(key, f"the document of job {given.job}", budget)
+            data = await reader.read(key, f"the document of job {given.job}")
             return Input(f"{given.job}.pdf", data, password)
         name = given.file or given.asset or ""
-        return Input(name, await self._file(job, name, name, budget), password)
+        return Input(name, await self._file(job, name, name, reader), password)
 
-    async def _file(self, job: events.JobSubmitted, name: str, what: str, budget: _Budget) -> bytes:
+    async def _file(self, job: events.JobSubmitted, name: str, what: str, reader: _Reader) -> bytes:
         ref = _ref(job.files, name)
-        data = await self._read(blob_key(job.tenant, ref.digest), what, budget)
+        data = await reader.read(blob_key(job.tenant, ref.digest), what)
         if digest_of(data) != ref.digest:
             raise PdfInvalid(f"{what} is not the file that was uploaded (its digest differs)")
         return data
-
-    async def _read(self, key: str, what: str, budget: _Budget) -> bytes:
-        chunks: list[bytes] = []
-        try:
-            async for chunk in self.storage.read(key):
-                budget.take(len(chunk))
-                chunks.append(chunk)
-        except NotFound:
-            raise PdfInvalid(f"{what} is no longer stored") from None
-        return b"".join(chunks)
 
     async def _marks(self, steps: Sequence[Step]) -> dict[str, bytes]:
         """The pages of the text and image marks, printed by Chromium."""
@@ -119,6 +114,43 @@ class PdfJobs:
     async def _store_report(self, job: events.JobSubmitted, report: Report) -> None:
         key = report_key(job.tenant, job.job_id)
         await self.storage.put(key, msgspec.json.encode(report), "application/json")
+
+
+READS = 8
+"""Inputs of one job read from storage at once."""
+
+
+class _Reader:
+    """Reads a job's inputs: `READS` at a time, each key once however often the job
+    names it (a document merged with itself), within the job's byte budget."""
+
+    def __init__(self, storage: Storage, budget: _Budget) -> None:
+        self.storage = storage
+        self.budget = budget
+        self.slots = asyncio.Semaphore(READS)
+        self.reads: dict[str, asyncio.Task[bytes]] = {}
+
+    async def read(self, key: str, what: str) -> bytes:
+        task = self.reads.get(key)
+        if task is None:
+            task = self.reads[key] = asyncio.ensure_future(self._read(key, what))
+        return await task
+
+    def close(self) -> None:
+        """Cancel the reads still going (another one failed: the job fails)."""
+        for task in self.reads.values():
+            task.cancel()
+
+    async def _read(self, key: str, what: str) -> bytes:
+        chunks: list[bytes] = []
+        async with self.slots:
+            try:
+                async for chunk in self.storage.read(key):
+                    self.budget.take(len(chunk))
+                    chunks.append(chunk)
+            except NotFound:
+                raise PdfInvalid(f"{what} is no longer stored") from None
+        return b"".join(chunks)
 
 
 class _Budget:
