@@ -5,6 +5,8 @@
     pressroom render https://example.com/report -o report.pdf      # a page, by its URL
     pressroom render --html page.html | --template-id ID [--template-version N]
     pressroom render --markdown notes.md [--stylesheet notes.css] [wrapper.html.j2]
+    pressroom render --html page.html --asset logo.png --asset fonts/brand.woff2=brand.woff2
+                     [--stored-asset style.css]       # files the page names relatively
     pressroom batch submit items.jsonl --template invoice.html.j2 [--output zip|merged]
                                        [--wait [-o archive.zip]]
     pressroom batch pause|resume|cancel|status ID
@@ -173,6 +175,18 @@ IMAGE_EXTENSIONS = {"png": "png", "jpeg": "jpg", "webp": "webp"}
 """The file name extension of each image `options.output` (any other is a PDF)."""
 
 
+def assets_of(given: Sequence[str] | None) -> dict[str, bytes] | None:
+    """`--asset FILE` (named as its base name) or `--asset NAME=FILE`, read."""
+    files: dict[str, bytes] = {}
+    for raw in given or ():
+        name, _, path = raw.partition("=") if "=" in raw else (Path(raw).name, "", raw)
+        try:
+            files[name] = Path(path).read_bytes()
+        except OSError as exc:
+            raise UsageError(f"cannot read --asset {path}: {exc.strerror or exc}") from None
+    return files or None
+
+
 def output_path(args: argparse.Namespace, job: Job) -> str:
     """`-o`, else the source file's name with the output's extension, else `<job id>.pdf`."""
     if args.output:
@@ -191,7 +205,13 @@ def render(client: Client, args: argparse.Namespace, io: Io) -> Outcome:
     data = read_json(args.data) if args.data else None
     if data is not None and not isinstance(data, dict):
         raise UsageError(f"{args.data} must hold a JSON object (the template's variables)")
-    job = client.submit(**render_source(args), data=data, options=options_of(args.option))
+    job = client.submit(
+        **render_source(args),
+        data=data,
+        options=options_of(args.option),
+        files=assets_of(args.asset),
+        assets=args.stored_asset,
+    )
     job = client.wait(job.id, timeout=args.timeout)
     if job.status != "done":
         return Outcome(to_dict(job), job_text(job), ENDED_BADLY, job_ended(job))
@@ -388,6 +408,18 @@ def _render_parser(commands: Any) -> None:
     render_.add_argument("--template-id", metavar="ID", help="a stored template")
     render_.add_argument("--template-version", type=int, metavar="N", help="default the latest")
     render_.add_argument("-o", "--output", metavar="FILE", help="default: SOURCE's name + .pdf")
+    render_.add_argument(
+        "--asset",
+        action="append",
+        metavar="[NAME=]FILE",
+        help="a file the page refers to by NAME (default: FILE's base name)",
+    )
+    render_.add_argument(
+        "--stored-asset",
+        action="append",
+        metavar="NAME[@N]",
+        help="a stored asset (POST /assets) the page refers to by NAME",
+    )
     _job_options(render_)
 
 

@@ -11,8 +11,19 @@ from typing import Any, BinaryIO, TypeVar
 import httpx
 
 from pressroom.client import calls, errors, pdf, target
+from pressroom.client import files as filecalls
 from pressroom.client.calls import Call, Deadline, Page, SseMessage
-from pressroom.client.models import Batch, BatchItem, Job, JobEvent, Template, Usage
+from pressroom.client.files import Files, names, read_files
+from pressroom.client.models import (
+    Asset,
+    AssetSummary,
+    Batch,
+    BatchItem,
+    Job,
+    JobEvent,
+    Template,
+    Usage,
+)
 
 T = TypeVar("T")
 
@@ -91,12 +102,17 @@ class AsyncClient:
         options: Mapping[str, Any] | None = None,
         webhook_url: str | None = None,
         idempotency_key: str | None = None,
+        files: Files | None = None,
+        assets: Sequence[str] | None = None,
     ) -> Job:
         """As `Client.submit`."""
         source = calls.Source(
             template, html, url, template_id, template_version, markdown, stylesheet
         )
-        return await self._run(calls.submit(source, data, options, webhook_url, idempotency_key))
+        call = calls.submit(
+            source, data, options, webhook_url, idempotency_key, read_files(files), names(assets)
+        )
+        return await self._run(call)
 
     async def get(self, job_id: str) -> Job:
         return await self._run(calls.get_job(job_id))
@@ -259,15 +275,36 @@ class AsyncClient:
     # Templates and usage
 
     async def create_template(
-        self, name: str, body: str, header: str | None = None, footer: str | None = None
+        self,
+        name: str,
+        body: str,
+        header: str | None = None,
+        footer: str | None = None,
+        *,
+        files: Files | None = None,
+        assets: Sequence[str] | None = None,
     ) -> Template:
-        return await self._run(calls.create_template(name, body, header, footer))
+        call = calls.create_template(name, body, header, footer, read_files(files), names(assets))
+        return await self._run(call)
 
     def templates(self) -> AsyncIterator[Template]:
         return self._paged(calls.templates_page, None, largest=100)
 
     async def template(self, template_id: str, version: int | None = None) -> Template:
         return await self._run(calls.get_template(template_id, version))
+
+    async def store_assets(self, files: Files) -> list[Asset]:
+        """As `Client.store_assets`."""
+        return await self._run(filecalls.store_assets(read_files(files)))
+
+    def assets(self) -> AsyncIterator[AssetSummary]:
+        return self._paged(filecalls.assets_page, None, largest=100)
+
+    async def asset_versions(self, name: str) -> list[Asset]:
+        return await self._run(filecalls.asset_versions(name))
+
+    async def delete_asset(self, name: str) -> int:
+        return await self._run(filecalls.delete_asset(name))
 
     async def usage(self, month: str | None = None) -> Usage:
         return await self._run(calls.usage(month))

@@ -38,21 +38,25 @@ class Call(Generic[T]):
     params: dict[str, str] = field(default_factory=dict)
     body: Any = None
     headers: dict[str, str] = field(default_factory=dict)
-    files: list[tuple[str, tuple[str | None, bytes, str]]] | None = None
-    """Multipart parts (name, (filename, bytes, type)) instead of a JSON body."""
+    files: tuple[tuple[str, bytes], ...] = ()
+    """Files sent with the body as `multipart/form-data`, the JSON as the part `part`."""
+    part: str = "job"
     content: bytes | None = None
     """A raw body (its type in `headers`) instead of a JSON one."""
 
     def request(self, http: httpx.Client | httpx.AsyncClient, key: str | None) -> httpx.Request:
         """The httpx request of this call, with the key's `Authorization` header."""
         headers = {**self.headers, **auth_header(key)}
-        if self.files is not None:
+        content = self.content if self.body is None else msgspec.json.encode(self.body)
+        if self.files:  # the JSON as a form field, each file a part named by its filename
+            data = {self.part: content.decode()} if content is not None else None
+            parts = [
+                ("file", (name, data_, "application/octet-stream")) for name, data_ in self.files
+            ]
             return http.build_request(
-                self.method, self.path, params=self.params, files=self.files, headers=headers
+                self.method, self.path, params=self.params, data=data, files=parts, headers=headers
             )
-        content = self.content
         if self.body is not None:
-            content = msgspec.json.encode(self.body)
             headers["Content-Type"] = "application/json"
         return http.build_request(
             self.method, self.path, params=self.params, content=content, headers=headers
@@ -173,11 +177,14 @@ def submit(
     options: Mapping[str, Any] | None = None,
     webhook_url: str | None = None,
     idempotency_key: str | None = None,
+    files: tuple[tuple[str, bytes], ...] = (),
+    assets: list[str] | None = None,
 ) -> Call[Job]:
     fields = {**source._asdict(), "data": data, "options": options, "webhook_url": webhook_url}
+    fields["assets"] = assets
     body = {name: value for name, value in fields.items() if value is not None}
     headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
-    return Call("POST", "/jobs", accepted, body=body, headers=headers)
+    return Call("POST", "/jobs", accepted, body=body, headers=headers, files=files)
 
 
 def get_job(job_id: str) -> Call[Job]:
@@ -233,11 +240,16 @@ def batch_items_page(batch_id: str, status: str | None, limit: int, offset: int)
 
 
 def create_template(
-    name: str, body: str, header: str | None = None, footer: str | None = None
+    name: str,
+    body: str,
+    header: str | None = None,
+    footer: str | None = None,
+    files: tuple[tuple[str, bytes], ...] = (),
+    assets: list[str] | None = None,
 ) -> Call[Template]:
-    fields = {"name": name, "body": body, "header": header, "footer": footer}
+    fields = {"name": name, "body": body, "header": header, "footer": footer, "assets": assets}
     sent = {name: value for name, value in fields.items() if value is not None}
-    return Call("POST", "/templates", decoder(Template), body=sent)
+    return Call("POST", "/templates", decoder(Template), body=sent, files=files, part="template")
 
 
 def templates_page(limit: int, offset: int) -> Call[TemplatesPage]:

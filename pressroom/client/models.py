@@ -108,6 +108,39 @@ class TemplateVersion(msgspec.Struct):
     created_at: dt.datetime | None = None
 
 
+class Asset(msgspec.Struct):
+    """One stored version of an asset (`POST /assets`, `GET /assets/{name}`); `new` is
+    False when storing found these bytes already the name's latest version."""
+
+    name: str
+    version: int
+    digest: str
+    size: int
+    content_type: str
+    created_at: dt.datetime | None = None
+    new: bool | None = None
+
+
+class AssetSummary(msgspec.Struct):
+    """A stored asset in the listing: its latest version and how many it has."""
+
+    name: str
+    latest_version: int
+    versions: int
+    size: int
+    content_type: str
+    updated_at: dt.datetime | None = None
+
+
+class BundledFile(msgspec.Struct):
+    """A file a template version bundles."""
+
+    name: str
+    digest: str
+    size: int
+    content_type: str
+
+
 class Template(msgspec.Struct):
     """A stored template. `GET /templates/{id}` fills every field; the listing gives
     `latest_version` and `updated_at`; creating one gives `version` and `created_at`."""
@@ -122,6 +155,7 @@ class Template(msgspec.Struct):
     created_at: dt.datetime | None = None
     updated_at: dt.datetime | None = None
     versions: list[TemplateVersion] = msgspec.field(default_factory=list)
+    files: list[BundledFile] = msgspec.field(default_factory=list)
 
 
 class Usage(msgspec.Struct):

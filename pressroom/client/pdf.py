@@ -20,8 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-import msgspec
-
 from pressroom.client import errors
 from pressroom.client.calls import Call, accepted, decoder, segment
 from pressroom.client.models import Job
@@ -111,13 +109,8 @@ def pdf_job(
     if webhook_url is not None:
         body["webhook_url"] = webhook_url
     headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
-    if not parts.files:
-        return Call("POST", "/jobs", accepted, body=body, headers=headers)
-    multipart: list[tuple[str, tuple[str | None, bytes, str]]] = [
-        ("job", (None, msgspec.json.encode(body), "application/json"))
-    ]
-    multipart += [(name, (name, data, "application/octet-stream")) for name, data in parts.files]
-    return Call("POST", "/jobs", accepted, headers=headers, files=multipart)
+    files = tuple(parts.files)  # multipart when there are any (`Call.request`)
+    return Call("POST", "/jobs", accepted, body=body, headers=headers, files=files)
 
 
 def validate(data: bytes, name: str, password: str | None) -> Call[dict[str, Any]]:

@@ -12,8 +12,19 @@ from typing import Any, BinaryIO, TypeVar
 import httpx
 
 from pressroom.client import calls, errors, pdf, target
+from pressroom.client import files as filecalls
 from pressroom.client.calls import Call, Deadline, Page, SseMessage
-from pressroom.client.models import Batch, BatchItem, Job, JobEvent, Template, Usage
+from pressroom.client.files import Files, names, read_files
+from pressroom.client.models import (
+    Asset,
+    AssetSummary,
+    Batch,
+    BatchItem,
+    Job,
+    JobEvent,
+    Template,
+    Usage,
+)
 
 T = TypeVar("T")
 
@@ -94,18 +105,29 @@ class Client:
         options: Mapping[str, Any] | None = None,
         webhook_url: str | None = None,
         idempotency_key: str | None = None,
+        files: Files | None = None,
+        assets: Sequence[str] | None = None,
     ) -> Job:
         """Submit one job; the accepted job (`queued`). Give exactly one source:
         `template` (Jinja2, with `data`), `html`, `url`, `template_id` (with
         `template_version`, default the latest) or `markdown` (styled by `stylesheet`,
         and wrapped by `template` or `template_id` if given, as `{{ content }}`).
 
+        `files` go with the job (paths or open files, named by their base names, or a
+        mapping from the name the page uses to a path, bytes or open file), and `assets`
+        names stored ones (`"logo.png"`, `"brand.woff2@2"`); the page refers to both by
+        relative name (`<img src="logo.png">`).
+
         >>> job = pressroom.submit(html="<p>Hello</p>", options={"format": "A4"})  # doctest: +SKIP
+        >>> job = pressroom.submit(html='<img src="a.png">', files=["a.png"])  # doctest: +SKIP
         """
         source = calls.Source(
             template, html, url, template_id, template_version, markdown, stylesheet
         )
-        return self._run(calls.submit(source, data, options, webhook_url, idempotency_key))
+        call = calls.submit(
+            source, data, options, webhook_url, idempotency_key, read_files(files), names(assets)
+        )
+        return self._run(call)
 
     def get(self, job_id: str) -> Job:
         """The job's status now (`url` is its signed download link once `done`)."""
@@ -280,10 +302,18 @@ class Client:
     # Templates and usage
 
     def create_template(
-        self, name: str, body: str, header: str | None = None, footer: str | None = None
+        self,
+        name: str,
+        body: str,
+        header: str | None = None,
+        footer: str | None = None,
+        *,
+        files: Files | None = None,
+        assets: Sequence[str] | None = None,
     ) -> Template:
         """Store a template (the same `name` again stores its next version)."""
-        return self._run(calls.create_template(name, body, header, footer))
+        call = calls.create_template(name, body, header, footer, read_files(files), names(assets))
+        return self._run(call)
 
     def templates(self) -> Iterator[Template]:
         """The stored templates, most recently updated first."""
@@ -292,6 +322,23 @@ class Client:
     def template(self, template_id: str, version: int | None = None) -> Template:
         """One version of a stored template (the latest by default)."""
         return self._run(calls.get_template(template_id, version))
+
+    def store_assets(self, files: Files) -> list[Asset]:
+        """Store files as assets (each the next version of its name; the same bytes
+        again, the same version): what was stored, in order."""
+        return self._run(filecalls.store_assets(read_files(files)))
+
+    def assets(self) -> Iterator[AssetSummary]:
+        """The tenant's stored assets by name, each with its latest version."""
+        return self._paged(filecalls.assets_page, None, largest=100)
+
+    def asset_versions(self, name: str) -> list[Asset]:
+        """Every version of a stored asset, oldest first."""
+        return self._run(filecalls.asset_versions(name))
+
+    def delete_asset(self, name: str) -> int:
+        """Delete every version of a stored asset; how many there were."""
+        return self._run(filecalls.delete_asset(name))
 
     def usage(self, month: str | None = None) -> Usage:
         """The tenant's usage of `month` (`YYYY-MM`, default this one)."""

@@ -222,27 +222,29 @@ class Jail:
         self._all.discard(slot)
         return self._new_slot()
 
-    async def call(self, fn: Callable[..., T], *args: Any) -> T:
-        """`fn(*args)` in an idle worker, within the limits (see the module docstring)."""
+    async def call(self, fn: Callable[..., T], *args: Any, what: str | None = None) -> T:
+        """`fn(*args)` in an idle worker, within the limits (see the module docstring); a
+        limit's message names `what` (the jail's own `what` by default)."""
+        what = what or self.what
         slot = await self._idle.get()
         try:
             return await asyncio.wait_for(slot.call(fn, args), self.limits.seconds)
         except TimeoutError:
             slot = self._replace(slot)
             raise self.error(
-                f"{self.what} took longer than {self.limits.seconds:g} s and was stopped"
+                f"{what} took longer than {self.limits.seconds:g} s and was stopped"
             ) from None
         except MemoryError:
-            raise self.error(self._memory_message()) from None
+            raise self.error(self._memory_message(what)) from None
         except _WorkerDied:
             slot = self._replace(slot)
-            raise self.error(self._memory_message() + ", or crashed its worker") from None
+            raise self.error(self._memory_message(what) + ", or crashed its worker") from None
         except asyncio.CancelledError:
             slot = self._replace(slot)  # the call may still be running: never reuse it
             raise
         finally:
             self._idle.put_nowait(slot)
 
-    def _memory_message(self) -> str:
+    def _memory_message(self, what: str) -> str:
         mib = self.limits.memory_bytes // 2**20
-        return f"{self.what} needed more than the memory limit of {mib} MiB"
+        return f"{what} needed more than the memory limit of {mib} MiB"

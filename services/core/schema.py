@@ -301,4 +301,33 @@ MIGRATIONS: list[str] = [
     CREATE INDEX batches_unfinished ON batches (status, updated_at)
         WHERE status IN ('queued', 'running', 'paused');
     """,
+    # 12: stored assets (`POST /assets`): every version of a tenant's file by name, its
+    # bytes in storage under the tenant and digest (`core/files.blob_key`); and the files
+    # a stored template version bundles. Configuration written by the gateway, not a
+    # projection. A name stored again with the same bytes is the same version.
+    """
+    CREATE TABLE assets (
+        tenant_id     text NOT NULL,
+        name          text NOT NULL CHECK (char_length(name) BETWEEN 1 AND 2048),
+        version       integer NOT NULL CHECK (version >= 1),
+        digest        text NOT NULL,
+        size          bigint NOT NULL CHECK (size >= 0),
+        content_type  text NOT NULL,
+        created_at    timestamptz NOT NULL,
+        PRIMARY KEY (tenant_id, name, version)
+    );
+    CREATE INDEX assets_digest ON assets (tenant_id, digest);
+    CREATE TABLE template_files (
+        tenant_id     text NOT NULL,
+        template_id   text NOT NULL,
+        version       integer NOT NULL,
+        name          text NOT NULL,
+        digest        text NOT NULL,
+        size          bigint NOT NULL CHECK (size >= 0),
+        content_type  text NOT NULL,
+        PRIMARY KEY (template_id, version, name),
+        FOREIGN KEY (template_id, version) REFERENCES template_versions (template_id, version)
+    );
+    CREATE INDEX template_files_digest ON template_files (tenant_id, digest);
+    """,
 ]

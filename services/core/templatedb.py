@@ -4,11 +4,13 @@ them (`GET /templates`, a job's `template_id`)."""
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 
 import asyncpg
 import msgspec
 
 from services.core.db import map_db_errors, typed
+from services.core.files import FileRef
 
 
 class TemplateSummary(msgspec.Struct, kw_only=True, frozen=True):
@@ -62,6 +64,16 @@ VALUES ($1, $2, $3, $4, $5, $6)
 """
 
 
+_INSERT_FILE = """
+INSERT INTO template_files (tenant_id, template_id, version, name, digest, size, content_type)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
+"""
+
+
+def _file_row(ref: FileRef) -> tuple[str, str, int, str]:
+    return ref.name, ref.digest, ref.size, ref.content_type
+
+
 @map_db_errors()
 async def create_template_version(
     pool: asyncpg.Pool,
@@ -71,8 +83,10 @@ async def create_template_version(
     body: str,
     header: str | None,
     footer: str | None,
+    files: Sequence[FileRef] = (),
 ) -> VersionStamp:
-    """Store the next version of template `template_id` (version 1 if the name is new).
+    """Store the next version of template `template_id` (version 1 if the name is new),
+    with the `files` it bundles.
 
     Returns the version stored and when. Atomic: two concurrent calls for one template get
     consecutive versions, never the same one.
@@ -82,6 +96,9 @@ async def create_template_version(
         row = await conn.fetchrow(_NEXT_VERSION, template_id, name, tenant)
         version, created_at = row["latest_version"], row["updated_at"]
         await conn.execute(_INSERT_VERSION, template_id, version, body, header, footer, created_at)
+        await conn.executemany(
+            _INSERT_FILE, [(tenant, template_id, version, *_file_row(ref)) for ref in files]
+        )
     return VersionStamp(version=version, created_at=created_at)
 
 

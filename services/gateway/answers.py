@@ -461,6 +461,21 @@ class Template(Answer, kw_only=True):
     """When this version was stored."""
     versions: list[VersionStamp]
     """Every version, oldest first."""
+    files: list[BundledFile] = msgspec.field(default_factory=list)
+    """The files this version bundles, which its jobs' pages refer to by name."""
+
+
+class BundledFile(Answer, kw_only=True):
+    """A file a template version bundles (as a job's file: name, digest, size, type)."""
+
+    name: str
+    """Its name, as pages refer to it."""
+    digest: str
+    """The SHA-256 of its bytes, in hex."""
+    size: Count
+    """Its size in bytes."""
+    content_type: str
+    """Its type, sniffed from its bytes."""
 
 
 # Account -----------------------------------------------------------------------------

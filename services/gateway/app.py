@@ -22,6 +22,7 @@ from services.gateway import (
     account,
     admin,
     answers,
+    assets,
     batches,
     diagnostics,
     downloads,
@@ -251,6 +252,7 @@ def init_app(settings: Settings) -> web.Application:
     streams.add_routes(app)
     batches.add_routes(app)
     templates.add_routes(app)
+    assets.add_routes(app)
     account.add_routes(app)
     admin.add_routes(app)
     openapi.add_routes(app)

@@ -12,10 +12,6 @@ route needs, and its scope, are read from the route's own guard (`auth.guard_of`
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
-from typing import Any
-
 from services.core import outputs
 from services.core.status import BatchStatus, JobStatus
 from services.gateway import (
@@ -23,6 +19,7 @@ from services.gateway import (
     admin,
     adminanswers,
     answers,
+    assetcontract,
     batches,
     joblist,
     pdfcontract,
@@ -30,91 +27,17 @@ from services.gateway import (
     streamdocs,
     templates,
 )
-
-_ID_NAMES = re.compile(r"\{(?:job|batch|template|secret|tenant)_id(?::[^}]*)?\}")
-_PATTERNS = re.compile(r"\{(\w+):[^}]*\}")
-
-
-def public_path(canonical: str) -> str:
-    """The README's name of a router path: `/jobs/{job_id}` → `/jobs/{id}`,
-    `/files/{key:.+}` → `/files/{key}`."""
-    return _PATTERNS.sub(r"{\1}", _ID_NAMES.sub("{id}", canonical))
-
-
-@dataclass(frozen=True)
-class Param:
-    """A path, query or header parameter, with its JSON Schema."""
-
-    name: str
-    where: str  # path, query or header
-    schema: dict[str, Any]
-    description: str
-    required: bool = False
-
-
-@dataclass(frozen=True)
-class Media:
-    """A non-JSON answer (a file, a page, an event stream): content types and a schema."""
-
-    types: tuple[str, ...]
-    description: str
-    schema: dict[str, Any] = field(default_factory=lambda: {"type": "string"})
-    example: Any = None
-
-
-@dataclass(frozen=True)
-class Body:
-    """A JSON request body: its Struct and an example (and a JSON Lines form, if any);
-    or, with no Struct, a file sent as it is, in one of `raw_types`."""
-
-    struct: type | None
-    example: Any
-    required: bool = True
-    lines_example: str | None = None
-    raw_types: tuple[str, ...] = ()
-    more_examples: tuple[tuple[str, str, Any], ...] = ()
-    """Other named examples (name, summary, body): the document then lists `example`
-    under the name `default` beside them."""
-
-
-Answer = type | Media | None  # None: no body (204)
-
-
-@dataclass(frozen=True)
-class Route:
-    summary: str
-    tag: str
-    answers: dict[int, Answer]
-    errors: tuple[int, ...] = ()
-    params: tuple[Param, ...] = ()
-    body: Body | None = None
-    description: str = ""
-
-
-def path_id(what: str, pattern: re.Pattern[str] | None = None) -> Param:
-    schema: dict[str, Any] = {"type": "string"}
-    if pattern is not None:
-        schema["pattern"] = pattern.pattern
-    return Param("id", "path", schema, f"the {what}'s id", required=True)
-
-
-def query_int(name: str, low: int, high: int, default: int | None, what: str) -> Param:
-    schema: dict[str, Any] = {"type": "integer", "minimum": low, "maximum": high}
-    if default is not None:
-        schema["default"] = default
-    return Param(name, "query", schema, what)
-
-
-def query_enum(name: str, values: list[str], what: str) -> Param:
-    return Param(name, "query", {"type": "string", "enum": values}, what)
-
-
-def page_params(max_limit: int, max_offset: int, default: int = 50) -> tuple[Param, ...]:
-    return (
-        query_int("limit", 1, max_limit, default, "how many to list"),
-        query_int("offset", 0, max_offset, 0, "how many to skip (`next_offset` of a page)"),
-    )
-
+from services.gateway.routedocs import (
+    Body,
+    Media,
+    Param,
+    Route,
+    page_params,
+    path_id,
+    query_enum,
+    query_int,
+)
+from services.gateway.routedocs import public_path as public_path  # the README's names
 
 IDEMPOTENCY_KEY = Param(
     "Idempotency-Key",
@@ -214,11 +137,14 @@ JOBS: dict[tuple[str, str], Route] = {
             requests.JobRequest,
             JOB_EXAMPLE,
             more_examples=(("markdown", "A Markdown document with a table", MARKDOWN_EXAMPLE),),
+            multipart=assetcontract.JOB_FILES,
+            multipart_example=assetcontract.JOB_FILES_EXAMPLE,
         ),
         description="Exactly one of `template`, `template_id`, `html`, `url` and `markdown` is "
         "the source (`template` or `template_id` may wrap `markdown`, given its HTML as "
         "`content`). 202 once the job is durable in the log; poll `url`, or follow "
-        "`/jobs/{id}/stream`." + pdfcontract.PDF_JOB_TEXT,
+        "`/jobs/{id}/stream`. As `multipart/form-data`, the part `job` is the JSON and "
+        "every other part a file the page refers to by its filename." + pdfcontract.PDF_JOB_TEXT,
     ),
     ("GET", "/jobs"): Route(
         "List the tenant's jobs, newest first",
@@ -411,7 +337,12 @@ TEMPLATES: dict[tuple[str, str], Route] = {
         "templates",
         {201: answers.TemplateCreated},
         (*WRITE_ERRORS, 429),
-        body=Body(requests.TemplateRequest, TEMPLATE_EXAMPLE),
+        body=Body(
+            requests.TemplateRequest,
+            TEMPLATE_EXAMPLE,
+            multipart=assetcontract.TEMPLATE_FILES,
+            multipart_example=assetcontract.TEMPLATE_FILES_EXAMPLE,
+        ),
         description="The body, header and footer must compile as Jinja2, within the "
         "tenant's share of the gateway's template workers (429 `compile_limited` over it).",
     ),
@@ -562,9 +493,9 @@ META: dict[tuple[str, str], Route] = {
     ),
 }
 
-PDF = pdfcontract.routes(Route, Body, Param, JOB_ID, READ_ERRORS)
 ROUTES: dict[tuple[str, str], Route] = {
-    **JOBS, **PDF, **BATCHES, **TEMPLATES, **ACCOUNT, **ADMIN, **META
+    **JOBS, **pdfcontract.ROUTES, **BATCHES, **TEMPLATES, **assetcontract.ROUTES, **ACCOUNT,
+    **ADMIN, **META
 }  # fmt: skip
 """Every public route, by (method, path as the README names it)."""
 
@@ -572,6 +503,7 @@ TAGS = {
     "jobs": "One document per request: submit, follow, cancel, download.",
     "batches": "Many documents in one request, and one archive of them.",
     "templates": "Stored Jinja2 templates, every version kept.",
+    **assetcontract.TAG,
     "account": "The tenant's usage and webhook signing secrets.",
     "admin": "Tenants, API keys and everyone's usage, for `PRESSROOM_ADMIN_KEY`.",
     "meta": "Health, readiness, and this document.",

@@ -16,7 +16,7 @@ from services.core.errors import Conflict, NotFound, PressroomError, Unavailable
 from services.core.holds import HoldKind
 from services.core.pdfwork import report_key
 from services.core.status import JobStatus
-from services.gateway import answers, idempotency, pdfjobs, templates
+from services.gateway import answers, idempotency, jobfiles, pdfjobs, templates
 from services.gateway.auth import caller_of, guarded
 from services.gateway.headers import header
 from services.gateway.keys import (
@@ -32,14 +32,7 @@ from services.gateway.keys import (
 )
 from services.gateway.limits import LIMITS
 from services.gateway.postgres import unavailable_without_postgres
-from services.gateway.requests import (
-    JOB_ID,
-    JobRequest,
-    fingerprint,
-    job_id_for,
-    parse_job,
-    read_json_body,
-)
+from services.gateway.requests import JOB_ID, JobRequest, job_id_for
 
 log = logging.getLogger(__name__)
 
@@ -87,8 +80,6 @@ async def _submitted_event(
         webhook_secret=secret,
         idempotency_key=key,
     )
-    if job.pdf is not None:
-        await pdfjobs.resolved(request, job.pdf, event)
     if job.template_id is None:
         return event
     return await templates.resolve(
@@ -103,13 +94,13 @@ def _accepted(job_id: str) -> web.Response:
 
 
 async def _claimed(
-    request: web.Request, job: JobRequest, tenant: str, key: str, job_id: str
+    request: web.Request, fingerprint: str, tenant: str, key: str, job_id: str
 ) -> tuple[str, bool]:
     """The job this request is for, and whether the log holds it already: a request that
     repeats an earlier one with the same `Idempotency-Key` is for the first one's job
     (`IdempotencyConflict` if the key was used for another request)."""
     kv = request.app[IDEMPOTENCY]
-    first = await idempotency.claim(kv, tenant, key, job_id, fingerprint(job))
+    first = await idempotency.claim(kv, tenant, key, job_id, fingerprint)
     if first is None:
         return job_id, False
     # A repeat whose first request never reached the log (it failed) is submitted now.
@@ -132,7 +123,8 @@ async def _hold_and_publish(request: web.Request, event: events.JobSubmitted) ->
 
 
 async def submit_job(request: web.Request) -> web.Response:
-    """`POST /jobs`: 202 once the `submitted` event is durable in JetStream.
+    """`POST /jobs`: 202 once the `submitted` event is durable in JetStream. The body is
+    JSON, or multipart with the job's files (`jobfiles`).
 
     A `template_id` is resolved here, from PostgreSQL: such a job gets a 503 while
     PostgreSQL is down, where other jobs still get their 202. So does the job of a tenant
@@ -143,16 +135,20 @@ async def submit_job(request: web.Request) -> web.Response:
     _require_nats(request)
     request.app[LOG_ROOM].admit()
     request.app[LIMITS].admit(tenant)
-    job = parse_job(await read_json_body(request))
+    job, own = await jobfiles.read_job(request)  # JSON, or multipart with files
     await _check_addresses(job, settings.allow_private_networks)
     key = header(request, "Idempotency-Key")
     job_id = job_id_for(settings.server_key_bytes(), tenant, key)
     if key is not None:
-        job_id, logged = await _claimed(request, job, tenant, key, job_id)
+        claim = jobfiles.job_fingerprint(job, own)
+        job_id, logged = await _claimed(request, claim, tenant, key, job_id)
         if logged:
             return _accepted(job_id)
     try:
         event = await _submitted_event(request, job, tenant, job_id, key)
+        event = await jobfiles.with_files(request, event, job, own)
+        if job.pdf is not None:  # its inputs among the files, its earlier jobs the tenant's
+            event = await pdfjobs.resolved(request, job.pdf, event)
         fresh = await _hold_and_publish(request, event)
     except PressroomError:  # not in the log: the key is free for the same request again
         if key is not None:

@@ -25,16 +25,9 @@ from aiohttp import web
 from services.core.errors import ErrorType
 from services.gateway import answers, schemadocs, streamdocs
 from services.gateway.auth import ADMIN_KEY, API_KEY, Guard, Handler, guard_of
-from services.gateway.contract import (
-    ROUTES,
-    TAGS,
-    Body,
-    Media,
-    Param,
-    Route,
-    public_path,
-)
+from services.gateway.contract import ROUTES, TAGS
 from services.gateway.keys import SETTINGS
+from services.gateway.routedocs import Body, Media, Param, Route, public_path
 from services.gateway.streamdocs import REF
 
 
@@ -150,17 +143,21 @@ def _parameter(param: Param) -> dict[str, Any]:
 
 
 def _request_body(body: Body, refs: dict[type, Any]) -> dict[str, Any]:
-    if body.struct is None:  # the file itself
-        binary = {"schema": {"type": "string", "format": "binary"}, "example": body.example}
-        return {"required": body.required, "content": dict.fromkeys(body.raw_types, binary)}
-    media: dict[str, Any] = {"schema": refs[body.struct], "example": body.example}
-    if body.more_examples:  # `example` and `examples` exclude each other
-        named = [("default", "", media.pop("example")), *body.more_examples]
-        media["examples"] = {
-            name: {"summary": summary, "value": value} if summary else {"value": value}
-            for name, summary, value in named
-        }
-    content: dict[str, Any] = {"application/json": media}
+    content: dict[str, Any] = {}
+    binary = {"schema": {"type": "string", "format": "binary"}, "example": body.example}
+    content.update(dict.fromkeys(body.raw_types, binary))  # a file as it is
+    if body.struct is not None:
+        media: dict[str, Any] = {"schema": refs[body.struct], "example": body.example}
+        if body.more_examples:  # `example` and `examples` exclude each other
+            named = [("default", "", media.pop("example")), *body.more_examples]
+            media["examples"] = {
+                name: {"summary": summary, "value": value} if summary else {"value": value}
+                for name, summary, value in named
+            }
+        content["application/json"] = media
+    if body.multipart is not None:
+        example = body.example if body.multipart_example is None else body.multipart_example
+        content["multipart/form-data"] = {"schema": body.multipart, "example": example}
     if body.lines_example is not None:
         content["application/x-ndjson"] = {
             "schema": {"type": "string"},

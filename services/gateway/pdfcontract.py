@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from services.gateway import pdfreports, validation
+from services.gateway import pdfreports, requests, validation
+from services.gateway.routedocs import Body, Param, Route, path_id
 
 PDF_JOB_EXAMPLES: dict[str, Any] = {
     "merge": {
@@ -48,48 +49,43 @@ TINY_PDF = (
 the answer's `warnings` then say): `POST /validate`'s example."""
 
 
-def routes(
-    route: Any, body: Any, param: Any, job_id: Any, read_errors: tuple[int, ...]
-) -> dict[tuple[str, str], Any]:
-    """The PDF tools' routes, built with `contract.py`'s `Route`, `Body`, `Param` and parameters
-    (passed in: that module imports this one)."""
-
-    return {
-        ("GET", "/jobs/{id}/report"): route(
-            "What a PDF-tools job's steps did and found",
-            "jobs",
-            {200: pdfreports.PdfReport},
-            (*read_errors, 409),
-            params=(job_id,),
-            description="Each step run, the documents written, the metadata and validations "
-            "asked for, and `pages_processed` (what usage counts). 404 for a job that is "
-            "not a PDF-tools job, 409 until it is done.",
-        ),
-        ("POST", "/validate"): route(
-            "What a PDF claims, and whether it holds",
-            "jobs",
-            {200: validation.Validated},
-            (400, 401, 403, 408, 413, 422, 429, 503),
-            params=(
-                param(
-                    "name",
-                    "query",
-                    {"type": "string", "maxLength": 200},
-                    "the document's name in the answer (`document.pdf` by default)",
-                ),
-                param(
-                    validation.PASSWORD,
-                    "header",
-                    {"type": "string"},
-                    "the password that opens an encrypted PDF",
-                ),
+ROUTES: dict[tuple[str, str], Route] = {
+    ("GET", "/jobs/{id}/report"): Route(
+        "What a PDF-tools job's steps did and found",
+        "jobs",
+        {200: pdfreports.PdfReport},
+        (401, 403, 404, 409, 503),
+        params=(path_id("job", requests.JOB_ID),),
+        description="Each step run, the documents written, the metadata and validations "
+        "asked for, and `pages_processed` (what usage counts). 404 for a job that is "
+        "not a PDF-tools job, 409 until it is done.",
+    ),
+    ("POST", "/validate"): Route(
+        "What a PDF claims, and whether it holds",
+        "jobs",
+        {200: validation.Validated},
+        (400, 401, 403, 408, 413, 422, 429, 503),
+        params=(
+            Param(
+                "name",
+                "query",
+                {"type": "string", "maxLength": 200},
+                "the document's name in the answer (`document.pdf` by default)",
             ),
-            body=body(None, TINY_PDF, raw_types=("application/pdf",)),
-            description="The body is the PDF (at most `PRESSROOM_VALIDATE_MAX_BYTES`). "
-            "Answered at once: PDF/A level and structural checks, PDF/UA markers, an "
-            "embedded Factur-X invoice against its XSD and declared profile, signatures, "
-            "encryption. Read in a worker process, each tenant within its share "
-            "(429 `compile_limited` beyond it, 503 when every worker is busy); a file "
-            "that cannot be read is a 422 naming why.",
+            Param(
+                validation.PASSWORD,
+                "header",
+                {"type": "string"},
+                "the password that opens an encrypted PDF",
+            ),
         ),
-    }
+        body=Body(None, TINY_PDF, raw_types=("application/pdf",)),
+        description="The body is the PDF (at most `PRESSROOM_VALIDATE_MAX_BYTES`). "
+        "Answered at once: PDF/A level and structural checks, PDF/UA markers, an "
+        "embedded Factur-X invoice against its XSD and declared profile, signatures, "
+        "encryption. Read in a worker process, each tenant within its share "
+        "(429 `compile_limited` beyond it, 503 when every worker is busy); a file "
+        "that cannot be read is a 422 naming why.",
+    ),
+}
+"""The PDF tools' routes (`contract.ROUTES` holds them with the others)."""

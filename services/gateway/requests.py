@@ -26,7 +26,7 @@ from services.core.pageoptions import Margin, Mark, Metadata, PageOptions, WaitF
 from services.core.signing import parse_secrets
 from services.gateway.headers import header
 from services.gateway.jsonbody import parse_json
-from services.gateway.pdfjobs import PdfWorkRequest, check_work
+from services.gateway.pdfrequests import PdfWorkRequest, check_work
 
 _PATH = re.compile(r"at `\$\.?([^`]*)`")
 _NAMED = re.compile(r"(?:required|unknown) field `([^`]*)`")
@@ -47,6 +47,10 @@ WRAPPERS = ("template", "template_id")
 """The sources that may wrap `markdown`: a template given its HTML as `content`."""
 
 Version = Annotated[int, msgspec.Meta(ge=1, le=MAX_VERSION)]
+AssetNames = Annotated[
+    list[Annotated[str, msgspec.Meta(min_length=1, max_length=2048)]],
+    msgspec.Meta(max_length=10_000),
+]
 TemplateName = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
 
 _T = TypeVar("_T")
@@ -132,6 +136,10 @@ class JobRequest(msgspec.Struct, forbid_unknown_fields=True):
     """How the page is printed."""
     pdf: PdfWorkRequest | None = None
     """PDFs in and steps run on them (merge, split, pdfa…), instead of a page to print."""
+    assets: AssetNames = msgspec.field(default_factory=list)
+    """Stored assets (`POST /assets`) the page may refer to by relative name: `logo.png`
+    (the latest version) or `brand.woff2@2`; files sent with a multipart request win over
+    them by name. Only with `html`, `template` or `template_id`."""
 
 
 class BatchItemRequest(BatchItem, forbid_unknown_fields=True):
@@ -177,6 +185,9 @@ class TemplateRequest(msgspec.Struct, forbid_unknown_fields=True):
     """A page header template, printed at the top of every page."""
     footer: str | None = None
     """A page footer template, printed at the bottom of every page."""
+    assets: AssetNames = msgspec.field(default_factory=list)
+    """Stored assets this version bundles (`logo.png`, `brand.woff2@2`), fixed as they are
+    now; files sent with a multipart request win over them by name."""
 
 
 def _field_of(message: str) -> str:

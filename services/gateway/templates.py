@@ -16,10 +16,11 @@ import asyncpg
 from aiohttp import web
 from msgspec.structs import replace
 
-from services.core import events, pageoptions, templatedb
+from services.core import assetdb, events, pageoptions, templatedb
 from services.core.errors import NotFound, RequestError
 from services.core.events import DEFAULT_TENANT
-from services.gateway import answers
+from services.core.files import FileRef
+from services.gateway import answers, templatefiles
 from services.gateway.auth import caller_of, guarded
 from services.gateway.keys import COMPILER, POOL
 from services.gateway.postgres import unavailable_without_postgres
@@ -27,8 +28,6 @@ from services.gateway.requests import (
     MAX_VERSION,
     TEMPLATE_ID,
     int_param,
-    parse_template,
-    read_json_body,
 )
 
 # Derives a template's id from its name; fixed, so a name keeps its id on every pod and
@@ -55,12 +54,14 @@ def _iso(value: dt.datetime) -> str:
 async def create_template(request: web.Request) -> web.Response:
     """`POST /templates`: store a new template, or the next version of one with that name,
     once its body, header and footer compile (within the tenant's share of the gateway's
-    template workers: `compiles.py`)."""
-    template = parse_template(await read_json_body(request))
+    template workers: `compiles.py`). As multipart, the part `template` is the JSON and
+    the other parts are files the version bundles (`templatefiles`)."""
     tenant = caller_of(request).tenant
+    template, files = await templatefiles.read_template(request, tenant)
     texts = {"body": template.body, "header": template.header, "footer": template.footer}
     await request.app[COMPILER].check(tenant, texts)
     template_id = template_id_for(tenant, template.name)
+    await templatefiles.store_own(request, tenant, files)
     with unavailable_without_postgres("cannot store the template"):
         created = await templatedb.create_template_version(
             request.app[POOL],
@@ -70,6 +71,7 @@ async def create_template(request: web.Request) -> web.Response:
             template.body,
             template.header,
             template.footer,
+            [ref for ref, _ in files],
         )
     version = created.version
     body = answers.TemplateCreated(
@@ -101,7 +103,9 @@ async def list_templates(request: web.Request) -> web.Response:
 
 
 def _template_view(
-    row: templatedb.TemplateVersion, versions: list[templatedb.VersionStamp]
+    row: templatedb.TemplateVersion,
+    versions: list[templatedb.VersionStamp],
+    files: list[FileRef],
 ) -> answers.Template:
     return answers.Template(
         id=row.id,
@@ -113,6 +117,12 @@ def _template_view(
         created_at=_iso(row.created_at),
         versions=[
             answers.VersionStamp(version=v.version, created_at=_iso(v.created_at)) for v in versions
+        ],
+        files=[
+            answers.BundledFile(
+                name=f.name, digest=f.digest, size=f.size, content_type=f.content_type
+            )
+            for f in files
         ],
     )
 
@@ -128,10 +138,11 @@ async def get_template(request: web.Request) -> web.Response:
     with unavailable_without_postgres("templates are unavailable"):
         row = await templatedb.get_template_version(pool, tenant, template_id, version)
         versions = await templatedb.template_versions(pool, tenant, template_id) if row else []
+        files = await assetdb.template_files(pool, tenant, template_id, row.version) if row else []
     if row is None:
         which = f"version {version} of template" if version is not None else "template"
         raise NotFound(f"no {which} {template_id!r}")
-    return answers.respond(_template_view(row, versions))
+    return answers.respond(_template_view(row, versions, files))
 
 
 async def _missing(

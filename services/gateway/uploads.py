@@ -85,13 +85,18 @@ class Upload:
     def json(self, name: str) -> dict[str, Any]:
         """The form field `name` decoded as a JSON object (`jsonbody.parse_json`);
         `RequestError` naming it when it is missing."""
+        return parse_json(self.json_bytes(name))
+
+    def json_bytes(self, name: str) -> bytes:
+        """The form field `name`'s bytes (the JSON of the request); `RequestError` naming
+        it when it is missing."""
         raw = self.fields.get(name)
         if raw is None:
             raise RequestError(
                 f"the multipart body has no part named {name!r} (the JSON of the request)",
                 field=name,
             )
-        return parse_json(raw)
+        return raw
 
     @property
     def size(self) -> int:

@@ -87,6 +87,7 @@ async def source_of(job: events.JobSubmitted, jail: Jail) -> Source:
             job.data,
             job.stylesheet,
             jail.limits.output_chars,
+            what="the Markdown" + (" and its template" if job.template else ""),
         )
         return Html(document)
     return Html(await rendered(jail, job.template, job.data))

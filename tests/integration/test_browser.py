@@ -249,7 +249,15 @@ async def test_disallowed_schemes_are_aborted_and_http_continues(
     assert "root:" not in text
     assert "refused a page request to ftp://127.0.0.1:1/x.png" in caplog.text
     assert "refused a page request to http://127.0.0.1:1/x.png" in caplog.text
-    # The file: iframe never even reaches the filter: Chromium itself will not load it.
+    # The file: iframe never even reaches the filter: Chromium itself will not load it,
+    # and only its security log says so. It is still recorded as refused, with the
+    # policy's reason (issue 30's audit), like every other refusal.
+    reasons = {refusal["url"]: refusal["reason"] for refusal in result.refused}
+    assert reasons["file:///etc/passwd"] == "scheme file: is not allowed", result.refused
+    assert reasons["ftp://127.0.0.1:1/x.png"] == "scheme ftp: is not allowed"
+    assert "loopback" in reasons["http://127.0.0.1:1/x.png"]
+    assert all(reasons.values()), result.refused
+    assert len(result.refused) == len(reasons) == 3, result.refused  # each once
 
 
 # --- limits -------------------------------------------------------------------------------

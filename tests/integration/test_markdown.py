@@ -22,9 +22,15 @@ import pytest
 from aiohttp import web
 
 from pressroom.client import AsyncClient
+from services.core.markdown import markdown_document
+from services.core.pageoptions import PageOptions
 from services.core.settings import Settings
+from services.core.storage import LocalStorage
+from services.renderer.browser import BrowserPool, Html
+from services.renderer.jobfiles import FileCache, JobFiles
 from tests.conftest import Stack, serving
 from tests.integration.test_cli import pressroom
+from tests.integration.test_job_files import images, png, stored
 
 TABLE = """# Delivery note 2041
 
@@ -117,6 +123,7 @@ async def test_raw_html_in_markdown_meets_the_same_refusals_as_an_html_job(
 ) -> None:
     raw = (
         f'<img src="file:///etc/hostname"><img src="{loopback.url}/img.png">'
+        '<iframe src="file:///etc/passwd"></iframe>'
         f"<script>fetch('{loopback.url}/script')</script>"
     )
     stack = Stack(dataclasses.replace(settings, allow_private_networks=False))
@@ -135,6 +142,7 @@ async def test_raw_html_in_markdown_meets_the_same_refusals_as_an_html_job(
     assert refused["markdown"] == refused["html"], refused
     urls = {r["url"]: r["reason"] for r in refused["html"]}
     assert urls["file:///etc/hostname"] == "scheme file: is not allowed"
+    assert urls["file:///etc/passwd"] == "scheme file: is not allowed"  # a frame's document
     assert "loopback" in urls[f"{loopback.url}/img.png"]
     assert "loopback" in urls[f"{loopback.url}/script"]
     assert all(reason for reason in urls.values()), urls  # every refusal says why
@@ -161,3 +169,42 @@ async def test_the_cli_and_the_client_send_markdown_files(stack: Stack, tmp_path
         job = await client.submit(markdown=TABLE, stylesheet="th { color: red }")
         done = await client.wait(job.id, timeout=60)
         assert done.status == "done" and done.pages == 1
+
+
+async def test_markdown_images_and_links_come_from_the_jobs_files(
+    chromium: str, tmp_path: Path
+) -> None:
+    """`![logo](img/logo.png)` in Markdown is the page's relative name like any HTML's:
+    served from the job's files (`renderer/jobfiles`), drawn in the PDF."""
+    storage = LocalStorage(str(tmp_path / "files"), "http://pressroom.test", "secret")
+    refs = await stored(storage, "t1", **{"img/logo.png": png(40, 20)})
+    document = markdown_document("# Logo\n\n![logo](img/logo.png)\n", None, {}, None)
+    async with BrowserPool(chromium, pages=1, timeout=20, max_output_bytes=10**8) as pool:
+        files = JobFiles(FileCache(storage, 10**7), "t1", refs)
+        result = await pool.render(Html(document), PageOptions(), None, files)
+    assert images(result.data, tmp_path) == [(40, 20)]
+    assert result.refused == ()
+
+
+async def test_hostile_markdown_fails_its_job_within_the_jails_time_and_the_next_renders(
+    settings: Settings,
+) -> None:
+    """Unclosed brackets make the parser's work grow with the text (seconds for a few
+    hundred kilobytes): the renderer's jail stops it at `PRESSROOM_TEMPLATE_TIMEOUT`, the
+    job fails at once naming the Markdown, and the next job renders."""
+    stack = Stack(dataclasses.replace(settings, template_timeout=0.5))
+    await stack.start()
+    try:
+        hostile = await stack.submit({"markdown": "[" * 200_000 + "a" + "](" * 100_000})
+        failed = await stack.finished(hostile["id"])
+        after = await stack.submit({"markdown": "# still here"})
+        text, _ = text_of(await document(stack, after["id"]))
+    finally:
+        await stack.close()
+    assert (failed["status"], failed["attempts"], failed["error"]["type"]) == (
+        "failed",
+        1,
+        "template",
+    ), failed
+    assert failed["error"]["message"] == "the Markdown took longer than 0.5 s and was stopped"
+    assert "still here" in text

@@ -117,9 +117,9 @@ async def test_docs_page_renders_the_document_in_chromium_under_its_policy(api, 
 
 
 async def test_every_request_example_of_the_document_is_accepted_by_the_live_gateway(api):
-    """What the reference shows is what works: each body's example (JSON, and JSON Lines
-    for a batch), sent as it stands, gets a 2xx. Admin routes use the tenant the example
-    of `POST /admin/tenants` creates."""
+    """What the reference shows is what works: each body's example (JSON, JSON Lines for a
+    batch, multipart for files), sent as it stands, gets a 2xx. Admin routes use the
+    tenant the example of `POST /admin/tenants` creates."""
     document = (await asyncio.to_thread(requests.get, f"{api.url}/openapi.json")).json()
     tenant = {"Authorization": f"Bearer {api.tenant.key}"}
     sent: list[str] = []
@@ -133,17 +133,30 @@ async def test_every_request_example_of_the_document_is_accepted_by_the_live_gat
     for path, method, content in bodies:
         for kind, media in content.items():
             named = media.get("examples", {}).values()
-            for data in [media["example"]] if "example" in media else [e["value"] for e in named]:
-                raw = data.encode() if isinstance(data, str) else json.dumps(data).encode()
-                headers = {**(ADMIN if path.startswith("/admin/") else tenant),
-                           "Content-Type": kind}  # fmt: skip
-                url = f"{api.url}{path.replace('{id}', tenant_id)}"
-                async with api.client.request(method, url, data=raw, headers=headers) as answered:
-                    assert answered.status < 300, (method, path, kind, await answered.text())
-                    answer = await answered.json()
-                tenant_id = answer["id"] if path == "/admin/tenants" else tenant_id
+            for data in [media["example"]] if "example" in media else [n["value"] for n in named]:
+                tenant_id = await _send_example(api, tenant, path, method, kind, data, tenant_id)
                 sent.append(f"{method.upper()} {path} {kind}")
-    assert len(sent) == 10, sent
+    assert len(sent) == 13, sent
+
+
+async def _send_example(
+    api: Stack, tenant: dict[str, str], path: str, method: str, kind: str, data: Any, tenant_id: str
+) -> str:
+    """Send one example body as `kind`; the tenant id the admin example made, if it is that."""
+    raw: Any = data.encode() if isinstance(data, str) else json.dumps(data).encode()
+    headers = {**(ADMIN if path.startswith("/admin/") else tenant), "Content-Type": kind}
+    if kind == "multipart/form-data":  # its files as parts, each named for its text
+        raw, _ = aiohttp.FormData(), headers.pop("Content-Type")
+        for name, value in data.items():
+            for index, text in enumerate(value if name == "files" else []):
+                raw.add_field("file", text.encode(), filename=f"example-{index}.txt")
+            if name != "files":
+                raw.add_field(name, value)
+    url = f"{api.url}{path.replace('{id}', tenant_id)}"
+    async with api.client.request(method, url, data=raw, headers=headers) as response:
+        assert response.status < 300, (method, path, kind, await response.text())
+        answer = await response.json()
+    return str(answer["id"]) if path == "/admin/tenants" else tenant_id
 
 
 async def test_a_forged_download_link_with_any_characters_is_a_404_not_a_500(api):

@@ -182,3 +182,30 @@ def test_retry_wait_sends_again_only_what_is_refused_for_now_and_safe_to_repeat(
     assert calls.retry_wait(get, errors.WaitTimeout("late"), 0, 2) is None
     assert calls.retry_wait(get, errors.Invalid("bad", status=400), 0, 2) is None
     assert calls.retry_wait(get, errors.NotFound("gone", status=404), 0, 2) is None
+
+
+def test_render_names_its_file_after_the_source_with_the_outputs_extension(tmp_path):
+    (tmp_path / "notes.md").write_text("# Notes")
+    (tmp_path / "wrap.html.j2").write_text("{{ content }}")
+    job = Job(id="j1", status="done")
+
+    def parsed(*argv: str):
+        return cli.build_parser().parse_args(["render", *argv])
+
+    md = str(tmp_path / "notes.md")
+    assert cli.output_path(parsed("--markdown", md), job) == "notes.pdf"
+    for output, name in (("jpeg", "notes.jpg"), ("webp", "notes.webp"), ("png", "notes.png")):
+        assert (
+            cli.output_path(parsed("--markdown", md, "--option", f"output={output}"), job) == name
+        )
+    assert cli.output_path(parsed("--template-id", "a" * 32), job) == "j1.pdf"
+    body = cli.render_source(parsed("--markdown", md, str(tmp_path / "wrap.html.j2")))
+    assert body == {"markdown": "# Notes", "template": "{{ content }}"}
+    for argv, words in (
+        (("--stylesheet", md, "--html", md), "--stylesheet styles --markdown"),
+        (("--markdown", md, "--html", md), "--html or a URL cannot go with it"),
+        (("--markdown", md, "https://example.com"), "--html or a URL cannot go with it"),
+        (("--markdown", md, md, "--template-id", "a" * 32), "not both"),
+    ):
+        with pytest.raises(cli.UsageError, match=words):
+            cli.render_source(parsed(*argv))

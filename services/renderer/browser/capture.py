@@ -16,12 +16,10 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from services.core.errors import BrowserError, RequestError
-
-if TYPE_CHECKING:
-    from services.renderer.browser.tab import Tab
+from services.renderer.browser.tablike import TabLike
 
 _CONTENT_BOTTOM = """(() => {
   const root = document.documentElement, body = document.body;
@@ -73,7 +71,7 @@ class Clip:
         return {"x": self.x, "y": self.y, "width": self.width, "height": self.height, "scale": 1}
 
 
-async def page_clip(tab: Tab) -> Clip:
+async def page_clip(tab: TabLike) -> Clip:
     """The whole page: as wide as its content (at least the viewport), as tall as its
     content (at least 1 px)."""
     metrics = await tab.send("Page.getLayoutMetrics")
@@ -84,14 +82,14 @@ async def page_clip(tab: Tab) -> Clip:
     return Clip(0, 0, width, max(height, 1))
 
 
-def viewport_clip(tab: Tab) -> Clip:
+def viewport_clip(tab: TabLike) -> Clip:
     """The viewport the job's emulation set (`options.width` by `options.height`), from
     the top of the page."""
     viewport = tab.emulation.viewport
     return Clip(0, 0, viewport.width, viewport.height)
 
 
-async def element_clip(tab: Tab, selector: str) -> Clip:
+async def element_clip(tab: TabLike, selector: str) -> Clip:
     """The box of the first element `selector` matches, on device pixels. `RequestError`
     naming `options.selector` when it is invalid, matches nothing or matches an element
     with no box (`display: none`, empty)."""
@@ -125,7 +123,7 @@ def _exception_text(details: dict[str, Any]) -> str:
     return str(exception.get("description") or details.get("text") or "error").split("\n")[0]
 
 
-async def _value(tab: Tab, expression: str, what: str) -> float:
+async def _value(tab: TabLike, expression: str, what: str) -> float:
     reply = await tab.evaluate(expression)
     value = reply.get("result", {}).get("value")
     if not isinstance(value, int | float):

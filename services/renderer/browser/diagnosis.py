@@ -17,16 +17,13 @@ from __future__ import annotations
 import asyncio
 import base64
 import dataclasses
-from typing import TYPE_CHECKING
 
 import msgspec
 
 from services.core.diagnosis import ConsoleLine, PageError, RequestLine, WaitPending
 from services.core.errors import PressroomError
+from services.renderer.browser.tablike import TabLike
 from services.renderer.evidence import Evidence, PageLog, RefusedLog
-
-if TYPE_CHECKING:
-    from services.renderer.browser.tab import Tab
 
 SCREENSHOT_PX = 1280
 """At most this many pixels each way in a diagnosis' screenshot (the viewport's top left)."""
@@ -50,7 +47,7 @@ class PageReport:
     dropped: int = 0
 
 
-async def diagnose(tab: Tab, report: PageReport, *, capture: bool) -> None:
+async def diagnose(tab: TabLike, report: PageReport, *, capture: bool) -> None:
     """Fill `report` from the evidence of `tab`'s job; with `capture`, add a screenshot of
     the viewport (none if the page cannot give one in time)."""
     fill(report, tab.evidence)
@@ -87,7 +84,7 @@ def _with_refusals(seen: PageLog, refused: RefusedLog) -> list[RequestLine]:
     return lines
 
 
-async def _screenshot(tab: Tab) -> bytes | None:
+async def _screenshot(tab: TabLike) -> bytes | None:
     try:
         png = await asyncio.wait_for(_capture(tab), SCREENSHOT_SECONDS)
     except (TimeoutError, PressroomError, KeyError, ValueError):
@@ -95,7 +92,7 @@ async def _screenshot(tab: Tab) -> bytes | None:
     return png if len(png) <= SCREENSHOT_BYTES else None
 
 
-async def _capture(tab: Tab) -> bytes:
+async def _capture(tab: TabLike) -> bytes:
     """The viewport's top left, at most `SCREENSHOT_PX` square, at one pixel per CSS px.
     In front first, one tab at a time, as a PNG render's capture (`tab.py`)."""
     view = tab.emulation.viewport

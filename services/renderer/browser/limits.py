@@ -23,15 +23,12 @@ checked where it first can be, cheapest first:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from services.core.errors import DomTooLarge, HeaderTooLarge, TocTooLarge, TooManyPrintedPages
 from services.core.options import check_header_footer, page_intervals
 from services.core.pageoptions import PageOptions
 from services.core.settings import Settings
-
-if TYPE_CHECKING:
-    from services.renderer.browser.tab import Tab
+from services.renderer.browser.tablike import TabLike
 
 # The nodes of the document and of the frames whose documents it can reach (a srcdoc
 # or same-origin frame is laid out and printed with it), counted by XPath in C++.
@@ -79,7 +76,7 @@ def check_templates(options: PageOptions, limits: Limits) -> None:
     check_header_footer(options)
 
 
-async def check_nodes(tab: Tab, limits: Limits) -> None:
+async def check_nodes(tab: TabLike, limits: Limits) -> None:
     """`DomTooLarge` when the loaded document has more nodes than `limits` allow."""
     count = await _number(tab, _COUNT_NODES)
     if count > limits.dom_nodes:
@@ -89,7 +86,7 @@ async def check_nodes(tab: Tab, limits: Limits) -> None:
         )
 
 
-async def check_headings(tab: Tab, limits: Limits) -> None:
+async def check_headings(tab: TabLike, limits: Limits) -> None:
     """`TocTooLarge` when a table of contents would have more entries than allowed."""
     count = await _number(tab, _COUNT_HEADINGS)
     if count > limits.toc_entries:
@@ -114,7 +111,7 @@ def check_pages(count: int, limits: Limits) -> None:
     raise TooManyPrintedPages(f"the PDF has {count:,} pages, {over}")
 
 
-async def _number(tab: Tab, expression: str) -> int:
+async def _number(tab: TabLike, expression: str) -> int:
     reply = await tab.evaluate(expression)
     value = reply.get("result", {}).get("value")
     return int(value) if isinstance(value, int | float) else 0

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import base64
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 
@@ -22,9 +22,7 @@ from services.renderer.browser.capture import element_clip, page_clip, viewport_
 from services.renderer.browser.cdp import CommandError
 from services.renderer.browser.limits import Limits, capped_ranges, check_pages, nth_selected
 from services.renderer.browser.params import check_image_size, count_pages, print_params
-
-if TYPE_CHECKING:
-    from services.renderer.browser.tab import Tab
+from services.renderer.browser.tablike import TabLike
 
 # The height a receipt needs: the document's full height at the receipt's width.
 _CONTENT_HEIGHT = (
@@ -36,7 +34,7 @@ STREAM_CHUNK = 4 * 2**20
 """Bytes asked for per `IO.read` of a PDF: an invoice comes in one read."""
 
 
-async def print_pdf(tab: Tab, options: PageOptions, limits: Limits) -> bytes:
+async def print_pdf(tab: TabLike, options: PageOptions, limits: Limits) -> bytes:
     """Print the loaded document with `Page.printToPDF`, streamed out of Chromium
     (`ReturnAsStream`) so that a document over `limits.output_bytes` is refused while it
     is read, not after the whole of it was held in memory, twice (base64 and bytes).
@@ -65,7 +63,7 @@ async def print_pdf(tab: Tab, options: PageOptions, limits: Limits) -> bytes:
 
 
 async def _probe_length(
-    tab: Tab, options: PageOptions, params: dict[str, Any], limits: Limits
+    tab: TabLike, options: PageOptions, params: dict[str, Any], limits: Limits
 ) -> None:
     """`TooManyPrintedPages` before anything is drawn for a document that looks long (its height
     on screen is more than half `limits.pages` pages) and has a page past the limit: only
@@ -85,7 +83,7 @@ async def _probe_length(
     check_pages(limits.pages + 1, limits)
 
 
-async def _screen_pages(tab: Tab, options: PageOptions, params: dict[str, Any]) -> float:
+async def _screen_pages(tab: TabLike, options: PageOptions, params: dict[str, Any]) -> float:
     """Roughly how many pages the document's height on screen fills: a hint of its
     length (print media, page breaks and margins cut at breaks change it either way)."""
     reply = await tab.evaluate(_CONTENT_HEIGHT)
@@ -107,7 +105,7 @@ class StreamChunk(msgspec.Struct):
 _STREAM_CHUNK = msgspec.json.Decoder(StreamChunk)
 
 
-async def _read_stream(tab: Tab, handle: str, limit: int) -> bytes:
+async def _read_stream(tab: TabLike, handle: str, limit: int) -> bytes:
     """The bytes of a CDP `IO` stream, at most `limit` of them; the stream is closed."""
     chunks: list[bytes] = []
     size = 0
@@ -128,7 +126,7 @@ async def _read_stream(tab: Tab, handle: str, limit: int) -> bytes:
         await tab.send("IO.close", {"handle": handle})
 
 
-async def _receipt_height(tab: Tab, options: PageOptions, params: dict[str, Any]) -> float:
+async def _receipt_height(tab: TabLike, options: PageOptions, params: dict[str, Any]) -> float:
     """Paper height in inches that holds the whole document on one page."""
     reply = await tab.evaluate(_CONTENT_HEIGHT)
     content = float(reply["result"]["value"]) * options.scale / CSS_PX_PER_INCH
@@ -144,7 +142,7 @@ _TRANSPARENT = {"color": {"r": 0, "g": 0, "b": 0, "a": 0}}
 """`Emulation.setDefaultBackgroundColorOverride`'s colour for no background at all."""
 
 
-async def screenshot(tab: Tab, options: PageOptions) -> bytes:
+async def screenshot(tab: TabLike, options: PageOptions) -> bytes:
     """An image (`options.output`: PNG, JPEG or WebP) of the box of the element
     `options.selector` matches, else of the viewport when `options.height` sets it, else
     of the whole page as tall as its content (`capture`), `options.scale` device pixels

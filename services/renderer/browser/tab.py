@@ -48,6 +48,9 @@ from services.renderer.evidence import Refusal, clip
 from services.renderer.jobfiles import DOCUMENT
 from services.renderer.proxy import Door
 
+_LOCAL_RESOURCE = "Not allowed to load local resource: "
+"""How Chromium's security log starts the message of a frame it refused to load."""
+
 # Write the document into the fresh about:blank realm and resolve once `load` has fired,
 # i.e. after images, stylesheets and fonts are in (what puppeteer's waitUntil 'load' does).
 _LOAD_HTML = """async (html) => {
@@ -112,6 +115,7 @@ class Tab:
         session.on("Network.loadingFailed", self._ended)
         session.on("Network.responseReceived", self._answered)
         session.on("Page.lifecycleEvent", self._lifecycle)
+        session.on("Log.entryAdded", self._logged)
         # Sent only while `Runtime` is on, i.e. while the job runs script (`emulate`).
         session.on("Runtime.consoleAPICalled", evidence.console_called)
         session.on("Runtime.exceptionThrown", evidence.exception_thrown)
@@ -128,6 +132,7 @@ class Tab:
             ("Page.setLifecycleEventsEnabled", {"enabled": True}),
             ("Network.enable", {}),
             ("Inspector.enable", {}),
+            ("Log.enable", {}),  # Chromium's own refusals of frames (`_logged`)
             # Console and uncaught errors are reported while Runtime is on: with script.
             ("Runtime.enable", {}) if self.framed else ("Runtime.disable", {}),
             ("Emulation.setScriptExecutionDisabled", {"value": not self.framed}),
@@ -148,15 +153,30 @@ class Tab:
     def _ended(self, params: dict[str, Any]) -> None:
         url = self.requests.pop(str(params.get("requestId")), "")
         failed = self.evidence.ended(params)
-        if failed is not None and params.get("blockedReason"):
-            # Blocked by Chromium before the filter saw it (a `file:` URL): the policy's
-            # own reason, so that every refusal says why.
+        if failed is not None and params.get("blockedReason") and not params.get("errorText"):
+            # Blocked by Chromium before the filter saw it (a `file:` URL: no error text,
+            # only a reason): the policy's own reason, so that every refusal says why. A
+            # request the filter failed has its error text, and its refusal is recorded.
             reason = refused_scheme(url)
             if reason is not None:
                 failed.refused = reason
                 self.evidence.refuse(Refusal(clip(url), reason), "request")
         if not self.requests:
             self.quiet_since = time.monotonic()
+
+    def _logged(self, params: dict[str, Any]) -> None:
+        # A frame's `file:` document (`<iframe src="file:…">`, a frame navigated there) is
+        # refused by Chromium before any request is made: no network event tells of it,
+        # only this security message. Recorded with the policy's own reason, so that every
+        # refusal says why (the subresources' are in `_ended`).
+        entry = params.get("entry") or {}
+        text = str(entry.get("text", ""))
+        if entry.get("source") != "security" or not text.startswith(_LOCAL_RESOURCE):
+            return
+        url = text.removeprefix(_LOCAL_RESOURCE)
+        reason = refused_scheme(url)
+        if reason is not None:
+            self.evidence.refuse(Refusal(clip(url), reason), "request")
 
     def _lifecycle(self, params: dict[str, Any]) -> None:
         if params.get("name") != "load" or params.get("frameId") != self.target_id:

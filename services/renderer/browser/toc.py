@@ -25,14 +25,11 @@ import asyncio
 import io
 import json
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING
 
 from pypdf import PdfReader
 
 from services.core.errors import RequestError
-
-if TYPE_CHECKING:
-    from services.renderer.browser.tab import Tab
+from services.renderer.browser.tablike import TabLike
 
 MAX_PASSES = 3
 """Numbered prints before giving up on numbers that keep moving the layout: one is the
@@ -101,7 +98,7 @@ _FILL = """((pages) => {
 })"""
 
 
-async def print_with_toc(tab: Tab, print_pdf: Callable[[], Awaitable[bytes]]) -> bytes:
+async def print_with_toc(tab: TabLike, print_pdf: Callable[[], Awaitable[bytes]]) -> bytes:
     """The document printed by `print_pdf` with its table of contents filled in.
 
     `RequestError` (field `options.toc`) when the document has no `<nav data-toc>`, when
@@ -127,7 +124,7 @@ async def print_with_toc(tab: Tab, print_pdf: Callable[[], Awaitable[bytes]]) ->
     )
 
 
-async def _build(tab: Tab) -> list[str]:
+async def _build(tab: TabLike) -> list[str]:
     """Write the entries; the id each one links to, in document order. The headings are
     judged visible or not in print media unless the job emulates another one (a PDF is
     laid out on screen and printed in print media): a heading `@media print` hides is no
@@ -148,11 +145,11 @@ async def _build(tab: Tab) -> list[str]:
     return [str(id_) for id_ in value]
 
 
-async def _fill(tab: Tab, pages: Sequence[str]) -> None:
+async def _fill(tab: TabLike, pages: Sequence[str]) -> None:
     await _run(tab, f"({_FILL})({json.dumps(list(pages))})")
 
 
-async def _run(tab: Tab, expression: str) -> object:
+async def _run(tab: TabLike, expression: str) -> object:
     """`expression`'s value; an exception comes from the document itself (its scripts
     replaced the DOM calls used here), so the same job would fail again."""
     reply = await tab.evaluate(expression)

@@ -123,7 +123,14 @@ def test_a_decomposed_filename_is_accepted_in_nfc_and_clashes_with_its_composed_
 
 @pytest.mark.parametrize(
     ("name", "options"),
-    [("a.png", {}), ("a.pdf", {"output": "png"}), ("a", {}), ("a.pdf.txt", {})],
+    [
+        ("a.png", {}),
+        ("a.pdf", {"output": "png"}),
+        ("a", {}),
+        ("a.pdf.txt", {}),
+        ("a.png", {"output": "jpeg"}),
+        ("a.jpg", {"output": "webp"}),
+    ],
 )
 def test_a_filename_without_the_outputs_extension_is_a_400(name: str, options: Any) -> None:
     raw = body(items=[{"data": {}, "filename": name}], options=options)
@@ -160,8 +167,9 @@ def test_every_item_leaves_with_its_filename_given_or_default() -> None:
         "mine.pdf",
     ]
     assert [item.data for item in batch.items][:3] == [{"n": 0}, {"n": 1}, {"n": 2}]
-    png = parse_batch(body(items=[{}], options={"output": "png"}), 10)
-    assert png.items[0].filename == "00000.png"
+    for output, name in (("png", "00000.png"), ("jpeg", "00000.jpg"), ("webp", "00000.webp")):
+        images = parse_batch(body(items=[{}], options={"output": output}), 10)
+        assert images.items[0].filename == name
 
 
 def test_url_items_and_their_default_names() -> None:

@@ -89,7 +89,7 @@ def test_paths_are_named_as_the_readme_names_them(doc):
     assert listed, "the README's API table was not found"
     assert listed <= set(operations_of(doc))
     names = {name for path in doc["paths"] for name in re.findall(r"\{(\w+)\}", path)}
-    assert names <= {"id", "key", "key_id", "file"}
+    assert names <= {"id", "key", "key_id", "file", "name"}
 
 
 def test_every_path_parameter_is_declared(doc):
@@ -116,6 +116,8 @@ def test_request_body_examples_are_requests_the_gateway_accepts(doc):
     for key, route in contract.ROUTES.items():
         if route.body is not None and route.body.struct is not None:
             msgspec.convert(example(*key), route.body.struct)
+    multipart = example("POST", "/jobs", "multipart/form-data")
+    parse_job(multipart["job"].encode())
 
 
 def test_only_the_public_routes_are_open_and_admin_routes_take_the_admin_key(doc):

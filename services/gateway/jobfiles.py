@@ -1,0 +1,94 @@
+"""A job's request read with its files, and its `files` put together.
+
+`POST /jobs` takes JSON, or `multipart/form-data` whose part `job` is the same JSON and
+whose other parts are files (`uploads.read_form`), each named by its filename as the page
+refers to it. `with_files` gives the job's `submitted` event its `files`: its own parts,
+then the stored assets it names (`assets`), then its stored template's bundle; the
+first of these wins on a name (`assets.merged`). Only the job's own parts are written to
+storage here (the others are stored already); the log carries `FileRef`s, never bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from aiohttp import web
+from msgspec.structs import replace
+
+from services.core import assetdb, events
+from services.core.errors import RequestError
+from services.core.files import FileRef, blob_key
+from services.core.filestore import file_ref
+from services.gateway import assets
+from services.gateway.keys import POOL, SETTINGS, STORAGE
+from services.gateway.postgres import unavailable_without_postgres
+from services.gateway.requests import JobRequest, fingerprint, parse_job, read_json_body
+from services.gateway.uploads import UploadLimits, is_multipart, read_form
+
+JOB_PART = "job"
+"""The part of a multipart `POST /jobs` that holds the job's JSON."""
+
+Own = list[tuple[FileRef, bytes]]
+"""A job's own files (the parts of its request), checked and typed, with their bytes."""
+
+
+async def read_job(request: web.Request) -> tuple[JobRequest, Own]:
+    """The job a `POST /jobs` asks for, and the files it sent with it."""
+    if not is_multipart(request):
+        job = parse_job(await read_json_body(request))
+        _check_source(job, [])
+        return job, []
+    upload = await read_form(request, UploadLimits.of(request.app[SETTINGS]), fields={JOB_PART})
+    raw = upload.fields.get(JOB_PART)
+    if raw is None:
+        raise RequestError(
+            f"a multipart job needs a part named {JOB_PART!r} holding the job's JSON",
+            field=JOB_PART,
+        )
+    job = parse_job(raw)
+    own = [(file_ref(name, data), data) for name, data in upload.files]
+    _check_source(job, own)
+    return job, own
+
+
+def _check_source(job: JobRequest, own: Own) -> None:
+    if job.url is not None and (own or job.assets):
+        field = "assets" if job.assets else own[0][0].name
+        raise RequestError(
+            "files are served to html and template sources only: a url page refers to "
+            "its own server's files",
+            field=field,
+        )
+
+
+def job_fingerprint(job: JobRequest, own: Own) -> str:
+    """What makes two job requests the same (for `Idempotency-Key`): the JSON's fields,
+    and the name and digest of every file sent."""
+    base = fingerprint(job)
+    if not own:
+        return base
+    files = "\n".join(f"{ref.name}\0{ref.digest}" for ref, _ in own)
+    return hashlib.sha256(f"{base}\n{files}".encode()).hexdigest()
+
+
+async def with_files(
+    request: web.Request, event: events.JobSubmitted, job: JobRequest, own: Own
+) -> events.JobSubmitted:
+    """`event` with the job's files (its own, named assets, its template's bundle); its
+    own written to storage. `AssetMissing` for a named asset the tenant lacks,
+    `PayloadTooLarge` over the per-job limits."""
+    tenant = event.tenant
+    named = await assets.named_assets(request, tenant, job.assets) if job.assets else []
+    bundled: list[FileRef] = []
+    if event.template_id is not None and event.template_version is not None:
+        with unavailable_without_postgres("cannot read the template's files"):
+            bundled = await assetdb.template_files(
+                request.app[POOL], tenant, event.template_id, event.template_version
+            )
+    files = assets.merged(request.app[SETTINGS], [ref for ref, _ in own], named, bundled)
+    if not files:
+        return event
+    storage = request.app[STORAGE]
+    for ref, data in own:
+        await storage.put(blob_key(tenant, ref.digest), data, ref.content_type)
+    return replace(event, files=files)

@@ -1,0 +1,45 @@
+"""The files a stored template version bundles: sent with a multipart `POST /templates`
+(part `template` is the JSON, the other parts files) or named as stored assets in its
+`assets`, fixed when the version is stored. Every job rendering that version gets them
+(`jobfiles.with_files`), its own files and named assets winning by name."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from services.core.files import FileRef, blob_key
+from services.core.filestore import file_ref
+from services.gateway import assets
+from services.gateway.keys import SETTINGS, STORAGE
+from services.gateway.requests import TemplateRequest, parse_template, read_json_body
+from services.gateway.uploads import UploadLimits, is_multipart, read_form
+
+TEMPLATE_PART = "template"
+"""The part of a multipart `POST /templates` that holds the template's JSON."""
+
+Bundle = list[tuple[FileRef, bytes | None]]
+"""A version's files; bytes for those sent with the request (to store), None for named
+assets (stored already)."""
+
+
+async def read_template(request: web.Request, tenant: str) -> tuple[TemplateRequest, Bundle]:
+    """The template a `POST /templates` stores, and the files its version bundles."""
+    if not is_multipart(request):
+        template = parse_template(await read_json_body(request))
+        own: list[tuple[FileRef, bytes]] = []
+    else:
+        limits = UploadLimits.of(request.app[SETTINGS])
+        upload = await read_form(request, limits, fields={TEMPLATE_PART})
+        template = parse_template(upload.json_bytes(TEMPLATE_PART))
+        own = [(file_ref(name, data), data) for name, data in upload.files]
+    named = await assets.named_assets(request, tenant, template.assets) if template.assets else []
+    refs = assets.merged(request.app[SETTINGS], [ref for ref, _ in own], named)
+    data = {ref.name: content for ref, content in own}
+    return template, [(ref, data.get(ref.name)) for ref in refs]
+
+
+async def store_own(request: web.Request, tenant: str, bundle: Bundle) -> None:
+    """Write the bytes of the files sent with the request (before the version's rows)."""
+    for ref, data in bundle:
+        if data is not None:
+            await request.app[STORAGE].put(blob_key(tenant, ref.digest), data, ref.content_type)
