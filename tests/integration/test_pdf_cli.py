@@ -16,7 +16,7 @@ import pikepdf
 from pressroom.client import Client
 from tests.conftest import Stack
 from tests.integration import hostile_pdfs
-from tests.integration.pdf_inputs import TOOLS, chapters, qpdf_check
+from tests.integration.pdf_inputs import TOOLS, chapters, pdftotext, qpdf_check
 from tests.integration.test_cli import flags, pressroom
 
 pytestmark = TOOLS
@@ -50,6 +50,30 @@ async def test_pdf_commands_save_checked_files_and_exit_as_scripts_expect(
     assert answer["report"]["pages_processed"] == 4
     with pikepdf.open(saved) as pdf:
         assert [int(page.obj.get("/Rotate", 0)) for page in pdf.pages] == [0, 90, 0, 0]
+
+    (tmp_path / "a.pdf").write_bytes(hostile_pdfs.plain(2, text="Alpha"))
+    (tmp_path / "b.pdf").write_bytes(hostile_pdfs.plain(3, text="Beta"))
+    (tmp_path / "data.csv").write_text("number,total\n1,2\n")
+    status, out, err = await pressroom(
+        tmp_path, "pdf", "merge", "a.pdf", "b.pdf", "-o", "out.pdf", *flags(stack)
+    )
+    assert status == 0, err
+    merged = (tmp_path / "out.pdf").read_bytes()
+    qpdf_check(merged, tmp_path)
+    with pikepdf.open(tmp_path / "out.pdf") as pdf, pdf.open_outline() as outline:
+        assert len(pdf.pages) == 5 and [i.title for i in outline.root] == ["a.pdf", "b.pdf"]
+    status, _, err = await pressroom(
+        tmp_path, "pdf", "stamp", "out.pdf", "--text", "PAID", "-o", "paid.pdf", *flags(stack)
+    )
+    assert status == 0, err
+    assert "PAID" in pdftotext((tmp_path / "paid.pdf").read_bytes(), tmp_path)
+    status, _, err = await pressroom(
+        tmp_path, "pdf", "attach", "out.pdf", "--file", "data.csv", "-o", "with.pdf",
+        *flags(stack),
+    )  # fmt: skip
+    assert status == 0, err
+    with pikepdf.open(tmp_path / "with.pdf") as pdf:
+        assert pdf.attachments["data.csv"].get_file().read_bytes() == b"number,total\n1,2\n"
 
     status, out, err = await pressroom(tmp_path, "pdf", "validate", str(saved), *flags(stack))
     assert status == 0 and "4 pages" in out, (out, err)

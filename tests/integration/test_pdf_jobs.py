@@ -5,25 +5,25 @@ readers that did not write it (qpdf, poppler, pikepdf); the report at
 `/jobs/{id}/report`; hostile inputs fail their job with a clear error while the
 service goes on.
 
-Files of a job are stored as the gateway stores them (`files.blob_key`, by digest) and
-their submission published to the log as the gateway would, for the uploads this
-branch does not make (multipart `POST /jobs` belongs to the assets work).
+Files are sent as users send them (multipart `POST /jobs`, stored assets); only a
+forged file reference is published to the log directly, as no gateway would write it.
 """
 
 from __future__ import annotations
 
 import io
+import json
 import uuid
 import zipfile
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pikepdf
 
 from services.core import bus, events
-from services.core.files import FileRef, blob_key, digest_of, sniff
+from services.core.files import FileRef, digest_of
 from services.core.pdfwork import PdfInput, PdfWork
-from services.core.storage import open_storage
 from tests.conftest import Stack, eventually
 from tests.integration import hostile_pdfs
 from tests.integration.pdf_inputs import TOOLS, chapters, pdfinfo, pdftotext, qpdf_check
@@ -145,7 +145,6 @@ async def test_bad_pdf_work_is_refused_naming_the_field(stack: Stack) -> None:
         "pdf.inputs[0].file": {"inputs": [{"file": "../a.pdf"}], "steps": rotate},
         "pdf.inputs[1].file": {"inputs": [{"job": mine["id"]}, {"file": "a.pdf"}],
                                "steps": rotate},
-        "pdf.inputs[0].asset": {"inputs": [{"asset": "terms.pdf"}], "steps": rotate},
         "pdf.inputs[0].colour": {"inputs": [{"job": mine["id"], "colour": 1}], "steps": rotate},
         "pdf.steps[0].angle": {"inputs": [{"job": mine["id"]}],
                                "steps": [{"step": "rotate", "angle": 45}]},
@@ -160,6 +159,8 @@ async def test_bad_pdf_work_is_refused_naming_the_field(stack: Stack) -> None:
     for field, work in cases.items():
         error = await refusal(stack, {"pdf": work})
         assert (error["type"], error["field"]) == ("validation", field), (work, error)
+    unknown = await refusal(stack, {"pdf": {"inputs": [{"asset": "t.pdf"}], "steps": rotate}})
+    assert (unknown["type"], unknown["field"]) == ("asset_missing", "pdf.inputs[0].asset")
     steps = [{"step": "shred"}]
     error = await refusal(stack, {"pdf": {"inputs": [{"job": mine["id"]}], "steps": steps}})
     assert error["field"].startswith("pdf.steps"), error
@@ -170,31 +171,26 @@ async def test_bad_pdf_work_is_refused_naming_the_field(stack: Stack) -> None:
     assert (await refusal(stack, printed))["field"] == "options"
 
 
-async def uploaded(stack: Stack, files: dict[str, bytes]) -> list[FileRef]:
-    """`files` stored under the stack's tenant as the gateway stores a job's files."""
-    refs = []
-    async with open_storage(stack.settings) as storage:
-        for name, data in files.items():
-            digest = digest_of(data)
-            kind = sniff(data, name)
-            await storage.put(blob_key(stack.tenant.id, digest), data, kind)
-            refs.append(FileRef(name=name, digest=digest, size=len(data), content_type=kind))
-    return refs
+def form(files: dict[str, bytes], job: dict[str, Any]) -> aiohttp.FormData:
+    """A multipart request: the part `job` (its JSON) first, then each file by its name."""
+    data = aiohttp.FormData()
+    data.add_field("job", json.dumps(job), content_type="application/json")
+    for name, content in files.items():
+        data.add_field("file", content, filename=name, content_type="application/octet-stream")
+    return data
 
 
-async def submitted(stack: Stack, files: list[FileRef], work: PdfWork) -> str:
-    """A PDF-tools job with `files`, published to the log as the gateway publishes one."""
-    job_id = uuid.uuid4().hex
-    event = events.JobSubmitted(job_id=job_id, tenant=stack.tenant.id, files=files, pdf=work)
-    async with bus.open_bus(stack.settings, name="test") as (_, js):
-        await bus.publish(js, event)
-    return job_id
+async def posted(stack: Stack, files: dict[str, bytes], job: dict[str, Any]) -> str:
+    """A PDF-tools job sent as a user sends one: multipart, its files as parts."""
+    async with stack.client.post(f"{stack.url}/jobs", data=form(files, job)) as response:
+        assert response.status == 202, await response.text()
+        job_id: str = (await response.json())["id"]
+        return job_id
 
 
 async def test_uploaded_inputs_and_hostile_ones_fail_clearly_while_the_service_goes_on(
     stack: Stack, tmp_path: Path
 ) -> None:
-    await done(stack, {"html": "<p>opens the tenant's lane</p>"})
     files = {
         "plain.pdf": hostile_pdfs.plain(3),
         "truncated.pdf": hostile_pdfs.truncated(),
@@ -203,7 +199,6 @@ async def test_uploaded_inputs_and_hostile_ones_fail_clearly_while_the_service_g
         "locked.pdf": hostile_pdfs.encrypted("open-sesame-1"),
         "bomb.pdf": hostile_pdfs.flate_bomb(),
     }
-    refs = await uploaded(stack, files)
     rotate: list[dict[str, Any]] = [{"step": "rotate", "angle": 90}]
     expected = {
         "truncated.pdf": ("pdf_invalid", "truncated.pdf is not a PDF that can be read"),
@@ -214,25 +209,54 @@ async def test_uploaded_inputs_and_hostile_ones_fail_clearly_while_the_service_g
     }
     for name, (kind, words) in expected.items():
         steps = [{"step": "pdfa"}] if name == "bomb.pdf" else rotate
-        job_id = await submitted(stack, refs, PdfWork([PdfInput(file=name)], steps))
-        job = await stack.finished(job_id, timeout=90)
+        work = {"pdf": {"inputs": [{"file": name}], "steps": steps}}
+        job = await stack.finished(await posted(stack, {name: files[name]}, work), timeout=90)
         assert (job["status"], job["attempts"]) == ("failed", 1), (name, job)
         assert job["error"]["type"] == kind and words in job["error"]["message"], (name, job)
-    opened = await submitted(
-        stack, refs, PdfWork([PdfInput(file="locked.pdf", password="open-sesame-1"),
-                              PdfInput(file="plain.pdf")], [{"step": "merge"}, *rotate])
-    )  # fmt: skip
-    data, _ = await download(stack, await stack.finished(opened))
+    both = [{"file": "locked.pdf", "password": "open-sesame-1"}, {"file": "plain.pdf"}]
+    work = {"pdf": {"inputs": both, "steps": [{"step": "merge"}, *rotate]}}
+    data, _ = await download(stack, await stack.finished(await posted(stack, files, work)))
     qpdf_check(data, tmp_path)
     with pikepdf.open(io.BytesIO(data)) as pdf:
         assert [int(page.obj.get("/Rotate", 0)) for page in pdf.pages][-1] == 90
-        assert len(pdf.pages) == 3 + len(
-            pikepdf.open(io.BytesIO(files["locked.pdf"]), password="open-sesame-1").pages
-        )
+        with pikepdf.open(io.BytesIO(files["locked.pdf"]), password="open-sesame-1") as locked:
+            assert len(pdf.pages) == 3 + len(locked.pages)
+    garbage = {"pdf": {"inputs": [{"file": "g.pdf"}], "steps": rotate}}
+    async with stack.client.post(
+        f"{stack.url}/jobs", data=form({"g.pdf": b"\x89PNG\r\n\x1a\n" + bytes(64)}, garbage)
+    ) as response:
+        assert response.status == 400, await response.text()  # sniffed, not trusted
+        assert (await response.json())["error"]["field"] == "g.pdf"  # a PNG named .pdf
+
+
+async def test_a_stored_asset_is_an_input_and_a_forged_file_fails_the_job(
+    stack: Stack, tmp_path: Path
+) -> None:
+    terms = hostile_pdfs.plain(2, text="Terms")
+    assets = aiohttp.FormData()
+    assets.add_field("file", terms, filename="terms.pdf", content_type="application/pdf")
+    async with stack.client.post(f"{stack.url}/assets", data=assets) as response:
+        assert response.status == 201, await response.text()
+    work = {"pdf": {"inputs": [{"file": "invoice.pdf"}, {"asset": "terms.pdf"}],
+                    "steps": [{"step": "merge"}]}}  # fmt: skip
+    job = await stack.finished(await posted(stack, {"invoice.pdf": hostile_pdfs.plain(1)}, work))
+    data, _ = await download(stack, job)
+    assert "Terms 2" in pdftotext(data, tmp_path) and pdfinfo(data, tmp_path)["Pages"] == "3"
+    other = await stack.new_tenant()  # another tenant's assets are not this one's
+    missing = {"pdf": {"inputs": [{"asset": "terms.pdf"}], "steps": [{"step": "optimise"}]}}
+    async with other.http.post(f"{stack.url}/jobs", json=missing) as response:
+        assert response.status == 400, await response.text()
+        assert (await response.json())["error"]["field"] == "pdf.inputs[0].asset"
+
     forged = FileRef(name="plain.pdf", digest=digest_of(b"other"), size=3,
                      content_type="application/pdf")  # fmt: skip
-    job = await stack.finished(
-        await submitted(stack, [forged], PdfWork([PdfInput(file="plain.pdf")], rotate))
-    )
+    job_id = uuid.uuid4().hex  # published as a gateway would: only the log can forge it
+    event = events.JobSubmitted(
+        job_id=job_id, tenant=stack.tenant.id, files=[forged],
+        pdf=PdfWork([PdfInput(file="plain.pdf")], [{"step": "rotate", "angle": 90}]),
+    )  # fmt: skip
+    async with bus.open_bus(stack.settings, name="test") as (_, js):
+        await bus.publish(js, event)
+    job = await stack.finished(job_id)
     assert (job["status"], job["error"]["type"]) == ("failed", "pdf_invalid"), job
     assert "no longer stored" in job["error"]["message"]
