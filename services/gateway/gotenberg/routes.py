@@ -21,6 +21,7 @@ from opentelemetry.trace import SpanKind
 
 from services.core import events, filestore, tracing
 from services.core.errors import Forbidden, PressroomError, RequestError, Unauthorized
+from services.core.pdfwork import report_key
 from services.gateway import jobfiles, jobs, waiting
 from services.gateway.auth import (
     API_KEY,
@@ -151,7 +152,7 @@ async def answer(
 
 async def _report(request: web.Request, done: events.JobDone) -> dict[str, Any]:
     """The report a done PDF-tools job stored beside its document."""
-    key = f"jobs/{done.tenant}/{done.job_id}.report.json"  # pdfwork.report_key's
+    key = report_key(done.tenant, done.job_id)
     data = bytearray()
     async for chunk in request.app[STORAGE].read(key):
         data += chunk
