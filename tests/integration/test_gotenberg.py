@@ -300,3 +300,57 @@ async def test_a_malformed_form_is_a_4xx_never_a_500(
         text = await r.read()
         assert 400 <= r.status < 500, (r.status, text)
         assert named in text, text
+
+
+async def test_pdf_engine_routes_on_uploaded_pdfs(stack: Stack, tmp_path: Path) -> None:
+    """Merge (in file-name order), split, metadata write and read, PDF/A, under both
+    Gotenberg 8's and 9's names."""
+    for number in (1, 2):
+        page = tmp_path / f"page{number}.html"
+        page.write_text(f"<h1>Part {number}</h1>" + "<p style='page-break-after:always'>x</p>")
+        status, _, body = await asyncio.to_thread(
+            curl,
+            stack,
+            "/forms/chromium/convert/html",
+            "--form",
+            f"files=@{page};filename=index.html",
+        )
+        assert status == 200, body
+        (tmp_path / f"{'b' if number == 1 else 'a'}.pdf").write_bytes(body)  # b first, a second
+    pdfs = ["--form", f"files=@{tmp_path / 'b.pdf'}", "--form", f"files=@{tmp_path / 'a.pdf'}"]
+    status, headers, merged = await asyncio.to_thread(
+        curl, stack, "/forms/pdfengines/merge", *pdfs,
+        "--form", 'metadata={"Author": "Ana", "Creator": "Pressroom tests"}',
+    )  # fmt: skip
+    assert status == 200 and headers["content-type"] == "application/pdf", merged
+    text = pdftotext(merged)
+    assert text.index("Part 2") < text.index("Part 1")  # a.pdf (Part 2) sorts first
+    with pikepdf.open(io.BytesIO(merged)) as pdf:
+        assert len(pdf.pages) == 2 and str(pdf.docinfo["/Author"]) == "Ana"
+    (tmp_path / "merged.pdf").write_bytes(merged)
+    status, headers, archive = await asyncio.to_thread(
+        curl, stack, "/forms/pdf/split", "--form", f"files=@{tmp_path / 'merged.pdf'}",
+        "--form", "splitMode=intervals", "--form", "splitSpan=1",
+    )  # fmt: skip
+    assert status == 200 and headers["content-type"] == "application/zip", archive
+    status, _, read = await asyncio.to_thread(
+        curl,
+        stack,
+        "/forms/pdfengines/metadata/read",
+        "--form",
+        f"files=@{tmp_path / 'merged.pdf'}",
+    )
+    assert status == 200, read
+    facts = json.loads(read)["merged.pdf"]
+    assert facts["Author"] == "Ana" and facts["PageCount"] == 2 and facts["Linearized"] == "No"
+    status, _, archival = await asyncio.to_thread(
+        curl, stack, "/forms/pdf/convert", "--form", f"files=@{tmp_path / 'merged.pdf'}",
+        "--form", "pdfa=PDF/A-2b",
+    )  # fmt: skip
+    assert status == 200, archival
+    with pikepdf.open(io.BytesIO(archival)) as pdf:
+        assert pdf.open_metadata().pdfa_status == "2B"
+    status, _, body = await asyncio.to_thread(
+        curl, stack, "/forms/pdfengines/merge", *pdfs, "--form", "pdfa=PDF/A-9z"
+    )
+    assert status == 400 and b"pdfa" in body

@@ -69,9 +69,20 @@ def _entry(facts: dict[str, Any], sizes: dict[str, int]) -> dict[str, Any]:
     return entry
 
 
-def answer(report: dict[str, Any], sizes: dict[str, int]) -> dict[str, dict[str, Any]]:
+def linearized(data: bytes) -> bool:
+    """Whether a PDF says it is linearized: a linearization dictionary within its first
+    1024 bytes (ISO 32000-1, F.2), the test ExifTool makes; the bytes are not parsed."""
+    return b"/Linearized" in data[:1024]
+
+
+def answer(
+    report: dict[str, Any], sizes: dict[str, int], linear: dict[str, bool]
+) -> dict[str, dict[str, Any]]:
     """Each input file's metadata from a report (`pdftools/report.Report` as JSON)."""
     found = {str(f.get("document", "")): _entry(f, sizes) for f in report.get("metadata", [])}
+    for name, entry in found.items():
+        if name in linear:
+            entry["Linearized"] = "Yes" if linear[name] else "No"
     for validation in report.get("validations", []):
         known = found.get(str(validation.get("document", "")))
         if known is None:

@@ -138,7 +138,8 @@ async def answer(
     if mapped.report:
         report = await _report(request, end)
         sizes = {upload.filename: len(upload.data) for upload in mapped.files}
-        return web.json_response(exiftool.answer(report, sizes), headers=headers)
+        linear = {upload.filename: exiftool.linearized(upload.data) for upload in mapped.files}
+        return web.json_response(exiftool.answer(report, sizes, linear), headers=headers)
     if mapped.fail_on_refused and end.refused:
         first = end.refused[0]
         return replies.text(

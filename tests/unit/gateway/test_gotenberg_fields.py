@@ -47,7 +47,9 @@ def test_exiftool_dates_sizes_and_answer() -> None:
                       "/CreationDate": "D:20181206175006+00'00'"}}],
         "validations": [{"document": "a.pdf", "version": "1.4", "pages": 3}],
     }  # fmt: skip
-    answer = exiftool.answer(report, {"a.pdf": 213_000})["a.pdf"]
+    answer = exiftool.answer(report, {"a.pdf": 213_000}, {"a.pdf": False})["a.pdf"]
+    assert answer["Linearized"] == "No"
+    assert exiftool.linearized(b"%PDF-1.7\n1 0 obj <</Linearized 1 /L 2000>>")
     assert answer["Creator"] == "Chromium" and answer["Trapped"] == "True"
     assert answer["CreateDate"] == "2018:12:06 17:50:06+00:00"
     assert (answer["PageCount"], answer["PDFVersion"], answer["FileSize"]) == (3, 1.4, "213 kB")
