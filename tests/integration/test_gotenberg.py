@@ -9,6 +9,7 @@ import asyncio
 import io
 import json
 import subprocess
+import zipfile
 from dataclasses import replace
 from pathlib import Path
 
@@ -354,3 +355,24 @@ async def test_pdf_engine_routes_on_uploaded_pdfs(stack: Stack, tmp_path: Path) 
         curl, stack, "/forms/pdfengines/merge", *pdfs, "--form", "pdfa=PDF/A-9z"
     )
     assert status == 400 and b"pdfa" in body
+
+
+async def test_post_processing_on_a_chromium_route_is_a_second_job(
+    stack: Stack, tmp_path: Path
+) -> None:
+    page = tmp_path / "index.html"
+    page.write_text("<h1>One</h1><div style='page-break-before:always'><h1>Two</h1></div>")
+    status, headers, body = await asyncio.to_thread(
+        curl, stack, "/forms/chromium/convert/html", "--form", f"files=@{page}",
+        "--form", "splitMode=pages", "--form", "splitSpan=1-2",
+        "--form", 'metadata={"Title": "Split", "Creator": "Gotenberg form"}',
+    )  # fmt: skip
+    assert status == 200 and headers["content-type"] == "application/zip", body
+    with zipfile.ZipFile(io.BytesIO(body)) as archive:
+        parts = [archive.read(name) for name in sorted(archive.namelist())]
+    assert len(parts) == 2
+    assert "Two" in pdftotext(parts[1]) and "One" not in pdftotext(parts[1])
+    with pikepdf.open(io.BytesIO(parts[0])) as pdf:
+        assert str(pdf.docinfo["/Creator"]) == "Gotenberg form"
+    second = await stack.finished(headers["pressroom-job-id"])  # the PDF-tools job
+    assert second["status"] == "done"

@@ -35,6 +35,13 @@ PDFA = {"PDF/A-2b": "2b", "PDF/A-3b": "3b"}
 """Gotenberg's `pdfa` values Pressroom writes."""
 
 METADATA_KEYS = {"Title": "title", "Author": "author", "Subject": "subject", "Keywords": "keywords"}
+MORE_METADATA = {
+    "Creator": "creator",
+    "Producer": "producer",
+    "CreationDate": "created",
+    "ModDate": "modified",
+}
+"""ExifTool-style keys the PDF tools' `metadata` step writes besides those four."""
 """ExifTool-style keys of `metadata` that the Chromium routes write (the document
 information Pressroom sets while printing)."""
 
@@ -57,6 +64,10 @@ class Mapped:
     fail_on_refused: bool = False
     report: bool = False
     """Answer with what the job's report read (`metadata/read`), not its document."""
+    later_metadata: dict[str, str] = field(default_factory=dict)
+    """Metadata the printed PDF gets from a PDF-tools step afterwards."""
+    later: list[dict[str, Any]] = field(default_factory=list)
+    """PDF-tools steps run on the printed PDF, as a second job (`postprocess`)."""
 
     def option(self, path: str, value: Any, source: str) -> None:
         """Set `options.<path>` (dotted) to `value`, told as form field `source`."""
@@ -228,14 +239,9 @@ def finishing(form: Form, mapped: Mapped) -> None:
         if pdfa not in PDFA:
             raise refuse("pdfa", f"Pressroom writes {' and '.join(PDFA)}, not {pdfa!r}")
         mapped.option("pdfa", PDFA[pdfa], "pdfa")
-    if form.flag("pdfua", False):
-        raise refuse("pdfua", "PDF/UA is not declared on the Chromium routes yet")
     metadata(form, mapped)
     passwords(form, mapped)
     embeds(form, mapped)
-    for name in ("splitMode", "splitSpan", "splitUnify", "flatten"):
-        if form.text(name) is not None and form.text(name) != "false":
-            raise refuse(name, "PDF engine steps on the Chromium routes are not available yet")
 
 
 def metadata(form: Form, mapped: Mapped) -> None:
@@ -245,16 +251,18 @@ def metadata(form: Form, mapped: Mapped) -> None:
     if not isinstance(given, dict):
         raise RequestError("form field 'metadata' must be a JSON object", field="metadata")
     for key, value in given.items():
-        target = METADATA_KEYS.get(key)
+        target = METADATA_KEYS.get(key) or MORE_METADATA.get(key)
         if target is None:
-            raise refuse(
-                f"metadata.{key}", "the Chromium routes write Title, Author, Subject and Keywords"
-            )
+            raise refuse(f"metadata.{key}", "Pressroom writes Title, Author, Subject, Keywords,"
+                         " Creator, Producer, CreationDate and ModDate")  # fmt: skip
         if key == "Keywords" and isinstance(value, list):
             value = ", ".join(str(v) for v in value)
         if not isinstance(value, str):
             raise RequestError(f"metadata.{key} must be a string", field=f"metadata.{key}")
-        mapped.option(f"metadata.{target}", value, f"metadata.{key}")
+        if key in METADATA_KEYS:
+            mapped.option(f"metadata.{target}", value, f"metadata.{key}")
+        else:  # written by a PDF-tools step after printing (`postprocess`)
+            mapped.later_metadata[target] = value
 
 
 def passwords(form: Form, mapped: Mapped) -> None:

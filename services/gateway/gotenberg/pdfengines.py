@@ -15,18 +15,10 @@ from typing import Any
 
 from services.core.errors import RequestError
 from services.core.finishingoptions import PERMISSIONS
-from services.gateway.gotenberg.chromium import METADATA_KEYS, Mapped, refuse
+from services.gateway.gotenberg.chromium import METADATA_KEYS, MORE_METADATA, Mapped, refuse
 from services.gateway.gotenberg.forms import Form
 
 PDFA_LEVELS = {"PDF/A-1b": "1b", "PDF/A-2b": "2b", "PDF/A-3b": "3b"}
-
-MORE_METADATA = {
-    "Creator": "creator",
-    "Producer": "producer",
-    "CreationDate": "created",
-    "ModDate": "modified",
-}
-"""ExifTool-style keys the PDF tools write besides the Chromium routes' four."""
 
 _SPAN = re.compile(r"\s*([0-9]+)\s*(?:-\s*([0-9]+))?\s*")
 

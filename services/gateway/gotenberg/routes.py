@@ -9,6 +9,7 @@ as Gotenberg's are.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import datetime as dt
@@ -20,7 +21,14 @@ from aiohttp import web
 from opentelemetry.trace import SpanKind
 
 from services.core import events, filestore, tracing
-from services.core.errors import Forbidden, PressroomError, RequestError, Unauthorized
+from services.core.errors import (
+    Conflict,
+    Forbidden,
+    NotFound,
+    PressroomError,
+    RequestError,
+    Unauthorized,
+)
 from services.core.pdfwork import report_key
 from services.gateway import jobfiles, jobs, waiting
 from services.gateway.auth import (
@@ -34,7 +42,15 @@ from services.gateway.auth import (
     bearer_token,
     declared,
 )
-from services.gateway.gotenberg import chromium, exiftool, forms, pdfengines, replies, webhooks
+from services.gateway.gotenberg import (
+    chromium,
+    exiftool,
+    forms,
+    pdfengines,
+    postprocess,
+    replies,
+    webhooks,
+)
 from services.gateway.gotenberg.forms import Upload
 from services.gateway.keys import JS, LOG_ROOM, NATS, SETTINGS, STORAGE
 from services.gateway.requests import JobRequest, parse_job
@@ -43,6 +59,9 @@ VERSION = "8.22.0"
 """The Gotenberg version whose API these routes follow (`GET /version`)."""
 
 SCOPE = "jobs:write"
+SETTLE = (0.05, 3.0)
+"""First and longest pause, s, before submitting post-processing again while the
+projection has not yet seen the printed job's end."""
 FORM_ROUTE = "gotenberg."
 """Prefix of the names of the form routes."""
 
@@ -104,6 +123,12 @@ async def run(request: web.Request, build: Build) -> web.StreamResponse:
         mapped = build(form)
         filename = replies.output_filename(request)
         webhook = await webhooks.asked(request, trace, filename)
+        if webhook is not None and mapped.later:
+            raise RequestError(
+                "splitMode, flatten, pdfua and metadata written after printing are not "
+                "available in webhook mode",
+                field=webhooks.URL,
+            )
         if webhook is not None:
             mapped.body["webhook_url"] = webhook.url
             mapped.origin["webhook_url"] = webhooks.URL
@@ -148,7 +173,32 @@ async def answer(
             " (failOnResourceLoadingFailed)",
             headers,
         )
+    if mapped.later:
+        return await _then(request, end, mapped, headers)
     return await replies.document(request, app[STORAGE], end, headers)
+
+
+async def _then(
+    request: web.Request, printed: events.JobDone, mapped: chromium.Mapped, headers: dict[str, str]
+) -> web.StreamResponse:
+    """Run the post-processing steps on the printed PDF as a second job, and answer as
+    that one ends. The second job names the first, which must be `done` in PostgreSQL's
+    projection: the log said so already, so a `Conflict` only means the projection is
+    a moment behind, and the submission is tried again after a pause that doubles."""
+    job = parse_job(msgspec.json.encode(postprocess.body(printed.job_id, mapped)))
+    pause = SETTLE[0]
+    while True:
+        try:
+            job_id = await jobs.enqueue(request, job, None)
+            break
+        except (Conflict, NotFound):  # the projection has not seen it end, or begin
+            if pause > SETTLE[1]:
+                raise
+            await asyncio.sleep(pause)
+            pause *= 2
+    headers[replies.JOB_HEADER] = job_id
+    later = chromium.Mapped(body={}, files=[])
+    return await answer(request, job_id, later, headers)
 
 
 async def _report(request: web.Request, done: events.JobDone) -> dict[str, Any]:
@@ -210,7 +260,7 @@ def add_routes(app: web.Application) -> None:
                 name=f"{FORM_ROUTE}{prefix}.{name.replace('/', '.')}",
             )
     for kind in ("html", "url", "markdown"):
-        for action, make in (("convert", chromium.convert), ("screenshot", chromium.screenshot)):
+        for action, make in (("convert", postprocess.convert), ("screenshot", chromium.screenshot)):
             app.router.add_post(
                 f"/forms/chromium/{action}/{kind}",
                 _route(_built(make, kind)),
