@@ -93,6 +93,10 @@ def write(pdf: pikepdf.Pdf, step: Metadata) -> None:
                 meta[prefixed] = datetime.datetime.fromisoformat(value).isoformat()
             else:
                 meta[prefixed] = value
+        if step.trapped is not None:  # pikepdf's Info mapping leaves /Trapped out
+            meta["pdf:Trapped"] = step.trapped
+    if step.trapped is not None:
+        pdf.docinfo[pikepdf.Name.Trapped] = pikepdf.Name(f"/{step.trapped}")
 
 
 def read(pdf: pikepdf.Pdf, name: str) -> MetadataFacts:

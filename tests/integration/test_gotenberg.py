@@ -365,7 +365,7 @@ async def test_post_processing_on_a_chromium_route_is_a_second_job(
     status, headers, body = await asyncio.to_thread(
         curl, stack, "/forms/chromium/convert/html", "--form", f"files=@{page}",
         "--form", "splitMode=pages", "--form", "splitSpan=1-2",
-        "--form", 'metadata={"Title": "Split", "Creator": "Gotenberg form"}',
+        "--form", 'metadata={"Title": "Split", "Creator": "Gotenberg form", "Trapped": "True"}',
     )  # fmt: skip
     assert status == 200 and headers["content-type"] == "application/zip", body
     with zipfile.ZipFile(io.BytesIO(body)) as archive:
@@ -374,5 +374,6 @@ async def test_post_processing_on_a_chromium_route_is_a_second_job(
     assert "Two" in pdftotext(parts[1]) and "One" not in pdftotext(parts[1])
     with pikepdf.open(io.BytesIO(parts[0])) as pdf:
         assert str(pdf.docinfo["/Creator"]) == "Gotenberg form"
+        assert pdf.docinfo["/Trapped"] == pikepdf.Name("/True")
     second = await stack.finished(headers["pressroom-job-id"])  # the PDF-tools job
     assert second["status"] == "done"

@@ -40,6 +40,7 @@ MORE_METADATA = {
     "Producer": "producer",
     "CreationDate": "created",
     "ModDate": "modified",
+    "Trapped": "trapped",
 }
 """ExifTool-style keys the PDF tools' `metadata` step writes besides those four."""
 """ExifTool-style keys of `metadata` that the Chromium routes write (the document
@@ -254,7 +255,7 @@ def metadata(form: Form, mapped: Mapped) -> None:
         target = METADATA_KEYS.get(key) or MORE_METADATA.get(key)
         if target is None:
             raise refuse(f"metadata.{key}", "Pressroom writes Title, Author, Subject, Keywords,"
-                         " Creator, Producer, CreationDate and ModDate")  # fmt: skip
+                         " Creator, Producer, CreationDate, ModDate and Trapped")  # fmt: skip
         if key == "Keywords" and isinstance(value, list):
             value = ", ".join(str(v) for v in value)
         if not isinstance(value, str):

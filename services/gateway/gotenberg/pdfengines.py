@@ -103,7 +103,7 @@ def metadata(form: Form, mapped: Mapped, *, required: bool = False) -> None:
         target = METADATA_KEYS.get(key) or MORE_METADATA.get(key)
         if target is None:
             raise refuse(f"metadata.{key}", "Pressroom writes Title, Author, Subject, Keywords,"
-                         " Creator, Producer, CreationDate and ModDate")  # fmt: skip
+                         " Creator, Producer, CreationDate, ModDate and Trapped")  # fmt: skip
         if key == "Keywords" and isinstance(value, list):
             value = ", ".join(str(v) for v in value)
         if not isinstance(value, str):
