@@ -375,5 +375,6 @@ async def test_post_processing_on_a_chromium_route_is_a_second_job(
     with pikepdf.open(io.BytesIO(parts[0])) as pdf:
         assert str(pdf.docinfo["/Creator"]) == "Gotenberg form"
         assert pdf.docinfo["/Trapped"] == pikepdf.Name("/True")
+        assert str(pdf.docinfo["/Title"]) == "Split"  # written while printing, kept
     second = await stack.finished(headers["pressroom-job-id"])  # the PDF-tools job
     assert second["status"] == "done"

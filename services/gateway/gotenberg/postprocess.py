@@ -19,10 +19,18 @@ def convert(form: Form, kind: str) -> Mapped:
     if form.flag("flatten", False):
         later.body["pdf"]["steps"].append({"step": "flatten"})
     mapped = chromium.convert(form, kind)
-    if mapped.later_metadata:
-        later.body["pdf"]["steps"].append({"step": "metadata", **mapped.later_metadata})
-    mapped.later = later.body["pdf"]["steps"]
+    steps = later.body["pdf"]["steps"]
+    if mapped.later_metadata or (steps and _printed_metadata(mapped)):
+        # every key again: a split's parts are new documents, without the printed Info
+        metadata = {**_printed_metadata(mapped), **mapped.later_metadata}
+        steps.append({"step": "metadata", **metadata})
+    mapped.later = steps
     return mapped
+
+
+def _printed_metadata(mapped: Mapped) -> dict[str, str]:
+    options = mapped.body.get("options", {})
+    return dict(options.get("metadata", {}))
 
 
 def body(job_id: str, mapped: Mapped) -> dict[str, object]:
