@@ -351,6 +351,15 @@ async def test_pdf_engine_routes_on_uploaded_pdfs(stack: Stack, tmp_path: Path) 
     assert status == 200, archival
     with pikepdf.open(io.BytesIO(archival)) as pdf:
         assert pdf.open_metadata().pdfa_status == "2B"
+    data = tmp_path / "data.csv"
+    data.write_text("number,total\nINV-1,10.00\n")
+    status, _, embedded = await asyncio.to_thread(
+        curl, stack, "/forms/pdf/embed", "--form", f"files=@{tmp_path / 'merged.pdf'}",
+        "--form", f"embeds=@{data}",
+    )  # fmt: skip
+    assert status == 200, embedded
+    with pikepdf.open(io.BytesIO(embedded)) as pdf:
+        assert pdf.attachments["data.csv"].get_file().read_bytes().startswith(b"number,total")
     status, _, body = await asyncio.to_thread(
         curl, stack, "/forms/pdfengines/merge", *pdfs, "--form", "pdfa=PDF/A-9z"
     )

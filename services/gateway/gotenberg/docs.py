@@ -26,7 +26,7 @@ def _form(summary: str) -> Route:
 
 PDF_ROUTES = (
     "merge", "split", "flatten", "convert", "metadata/write", "metadata/read", "encrypt",
-    "rotate", "watermark", "stamp",
+    "rotate", "watermark", "stamp", "embed", "optimize",
 )  # fmt: skip
 """The PDF engine routes (`pdfengines.ROUTES`), under `/forms/pdfengines/` (Gotenberg 8)
 and `/forms/pdf/` (Gotenberg 9)."""

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from services.core.errors import RequestError
+from services.core.files import sniff
 from services.core.finishingoptions import PERMISSIONS
 from services.gateway.gotenberg.chromium import METADATA_KEYS, MORE_METADATA, Mapped, refuse
 from services.gateway.gotenberg.forms import Form
@@ -213,8 +214,21 @@ def _mark(kind: str) -> Callable[[Form, Mapped], None]:
     return build
 
 
-def _validate(form: Form, mapped: Mapped) -> None:
-    _step(mapped, {"step": "validate"}, "files")
+def _embed(form: Form, mapped: Mapped) -> None:
+    """The `embeds` parts attached to each PDF (as files of the job: the step reads
+    them by name)."""
+    attached = [
+        {"name": u.filename, "source": u.filename, "mime": sniff(u.data, u.filename)}
+        for u in form.files
+        if u.part == "embeds"
+    ]
+    if not attached:
+        raise RequestError("the form has no embeds file", field="embeds")
+    _step(mapped, {"step": "attach", "files": attached}, "embeds")
+
+
+def _optimise(form: Form, mapped: Mapped) -> None:
+    _step(mapped, {"step": "optimise"}, "files")
 
 
 ROUTES: dict[str, Callable[[Form], Mapped]] = {
@@ -225,6 +239,8 @@ ROUTES: dict[str, Callable[[Form], Mapped]] = {
     "metadata/write": _route(_write_metadata, post=False),
     "metadata/read": _route(_read_metadata, post=False),
     "encrypt": _route(_encrypt, post=False),
+    "embed": _route(_embed),
+    "optimize": _route(_optimise),
     "rotate": _route(_rotate),
     "watermark": _route(_mark("watermark")),
     "stamp": _route(_mark("stamp")),
