@@ -1,13 +1,14 @@
 # Two commands: `make up` runs Pressroom on embedded defaults; `make test` runs every test.
 # `make image` builds the image and its SBOM; `make lock` updates requirements/ after
-# pyproject.toml changed (docs/deploy.md, "Building the image").
+# pyproject.toml changed (docs/deploy.md, "Building the image"); `make docs` builds the
+# documentation site (mkdocs.yml, docs/) into site/, `make docs-serve` serves it while you edit.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 TAG ?= localhost/pressroom:dev
 STAMP := $(VENV)/.installed
 
-.PHONY: up test bench soak lint typecheck chromium clean image lock
+.PHONY: up test bench soak lint typecheck chromium clean image lock docs docs-serve
 
 # The development tools and every dependency from the lock (sha256 checked), then the
 # project itself, editable.
@@ -24,6 +25,12 @@ lock: $(STAMP)
 
 image: $(STAMP)
 	PYTHON=$(BIN)/python scripts/build-image.sh $(TAG)
+
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
+docs-serve: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --strict
 
 chromium:
 	@scripts/ensure-chromium.sh
@@ -58,4 +65,4 @@ soak: $(STAMP) chromium
 	$(BIN)/python bench/soak.py --plots docs/img
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache site

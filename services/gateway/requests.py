@@ -143,13 +143,14 @@ class JobRequest(msgspec.Struct, forbid_unknown_fields=True):
 
 
 class BatchItemRequest(BatchItem, forbid_unknown_fields=True):
-    """One item of `POST /batches`: its data, and its file name or url when given. The
-    gateway fills in every missing file name (`parse_batch`)."""
+    """One item of `POST /batches`: its data, and its file name, url or markdown when
+    given. The gateway fills in every missing file name (`parse_batch`)."""
 
 
 class BatchRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    """`POST /batches`: a source shared by every item (`template` or `template_id`), or a
-    `url` per item; the items, page options for all of them, the output and a webhook."""
+    """`POST /batches`: a source shared by every item (`template` or `template_id`, which
+    may wrap each item's `markdown`), or a `url` or `markdown` per item; the items, page
+    options for all of them, the output and a webhook."""
 
     items: Annotated[list[BatchItemRequest], msgspec.Meta(min_length=1)]
     """The items, at least one (at most `PRESSROOM_MAX_BATCH_ITEMS`): data per item, or a url per
@@ -172,6 +173,9 @@ class BatchRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """One ZIP of the items' files, or one merged PDF (needs `options.output` pdf)."""
     progress_webhooks: bool = False
     """Also send `batch.progress` webhooks while it runs (needs `webhook_url`)."""
+    assets: AssetNames = msgspec.field(default_factory=list)
+    """Stored assets every item's page may refer to by name (`logo.png`, `brand.woff2@2`),
+    with the stored template's own files; only with `template` or `template_id`."""
 
 
 class TemplateRequest(msgspec.Struct, forbid_unknown_fields=True):
@@ -459,7 +463,7 @@ def _check_batch_source(batch: BatchRequest) -> None:
     if batch.html is not None:
         raise RequestError(
             "a batch needs a source that varies per item: template or template_id with "
-            "data per item, or a url per item; not html",
+            "data per item, or a url or markdown per item; not html",
             field="html",
         )
     if batch.template is not None and batch.template_id is not None:
@@ -476,21 +480,37 @@ def _check_batch_source(batch: BatchRequest) -> None:
 
 
 def _check_item_source(item: BatchItemRequest, name: str, templated: bool) -> None:
-    if templated and item.url is not None:
+    if item.markdown is not None:
+        _check_item_markdown(item, name)
+    elif templated and item.url is not None:
         raise RequestError(
             f"{name}.url: an item has a url only in a batch without template or template_id",
             field=f"{name}.url",
         )
-    if not templated and item.url is None:
+    if not templated and item.url is None and item.markdown is None:
         raise RequestError(
             f"{name}.url is needed: a batch without template or template_id renders "
-            "each item's url",
+            "each item's url or markdown",
             field=f"{name}.url",
         )
     if not templated and item.data:
         raise RequestError(
             f"{name}.data is only used with template or template_id", field=f"{name}.data"
         )
+
+
+def _check_item_markdown(item: BatchItemRequest, name: str) -> None:
+    """An item's Markdown: not blank, not with a url, its data leaving the wrapping
+    template the names the Markdown fills in."""
+    _not_blank(item.markdown or "", f"{name}.markdown")
+    if item.url is not None:
+        raise RequestError(f"{name}: give url or markdown, not both", field=f"{name}.url")
+    for reserved in markdown.RESERVED:
+        if reserved in item.data:
+            raise RequestError(
+                f"{name}.data.{reserved} is given to the template by the item's markdown",
+                field=f"{name}.data.{reserved}",
+            )
 
 
 def extension_of(batch: BatchRequest) -> str:

@@ -40,6 +40,7 @@ from services.core.errors import (
     TransientError,
     Unavailable,
 )
+from services.core.files import FileRef
 from services.core.jail import Jail
 from services.core.markdown import markdown_document
 from services.core.settings import Settings
@@ -125,33 +126,39 @@ TEMPLATES_CACHED = 64
 
 
 class BatchTemplates:
-    """The template of each batch, read once from its `submitted` event and cached."""
+    """The template of each batch, and the files its items get, read once from its
+    `submitted` event and cached."""
 
     def __init__(self, js: JetStreamContext, size: int = TEMPLATES_CACHED) -> None:
         self.js = js
         self.size = size
-        self._cache: OrderedDict[str, str] = OrderedDict()
+        self._cache: OrderedDict[str, tuple[str, list[FileRef]]] = OrderedDict()
 
-    async def get(self, batch_id: str) -> str:
-        """The batch's template; `InvalidEvent` when the log holds no `submitted` event
-        for it (the item cannot be rendered, now or later)."""
-        template = self._cache.get(batch_id)
-        if template is None:
+    async def shared(self, batch_id: str) -> tuple[str, list[FileRef]]:
+        """The batch's template and files; `InvalidEvent` when the log holds no
+        `submitted` event for it (the item cannot be rendered, now or later)."""
+        found = self._cache.get(batch_id)
+        if found is None:
             submitted = await timeline.batch_submission(self.js, batch_id, direct=True)
             if submitted is None:
                 raise InvalidEvent(f"batch {batch_id} has no submission in the log: no template")
-            template = submitted.template
-        self._cache[batch_id] = template
+            found = (submitted.template, submitted.files)
+        self._cache[batch_id] = found
         self._cache.move_to_end(batch_id)
         while len(self._cache) > self.size:
             self._cache.popitem(last=False)
-        return template
+        return found
+
+    async def get(self, batch_id: str) -> str:
+        """The batch's template (`shared`)."""
+        return (await self.shared(batch_id))[0]
 
     async def fill(self, job: events.JobSubmitted) -> events.JobSubmitted:
-        """`job` with its batch's template, if it is a templated batch's item."""
+        """`job` with its batch's template and files, if it is a templated batch's item."""
         if job.batch_id is None or job.url is not None or job.html is not None or job.template:
             return job
-        return msgspec.structs.replace(job, template=await self.get(job.batch_id))
+        template, files = await self.shared(job.batch_id)
+        return msgspec.structs.replace(job, template=template, files=job.files or files)
 
 
 HEARTBEAT_RETRY = 1.0
