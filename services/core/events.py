@@ -14,6 +14,7 @@ import msgspec
 
 from services.core.files import FileRef
 from services.core.pageoptions import PageOptions
+from services.core.pdfwork import PdfWork
 from services.core.subjects import BATCH_STATE as BATCH_STATE
 from services.core.subjects import CONDUCTOR as CONDUCTOR
 from services.core.subjects import DEFAULT_TENANT as DEFAULT_TENANT
@@ -83,7 +84,8 @@ class JobSubmitted(Event, tag="submitted"):
     The source is exactly one of: `template` (Jinja2, with `data`), `html` (used as is),
     `markdown` (optionally wrapped in `template`) or `url` (loaded by the browser). A
     stored template is resolved by the gateway into `template`, and
-    `template_id`/`template_version` record which one it was.
+    `template_id`/`template_version` record which one it was. A PDF-tools job has
+    `pdf` instead (`core/pdfwork.py`): PDFs in, steps run on them.
     """
 
     template: str = ""
@@ -110,6 +112,8 @@ class JobSubmitted(Event, tag="submitted"):
     # Files the page may refer to by relative name (assets, multipart parts, a stored
     # template's bundle), stored under the tenant by digest (`core/files`); never bytes.
     files: list[FileRef] = msgspec.field(default_factory=list)
+    # A PDF-tools job: its inputs and steps, instead of a template, html or url.
+    pdf: PdfWork | None = None
 
     INPUTS: ClassVar[tuple[str, ...]] = ("template", "html", "markdown", "stylesheet", "data")
     """What the document is made from: large, and kept once, on the job's row."""
@@ -123,6 +127,8 @@ class JobSubmitted(Event, tag="submitted"):
         view = super().public_view()
         for name in (*self.INPUTS, *self.SECRETS):
             view.pop(name, None)
+        if self.pdf is not None:
+            view["pdf"] = self.pdf.public_view()
         return view
 
 
@@ -228,6 +234,9 @@ class BatchItem(msgspec.Struct, omit_defaults=True):
     index, zero-padded (`00017.pdf`)."""
     url: str | None = None
     """The page to print (a batch without a template)."""
+    markdown: str | None = None
+    """The item's Markdown, printed as a styled document, or given as `content` to the batch's
+    template (instead of a url)."""
 
 
 class BatchEvent(msgspec.Struct, tag_field="type", kw_only=True, omit_defaults=True):

@@ -54,6 +54,7 @@ from services.renderer.decisions import Ack, Fail, Retry, Step, next_step
 from services.renderer.finishing.worker import Finisher
 from services.renderer.jobfiles import FileCache, JobFiles
 from services.renderer.marks import with_marks
+from services.renderer.pdfjobs import PdfJobs
 from services.renderer.states import BatchStates
 
 log = logging.getLogger(__name__)
@@ -195,9 +196,11 @@ class Renderer:
         jail: Jail,
         batches: BatchStates | None = None,
         finisher: Finisher | None = None,
+        pdfjobs: PdfJobs | None = None,
     ) -> None:
         self.settings = settings
         self.finisher = finisher
+        self.pdfjobs = pdfjobs
         self.js = js
         self.storage = storage
         self.browser = browser
@@ -360,6 +363,8 @@ class Renderer:
         self, job: events.JobSubmitted, attempt: int, report: PageReport
     ) -> events.JobDone:
         started = time.perf_counter()
+        if job.pdf is not None:
+            return await self._pdf_job(job, attempt, started)
         job = await self.templates.fill(job)
         source = await source_of(job, self.jail)
         options = await options_of(job, self.jail)
@@ -380,6 +385,28 @@ class Renderer:
             pages=result.pages,
             render_ms=round(elapsed * 1000),
             refused=list(result.refused),
+            webhook_url=job.webhook_url,
+        )
+
+    async def _pdf_job(
+        self, job: events.JobSubmitted, attempt: int, started: float
+    ) -> events.JobDone:
+        """A PDF-tools job (`pdfjobs.py`): its `pages` are the pages processed, what
+        usage counts for it."""
+        if self.pdfjobs is None:
+            raise InvalidEvent("this renderer runs no PDF-tools jobs")
+        made = await self.pdfjobs.run(job)
+        elapsed = time.perf_counter() - started
+        metrics.RENDER_SECONDS.observe(elapsed)
+        metrics.RENDER_BYTES.observe(made.bytes)
+        return events.JobDone(
+            job_id=job.job_id,
+            tenant=job.tenant,
+            attempt=attempt,
+            object_key=made.key,
+            bytes=made.bytes,
+            pages=made.pages_processed,
+            render_ms=round(elapsed * 1000),
             webhook_url=job.webhook_url,
         )
 
