@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import html
-import logging
 import re
 import unicodedata
 import urllib.parse
@@ -44,8 +43,6 @@ from services.core.filestore import load_file
 from services.core.pageoptions import PageOptions
 from services.core.storage import Storage
 from services.renderer.evidence import Evidence, Refusal, clip
-
-log = logging.getLogger(__name__)
 
 ORIGIN = "https://job.pressroom.invalid"
 """Where a job with files is loaded: a name that never resolves, so no request to it can
