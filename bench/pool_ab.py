@@ -278,7 +278,9 @@ PATCHES["all four off"] = [
 # Issue 29: a new context per job, and what it costs against reusing one.
 PATCHES["reused tabs (before 29)"] = [(BrowserPool, "_renew_later", _reuse)]
 PATCHES["no spare tab"] = [(pool_module, "SPARE_TABS", 0)]
+PATCHES["one spare tab"] = [(pool_module, "SPARE_TABS", 1)]
 PATCHES["two spare tabs"] = [(pool_module, "SPARE_TABS", 2)]
+PATCHES["three spare tabs"] = [(pool_module, "SPARE_TABS", 3)]
 PATCHES["drawing tabs only"] = [(pool_module, "needs_frames", lambda options, emulation: True)]
 PATCHES["low-end device mode"] = _flags("--enable-low-end-device-mode")
 # What a new renderer process costs at start (docs/benchmarks.md, "where a fresh
