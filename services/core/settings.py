@@ -341,6 +341,13 @@ class Settings(AssetSettings):
         _float(0.1, 3600),
         "gateway: seconds a client has to send a request's body (else 408)",
     )
+    gotenberg_timeout: float = _var(
+        "PRESSROOM_GOTENBERG_TIMEOUT",
+        30.0,
+        _float(1, 3600),
+        "gateway: seconds a Gotenberg-compatible request waits for its job (then 503; the"
+        " job goes on)",
+    )
     max_connections: int = _var(
         "PRESSROOM_MAX_CONNECTIONS",
         4096,
@@ -429,6 +436,18 @@ class Settings(AssetSettings):
         1000,
         _int(1, 100_000),
         "PDF tools: most documents one job may write (split)",
+    )
+    validate_max_bytes: int = _var(
+        "PRESSROOM_VALIDATE_MAX_BYTES",
+        64 * 2**20,
+        _int(1024, 2**31),
+        "gateway: largest PDF POST /validate takes, bytes",
+    )
+    validate_workers: int = _var(
+        "PRESSROOM_VALIDATE_WORKERS",
+        1,
+        _int(1, 64),
+        "gateway: worker processes that validate PDFs (POST /validate), shared fairly",
     )
     compact_pdf_bytes: int = _var(
         "PRESSROOM_COMPACT_PDF_BYTES",

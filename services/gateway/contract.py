@@ -22,10 +22,12 @@ from services.gateway import (
     assetcontract,
     batches,
     joblist,
+    pdfcontract,
     requests,
     streamdocs,
     templates,
 )
+from services.gateway.gotenberg.docs import FORMS
 from services.gateway.routedocs import (
     Body,
     Media,
@@ -143,7 +145,7 @@ JOBS: dict[tuple[str, str], Route] = {
         "the source (`template` or `template_id` may wrap `markdown`, given its HTML as "
         "`content`). 202 once the job is durable in the log; poll `url`, or follow "
         "`/jobs/{id}/stream`. As `multipart/form-data`, the part `job` is the JSON and "
-        "every other part a file the page refers to by its filename.",
+        "every other part a file the page refers to by its filename." + pdfcontract.PDF_JOB_TEXT,
     ),
     ("GET", "/jobs"): Route(
         "List the tenant's jobs, newest first",
@@ -493,7 +495,8 @@ META: dict[tuple[str, str], Route] = {
 }
 
 ROUTES: dict[tuple[str, str], Route] = {
-    **JOBS, **BATCHES, **TEMPLATES, **assetcontract.ROUTES, **ACCOUNT, **ADMIN, **META
+    **JOBS, **pdfcontract.ROUTES, **BATCHES, **TEMPLATES, **assetcontract.ROUTES, **ACCOUNT,
+    **ADMIN, **META, **FORMS,
 }  # fmt: skip
 """Every public route, by (method, path as the README names it)."""
 
@@ -506,4 +509,6 @@ TAGS = {
     "admin": "Tenants, API keys and everyone's usage, for `PRESSROOM_ADMIN_KEY`.",
     "meta": "Health, readiness, and this document.",
     "console": "The web console's static files.",
+    "gotenberg": "Gotenberg 8 and 9's API (docs/gotenberg.md): each form one job, answered"
+    " with its file once done; errors in plain text.",
 }

@@ -6,8 +6,10 @@ navigation to `DOCUMENT`, and every request to that origin is answered by the re
 filter (`egress.RequestFilter`) from the job's files, before it could reach any network:
 `<img src="logo.png">`, `@font-face { src: url(fonts/brand.woff2) }` and
 `<link href="style.css">` resolve to `ORIGIN/logo.png`… and are fulfilled with the
-file's bytes and its sniffed type. No name is ever looked up, no socket opened, no
-server started; every other request meets the egress policy as before.
+file's bytes and its sniffed type. No host name is resolved, no socket opened, no
+server started; every other request meets the egress policy as before. Header and
+footer templates, which Chromium prints without loading anything, get the files they
+name written in as `data:` URLs (`JobFiles.inlined`).
 
 A name the page asks for that is not among the job's files is refused (recorded with
 its reason in the job's evidence) and fails the job (`AssetMissing` naming the first
@@ -25,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import html
-import logging
 import re
 import unicodedata
 import urllib.parse
@@ -35,14 +36,13 @@ from typing import Any
 
 import msgspec
 
+from services.core import metrics
 from services.core.errors import AssetMissing, NotFound, PressroomError
 from services.core.files import FileRef
 from services.core.filestore import load_file
 from services.core.pageoptions import PageOptions
 from services.core.storage import Storage
 from services.renderer.evidence import Evidence, Refusal, clip
-
-log = logging.getLogger(__name__)
 
 ORIGIN = "https://job.pressroom.invalid"
 """Where a job with files is loaded: a name that never resolves, so no request to it can
@@ -74,7 +74,9 @@ class FileCache:
         entry = self._entries.get(ref.digest)
         if entry is not None and tenant in entry[1]:
             self._entries.move_to_end(ref.digest)
+            metrics.JOB_FILES_SERVED.labels("memory").inc()
             return entry[0]
+        metrics.JOB_FILES_SERVED.labels("storage").inc()
         key = (tenant, ref.digest)
         pending = self._loading.get(key)
         if pending is None:
@@ -100,6 +102,7 @@ class FileCache:
         while self.size > self.max_bytes:
             _, (dropped, _) = self._entries.popitem(last=False)
             self.size -= len(dropped)
+        metrics.JOB_FILES_CACHED_BYTES.set(self.size)
 
 
 def name_of(url: str) -> str | None:
@@ -158,6 +161,7 @@ class JobFiles:
             evidence.refuse(Refusal(clip(url), f"no file {name!r} among the job's files"), "filter")
             if name not in QUIET and name not in self.missing:
                 self.missing.append(name)
+                metrics.JOB_FILES_SERVED.labels("missing").inc()
             return "Fetch.failRequest", failed
         try:
             data = await self.cache.get(self.tenant, ref)

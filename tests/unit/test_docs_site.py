@@ -1,0 +1,70 @@
+"""The documentation site (mkdocs.yml, docs/): it builds with `mkdocs build --strict`, where
+every warning is an error and mkdocs.yml's `validation` makes a link to a missing page, a
+missing anchor (on another page or the same one) and a page left out of the navigation
+warnings; a broken link is shown to fail the build, so the check cannot be switched off
+unnoticed; and every Markdown file under docs/ is in the navigation."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from mkdocs.config import load_config
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs"
+
+
+def build(config: Path, site: Path) -> subprocess.CompletedProcess[str]:
+    """`mkdocs build --strict` of that configuration into `site`, as `make docs` runs it."""
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}  # the theme's banner, not our warning
+    return subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file", str(config),
+         "--site-dir", str(site)],
+        capture_output=True, text=True, timeout=300, env=env, cwd=config.parent,
+    )  # fmt: skip
+
+
+def nav_pages(nav: list[Any]) -> list[str]:
+    """Every page the navigation names, however deep its sections go."""
+    pages: list[str] = []
+    for entry in nav:
+        value = next(iter(entry.values())) if isinstance(entry, dict) else entry
+        pages += nav_pages(value) if isinstance(value, list) else [value]
+    return pages
+
+
+def test_the_site_builds_strict_without_a_warning(tmp_path: Path):
+    built = build(ROOT / "mkdocs.yml", tmp_path / "site")
+    assert built.returncode == 0, built.stderr
+    assert "WARNING" not in built.stderr, built.stderr
+    assert (tmp_path / "site" / "index.html").is_file()
+
+
+def test_every_markdown_file_under_docs_is_in_the_navigation():
+    config = load_config(str(ROOT / "mkdocs.yml"))
+    listed = nav_pages(config["nav"])
+    present = sorted(str(path.relative_to(DOCS)) for path in DOCS.rglob("*.md"))
+    assert sorted(listed) == present
+    assert len(set(listed)) == len(listed), "a page is listed twice"
+
+
+def test_a_broken_link_or_anchor_fails_the_build(tmp_path: Path):
+    """The positive control: the same site with a link to a page that does not exist, to
+    an anchor another page lacks, and to one this page lacks does not build."""
+    shutil.copytree(DOCS, tmp_path / "docs")
+    shutil.copy(ROOT / "mkdocs.yml", tmp_path / "mkdocs.yml")
+    index = tmp_path / "docs" / "index.md"
+    index.write_text(
+        index.read_text()
+        + "\n[a](no-such-page.md) [b](security.md#no-such-section) [c](#no-such-heading)\n"
+    )
+    built = build(tmp_path / "mkdocs.yml", tmp_path / "site")
+    assert built.returncode != 0
+    warnings = [line for line in built.stderr.splitlines() if line.startswith("WARNING")]
+    for target in ("no-such-page.md", "security.md#no-such-section", "#no-such-heading"):
+        assert any(f"'{target}'" in line for line in warnings), (target, built.stderr)
