@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import msgspec
 
+from services.core import outputs
 from services.core.errors import ErrorType
 
 METHODS = ("POST", "PUT", "PATCH")
@@ -58,3 +59,15 @@ def failure_status(error_type: str) -> int:
         return FAILED_STATUS.get(ErrorType(error_type), 400)
     except ValueError:
         return 500
+
+
+FILE_TYPES = {
+    **{outputs.EXTENSIONS[kind]: outputs.CONTENT_TYPES[kind] for kind in outputs.Output},
+    "zip": "application/zip",
+}
+"""The content type of a job's document by its key's extension: a print or a screenshot
+(`outputs`), or the ZIP of a PDF-tools job with several outputs."""
+
+
+def content_type(object_key: str) -> str:
+    return FILE_TYPES.get(object_key.rsplit(".", 1)[-1].lower(), "application/octet-stream")

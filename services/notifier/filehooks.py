@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from services.core import events, filenames, outputs
-from services.core.hooks import FileWebhook, failure_status
+from services.core import events, filenames
+from services.core.hooks import FileWebhook, content_type, failure_status
 from services.core.storage import Storage
 from services.notifier.keyring import Keyring
 
@@ -52,9 +52,8 @@ async def message(
     headers = _headers(keyring, hook, event.job_id)
     if isinstance(event, events.JobDone):
         extension = event.object_key.rsplit(".", 1)[-1]
-        kind = next((k for k, e in outputs.EXTENSIONS.items() if e == extension), "pdf")
         name = f"{hook.filename or event.job_id}.{extension}"
-        headers["Content-Type"] = outputs.CONTENT_TYPES[kind]
+        headers["Content-Type"] = content_type(event.object_key)
         headers["Content-Disposition"] = filenames.content_disposition(name)
         return Message(url, hook.method, await _document(storage, event.object_key), headers)
     if isinstance(event, events.JobFailed):

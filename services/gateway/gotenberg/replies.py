@@ -18,14 +18,6 @@ JOB_HEADER = "Pressroom-Job-Id"
 """The job a compatible answer came from: a client that gave up waiting finds it with
 `GET /jobs/{id}`."""
 
-CONTENT_TYPES = {
-    "pdf": "application/pdf",
-    "zip": "application/zip",
-    "png": "image/png",
-    "jpeg": "image/jpeg",
-    "jpg": "image/jpeg",
-    "webp": "image/webp",
-}
 
 _TRACE_HEX = re.compile(r"[0-9a-fA-F]{32}")
 
@@ -95,7 +87,7 @@ async def document(
         status=200,
         headers={
             **headers,
-            "Content-Type": CONTENT_TYPES.get(extension, "application/octet-stream"),
+            "Content-Type": hooks.content_type(done.object_key),
             "Content-Disposition": filenames.content_disposition(name),
         },
     )

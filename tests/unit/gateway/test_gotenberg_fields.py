@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from services.core import hooks
 from services.core.errors import RequestError
 from services.gateway.gotenberg import exiftool, forms, pdfengines
 from services.gateway.gotenberg.forms import Form
@@ -58,3 +59,11 @@ def test_exiftool_dates_sizes_and_answer() -> None:
 def test_a_split_span_as_pages() -> None:
     assert pdfengines.span_pages("1-3, 5") == ["1", "2", "3", "5"]
     assert pdfengines.span_pages("4-") == ["4-"]
+
+
+def test_a_documents_content_type_by_its_key() -> None:
+    """What an answer and a file webhook send: a ZIP of several outputs too (it was
+    told as a PDF by the webhook before)."""
+    assert hooks.content_type("jobs/t/j.zip") == "application/zip"
+    assert hooks.content_type("jobs/t/j.jpg") == "image/jpeg"
+    assert hooks.content_type("jobs/t/j.pdf") == "application/pdf"
