@@ -215,6 +215,41 @@ async def test_screenshots_in_each_format_and_a_markdown_form(stack: Stack, tmp_
     assert "Release notes" in text and "{{" not in text
 
 
+@pytest.fixture
+def short_compiles(settings: Settings) -> Settings:
+    return replace(settings, template_timeout=0.5)
+
+
+async def test_a_hostile_markdown_file_is_parsed_off_the_event_loop_within_the_time_limit(
+    short_compiles: Settings, tmp_path: Path
+) -> None:
+    """Markdown that takes the parser seconds (unclosed brackets) is parsed in the
+    gateway's template workers, not on its event loop: the form is refused with a 4xx
+    once the workers' time limit runs out, and the gateway answers others meanwhile."""
+    stack = Stack(short_compiles)
+    await stack.start()
+    try:
+        index = tmp_path / "index.html"
+        index.write_text('<html><body>{{ toHTML "slow.md" }}</body></html>')
+        slow = tmp_path / "slow.md"
+        slow.write_text("[a" * 100_000)
+        form = asyncio.create_task(asyncio.to_thread(
+            curl, stack, "/forms/chromium/convert/markdown",
+            "--form", f"files=@{index}", "--form", f"files=@{slow}",
+        ))  # fmt: skip
+        answered = 0
+        while not form.done():
+            status, _, _ = await asyncio.to_thread(curl, stack, "/version", "--request", "GET")
+            assert status == 200
+            answered += 1
+        status, _, body = await form
+        assert 400 <= status < 500, body
+        assert b"took longer" in body or b"time" in body, body
+        assert answered >= 1
+    finally:
+        await stack.close()
+
+
 async def test_webhook_mode_answers_204_then_sends_the_file_or_the_failure(
     stack: Stack, index: Path
 ) -> None:

@@ -21,6 +21,7 @@ from services.core import markdown
 from services.core.errors import RequestError
 from services.core.files import sniff
 from services.core.finishingoptions import PERMISSIONS
+from services.gateway.compiles import FairJail
 from services.gateway.gotenberg import forms
 from services.gateway.gotenberg.forms import Form, Upload
 
@@ -118,16 +119,30 @@ def source(form: Form, mapped: Mapped, kind: str) -> None:
         raise RequestError("the form has no index.html file", field="index.html")
     html = _text(index)
     if kind == "markdown":
-        html = _TO_HTML.sub(lambda found: _markdown(named, found[1]), html)
+        html = _TO_HTML.sub(lambda found: _markdown(named, found[1], form), html)
     mapped.body["html"] = html
     mapped.origin["html"] = "index.html"
 
 
-def _markdown(named: dict[str, Upload], name: str) -> str:
-    upload = named.get(name)
-    if upload is None:
+def _markdown(named: dict[str, Upload], name: str, form: Form) -> str:
+    if named.get(name) is None:
         raise RequestError(f"index.html asks for {name!r}, which the form lacks", field=name)
-    return markdown.to_html(_text(upload))[0]
+    return form.markdown[name]
+
+
+async def convert_markdown(form: Form, jail: FairJail, tenant: str) -> None:
+    """Make the HTML of each Markdown file `index.html` names, in the gateway's template
+    workers within the tenant's share (`compiles.FairJail`): a parser can take seconds
+    on a large or hostile file, which on the event loop would hold every tenant's
+    requests. Missing files and text that is not UTF-8 are left to `source` to refuse."""
+    named = {u.filename: u for u in form.files if u.part != "embeds"}
+    index = named.get("index.html")
+    if index is None:
+        return
+    for name in dict.fromkeys(_TO_HTML.findall(_text(index))):
+        upload = named.get(name)
+        if upload is not None and name not in form.markdown:
+            form.markdown[name] = (await jail.call(tenant, markdown.to_html, _text(upload)))[0]
 
 
 def header_footer(form: Form, mapped: Mapped) -> None:

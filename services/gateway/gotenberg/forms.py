@@ -38,6 +38,9 @@ class Form:
     fields: dict[str, str] = field(default_factory=dict)
     files: list[Upload] = field(default_factory=list)
     used: set[str] = field(default_factory=set)
+    markdown: dict[str, str] = field(default_factory=dict)
+    """The HTML of each Markdown file `index.html` names, made off the event loop
+    (`chromium.convert_markdown`) before the form is mapped."""
 
     def text(self, name: str) -> str | None:
         """The field's value, None if absent or empty (Gotenberg treats both as unset)."""

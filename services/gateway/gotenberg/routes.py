@@ -52,7 +52,7 @@ from services.gateway.gotenberg import (
     webhooks,
 )
 from services.gateway.gotenberg.forms import Upload
-from services.gateway.keys import JS, LOG_ROOM, NATS, SETTINGS, STORAGE
+from services.gateway.keys import COMPILER, JS, LOG_ROOM, NATS, SETTINGS, STORAGE
 from services.gateway.requests import JobRequest, parse_job
 
 VERSION = "8.22.0"
@@ -117,9 +117,11 @@ async def run(request: web.Request, build: Build) -> web.StreamResponse:
     trace = replies.trace_of(request)
     headers = {replies.TRACE: trace}
     try:
-        authenticate(request)
+        caller = authenticate(request)
         jobs.admit(request)
         form = await forms.read(request)
+        if request.path.endswith("/markdown"):
+            await chromium.convert_markdown(form, request.app[COMPILER], caller.tenant)
         mapped = build(form)
         filename = replies.output_filename(request)
         webhook = await webhooks.asked(request, trace, filename)
