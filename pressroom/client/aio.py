@@ -95,6 +95,7 @@ class AsyncClient:
         html: str | None = None,
         url: str | None = None,
         template_id: str | None = None,
+        template_name: str | None = None,
         template_version: int | None = None,
         markdown: str | None = None,
         stylesheet: str | None = None,
@@ -107,7 +108,14 @@ class AsyncClient:
     ) -> Job:
         """As `Client.submit`."""
         source = calls.Source(
-            template, html, url, template_id, template_version, markdown, stylesheet
+            template,
+            html,
+            url,
+            template_id,
+            template_version,
+            markdown,
+            stylesheet,
+            template_name=template_name,
         )
         call = calls.submit(
             source, data, options, webhook_url, idempotency_key, read_files(files), names(assets)

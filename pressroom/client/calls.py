@@ -159,8 +159,9 @@ def transport_errors(base_url: str) -> Iterator[None]:
 
 
 class Source(NamedTuple):
-    """What a job renders: exactly one of `template`, `html`, `url`, `template_id`,
-    `markdown` (which `template` or `template_id` may wrap; `stylesheet` styles it)."""
+    """What a job renders: exactly one of `template`, `html`, `url`, `template_id` (or
+    `template_name`), `markdown` (which `template` or a stored template may wrap;
+    `stylesheet` styles it)."""
 
     template: str | None = None
     html: str | None = None
@@ -169,6 +170,8 @@ class Source(NamedTuple):
     template_version: int | None = None
     markdown: str | None = None
     stylesheet: str | None = None
+    template_name: str | None = None
+    """A stored template by its name, instead of `template_id`."""
 
 
 def submit(

@@ -98,6 +98,7 @@ class Client:
         html: str | None = None,
         url: str | None = None,
         template_id: str | None = None,
+        template_name: str | None = None,
         template_version: int | None = None,
         markdown: str | None = None,
         stylesheet: str | None = None,
@@ -109,9 +110,10 @@ class Client:
         assets: Sequence[str] | None = None,
     ) -> Job:
         """Submit one job; the accepted job (`queued`). Give exactly one source:
-        `template` (Jinja2, with `data`), `html`, `url`, `template_id` (with
-        `template_version`, default the latest) or `markdown` (styled by `stylesheet`,
-        and wrapped by `template` or `template_id` if given, as `{{ content }}`).
+        `template` (Jinja2, with `data`), `html`, `url`, `template_id` or `template_name`
+        (with `template_version`, default the latest) or `markdown` (styled by
+        `stylesheet`, and wrapped by `template` or a stored template if given, as
+        `{{ content }}`).
 
         `files` go with the job (paths or open files, named by their base names, or a
         mapping from the name the page uses to a path, bytes or open file), and `assets`
@@ -122,7 +124,14 @@ class Client:
         >>> job = pressroom.submit(html='<img src="a.png">', files=["a.png"])  # doctest: +SKIP
         """
         source = calls.Source(
-            template, html, url, template_id, template_version, markdown, stylesheet
+            template,
+            html,
+            url,
+            template_id,
+            template_version,
+            markdown,
+            stylesheet,
+            template_name=template_name,
         )
         call = calls.submit(
             source, data, options, webhook_url, idempotency_key, read_files(files), names(assets)

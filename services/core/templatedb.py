@@ -151,3 +151,13 @@ async def template_versions(
         tenant,
     )
     return [typed(r, VersionStamp) for r in rows]
+
+
+@map_db_errors()
+async def template_id_named(pool: asyncpg.Pool, tenant: str, name: str) -> str | None:
+    """The id of `tenant`'s template called `name`; None if the tenant has none (another
+    tenant's template of that name is never found)."""
+    found: str | None = await pool.fetchval(
+        "SELECT id FROM templates WHERE tenant_id = $1 AND name = $2", tenant, name
+    )
+    return found

@@ -81,6 +81,10 @@ async def _submitted_event(
         webhook_secret=secret,
         idempotency_key=key,
     )
+    if job.template_name is not None:
+        return await templates.resolve_named(
+            request.app[POOL], event, tenant, job.template_name, job.template_version
+        )
     if job.template_id is None:
         return event
     return await templates.resolve(

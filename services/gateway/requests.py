@@ -112,8 +112,11 @@ class JobRequest(msgspec.Struct, forbid_unknown_fields=True):
     """A Jinja2 template, rendered with `data` (one of the four sources)."""
     template_id: str | None = None
     """A stored template's id (`POST /templates`), rendered with `data`."""
+    template_name: TemplateName | None = None
+    """A stored template's name, instead of its id: the caller's own template of that
+    name (another tenant's never resolves)."""
     template_version: Version | None = None
-    """With `template_id`: which version (the latest by default)."""
+    """With `template_id` or `template_name`: which version (the latest by default)."""
     html: str | None = None
     """HTML printed as it is."""
     url: str | None = None
@@ -159,8 +162,10 @@ class BatchRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """A Jinja2 template every item renders with its own data."""
     template_id: str | None = None
     """A stored template every item renders with its own data."""
+    template_name: TemplateName | None = None
+    """A stored template's name, instead of its id (the caller's own template of that name)."""
     template_version: Version | None = None
-    """With `template_id`: which version (the latest by default)."""
+    """With `template_id` or `template_name`: which version (the latest by default)."""
     html: str | None = None  # only to refuse it by name: it cannot vary per item
     """Refused: a batch's source must vary per item."""
     webhook_url: str | None = None
@@ -240,7 +245,7 @@ def _one_source(job: JobRequest) -> str:
     With none, the error names `template` (the usual source); with several, the first
     one beyond the first, in `SOURCES` order.
     """
-    given = [name for name in SOURCES if getattr(job, name) is not None]
+    given = [name for name in SOURCES if _given(job, name)]
     if job.markdown is not None:
         wrappers = [name for name in given if name in WRAPPERS]
         if len(wrappers) > 1:
@@ -254,15 +259,44 @@ def _one_source(job: JobRequest) -> str:
     raise RequestError(f"{wanted}; got {', '.join(given)}", field=given[1])
 
 
+def _given(job: JobRequest, source: str) -> bool:
+    """Whether `job` gives `source`; a `template_name` gives the stored-template source
+    `template_id` stands for."""
+    if source == "template_id" and job.template_name is not None:
+        return True
+    return getattr(job, source) is not None
+
+
+def _check_stored(request: JobRequest | BatchRequest) -> None:
+    """`template_id` or `template_name`, not both; a well-formed id; a non-blank name;
+    `template_version` only with one of them."""
+    if request.template_id is not None and request.template_name is not None:
+        raise RequestError("give template_id or template_name, not both", field="template_name")
+    if request.template_name is not None:
+        _not_blank(request.template_name, "template_name")
+        _no_nul(request.template_name, "template_name")
+    if request.template_version is not None and not _stored(request):
+        raise RequestError(
+            "template_version needs template_id or template_name", field="template_version"
+        )
+    if request.template_id is not None and not TEMPLATE_ID.fullmatch(request.template_id):
+        raise RequestError(
+            f"no stored template has id {request.template_id!r}", field="template_id"
+        )
+
+
+def _stored(request: JobRequest | BatchRequest) -> bool:
+    return request.template_id is not None or request.template_name is not None
+
+
 def _check_source(job: JobRequest) -> None:
     """Exactly one non-blank source; `template_version` and `data` only where they apply."""
     source = _one_source(job)
+    if source == "template_id" and job.template_name is not None:
+        source = "template_name"
     if source != "pdf":
         _not_blank(getattr(job, source), source)
-    if job.template_version is not None and job.template_id is None:
-        raise RequestError("template_version needs template_id", field="template_version")
-    if job.template_id is not None and not TEMPLATE_ID.fullmatch(job.template_id):
-        raise RequestError(f"no stored template has id {job.template_id!r}", field="template_id")
+    _check_stored(job)
     if job.data and (source in {"html", "url", "pdf"} or _unwrapped_markdown(job)):
         raise RequestError(
             f"data is only used with template or template_id, not with {source}", field="data"
@@ -276,7 +310,7 @@ def _check_source(job: JobRequest) -> None:
 
 
 def _unwrapped_markdown(job: JobRequest) -> bool:
-    return job.markdown is not None and job.template is None and job.template_id is None
+    return job.markdown is not None and job.template is None and not _stored(job)
 
 
 def _check_markdown(job: JobRequest) -> None:
@@ -466,15 +500,13 @@ def _check_batch_source(batch: BatchRequest) -> None:
             "data per item, or a url or markdown per item; not html",
             field="html",
         )
-    if batch.template is not None and batch.template_id is not None:
-        raise RequestError("give template or template_id, not both", field="template_id")
+    if batch.template is not None and _stored(batch):
+        field = "template_id" if batch.template_id is not None else "template_name"
+        raise RequestError(f"give template or {field}, not both", field=field)
     if batch.template is not None:
         _not_blank(batch.template, "template")
-    if batch.template_version is not None and batch.template_id is None:
-        raise RequestError("template_version needs template_id", field="template_version")
-    if batch.template_id is not None and not TEMPLATE_ID.fullmatch(batch.template_id):
-        raise RequestError(f"no stored template has id {batch.template_id!r}", field="template_id")
-    templated = batch.template is not None or batch.template_id is not None
+    _check_stored(batch)
+    templated = batch.template is not None or _stored(batch)
     for index, item in enumerate(batch.items):
         _check_item_source(item, f"items[{index}]", templated)
 

@@ -213,6 +213,24 @@ async def resolve(
     return _with_stored(event, await _lookup(pool, tenant, template_id, version))
 
 
+async def resolve_named(
+    pool: asyncpg.Pool,
+    event: _Submitted,
+    tenant: str,
+    name: str,
+    version: int | None,
+) -> _Submitted:
+    """`event` rendering `tenant`'s stored template called `name` at `version` (the
+    latest if None). `RequestError` naming `template_name` if the tenant has no template
+    of that name (another tenant's never counts), `template_version` if it lacks that
+    version."""
+    with unavailable_without_postgres("cannot resolve template_name"):
+        template_id = await templatedb.template_id_named(pool, tenant, name)
+    if template_id is None:
+        raise RequestError(f"no stored template is named {name!r}", field="template_name")
+    return _with_stored(event, await _lookup(pool, tenant, template_id, version))
+
+
 def add_routes(app: web.Application) -> None:
     app.router.add_post("/templates", guarded("templates:write", create_template))
     app.router.add_get("/templates", guarded("templates:read", list_templates))

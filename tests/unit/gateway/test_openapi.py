@@ -111,7 +111,7 @@ def test_request_body_examples_are_requests_the_gateway_accepts(doc):
         return found["example"] if "example" in found else found["examples"]["default"]["value"]
 
     jobs = operations[("POST", "/jobs")]["requestBody"]["content"]["application/json"]
-    assert set(jobs["examples"]) == {"default", "markdown"}
+    assert set(jobs["examples"]) == {"default", "markdown", "template_name"}
     for named in jobs["examples"].values():
         parse_job(msgspec.json.encode(named["value"]))
     parse_batch(msgspec.json.encode(example("POST", "/batches")), 10)
