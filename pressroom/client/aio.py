@@ -301,6 +301,13 @@ class AsyncClient:
     async def template(self, template_id: str, version: int | None = None) -> Template:
         return await self._run(calls.get_template(template_id, version))
 
+    async def template_named(self, name: str, version: int | None = None) -> Template:
+        """As `Client.template_named`."""
+        async for found in self.templates():
+            if found.name == name:
+                return await self.template(found.id, version)
+        raise calls.no_template_named(name)
+
     async def store_assets(self, files: Files) -> list[Asset]:
         """As `Client.store_assets`."""
         return await self._run(filecalls.store_assets(read_files(files)))

@@ -265,6 +265,11 @@ def get_template(template_id: str, version: int | None = None) -> Call[Template]
     return Call("GET", f"/templates/{segment(template_id)}", decoder(Template), params=params)
 
 
+def no_template_named(name: str) -> errors.NotFound:
+    """What `template_named` raises when the tenant has no template called `name`."""
+    return errors.NotFound(f"no template named {name!r}", type="not_found", status=404)
+
+
 def usage(month: str | None = None) -> Call[Usage]:
     params = {} if month is None else {"month": month}
     return Call("GET", "/usage", decoder(Usage), params=params)

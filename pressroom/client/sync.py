@@ -332,6 +332,14 @@ class Client:
         """One version of a stored template (the latest by default)."""
         return self._run(calls.get_template(template_id, version))
 
+    def template_named(self, name: str, version: int | None = None) -> Template:
+        """One version of the stored template called `name` (the latest by default);
+        `NotFound` if there is none of that name."""
+        for found in self.templates():
+            if found.name == name:
+                return self.template(found.id, version)
+        raise calls.no_template_named(name)
+
     def store_assets(self, files: Files) -> list[Asset]:
         """Store files as assets (each the next version of its name; the same bytes
         again, the same version): what was stored, in order."""
