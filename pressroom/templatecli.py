@@ -180,11 +180,14 @@ def preview(client: Client, args: argparse.Namespace, io: Io) -> Outcome:
             data=folder_sample(folder, args.data),
             options=options or None,
             files=folder_assets(folder) or None,
+            preview=True,
         )
         default = folder.resolve().name
     else:
         data = folder_sample(Path("."), args.data) if args.data else {}
-        job = client.submit(template_name=args.target, template_version=args.version, data=data)
+        job = client.submit(
+            template_name=args.target, template_version=args.version, data=data, preview=True
+        )
         default = args.target
     job = client.wait(job.id, timeout=args.timeout)
     if job.status != "done":

@@ -105,6 +105,7 @@ class AsyncClient:
         idempotency_key: str | None = None,
         files: Files | None = None,
         assets: Sequence[str] | None = None,
+        preview: bool = False,
     ) -> Job:
         """As `Client.submit`."""
         source = calls.Source(
@@ -118,7 +119,14 @@ class AsyncClient:
             template_name=template_name,
         )
         call = calls.submit(
-            source, data, options, webhook_url, idempotency_key, read_files(files), names(assets)
+            source,
+            data,
+            options,
+            webhook_url,
+            idempotency_key,
+            read_files(files),
+            names(assets),
+            preview,
         )
         return await self._run(call)
 

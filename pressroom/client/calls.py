@@ -182,9 +182,11 @@ def submit(
     idempotency_key: str | None = None,
     files: tuple[tuple[str, bytes], ...] = (),
     assets: list[str] | None = None,
+    preview: bool = False,
 ) -> Call[Job]:
     fields = {**source._asdict(), "data": data, "options": options, "webhook_url": webhook_url}
     fields["assets"] = assets
+    fields["preview"] = preview or None
     body = {name: value for name, value in fields.items() if value is not None}
     headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
     return Call("POST", "/jobs", accepted, body=body, headers=headers, files=files)

@@ -108,12 +108,16 @@ class Client:
         idempotency_key: str | None = None,
         files: Files | None = None,
         assets: Sequence[str] | None = None,
+        preview: bool = False,
     ) -> Job:
         """Submit one job; the accepted job (`queued`). Give exactly one source:
         `template` (Jinja2, with `data`), `html`, `url`, `template_id` or `template_name`
         (with `template_version`, default the latest) or `markdown` (styled by
         `stylesheet`, and wrapped by `template` or a stored template if given, as
         `{{ content }}`).
+
+        `preview=True` makes it a template preview: not listed, not billed, superseded
+        by a newer preview of the same template.
 
         `files` go with the job (paths or open files, named by their base names, or a
         mapping from the name the page uses to a path, bytes or open file), and `assets`
@@ -134,7 +138,14 @@ class Client:
             template_name=template_name,
         )
         call = calls.submit(
-            source, data, options, webhook_url, idempotency_key, read_files(files), names(assets)
+            source,
+            data,
+            options,
+            webhook_url,
+            idempotency_key,
+            read_files(files),
+            names(assets),
+            preview,
         )
         return self._run(call)
 

@@ -139,6 +139,11 @@ class JobRequest(msgspec.Struct, forbid_unknown_fields=True):
     """How the page is printed."""
     pdf: PdfWorkRequest | None = None
     """PDFs in and steps run on them (merge, split, pdfa…), instead of a page to print."""
+    preview: bool = False
+    """A template preview (an editor's render): not billed, not listed by `GET /jobs`, a
+    few unfinished at a time per tenant, and cancelled by a newer preview of the same
+    template through the same API key. Only with `template`, `template_id` or
+    `template_name`."""
     assets: AssetNames = msgspec.field(default_factory=list)
     """Stored assets (`POST /assets`) the page may refer to by relative name: `logo.png`
     (the latest version) or `brand.woff2@2`; files sent with a multipart request win over
@@ -307,6 +312,10 @@ def _check_source(job: JobRequest) -> None:
         raise RequestError("stylesheet is only used with markdown", field="stylesheet")
     if job.pdf is not None:
         check_work(job.pdf)
+    if job.preview and source not in {*WRAPPERS, "template_name"}:
+        raise RequestError(
+            "preview is only used with template, template_id or template_name", field="preview"
+        )
 
 
 def _unwrapped_markdown(job: JobRequest) -> bool:

@@ -95,7 +95,8 @@ _PROGRESS = f"""{_RECORD}, row AS (
     {_NOT_TERMINAL}
 ) {_NEW}"""
 
-# A terminal event that ends its job (`row` returns it only then) counts once in usage:
+# A terminal event that ends its job (`row` returns it only then) counts once in usage,
+# unless the job is a preview (never billed, and it holds no quota):
 # `usage_documents` is keyed by job id, so a job rendered twice, or replayed by a
 # rebuild, adds nothing the second time; `usage_months` adds up what was new. The month
 # is the terminal event's, in UTC. The last row says what was counted, with the tenant's
@@ -111,7 +112,7 @@ _ENDED = f""", doc AS (
     INSERT INTO usage_documents (job_id, tenant_id, month, outcome, pages, bytes, render_ms, at)
     SELECT id, tenant_id, date_trunc('month', finished_at AT TIME ZONE 'UTC')::date, status,
            COALESCE(pages, 0), COALESCE(bytes, 0), COALESCE(render_ms, 0), finished_at
-    FROM row
+    FROM row WHERE row.input IS NULL OR row.input->>'preview' IS NULL
     ON CONFLICT (job_id) DO NOTHING
     RETURNING job_id, tenant_id, month, outcome, pages, bytes, render_ms, at
 ), tally AS (
@@ -135,7 +136,9 @@ _ENDED = f""", doc AS (
 SELECT (SELECT count(*) > 0 FROM new) AS new, (SELECT r.status FROM row AS r) AS ended,
        d.job_id, d.tenant_id, d.month, d.outcome, d.pages, d.bytes, d.at, t.succeeded
 FROM (SELECT 1) AS one LEFT JOIN doc AS d ON true LEFT JOIN tally AS t ON true"""
-_ENDS = "RETURNING j.id, j.tenant_id, j.status, j.pages, j.bytes, j.render_ms, j.finished_at"
+_ENDS = (
+    "RETURNING j.id, j.tenant_id, j.status, j.pages, j.bytes, j.render_ms, j.finished_at, j.input"
+)
 
 _DONE = f"""{_RECORD}, row AS (
     INSERT INTO jobs AS j (id, tenant_id, status, created_at, updated_at, last_seq, attempts,

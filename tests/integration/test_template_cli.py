@@ -4,7 +4,7 @@ Verifies: pushing a folder stores its body, header, footer and `assets/` files a
 next version (a second push, version 2); list and show print them (a table, or JSON with
 `--json`), messages go to stderr; pull writes the version back into a folder; preview
 renders a folder with its sample.json, and a stored template by name, into a PDF that
-holds the sample's text, storing nothing; diff prints a unified diff of two versions; an
+holds the sample's text, storing nothing and listing no job (a preview); diff prints a unified diff of two versions; an
 unknown name exits 3 (the API refuses), an unreachable gateway 4, a folder without
 body.html or a name that is not a safe file name 2 (usage), each with nothing on stdout.
 """
@@ -83,6 +83,8 @@ async def test_preview_renders_a_folder_or_a_stored_name_with_sample_data(
     assert "Dear Ana, number 42" in await pdf_text(stack, job["url"])
     status, out, _ = await pressroom(tmp_path, "templates", "list", "--json", *flags(stack))
     assert json.loads(out) == []  # a folder's preview stores nothing
+    status, out, _ = await pressroom(tmp_path, "jobs", "ls", "--json", *flags(stack))
+    assert json.loads(out) == []  # and is a preview, not a job
 
     assert (await pressroom(tmp_path, "templates", "push", "letter", *flags(stack)))[0] == 0
     (tmp_path / "other.json").write_text(json.dumps({"who": "Bo", "number": 7}))
