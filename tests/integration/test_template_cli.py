@@ -4,9 +4,10 @@ Verifies: pushing a folder stores its body, header, footer and `assets/` files a
 next version (a second push, version 2); list and show print them (a table, or JSON with
 `--json`), messages go to stderr; pull writes the version back into a folder; preview
 renders a folder with its sample.json, and a stored template by name, into a PDF that
-holds the sample's text, storing nothing and listing no job (a preview); diff prints a unified diff of two versions; an
-unknown name exits 3 (the API refuses), an unreachable gateway 4, a folder without
-body.html or a name that is not a safe file name 2 (usage), each with nothing on stdout.
+holds the sample's text, storing nothing and listing no job (a preview); diff prints a
+unified diff of two versions; an unknown name exits 3 (the API refuses), an unreachable
+gateway 4, a folder without body.html or a name that is not a safe file name 2 (usage),
+each with nothing on stdout.
 """
 
 from __future__ import annotations
