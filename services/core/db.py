@@ -367,7 +367,7 @@ async def list_jobs(
     `jobs_tenant_recent`)."""
     rows = await pool.fetch(
         "SELECT * FROM jobs WHERE tenant_id = $1 AND batch_id IS NULL "
-        "AND (input IS NULL OR input->>'preview' IS NULL) "
+        "AND preview IS NULL "
         "AND ($2::job_status IS NULL OR status = $2) AND ($3::text IS NULL OR starts_with(id, $3)) "
         "ORDER BY created_at DESC, id LIMIT $4 OFFSET $5",
         tenant,

@@ -23,7 +23,7 @@ PREVIEW_LIMIT = 4
 
 _UNFINISHED = (
     "SELECT id FROM jobs WHERE tenant_id = $1 AND status IN ('queued', 'running') "
-    "AND input->>'preview' IS NOT NULL AND ($2::text IS NULL OR input->>'preview' = $2) "
+    "AND preview IS NOT NULL AND ($2::text IS NULL OR preview = $2) "
     "AND id <> $3"
 )
 
