@@ -379,6 +379,17 @@ TEMPLATES: dict[tuple[str, str], Route] = {
             query_int("version", 1, requests.MAX_VERSION, None, "which version"),
         ),
     ),
+    ("PATCH", "/templates/{id}"): Route(
+        "Rename a template, keeping its id and every version",
+        "templates",
+        {200: answers.TemplateSummary},
+        (400, 401, 403, 404, 409, 503),
+        params=(path_id("template", requests.TEMPLATE_ID),),
+        body=Body(requests.RenameRequest, {"name": "invoice-2027"}),
+        description="Jobs naming the template by id are unaffected; `template_name` "
+        "finds it by its new name from now on. 409 if another of the tenant's templates "
+        "has the name.",
+    ),
 }
 
 ACCOUNT: dict[tuple[str, str], Route] = {

@@ -204,6 +204,13 @@ class TemplateRequest(msgspec.Struct, forbid_unknown_fields=True):
     now; files sent with a multipart request win over them by name."""
 
 
+class RenameRequest(msgspec.Struct, forbid_unknown_fields=True):
+    """`PATCH /templates/{id}`: a template's new name."""
+
+    name: TemplateName
+    """The new name, unique among the tenant's templates; the id and versions stay."""
+
+
 def _field_of(message: str) -> str:
     """The dotted field a msgspec message is about (`options.margin.top`), else `body`."""
     match = _PATH.search(message)
@@ -373,6 +380,14 @@ def _no_nul(value: str | None, field: str) -> None:
     """PostgreSQL `text` cannot hold NUL: refuse it here rather than fail the insert."""
     if value is not None and "\x00" in value:
         raise RequestError(f"{field} must not contain NUL characters", field=field)
+
+
+def parse_rename(body: bytes) -> RenameRequest:
+    """Validate a rename: a non-blank name without NUL."""
+    renamed = _convert(parse_json(body), RenameRequest)
+    _not_blank(renamed.name, "name")
+    _no_nul(renamed.name, "name")
+    return renamed
 
 
 def parse_template(body: bytes) -> TemplateRequest:

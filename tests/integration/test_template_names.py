@@ -93,3 +93,62 @@ async def test_another_tenants_name_never_resolves(stack: Stack):
     done = await stack.job(accepted["id"])
     text = await pdf_text(stack, done["url"])
     assert "Owner's 1" in text and "Other's" not in text
+
+
+async def patch(stack: Stack, template_id: str, body: Any) -> tuple[int, dict[str, Any]]:
+    url = f"{stack.url}/templates/{template_id}"
+    async with stack.client.patch(url, json=body) as response:
+        return response.status, await response.json()
+
+
+async def test_renaming_keeps_the_id_and_every_version(api: Stack):
+    first = await create(api, name="invoice", body="<p>one</p>")
+    await create(api, name="invoice", body="<p>two</p>")
+    status, renamed = await patch(api, first["id"], {"name": "invoice-2027"})
+    assert status == 200, renamed
+    assert (renamed["id"], renamed["name"], renamed["latest_version"]) == (
+        first["id"],
+        "invoice-2027",
+        2,
+    )
+    async with api.client.get(f"{api.url}/templates/{first['id']}?version=1") as response:
+        kept = await response.json()
+    assert (kept["name"], kept["body"], [v["version"] for v in kept["versions"]]) == (
+        "invoice-2027",
+        "<p>one</p>",
+        [1, 2],
+    )
+    accepted = await api.submit({"template_name": "invoice-2027", "template_version": 1})
+    event = await submitted_event(api, accepted["id"])
+    assert (event["template_id"], event["template_version"]) == (first["id"], 1)
+    async with api.client.post(f"{api.url}/jobs", json={"template_name": "invoice"}) as response:
+        assert (response.status, (await response.json())["error"]["field"]) == (
+            400,
+            "template_name",
+        )
+
+    # The old name is free: a new template, with an id of its own; the renamed one is
+    # left as it was.
+    again = await create(api, name="invoice", body="<p>new</p>")
+    assert again["version"] == 1 and again["id"] != first["id"]
+    more = await create(api, name="invoice-2027", body="<p>three</p>")
+    assert (more["id"], more["version"]) == (first["id"], 3)
+
+
+async def test_a_rename_refuses_a_taken_name_and_another_tenants_template(stack: Stack):
+    one = await create(stack, name="one", body="1")
+    await create(stack, name="two", body="2")
+    status, answer = await patch(stack, one["id"], {"name": "two"})
+    assert (status, answer["error"]["type"], answer["error"]["field"]) == (409, "conflict", "name")
+    for body in ({"name": " "}, {"name": ""}, {}, {"name": "x", "body": "y"}):
+        status, answer = await patch(stack, one["id"], body)
+        assert status == 400, (body, answer)
+    status, answer = await patch(stack, "0" * 32, {"name": "three"})
+    assert status == 404, answer
+    other = await stack.new_tenant()
+    status, answer, _ = await call(
+        other.http, "PATCH", f"{stack.url}/templates/{one['id']}", json={"name": "mine"}
+    )
+    assert status == 404, answer
+    status, shown, _ = await call(stack.tenant.http, "GET", f"{stack.url}/templates/{one['id']}")
+    assert shown["name"] == "one"
