@@ -8,6 +8,7 @@ command line, through `Client`.
     pressroom templates pull invoice [DIR] [--version N]  # body/header/footer, template.json
     pressroom templates preview ./invoice | invoice [--data FILE] [-o FILE] [--open]
     pressroom templates diff invoice 1 [2]                # unified diff, default the latest
+    pressroom templates rename invoice invoice-2027       # id and versions kept
 
 A template folder holds `body.html` (required), `header.html` and `footer.html` (optional),
 `sample.json` (the data `preview` renders with; never stored) and `assets/`, whose files
@@ -223,6 +224,13 @@ def diff(client: Client, args: argparse.Namespace, io: Io) -> Outcome:
     return Outcome(data, text)
 
 
+def rename(client: Client, args: argparse.Namespace, io: Io) -> Outcome:
+    """Rename a stored template; its id and versions stay."""
+    renamed = client.rename_template(client.template_named(args.name).id, args.new_name)
+    print(f"pressroom: renamed {args.name} to {renamed.name}", file=io.stderr)
+    return Outcome(to_dict(renamed), f"{renamed.name}  version {renamed.latest_version}")
+
+
 def add_parser(commands: Any, add: Add, exit_text: str) -> None:
     """`pressroom templates …` under `commands`; `add` makes a command's parser."""
     actions = commands.add_parser(
@@ -249,6 +257,9 @@ def add_parser(commands: Any, add: Add, exit_text: str) -> None:
     previewed.add_argument("-o", "--output", metavar="FILE", help="default: NAME-preview.pdf")
     previewed.add_argument("--open", action="store_true", help="open the PDF when saved")
     previewed.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS")
+    renamed = add(actions, "rename", rename, "rename a stored template (its versions stay)")
+    renamed.add_argument("name", metavar="NAME")
+    renamed.add_argument("new_name", metavar="NEW_NAME")
     diffed = add(actions, "diff", diff, "what changed between two versions")
     diffed.add_argument("name", metavar="NAME")
     diffed.add_argument("old", type=int, metavar="V1")

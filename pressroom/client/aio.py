@@ -314,6 +314,10 @@ class AsyncClient:
     async def template(self, template_id: str, version: int | None = None) -> Template:
         return await self._run(calls.get_template(template_id, version))
 
+    async def rename_template(self, template_id: str, name: str) -> Template:
+        """As `Client.rename_template`."""
+        return await self._run(calls.rename_template(template_id, name))
+
     async def template_named(self, name: str, version: int | None = None) -> Template:
         """As `Client.template_named`."""
         async for found in self.templates():

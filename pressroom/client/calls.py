@@ -267,6 +267,11 @@ def get_template(template_id: str, version: int | None = None) -> Call[Template]
     return Call("GET", f"/templates/{segment(template_id)}", decoder(Template), params=params)
 
 
+def rename_template(template_id: str, name: str) -> Call[Template]:
+    path = f"/templates/{segment(template_id)}"
+    return Call("PATCH", path, decoder(Template), body={"name": name})
+
+
 def no_template_named(name: str) -> errors.NotFound:
     """What `template_named` raises when the tenant has no template called `name`."""
     return errors.NotFound(f"no template named {name!r}", type="not_found", status=404)

@@ -345,6 +345,11 @@ class Client:
         """One version of a stored template (the latest by default)."""
         return self._run(calls.get_template(template_id, version))
 
+    def rename_template(self, template_id: str, name: str) -> Template:
+        """Rename a stored template; its id and versions stay (`Conflict` if the name is
+        another template's)."""
+        return self._run(calls.rename_template(template_id, name))
+
     def template_named(self, name: str, version: int | None = None) -> Template:
         """One version of the stored template called `name` (the latest by default);
         `NotFound` if there is none of that name."""

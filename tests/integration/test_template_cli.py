@@ -70,6 +70,15 @@ async def test_push_list_show_pull_and_diff_a_template_folder(stack: Stack, tmp_
     assert "--- invoice/body.html@1" in out and "+++ invoice/body.html@2" in out
     assert "+<p>Thank you, {{ who }}.</p>" in out and "footer" not in out
 
+    status, out, err = await pressroom(
+        tmp_path, "templates", "rename", "invoice", "invoice-2027", "--json", *flags(stack)
+    )
+    renamed = json.loads(out)
+    assert status == 0 and (renamed["id"], renamed["name"]) == (pushed["id"], "invoice-2027")
+    assert "renamed invoice to invoice-2027" in err
+    status, out, err = await pressroom(tmp_path, "templates", "show", "invoice", *flags(stack))
+    assert (status, out) == (cli.API_ERROR, "")
+
 
 async def test_preview_renders_a_folder_or_a_stored_name_with_sample_data(
     stack: Stack, tmp_path: Path
