@@ -25,6 +25,7 @@ from services.gateway import (
     pdfcontract,
     requests,
     streamdocs,
+    templaterequests,
     templates,
 )
 from services.gateway.gotenberg.docs import FORMS
@@ -354,7 +355,7 @@ TEMPLATES: dict[tuple[str, str], Route] = {
         {201: answers.TemplateCreated},
         (*WRITE_ERRORS, 429),
         body=Body(
-            requests.TemplateRequest,
+            templaterequests.TemplateRequest,
             TEMPLATE_EXAMPLE,
             multipart=assetcontract.TEMPLATE_FILES,
             multipart_example=assetcontract.TEMPLATE_FILES_EXAMPLE,
@@ -385,7 +386,7 @@ TEMPLATES: dict[tuple[str, str], Route] = {
         {200: answers.TemplateSummary},
         (400, 401, 403, 404, 409, 503),
         params=(path_id("template", requests.TEMPLATE_ID),),
-        body=Body(requests.RenameRequest, {"name": "invoice-2027"}),
+        body=Body(templaterequests.RenameRequest, {"name": "invoice-2027"}),
         description="Jobs naming the template by id are unaffected; `template_name` "
         "finds it by its new name from now on. 409 if another of the tenant's templates "
         "has the name.",

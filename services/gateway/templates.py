@@ -29,8 +29,8 @@ from services.gateway.requests import (
     MAX_VERSION,
     TEMPLATE_ID,
     int_param,
-    parse_rename,
 )
+from services.gateway.templaterequests import parse_rename
 
 # Derives a template's id from its name; fixed, so a name keeps its id on every pod and
 # after every restart.

@@ -24,7 +24,8 @@ from services.core.settings import Settings
 from services.core.status import JobStatus
 from services.gateway import answers, contract, openapi
 from services.gateway.app import init_app
-from services.gateway.requests import parse_batch, parse_batch_lines, parse_job, parse_template
+from services.gateway.requests import parse_batch, parse_batch_lines, parse_job
+from services.gateway.templaterequests import parse_template
 from tests.conftest import SERVER_KEY
 
 README = Path(__file__).parents[3] / "README.md"
