@@ -54,7 +54,8 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 test: lint typecheck chromium $(CHROMIUMLY)
-	$(BIN)/pytest -q --durations=25
+	$(BIN)/pytest -q --durations=25 -n 2 --dist loadfile -m "not serial"
+	$(BIN)/pytest -q --durations=10 -m serial
 
 bench: $(STAMP) chromium
 	@scripts/ensure-wrk.sh

@@ -281,31 +281,25 @@ LAYERS = ("unit", "integration", "faults", "deploy")
 
 BUILDS_FROM_THE_TREE = {Path("integration/test_package.py")}
 """Tests outside deploy/ that build the project's wheel in the working tree (its
-`build/` and egg-info are shared): they run on the deploy tests' worker."""
+`build/` and egg-info are shared, as the deploy tests' image builds share podman's
+store): marked `serial` with them."""
 
 
-def _group(path: Path, layer: str) -> str:
-    if layer == "deploy" or path in BUILDS_FROM_THE_TREE:
-        return "deploy"
-    return str(path)
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups off the markers
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark every test with its folder's layer, and `chromium` when it needs the browser
     (the `chromium` fixture is in its closure), so the markers cannot drift from what a
     test really uses.
 
-    With workers (`make test` runs `-n 2 --dist loadgroup`), a file's tests run on one
-    worker, so its module fixtures (a browser pool, a stack) are made once; every deploy
-    test runs on one worker, since they share the image they build, podman's store and
-    the wheel's build folder (`BUILDS_FROM_THE_TREE`)."""
+    `make test` runs the rest on two workers, a file's tests on one (`--dist loadfile`,
+    so its module fixtures, a browser pool or a stack, are made once), then the tests
+    marked `serial` (deploy/ and `BUILDS_FROM_THE_TREE`) in one process."""
     for item in items:
         path = item.path.relative_to(Path(__file__).parent)
         layer = path.parts[0]
         if layer in LAYERS:
             item.add_marker(layer)
-        item.add_marker(pytest.mark.xdist_group(_group(path, layer)))
+        if layer == "deploy" or path in BUILDS_FROM_THE_TREE:
+            item.add_marker("serial")
         if "chromium" in getattr(item, "fixturenames", ()):
             item.add_marker("chromium")
 
