@@ -2,11 +2,13 @@
 every warning is an error and mkdocs.yml's `validation` makes a link to a missing page, a
 missing anchor (on another page or the same one) and a page left out of the navigation
 warnings; a broken link is shown to fail the build, so the check cannot be switched off
-unnoticed; and every Markdown file under docs/ is in the navigation."""
+unnoticed; every Markdown file under docs/ is in the navigation; and every relative link of
+README.md (which the site does not hold) leads to a file that exists."""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -68,3 +70,12 @@ def test_a_broken_link_or_anchor_fails_the_build(tmp_path: Path):
     warnings = [line for line in built.stderr.splitlines() if line.startswith("WARNING")]
     for target in ("no-such-page.md", "security.md#no-such-section", "#no-such-heading"):
         assert any(f"'{target}'" in line for line in warnings), (target, built.stderr)
+
+
+def test_every_relative_link_of_the_readme_leads_to_a_file_that_exists():
+    readme = (ROOT / "README.md").read_text()
+    targets = re.findall(r"\]\(([^)\s]+)\)", readme)
+    relative = [t.partition("#")[0] for t in targets if not re.match(r"[a-z]+:|#", t)]
+    assert relative, "no relative link found: the pattern no longer reads the README"
+    missing = [target for target in relative if not (ROOT / target).exists()]
+    assert not missing, missing
