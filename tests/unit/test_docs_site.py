@@ -2,8 +2,10 @@
 every warning is an error and mkdocs.yml's `validation` makes a link to a missing page, a
 missing anchor (on another page or the same one) and a page left out of the navigation
 warnings; a broken link is shown to fail the build, so the check cannot be switched off
-unnoticed; every Markdown file under docs/ is in the navigation; and every relative link of
-README.md (which the site does not hold) leads to a file that exists."""
+unnoticed; every Markdown file under docs/ is in the navigation; no list starts right under
+a paragraph's line (GitHub shows a list there, MkDocs' Markdown runs it into the
+paragraph); and every relative link of README.md (which the site does not hold) leads to
+a file that exists."""
 
 from __future__ import annotations
 
@@ -53,6 +55,28 @@ def test_every_markdown_file_under_docs_is_in_the_navigation():
     present = sorted(str(path.relative_to(DOCS)) for path in DOCS.rglob("*.md"))
     assert sorted(listed) == present
     assert len(set(listed)) == len(listed), "a page is listed twice"
+
+
+LIST_ITEM = re.compile(r"^ *(?:[-*+]|\d+\.) ")
+
+
+def lists_run_into_paragraphs(text: str) -> list[str]:
+    """Each list item whose line follows a paragraph's line with no blank line between, as
+    `**Look at**` then `- …`; code fences aside."""
+    found, fenced, previous = [], False, ""
+    for line in text.splitlines():
+        fenced = fenced != line.lstrip().startswith("```")
+        after_text = previous.strip() and not previous.startswith((" ", "|"))
+        if not fenced and LIST_ITEM.match(line) and after_text and not LIST_ITEM.match(previous):
+            found.append(line)
+        previous = line
+    return found
+
+
+def test_no_list_starts_under_a_paragraph_line():
+    assert lists_run_into_paragraphs("**Do**\n- this\n") == ["- this"]  # the check sees one
+    for page in sorted(DOCS.rglob("*.md")):
+        assert not lists_run_into_paragraphs(page.read_text()), page.name
 
 
 def test_a_broken_link_or_anchor_fails_the_build(tmp_path: Path):
