@@ -59,6 +59,7 @@ bench: $(STAMP) chromium
 	$(BIN)/python bench/sign_cost.py
 	$(BIN)/python bench/print_options_cost.py
 	$(BIN)/python bench/pdftools_cost.py
+	$(BIN)/python bench/pdfjobs_e2e.py
 
 soak: $(STAMP) chromium
 	$(BIN)/python bench/soak.py --plots docs/img

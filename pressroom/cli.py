@@ -36,50 +36,29 @@ import itertools
 import json
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
-from pressroom import progress
+from pressroom import pdfcli, progress
+from pressroom.clibase import (
+    API_ERROR,
+    ENDED_BADLY,
+    EXIT_TEXT,
+    INTERRUPTED,
+    OK,
+    UNAVAILABLE,
+    USAGE,
+    Command,
+    Io,
+    Outcome,
+    UsageError,
+)
 from pressroom.client import Batch, Client, Job, target
 from pressroom.client.errors import ConfigurationError, PressroomError, Unavailable
 from pressroom.client.models import to_dict
 
-OK, ENDED_BADLY, USAGE, API_ERROR, UNAVAILABLE, INTERRUPTED = 0, 1, 2, 3, 4, 130
-EXIT_TEXT = (
-    "exit status: 0 done; 1 the job or batch ended failed or cancelled; 2 usage (bad "
-    "arguments, an unreadable file, a bad setting); 3 the API refused the request (4xx); "
-    "4 the gateway is unreachable or unavailable (5xx), or --timeout passed; 130 "
-    "interrupted. Data goes to stdout (--json: JSON), messages and errors to stderr."
-)
-
-
-class UsageError(Exception):
-    """A bad argument or an unreadable file: exit status 2."""
-
-
-@dataclass
-class Io:
-    """Where the command reads answers and writes output (tests pass their own)."""
-
-    stdout: TextIO = field(default_factory=lambda: sys.stdout)
-    stderr: TextIO = field(default_factory=lambda: sys.stderr)
-    ask: Callable[[str], str] = input
-
-
-@dataclass
-class Outcome:
-    """What a command ended with: the JSON for `--json` and the text for people (both
-    stdout), the exit status, and a message for stderr (why it did not end well)."""
-
-    data: Any
-    text: str
-    status: int = OK
-    note: str | None = None
-
-
-Command = Callable[[Client, argparse.Namespace, Io], Outcome]
+__all__ = ["API_ERROR", "ENDED_BADLY", "INTERRUPTED", "OK", "UNAVAILABLE", "USAGE", "Io"]
 
 
 def exit_status(exc: PressroomError) -> int:
@@ -488,6 +467,7 @@ def build_parser() -> argparse.ArgumentParser:
     _render_parser(commands)
     _batch_parser(commands)
     _jobs_parser(commands)
+    pdfcli.add_parser(commands, _add, EXIT_TEXT)
     return parser
 
 

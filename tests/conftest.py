@@ -282,11 +282,17 @@ LAYERS = ("unit", "integration", "faults", "deploy")
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark every test with its folder's layer, and `chromium` when it needs the browser
     (the `chromium` fixture is in its closure), so the markers cannot drift from what a
-    test really uses."""
+    test really uses.
+
+    With workers (`make test` runs `-n 2 --dist loadgroup`), a file's tests run on one
+    worker, so its module fixtures (a browser pool, a stack) are made once; every deploy
+    test runs on one worker, since they share the image they build and podman's store."""
     for item in items:
-        layer = item.path.relative_to(Path(__file__).parent).parts[0]
+        path = item.path.relative_to(Path(__file__).parent)
+        layer = path.parts[0]
         if layer in LAYERS:
             item.add_marker(layer)
+        item.add_marker(pytest.mark.xdist_group("deploy" if layer == "deploy" else str(path)))
         if "chromium" in getattr(item, "fixturenames", ()):
             item.add_marker("chromium")
 

@@ -10,7 +10,7 @@ from typing import Any, BinaryIO, TypeVar
 
 import httpx
 
-from pressroom.client import calls, errors, target
+from pressroom.client import calls, errors, pdf, target
 from pressroom.client import files as filecalls
 from pressroom.client.calls import Call, Deadline, Page, SseMessage
 from pressroom.client.files import Files, names, read_files
@@ -166,6 +166,50 @@ class AsyncClient:
                     async for chunk in response.aiter_bytes():
                         sink.write(chunk)
         return sink.written
+
+    # PDF tools (`pdf.py`)
+
+    async def pdf_job(
+        self,
+        inputs: Sequence[pdf.InputLike],
+        steps: Sequence[Mapping[str, Any]],
+        *,
+        files: Sequence[pdf.Source] = (),
+        webhook_url: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Job:
+        """As `Client.pdf_job` (the files are read before the request is sent)."""
+        parts, _ = pdf.parts_of(inputs, files)
+        return await self._run(pdf.pdf_job(parts, steps, webhook_url, idempotency_key))
+
+    async def pdf_step(self, name: str, *inputs: pdf.InputLike, **fields: Any) -> Job:
+        """As `Client.pdf_step`."""
+        return await self.pdf_job(inputs, [pdf.step(name, **fields)])
+
+    async def merge(self, *inputs: pdf.InputLike, outline: bool = True) -> Job:
+        """As `Client.merge`."""
+        return await self.pdf_step("merge", *inputs, outline=outline)
+
+    async def split(
+        self,
+        source: pdf.InputLike,
+        *,
+        ranges: Sequence[str] | None = None,
+        every: int | None = None,
+        outline: bool | None = None,
+    ) -> Job:
+        """As `Client.split`."""
+        found = list(ranges) if ranges is not None else None
+        return await self.pdf_step("split", source, ranges=found, every=every, outline=outline)
+
+    async def validate(self, source: pdf.Source, password: str | None = None) -> dict[str, Any]:
+        """As `Client.validate`."""
+        name, data = pdf.read(source)
+        return await self._run(pdf.validate(data, name, password))
+
+    async def report(self, job: str | Job) -> dict[str, Any]:
+        """As `Client.report`."""
+        return await self._run(pdf.report(job if isinstance(job, str) else job.id))
 
     # Batches
 

@@ -41,11 +41,13 @@ class Call(Generic[T]):
     files: tuple[tuple[str, bytes], ...] = ()
     """Files sent with the body as `multipart/form-data`, the JSON as the part `part`."""
     part: str = "job"
+    content: bytes | None = None
+    """A raw body (its type in `headers`) instead of a JSON one."""
 
     def request(self, http: httpx.Client | httpx.AsyncClient, key: str | None) -> httpx.Request:
         """The httpx request of this call, with the key's `Authorization` header."""
         headers = {**self.headers, **auth_header(key)}
-        content = None if self.body is None else msgspec.json.encode(self.body)
+        content = self.content if self.body is None else msgspec.json.encode(self.body)
         if self.files:  # the JSON as a form field, each file a part named by its filename
             data = {self.part: content.decode()} if content is not None else None
             parts = [
@@ -54,7 +56,7 @@ class Call(Generic[T]):
             return http.build_request(
                 self.method, self.path, params=self.params, data=data, files=parts, headers=headers
             )
-        if content is not None:
+        if self.body is not None:
             headers["Content-Type"] = "application/json"
         return http.build_request(
             self.method, self.path, params=self.params, content=content, headers=headers

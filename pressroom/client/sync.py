@@ -11,7 +11,7 @@ from typing import Any, BinaryIO, TypeVar
 
 import httpx
 
-from pressroom.client import calls, errors, target
+from pressroom.client import calls, errors, pdf, target
 from pressroom.client import files as filecalls
 from pressroom.client.calls import Call, Deadline, Page, SseMessage
 from pressroom.client.files import Files, names, read_files
@@ -180,6 +180,56 @@ class Client:
                 for chunk in response.iter_bytes():
                     sink.write(chunk)
         return sink.written
+
+    # PDF tools (`pdf.py`)
+
+    def pdf_job(
+        self,
+        inputs: Sequence[pdf.InputLike],
+        steps: Sequence[Mapping[str, Any]],
+        *,
+        files: Sequence[pdf.Source] = (),
+        webhook_url: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Job:
+        """Submit a PDF-tools job: `inputs` (paths, binary files, `(name, bytes)`,
+        `pdf.Input(source, password)`, `{"job": id}`, `{"asset": name}`) run through
+        `steps` (`pdf.step("rotate", angle=90)`); `files` are uploaded beside them for
+        steps that read a file by name (`attach`, a PDF `stamp`). The accepted job.
+
+        >>> job = pressroom.pdf_job(["a.pdf", "b.pdf"], [pdf.step("merge")])  # doctest: +SKIP
+        """
+        parts, _ = pdf.parts_of(inputs, files)
+        return self._run(pdf.pdf_job(parts, steps, webhook_url, idempotency_key))
+
+    def pdf_step(self, name: str, *inputs: pdf.InputLike, **fields: Any) -> Job:
+        """A job of one step: `pressroom.pdf_step("pdfa", "scan.pdf", level="2b")`."""
+        return self.pdf_job(inputs, [pdf.step(name, **fields)])
+
+    def merge(self, *inputs: pdf.InputLike, outline: bool = True) -> Job:
+        """One PDF of `inputs`, in order, an outline entry for each."""
+        return self.pdf_step("merge", *inputs, outline=outline)
+
+    def split(
+        self,
+        source: pdf.InputLike,
+        *,
+        ranges: Sequence[str] | None = None,
+        every: int | None = None,
+        outline: bool | None = None,
+    ) -> Job:
+        """Several PDFs (a ZIP) of one: by `ranges`, `every` N pages, or by `outline`."""
+        found = list(ranges) if ranges is not None else None
+        return self.pdf_step("split", source, ranges=found, every=every, outline=outline)
+
+    def validate(self, source: pdf.Source, password: str | None = None) -> dict[str, Any]:
+        """What a PDF claims and whether it holds (`validation`, `warnings`), at once."""
+        name, data = pdf.read(source)
+        return self._run(pdf.validate(data, name, password))
+
+    def report(self, job: str | Job) -> dict[str, Any]:
+        """The report of a done PDF-tools job: its steps, outputs and validations."""
+        return self._run(pdf.report(job if isinstance(job, str) else job.id))
 
     # Batches
 

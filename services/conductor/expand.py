@@ -51,7 +51,8 @@ def _decode(line: bytes, number: int) -> events.BatchItem:
 def submission(
     batch: events.BatchSubmitted, index: int, item: events.BatchItem
 ) -> events.JobSubmitted:
-    """Item `index` as a job: its own data, file name and url, the batch's options. Its
+    """Item `index` as a job: its own data, file name, url or Markdown, the batch's
+    options. Its
     template stays empty: the renderer reads the batch's once, not 10,000 copies."""
     return events.JobSubmitted(
         job_id=events.item_job_id(batch.batch_id, index),
@@ -61,6 +62,7 @@ def submission(
         filename=item.filename,
         data=item.data,
         url=item.url,
+        markdown=item.markdown,
         options=batch.options,
         template="",
         webhook_url=None,

@@ -1,13 +1,12 @@
 """Every message on the log: msgspec Structs tagged by `type`, with a schema version `v`.
 
-Decoders ignore unknown fields, so an old consumer survives a newer producer. Subjects and
-the stream name live here too, so no other module spells them.
+Decoders ignore unknown fields, so an old consumer survives a newer producer. Subjects,
+the stream's name and the keys derived from ids are `subjects`' (re-exported here, where
+callers have always found them).
 """
 
 from __future__ import annotations
 
-import hashlib
-import re
 import time
 from typing import Any, ClassVar, TypeVar
 
@@ -15,170 +14,41 @@ import msgspec
 
 from services.core.files import FileRef
 from services.core.pageoptions import PageOptions
+from services.core.pdfwork import PdfWork
+from services.core.subjects import BATCH_STATE as BATCH_STATE
+from services.core.subjects import CONDUCTOR as CONDUCTOR
+from services.core.subjects import DEFAULT_TENANT as DEFAULT_TENANT
+from services.core.subjects import KEY_NEWS as KEY_NEWS
+from services.core.subjects import LANE_BELL as LANE_BELL
+from services.core.subjects import NOTIFIER as NOTIFIER
+from services.core.subjects import PROJECTOR as PROJECTOR
+from services.core.subjects import QUIET as QUIET
+from services.core.subjects import RENDERER as RENDERER
+from services.core.subjects import SINGLES as SINGLES
+from services.core.subjects import STREAM as STREAM
+from services.core.subjects import SUBJECTS as SUBJECTS
+from services.core.subjects import USAGE_STREAM as USAGE_STREAM
+from services.core.subjects import USAGE_SUBJECTS as USAGE_SUBJECTS
+from services.core.subjects import batch_archive_key as batch_archive_key
+from services.core.subjects import batch_items_key as batch_items_key
+from services.core.subjects import batch_of as batch_of
+from services.core.subjects import batch_subject as batch_subject
+from services.core.subjects import bulk_durable as bulk_durable
+from services.core.subjects import bulk_filter as bulk_filter
+from services.core.subjects import item_job_id as item_job_id
+from services.core.subjects import job_filter as job_filter
+from services.core.subjects import job_of as job_of
+from services.core.subjects import kind_of as kind_of
+from services.core.subjects import lane_bell as lane_bell
+from services.core.subjects import lane_token as lane_token
+from services.core.subjects import quiet_ends as quiet_ends
+from services.core.subjects import singles_durable as singles_durable
+from services.core.subjects import singles_filter as singles_filter
+from services.core.subjects import subject as subject
+from services.core.subjects import submissions as submissions
+from services.core.subjects import submitted_subject as submitted_subject
 
 T = TypeVar("T", bound="LogEvent")
-
-STREAM = "JOBS"
-SUBJECTS = ["jobs.>", "batches.>"]
-
-DEFAULT_TENANT = "default"
-"""The tenant of every job when `PRESSROOM_AUTH=disabled`, and of events written before
-tenants existed (they carry none)."""
-
-USAGE_STREAM = "USAGE"
-USAGE_SUBJECTS = ["usage.>"]
-
-RENDERER = "renderer"
-PROJECTOR = "projector"
-NOTIFIER = "notifier"
-CONDUCTOR = "conductor"
-BATCH_STATE = "BATCH_STATE"
-"""The KV bucket through which renderers learn, within milliseconds, which batches may
-run (`running`) and which must not start more items (`paused`, `cancelled`)."""
-
-
-def subject(job_id: str, event: str) -> str:
-    """The subject of one job's event: `jobs.<job_id>.<event>`."""
-    return f"jobs.{job_id}.{event}"
-
-
-def job_filter(job_id: str) -> str:
-    """Every event of one job (a batch's item included): `jobs.<job_id>.>`."""
-    return f"jobs.{job_id}.>"
-
-
-SINGLES = "singles-"
-"""The prefix of the durables through which renderers take each tenant's single jobs."""
-
-LANE_BELL = "pressroom.lanes"
-"""Core NATS (not the log): `pressroom.lanes.<lane token>`, published by the gateway once a
-tenant's single job is stored, so idle renderers ask that tenant's durable at once instead
-of at their next sweep. A hint only: a lost bell delays a job by one sweep, never loses it."""
-
-KEY_NEWS = "pressroom.keys"
-"""Core NATS (not the log): a gateway that changed an API key or a tenant tells every
-gateway (`gateway/keynews.py`), so a revocation is refused everywhere at once. A hint
-too: each gateway still reloads keys from PostgreSQL every `PRESSROOM_AUTH_REFRESH`."""
-
-_TOKEN = re.compile(r"[A-Za-z0-9_-]{1,64}")
-
-
-def lane_token(tenant: str) -> str:
-    """The tenant as one subject token and durable-name part: its id itself (`ten_…`,
-    `default`), or a digest of an id that could not be one."""
-    if _TOKEN.fullmatch(tenant):
-        return tenant
-    return "h" + hashlib.sha256(tenant.encode()).hexdigest()[:24]
-
-
-def submitted_subject(job_id: str, tenant: str) -> str:
-    """Where a single job's submission is stored: `jobs.<job_id>.submitted.<tenant>`, so each
-    tenant's single jobs wait in their own durable (`singles_durable`) and one tenant's
-    flood queues behind nobody else's job. Four tokens with `submitted` third: no item's
-    subject (`jobs.<batch_id>.<index>.<event>`) looks like it. Submissions stored before
-    tenants had lanes are `jobs.<job_id>.submitted` (the legacy `renderer` durable)."""
-    return f"jobs.{job_id}.submitted.{lane_token(tenant)}"
-
-
-QUIET = "quiet"
-"""The last token of a single job's terminal event when the job has no webhook
-(`jobs.<id>.done.quiet`): the notifier's durable (`jobs.*.done`, …) does not match it, so
-the notifier is never handed an end it has nothing to send for. Ends logged before this
-token existed, and ends of jobs with a webhook, keep `jobs.<id>.<tag>`."""
-
-
-def kind_of(subject: str) -> str:
-    """The event type a subject of the log carries: its last token, but `submitted` for
-    a single job's submission (whose last token is its tenant's lane) and the end of a
-    single job without a webhook (whose last token is `QUIET`)."""
-    tokens = subject.split(".")
-    if len(tokens) == 4 and tokens[0] == "jobs" and tokens[2] == "submitted":
-        return "submitted"
-    if len(tokens) == 4 and tokens[0] == "jobs" and tokens[3] == QUIET:
-        return tokens[2]
-    return tokens[-1]
-
-
-_INDEX = re.compile(r"[0-9]{1,7}")
-
-
-def job_of(subject: str) -> str | None:
-    """The id of the job a subject of the log is about (the inverse of `subject_of`), or
-    None if it is no job's: `jobs.<id>.<event>`, a single job's submission and quiet end
-    (`jobs.<id>.submitted.<lane>`, `jobs.<id>.<tag>.quiet`), an item's
-    `jobs.<batch_id>.<index>.<event>`."""
-    tokens = subject.split(".")
-    if tokens[0] != "jobs" or len(tokens) not in (3, 4):
-        return None
-    if len(tokens) == 3 or tokens[2] == "submitted" or tokens[3] == QUIET:
-        return tokens[1]
-    if _INDEX.fullmatch(tokens[2]):
-        return f"{tokens[1]}.{tokens[2]}"  # as `item_job_id` makes it
-    return None
-
-
-def quiet_ends(job_id: str, tag: str = "*") -> str:
-    """The subject of a single job's webhook-less end `tag` (any of them by default)."""
-    return subject(job_id, f"{tag}.{QUIET}")
-
-
-def singles_durable(tenant: str) -> str:
-    """The durable of `tenant`'s single jobs, made by the gateway before its first one."""
-    return f"{SINGLES}{lane_token(tenant)}"
-
-
-def singles_filter(tenant: str) -> str:
-    return submissions(lane_token(tenant))
-
-
-def submissions(lane: str = "*") -> str:
-    """The single jobs' submissions in one lane (a lane token), by default in every lane."""
-    return f"jobs.*.submitted.{lane}"
-
-
-def lane_bell(tenant: str) -> str:
-    return f"{LANE_BELL}.{lane_token(tenant)}"
-
-
-def item_job_id(batch_id: str, index: int) -> str:
-    """The job id of a batch's item: `<batch_id>.<index>`. Its events are then
-    `jobs.<batch_id>.<index>.<event>`: four tokens, which the `renderer` durable's
-    `jobs.*.submitted` never matches (items reach renderers through their batch's own
-    durable, `bulk_durable`), while `jobs.>` readers see them like any job's."""
-    return f"{batch_id}.{index}"
-
-
-def batch_of(job_id: str) -> tuple[str, int] | None:
-    """(batch id, index) of an item's job id; None for a job that is no batch's item."""
-    batch_id, dot, index = job_id.partition(".")
-    if not dot or not index.isdigit():
-        return None
-    return batch_id, int(index)
-
-
-def batch_subject(batch_id: str, event: str) -> str:
-    """The subject of one batch's event: `batches.<batch_id>.<event>`."""
-    return f"batches.{batch_id}.{event}"
-
-
-def bulk_durable(batch_id: str) -> str:
-    """The durable through which renderers take one batch's items."""
-    return f"bulk-{batch_id}"
-
-
-def bulk_filter(batch_id: str) -> str:
-    """The submissions of one batch's items."""
-    return f"jobs.{batch_id}.*.submitted"
-
-
-def batch_items_key(tenant: str, batch_id: str) -> str:
-    """Where the gateway stores a batch's item list (JSON Lines, one `BatchItem` each)."""
-    return f"batches/{tenant}/{batch_id}/items.jsonl"
-
-
-def batch_archive_key(tenant: str, batch_id: str, extension: str = "zip") -> str:
-    """Where the conductor stores a batch's archive (or merged PDF)."""
-    return f"batches/{tenant}/{batch_id}/{batch_id}.{extension}"
 
 
 def now() -> float:
@@ -214,7 +84,8 @@ class JobSubmitted(Event, tag="submitted"):
     The source is exactly one of: `template` (Jinja2, with `data`), `html` (used as is),
     `markdown` (optionally wrapped in `template`) or `url` (loaded by the browser). A
     stored template is resolved by the gateway into `template`, and
-    `template_id`/`template_version` record which one it was.
+    `template_id`/`template_version` record which one it was. A PDF-tools job has
+    `pdf` instead (`core/pdfwork.py`): PDFs in, steps run on them.
     """
 
     template: str = ""
@@ -241,6 +112,8 @@ class JobSubmitted(Event, tag="submitted"):
     # Files the page may refer to by relative name (assets, multipart parts, a stored
     # template's bundle), stored under the tenant by digest (`core/files`); never bytes.
     files: list[FileRef] = msgspec.field(default_factory=list)
+    # A PDF-tools job: its inputs and steps, instead of a template, html or url.
+    pdf: PdfWork | None = None
 
     INPUTS: ClassVar[tuple[str, ...]] = ("template", "html", "markdown", "stylesheet", "data")
     """What the document is made from: large, and kept once, on the job's row."""
@@ -254,6 +127,8 @@ class JobSubmitted(Event, tag="submitted"):
         view = super().public_view()
         for name in (*self.INPUTS, *self.SECRETS):
             view.pop(name, None)
+        if self.pdf is not None:
+            view["pdf"] = self.pdf.public_view()
         return view
 
 
@@ -359,6 +234,9 @@ class BatchItem(msgspec.Struct, omit_defaults=True):
     index, zero-padded (`00017.pdf`)."""
     url: str | None = None
     """The page to print (a batch without a template)."""
+    markdown: str | None = None
+    """The item's Markdown, printed as a styled document, or given as `content` to the batch's
+    template (instead of a url)."""
 
 
 class BatchEvent(msgspec.Struct, tag_field="type", kw_only=True, omit_defaults=True):
@@ -393,6 +271,9 @@ class BatchSubmitted(BatchEvent, tag="batch_submitted"):
     webhook_secret: str | None = None  # sealed, like a job's
     idempotency_key: str | None = None
     progress_webhooks: bool = False  # also `batch.progress` webhooks while it runs
+    # Files every item's page may refer to by name (named assets, the template's bundle),
+    # as on a job; the renderer gives them to each item with the template.
+    files: list[FileRef] = msgspec.field(default_factory=list)
 
     SECRETS: ClassVar[tuple[str, ...]] = ("webhook_secret",)
 

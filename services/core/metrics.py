@@ -63,6 +63,16 @@ BROWSER_LAUNCHES = Counter(
     "Chromium launches by reason: start, recycle (after PRESSROOM_BROWSER_RECYCLE renders), crash",
     ["reason"],
 )
+JOB_FILES_SERVED = Counter(
+    "pressroom_job_files_served_total",
+    "Requests of pages for their job's files, by how they were answered: `memory` (the "
+    "renderer's cache), `storage` (read first), `missing` (not among the job's files)",
+    ["source"],
+)
+JOB_FILES_CACHED_BYTES = Gauge(
+    "pressroom_job_files_cached_bytes",
+    "Bytes of job files the renderer keeps in memory by digest (PRESSROOM_ASSET_CACHE_BYTES)",
+)
 LATE_EVIDENCE = Counter(
     "pressroom_late_evidence_total",
     "What a page did after its job's render had ended (a request, console line, refusal, "

@@ -430,6 +430,18 @@ class Settings(AssetSettings):
         _int(1, 100_000),
         "PDF tools: most documents one job may write (split)",
     )
+    validate_max_bytes: int = _var(
+        "PRESSROOM_VALIDATE_MAX_BYTES",
+        64 * 2**20,
+        _int(1024, 2**31),
+        "gateway: largest PDF POST /validate takes, bytes",
+    )
+    validate_workers: int = _var(
+        "PRESSROOM_VALIDATE_WORKERS",
+        1,
+        _int(1, 64),
+        "gateway: worker processes that validate PDFs (POST /validate), shared fairly",
+    )
     compact_pdf_bytes: int = _var(
         "PRESSROOM_COMPACT_PDF_BYTES",
         256 * 2**10,

@@ -32,12 +32,14 @@ from services.gateway import (
     keynews,
     logroom,
     openapi,
+    pdfreports,
     streams,
     templates,
     uploads,
+    validation,
 )
 from services.gateway.auth import AUTH_SETTINGS, CALLER_KEY, DIRECTORY, Directory
-from services.gateway.compiles import Compiler
+from services.gateway.compiles import Compiler, FairJail, Share
 from services.gateway.console import add_routes as add_console_routes
 from services.gateway.keys import (
     COMPILER,
@@ -50,8 +52,10 @@ from services.gateway.keys import (
     SETTINGS,
     SINGLES,
     STORAGE,
+    VALIDATOR,
 )
 from services.gateway.limits import LIMITS, Limits
+from services.pdftools import worker as pdfworker
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +100,8 @@ def _body_limit(request: web.Request) -> tuple[int, str]:
     settings = request.app[SETTINGS]
     if request.match_info.route.name == batches.SUBMIT_ROUTE:
         return settings.max_batch_bytes, "PRESSROOM_MAX_BATCH_BYTES"
+    if request.match_info.route.name == validation.ROUTE:
+        return settings.validate_max_bytes, "PRESSROOM_VALIDATE_MAX_BYTES"
     return settings.max_body_bytes, "PRESSROOM_MAX_BODY_BYTES"
 
 
@@ -186,6 +192,16 @@ async def _compiler_ctx(app: web.Application) -> AsyncIterator[None]:
         yield
 
 
+async def _validator_ctx(app: web.Application) -> AsyncIterator[None]:
+    """The worker processes that read PDFs for `POST /validate`, shared fairly
+    (`compiles.FairJail`), with the finishing workers' memory and time limits."""
+    settings = app[SETTINGS]
+    share = Share.of_validations(settings)
+    async with pdfworker.jail_of(settings, share.workers) as jail:
+        app[VALIDATOR] = FairJail(jail, share)
+        yield
+
+
 async def _storage_ctx(app: web.Application) -> AsyncIterator[None]:
     async with open_storage(app[SETTINGS]) as storage:
         app[STORAGE] = storage
@@ -225,8 +241,11 @@ def init_app(settings: Settings) -> web.Application:
     app[SINGLES] = bus.SinglesLanes(settings)
     app[LIMITS] = Limits(settings, app[DIRECTORY])
     app.cleanup_ctx.extend([_nats_ctx, _db_ctx, _auth_ctx, _storage_ctx, _compiler_ctx])
+    app.cleanup_ctx.append(_validator_ctx)
     app.on_response_prepare.append(_rate_headers)
     jobs.add_routes(app)
+    pdfreports.add_routes(app)
+    validation.add_routes(app)
     downloads.add_routes(app)
     diagnostics.add_routes(app)
     joblist.add_routes(app)

@@ -27,7 +27,7 @@ from services.core.errors import (
 )
 from services.core.holds import HoldKind
 from services.core.status import BatchStatus, JobStatus
-from services.gateway import answers, idempotency, templates
+from services.gateway import answers, idempotency, jobfiles, templates
 from services.gateway.auth import caller_of, guarded
 from services.gateway.headers import header
 from services.gateway.jobs import attempt_view, failure
@@ -145,6 +145,7 @@ async def _submitted_event(
         event = await templates.resolve(
             request.app[POOL], event, tenant, batch.template_id, batch.template_version
         )
+    event = await jobfiles.batch_files(request, event, batch.assets)
     size = len(events.encode_batch(event))
     if size > request.app[SETTINGS].stream_max_msg_size:
         raise EventTooLarge(

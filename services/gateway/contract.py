@@ -22,6 +22,7 @@ from services.gateway import (
     assetcontract,
     batches,
     joblist,
+    pdfcontract,
     requests,
     streamdocs,
     templates,
@@ -143,7 +144,7 @@ JOBS: dict[tuple[str, str], Route] = {
         "the source (`template` or `template_id` may wrap `markdown`, given its HTML as "
         "`content`). 202 once the job is durable in the log; poll `url`, or follow "
         "`/jobs/{id}/stream`. As `multipart/form-data`, the part `job` is the JSON and "
-        "every other part a file the page refers to by its filename.",
+        "every other part a file the page refers to by its filename." + pdfcontract.PDF_JOB_TEXT,
     ),
     ("GET", "/jobs"): Route(
         "List the tenant's jobs, newest first",
@@ -493,7 +494,8 @@ META: dict[tuple[str, str], Route] = {
 }
 
 ROUTES: dict[tuple[str, str], Route] = {
-    **JOBS, **BATCHES, **TEMPLATES, **assetcontract.ROUTES, **ACCOUNT, **ADMIN, **META
+    **JOBS, **pdfcontract.ROUTES, **BATCHES, **TEMPLATES, **assetcontract.ROUTES, **ACCOUNT,
+    **ADMIN, **META
 }  # fmt: skip
 """Every public route, by (method, path as the README names it)."""
 

@@ -28,8 +28,17 @@ async def download(request: web.Request) -> web.FileResponse:
     key = request.match_info["key"]
     path = storage.verify(key, request.query.get("expires", ""), request.query.get("sig", ""))
     _check_range(request, path.stat())
-    kind = outputs.content_type_of_key(key)
+    kind = _OTHERS.get(key.rsplit(".", 1)[-1]) or outputs.content_type_of_key(key)
     return web.FileResponse(path, headers={"Content-Type": kind, **download_headers(key)})
+
+
+_KINDS = {"png": "image/png", "zip": "application/zip", "json": "application/json"}
+"""Content types of the stored files that are not PDFs, by extension."""
+
+
+_OTHERS = {"zip": "application/zip", "json": "application/json"}
+"""Stored files that are no job's `options.output`: archives (a batch's, a PDF-tools
+job's several documents) and reports."""
 
 
 def _check_range(request: web.Request, file: os.stat_result) -> None:

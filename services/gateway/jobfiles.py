@@ -79,12 +79,7 @@ async def with_files(
     `PayloadTooLarge` over the per-job limits."""
     tenant = event.tenant
     named = await assets.named_assets(request, tenant, job.assets) if job.assets else []
-    bundled: list[FileRef] = []
-    if event.template_id is not None and event.template_version is not None:
-        with unavailable_without_postgres("cannot read the template's files"):
-            bundled = await assetdb.template_files(
-                request.app[POOL], tenant, event.template_id, event.template_version
-            )
+    bundled = await _bundled(request, event)
     files = assets.merged(request.app[SETTINGS], [ref for ref, _ in own], named, bundled)
     if not files:
         return event
@@ -92,3 +87,31 @@ async def with_files(
     for ref, data in own:
         await storage.put(blob_key(tenant, ref.digest), data, ref.content_type)
     return replace(event, files=files)
+
+
+async def batch_files(
+    request: web.Request, event: events.BatchSubmitted, names: list[str]
+) -> events.BatchSubmitted:
+    """`event` with the files every item gets: the stored assets the batch names, then
+    its stored template's bundle."""
+    if names and not event.template:
+        raise RequestError(
+            "assets are served to template sources only: a url item's page refers to its "
+            "own server's files",
+            field="assets",
+        )
+    named = await assets.named_assets(request, event.tenant, names) if names else []
+    files = assets.merged(request.app[SETTINGS], named, await _bundled(request, event))
+    return replace(event, files=files) if files else event
+
+
+async def _bundled(
+    request: web.Request, event: events.JobSubmitted | events.BatchSubmitted
+) -> list[FileRef]:
+    """The files of the stored template version `event` renders (none for another source)."""
+    if event.template_id is None or event.template_version is None:
+        return []
+    with unavailable_without_postgres("cannot read the template's files"):
+        return await assetdb.template_files(
+            request.app[POOL], event.tenant, event.template_id, event.template_version
+        )

@@ -14,8 +14,9 @@ from aiohttp import web
 from services.core import bus, db, diagnosis, events, metrics, netpolicy, timeline
 from services.core.errors import Conflict, NotFound, PressroomError, Unavailable, known_type
 from services.core.holds import HoldKind
+from services.core.pdfwork import report_key
 from services.core.status import JobStatus
-from services.gateway import answers, idempotency, jobfiles, templates
+from services.gateway import answers, idempotency, jobfiles, pdfjobs, templates
 from services.gateway.auth import caller_of, guarded
 from services.gateway.headers import header
 from services.gateway.keys import (
@@ -146,6 +147,8 @@ async def submit_job(request: web.Request) -> web.Response:
     try:
         event = await _submitted_event(request, job, tenant, job_id, key)
         event = await jobfiles.with_files(request, event, job, own)
+        if job.pdf is not None:  # its inputs among the files, its earlier jobs the tenant's
+            event = await pdfjobs.resolved(request, job.pdf, event)
         fresh = await _hold_and_publish(request, event)
     except PressroomError:  # not in the log: the key is free for the same request again
         if key is not None:
@@ -327,6 +330,7 @@ async def cancel_job(request: web.Request) -> web.Response:
         row = msgspec.structs.replace(row, status=JobStatus.DONE, object_key=terminal.object_key)
     if row.status == JobStatus.DONE and row.object_key:
         await request.app[STORAGE].delete(row.object_key)
+        await request.app[STORAGE].delete(report_key(row.tenant_id, job_id))  # a PDF job's
         deleted = events.JobDeleted(job_id=job_id, tenant=row.tenant_id, object_key=row.object_key)
         await bus.publish(js, deleted)
     if row.status.terminal:  # its attempts' diagnoses go with it, done or failed

@@ -12,7 +12,7 @@ from services.core import bus
 from services.core.pgwatch import Watch
 from services.core.settings import Settings
 from services.core.storage import Storage
-from services.gateway.compiles import Compiler
+from services.gateway.compiles import Compiler, FairJail
 from services.gateway.logroom import LogRoom
 
 SETTINGS = web.AppKey("settings", Settings)
@@ -23,5 +23,6 @@ PG_WATCH = web.AppKey("pg_watch", Watch)
 STORAGE = web.AppKey("storage", Storage)
 IDEMPOTENCY = web.AppKey("idempotency", KeyValue)
 COMPILER = web.AppKey("compiler", Compiler)
+VALIDATOR = web.AppKey("validator", FairJail)
 LOG_ROOM = web.AppKey("log_room", LogRoom)
 SINGLES = web.AppKey("singles", bus.SinglesLanes)

@@ -144,6 +144,8 @@ def _parameter(param: Param) -> dict[str, Any]:
 
 def _request_body(body: Body, refs: dict[type, Any]) -> dict[str, Any]:
     content: dict[str, Any] = {}
+    binary = {"schema": {"type": "string", "format": "binary"}, "example": body.example}
+    content.update(dict.fromkeys(body.raw_types, binary))  # a file as it is
     if body.struct is not None:
         media: dict[str, Any] = {"schema": refs[body.struct], "example": body.example}
         if body.more_examples:  # `example` and `examples` exclude each other

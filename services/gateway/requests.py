@@ -26,6 +26,7 @@ from services.core.pageoptions import Margin, Mark, Metadata, PageOptions, WaitF
 from services.core.signing import parse_secrets
 from services.gateway.headers import header
 from services.gateway.jsonbody import parse_json
+from services.gateway.pdfrequests import PdfWorkRequest, check_work
 
 _PATH = re.compile(r"at `\$\.?([^`]*)`")
 _NAMED = re.compile(r"(?:required|unknown) field `([^`]*)`")
@@ -38,9 +39,10 @@ TEMPLATE_ID = re.compile(r"^[0-9a-f]{32}$")
 # would refuse to send it.
 MAX_VERSION = 2**31 - 1
 
-SOURCES = ("template", "template_id", "html", "url", "markdown")
+SOURCES = ("template", "template_id", "html", "url", "markdown", "pdf")
 """The fields a job's document can come from; a job gives exactly one, but for `markdown`,
-which `template` or `template_id` may wrap."""
+which `template` or `template_id` may wrap (`pdf`: PDFs in, steps run on them,
+`gateway/pdfjobs.py`)."""
 WRAPPERS = ("template", "template_id")
 """The sources that may wrap `markdown`: a template given its HTML as `content`."""
 
@@ -132,6 +134,8 @@ class JobRequest(msgspec.Struct, forbid_unknown_fields=True):
     template)."""
     options: OptionsRequest = msgspec.field(default_factory=OptionsRequest)
     """How the page is printed."""
+    pdf: PdfWorkRequest | None = None
+    """PDFs in and steps run on them (merge, split, pdfa…), instead of a page to print."""
     assets: AssetNames = msgspec.field(default_factory=list)
     """Stored assets (`POST /assets`) the page may refer to by relative name: `logo.png`
     (the latest version) or `brand.woff2@2`; files sent with a multipart request win over
@@ -139,13 +143,14 @@ class JobRequest(msgspec.Struct, forbid_unknown_fields=True):
 
 
 class BatchItemRequest(BatchItem, forbid_unknown_fields=True):
-    """One item of `POST /batches`: its data, and its file name or url when given. The
-    gateway fills in every missing file name (`parse_batch`)."""
+    """One item of `POST /batches`: its data, and its file name, url or markdown when
+    given. The gateway fills in every missing file name (`parse_batch`)."""
 
 
 class BatchRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    """`POST /batches`: a source shared by every item (`template` or `template_id`), or a
-    `url` per item; the items, page options for all of them, the output and a webhook."""
+    """`POST /batches`: a source shared by every item (`template` or `template_id`, which
+    may wrap each item's `markdown`), or a `url` or `markdown` per item; the items, page
+    options for all of them, the output and a webhook."""
 
     items: Annotated[list[BatchItemRequest], msgspec.Meta(min_length=1)]
     """The items, at least one (at most `PRESSROOM_MAX_BATCH_ITEMS`): data per item, or a url per
@@ -168,6 +173,9 @@ class BatchRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """One ZIP of the items' files, or one merged PDF (needs `options.output` pdf)."""
     progress_webhooks: bool = False
     """Also send `batch.progress` webhooks while it runs (needs `webhook_url`)."""
+    assets: AssetNames = msgspec.field(default_factory=list)
+    """Stored assets every item's page may refer to by name (`logo.png`, `brand.woff2@2`),
+    with the stored template's own files; only with `template` or `template_id`."""
 
 
 class TemplateRequest(msgspec.Struct, forbid_unknown_fields=True):
@@ -249,12 +257,13 @@ def _one_source(job: JobRequest) -> str:
 def _check_source(job: JobRequest) -> None:
     """Exactly one non-blank source; `template_version` and `data` only where they apply."""
     source = _one_source(job)
-    _not_blank(getattr(job, source), source)
+    if source != "pdf":
+        _not_blank(getattr(job, source), source)
     if job.template_version is not None and job.template_id is None:
         raise RequestError("template_version needs template_id", field="template_version")
     if job.template_id is not None and not TEMPLATE_ID.fullmatch(job.template_id):
         raise RequestError(f"no stored template has id {job.template_id!r}", field="template_id")
-    if job.data and (source in {"html", "url"} or _unwrapped_markdown(job)):
+    if job.data and (source in {"html", "url", "pdf"} or _unwrapped_markdown(job)):
         raise RequestError(
             f"data is only used with template or template_id, not with {source}", field="data"
         )
@@ -262,6 +271,8 @@ def _check_source(job: JobRequest) -> None:
         _check_markdown(job)
     elif job.stylesheet is not None:
         raise RequestError("stylesheet is only used with markdown", field="stylesheet")
+    if job.pdf is not None:
+        check_work(job.pdf)
 
 
 def _unwrapped_markdown(job: JobRequest) -> bool:
@@ -295,6 +306,8 @@ def parse_job(body: bytes) -> JobRequest:
             raise RequestError("give webhook_url or webhookUrl, not both", field="webhookUrl")
         raw["webhook_url"] = raw.pop("webhookUrl")
     job = _convert(raw, JobRequest)
+    if job.pdf is not None and "options" in raw:
+        raise RequestError("options print a page; a pdf job's work is its steps", field="options")
     _check_source(job)
     _check_webhook_secret(job.webhook_secret, job.webhook_url)
     check_options(job.options)
@@ -450,7 +463,7 @@ def _check_batch_source(batch: BatchRequest) -> None:
     if batch.html is not None:
         raise RequestError(
             "a batch needs a source that varies per item: template or template_id with "
-            "data per item, or a url per item; not html",
+            "data per item, or a url or markdown per item; not html",
             field="html",
         )
     if batch.template is not None and batch.template_id is not None:
@@ -467,21 +480,37 @@ def _check_batch_source(batch: BatchRequest) -> None:
 
 
 def _check_item_source(item: BatchItemRequest, name: str, templated: bool) -> None:
-    if templated and item.url is not None:
+    if item.markdown is not None:
+        _check_item_markdown(item, name)
+    elif templated and item.url is not None:
         raise RequestError(
             f"{name}.url: an item has a url only in a batch without template or template_id",
             field=f"{name}.url",
         )
-    if not templated and item.url is None:
+    if not templated and item.url is None and item.markdown is None:
         raise RequestError(
             f"{name}.url is needed: a batch without template or template_id renders "
-            "each item's url",
+            "each item's url or markdown",
             field=f"{name}.url",
         )
     if not templated and item.data:
         raise RequestError(
             f"{name}.data is only used with template or template_id", field=f"{name}.data"
         )
+
+
+def _check_item_markdown(item: BatchItemRequest, name: str) -> None:
+    """An item's Markdown: not blank, not with a url, its data leaving the wrapping
+    template the names the Markdown fills in."""
+    _not_blank(item.markdown or "", f"{name}.markdown")
+    if item.url is not None:
+        raise RequestError(f"{name}: give url or markdown, not both", field=f"{name}.url")
+    for reserved in markdown.RESERVED:
+        if reserved in item.data:
+            raise RequestError(
+                f"{name}.data.{reserved} is given to the template by the item's markdown",
+                field=f"{name}.data.{reserved}",
+            )
 
 
 def extension_of(batch: BatchRequest) -> str:

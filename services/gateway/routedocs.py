@@ -42,7 +42,8 @@ class Media:
 @dataclass(frozen=True)
 class Body:
     """A request body: a JSON one (its Struct and an example, and a JSON Lines form, if
-    any), a `multipart/form-data` one (its schema), or both."""
+    any), a `multipart/form-data` one (its schema), or both; or a file as it is
+    (`raw_types`, `POST /validate`)."""
 
     struct: type | None
     example: Any
@@ -54,6 +55,8 @@ class Body:
     more_examples: tuple[tuple[str, str, Any], ...] = ()
     """Other named examples of the JSON body (name, summary, body): the document then
     lists `example` under the name `default` beside them."""
+    raw_types: tuple[str, ...] = ()
+    """With no Struct and no multipart: a file sent as it is, in one of these types."""
 
 
 def files_schema(description: str, fields: dict[str, Any] | None = None) -> dict[str, Any]:

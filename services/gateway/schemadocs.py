@@ -120,6 +120,7 @@ def describe(schemas: dict[str, Any], types: Iterable[Any], ref: str) -> None:
             continue
         if issubclass(cls, msgspec.Struct):
             _describe_fields(name, schema, field_docs(cls))
+            _describe_tag(schema, cls)
     if "ErrorType" in schemas:
         schemas["ErrorType"]["description"] = error_types_text()
         for name, field in ERROR_TYPE_REFS:
@@ -137,6 +138,14 @@ def _describe_fields(name: str, schema: dict[str, Any], docs: dict[str, str]) ->
         values = VALUES.get((name, field))
         if values is not None:
             _with_values(prop, list(values))
+
+
+def _describe_tag(schema: dict[str, Any], cls: type[msgspec.Struct]) -> None:
+    """The tag of a tagged Struct (a PDF step's `step`) says which kind it is."""
+    config = cls.__struct_config__
+    tag = schema.get("properties", {}).get(config.tag_field or "")
+    if tag is not None and "description" not in tag:
+        tag["description"] = f"`{config.tag}`: which {config.tag_field} this is"
 
 
 def _with_values(prop: dict[str, Any], values: list[object]) -> None:

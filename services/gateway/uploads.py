@@ -81,6 +81,10 @@ class Upload:
 
     fields: dict[str, bytes] = field(default_factory=dict)
     files: list[tuple[str, bytes]] = field(default_factory=list)
+    size: int = 0
+    """Bytes of the files together."""
+    names: set[str] = field(default_factory=set)
+    """The files' names."""
 
     def json(self, name: str) -> dict[str, Any]:
         """The form field `name` decoded as a JSON object (`jsonbody.parse_json`);
@@ -97,10 +101,6 @@ class Upload:
                 field=name,
             )
         return raw
-
-    @property
-    def size(self) -> int:
-        return sum(len(data) for _, data in self.files)
 
 
 async def read_form(
@@ -131,34 +131,43 @@ async def _read(
     reader: MultipartReader, limits: UploadLimits, fields: Collection[str] | None
 ) -> Upload:
     upload = Upload()
-    seen: set[str] = set()
-    total = 0
     while (part := await reader.next()) is not None:
         if not isinstance(part, BodyPartReader):
             raise RequestError("a part must not itself be multipart", field="body")
         is_field = part.name in fields if fields is not None else part.filename is None
         if is_field:
-            name = part.name or ""
-            _check_plain(part, name)
-            if name in upload.fields:
-                raise RequestError(f"the part {name!r} is given twice", field=name)
-            if len(upload.fields) >= MAX_FIELDS:
-                raise PayloadTooLarge(f"more than {MAX_FIELDS} form fields", field=name)
-            upload.fields[name] = await _bytes(part, name, limits.max_field_bytes, _field_too_large)
-            continue
-        name = _file_name(part)
-        _check_file(part, name, seen, len(upload.files), limits)
-        data = await _bytes(part, name, limits.max_file_bytes, _file_too_large)
-        total += len(data)
-        if total > limits.max_bytes:
-            raise PayloadTooLarge(
-                f"the files of this request are more than {limits.max_bytes} bytes together "
-                "(PRESSROOM_MAX_UPLOAD_BYTES)",
-                field="files",
-            )
-        seen.add(name)
-        upload.files.append((name, data))
+            await _read_field(part, upload, limits)
+        elif part.filename == "":  # a form's file input left empty, as browsers send it
+            if await _bytes(part, "files", limits.max_file_bytes, _file_too_large):
+                raise RequestError("a file part has an empty filename", field="files")
+        else:
+            await _read_file(part, upload, limits)
     return upload
+
+
+async def _read_field(part: BodyPartReader, upload: Upload, limits: UploadLimits) -> None:
+    name = part.name or ""
+    _check_plain(part, name)
+    if name in upload.fields:
+        raise RequestError(f"the part {name!r} is given twice", field=name)
+    if len(upload.fields) >= MAX_FIELDS:
+        raise PayloadTooLarge(f"more than {MAX_FIELDS} form fields", field=name)
+    upload.fields[name] = await _bytes(part, name, limits.max_field_bytes, _field_too_large)
+
+
+async def _read_file(part: BodyPartReader, upload: Upload, limits: UploadLimits) -> None:
+    name = _file_name(part)
+    _check_file(part, name, upload.names, len(upload.files), limits)
+    data = await _bytes(part, name, limits.max_file_bytes, _file_too_large)
+    if upload.size + len(data) > limits.max_bytes:
+        raise PayloadTooLarge(
+            f"the files of this request are more than {limits.max_bytes} bytes together "
+            "(PRESSROOM_MAX_UPLOAD_BYTES)",
+            field="files",
+        )
+    upload.files.append((name, data))
+    upload.names.add(name)
+    upload.size += len(data)
 
 
 def _file_name(part: BodyPartReader) -> str:

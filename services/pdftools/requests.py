@@ -7,90 +7,91 @@ from __future__ import annotations
 from services.pdftools import steps
 
 
-class MergeRequest(steps.Merge, forbid_unknown_fields=True):
-    pass
+class MergeStep(steps.Merge, forbid_unknown_fields=True):
+    __doc__ = steps.Merge.__doc__
 
 
-class SplitRequest(steps.Split, forbid_unknown_fields=True):
-    pass
+class SplitStep(steps.Split, forbid_unknown_fields=True):
+    __doc__ = steps.Split.__doc__
 
 
-class RotateRequest(steps.Rotate, forbid_unknown_fields=True):
-    pass
+class RotateStep(steps.Rotate, forbid_unknown_fields=True):
+    __doc__ = steps.Rotate.__doc__
 
 
-class FlattenRequest(steps.Flatten, forbid_unknown_fields=True):
-    pass
+class FlattenStep(steps.Flatten, forbid_unknown_fields=True):
+    __doc__ = steps.Flatten.__doc__
 
 
-class MetadataRequest(steps.Metadata, forbid_unknown_fields=True):
-    pass
+class MetadataStep(steps.Metadata, forbid_unknown_fields=True):
+    __doc__ = steps.Metadata.__doc__
 
 
-class ReadMetadataRequest(steps.ReadMetadata, forbid_unknown_fields=True):
-    pass
+class ReadMetadataStep(steps.ReadMetadata, forbid_unknown_fields=True):
+    __doc__ = steps.ReadMetadata.__doc__
 
 
-class PdfARequest(steps.PdfA, forbid_unknown_fields=True):
-    pass
+class PdfAStep(steps.PdfA, forbid_unknown_fields=True):
+    __doc__ = steps.PdfA.__doc__
 
 
-class PdfUARequest(steps.PdfUA, forbid_unknown_fields=True):
-    pass
+class PdfUAStep(steps.PdfUA, forbid_unknown_fields=True):
+    __doc__ = steps.PdfUA.__doc__
 
 
-class EncryptRequest(steps.Encrypt, forbid_unknown_fields=True):
-    pass
+class EncryptStep(steps.Encrypt, forbid_unknown_fields=True):
+    __doc__ = steps.Encrypt.__doc__
 
 
-class AttachedFileRequest(steps.AttachedFile, forbid_unknown_fields=True):
-    pass
+class AttachedFileItem(steps.AttachedFile, forbid_unknown_fields=True):
+    __doc__ = steps.AttachedFile.__doc__
 
 
-class AttachRequest(steps.Attach, forbid_unknown_fields=True):
-    files: list[AttachedFileRequest]  # type: ignore[assignment]  # strict items (msgspec)
+class AttachStep(steps.Attach, forbid_unknown_fields=True):
+    __doc__ = steps.Attach.__doc__
+    files: list[AttachedFileItem]  # type: ignore[assignment]  # strict items (msgspec)
 
 
-class FacturXRequest(steps.FacturX, forbid_unknown_fields=True):
-    pass
+class FacturXStep(steps.FacturX, forbid_unknown_fields=True):
+    __doc__ = steps.FacturX.__doc__
 
 
-class WatermarkRequest(steps.Watermark, forbid_unknown_fields=True):
-    pass
+class WatermarkStep(steps.Watermark, forbid_unknown_fields=True):
+    __doc__ = steps.Watermark.__doc__
 
 
-class StampRequest(steps.Stamp, forbid_unknown_fields=True):
-    pass
+class StampStep(steps.Stamp, forbid_unknown_fields=True):
+    __doc__ = steps.Stamp.__doc__
 
 
-class SignRequest(steps.Sign, forbid_unknown_fields=True):
+class SignStep(steps.Sign, forbid_unknown_fields=True):
     """`sign` as a request gives it: a key or certificate in it is an unknown field."""
 
 
-class OptimiseRequest(steps.Optimise, forbid_unknown_fields=True):
-    pass
+class OptimiseStep(steps.Optimise, forbid_unknown_fields=True):
+    __doc__ = steps.Optimise.__doc__
 
 
-class ValidateRequest(steps.Validate, forbid_unknown_fields=True):
-    pass
+class ValidateStep(steps.Validate, forbid_unknown_fields=True):
+    __doc__ = steps.Validate.__doc__
 
 
 StepRequest = (
-    MergeRequest
-    | SplitRequest
-    | RotateRequest
-    | FlattenRequest
-    | MetadataRequest
-    | ReadMetadataRequest
-    | PdfARequest
-    | PdfUARequest
-    | EncryptRequest
-    | AttachRequest
-    | FacturXRequest
-    | WatermarkRequest
-    | StampRequest
-    | SignRequest
-    | OptimiseRequest
-    | ValidateRequest
+    MergeStep
+    | SplitStep
+    | RotateStep
+    | FlattenStep
+    | MetadataStep
+    | ReadMetadataStep
+    | PdfAStep
+    | PdfUAStep
+    | EncryptStep
+    | AttachStep
+    | FacturXStep
+    | WatermarkStep
+    | StampStep
+    | SignStep
+    | OptimiseStep
+    | ValidateStep
 )
 """Every step, as a request's `steps` list holds them."""

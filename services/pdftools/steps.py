@@ -29,7 +29,9 @@ class Merge(Step, tag="merge"):
     file name, with its own outline kept under it (`outline: false`: no entries)."""
 
     outline: bool = True
+    """An outline entry per input, named by its file name, its own outline under it."""
     name: str = "merged.pdf"
+    """The merged document's file name."""
 
 
 class Split(Step, tag="split"):
@@ -38,15 +40,20 @@ class Split(Step, tag="split"):
     top-level outline entry, named by its title)."""
 
     ranges: list[str] | None = None
+    """One output per page range (`"1-3"`, `"4-"`, `"5, 7"`)."""
     every: int | None = None
+    """One output per this many pages."""
     outline: bool = False
+    """One output per top-level outline entry, named by its title."""
 
 
 class Rotate(Step, tag="rotate"):
     """Turn pages clockwise by `angle` (90, 180 or 270): all, or those of `pages`."""
 
     angle: int
+    """Degrees clockwise: 90, 180 or 270."""
     pages: str | None = None
+    """The pages to turn, such as `"1-3, 5"` (default: all)."""
 
 
 class Flatten(Step, tag="flatten"):
@@ -59,13 +66,21 @@ class Metadata(Step, tag="metadata"):
     ISO 8601 (`2026-12-03T10:00:00+01:00`)."""
 
     title: str | None = None
+    """The document's title."""
     author: str | None = None
+    """Its author."""
     subject: str | None = None
+    """Its subject."""
     keywords: str | None = None
+    """Its keywords."""
     creator: str | None = None
+    """The application that made the original."""
     producer: str | None = None
+    """The application that wrote the PDF."""
     created: str | None = None
+    """When it was created (ISO 8601)."""
     modified: str | None = None
+    """When it was last changed (ISO 8601)."""
 
 
 class ReadMetadata(Step, tag="read_metadata"):
@@ -76,6 +91,7 @@ class PdfA(Step, tag="pdfa"):
     """Make each document PDF/A at `level` (`1b`, `2b` or `3b`), or fail naming why not."""
 
     level: str = "2b"
+    """`1b`, `2b` or `3b`."""
 
 
 class PdfUA(Step, tag="pdfua"):
@@ -83,6 +99,7 @@ class PdfUA(Step, tag="pdfua"):
     /DisplayDocTitle); `lang` is used when the document declares none."""
 
     lang: str | None = None
+    """The language to declare when the document declares none (`en`, `fr-CA`)."""
 
 
 class Encrypt(EncryptOptions, Step, tag="encrypt"):
@@ -95,15 +112,21 @@ class AttachedFile(msgspec.Struct, omit_defaults=True):
     its MIME type and its PDF/A-3 relationship to the document."""
 
     name: str
+    """The file's name inside the PDF."""
     source: str
+    """Which of the job's files to embed (its name)."""
     mime: str = "application/octet-stream"
+    """Its media type."""
     relationship: str = "Unspecified"
+    """Its PDF/A-3 relationship to the document (`Data`, `Source`, `Alternative`,
+    `Supplement`, `Unspecified`)."""
 
 
 class Attach(Step, tag="attach"):
     """Embed `files` (listed in the catalog's /AF in a PDF/A-3)."""
 
     files: list[AttachedFile]
+    """The files to embed."""
 
 
 class FacturX(Step, tag="facturx"):
@@ -112,7 +135,9 @@ class FacturX(Step, tag="facturx"):
     PDF/A-3b with a `pdfa` step after this one (or use `pdfa` 3b before it)."""
 
     xml: str
+    """The invoice's CII XML."""
     profile: str | None = None
+    """The Factur-X profile it must be (default: the XML's own)."""
 
 
 class Watermark(Mark, Step, tag="watermark"):
@@ -121,12 +146,14 @@ class Watermark(Mark, Step, tag="watermark"):
     (`marks.STYLES`)."""
 
     pdf: str | None = None
+    """One of the job's files (a PDF) whose first page is the mark."""
 
 
 class Stamp(Mark, Step, tag="stamp"):
     """A mark over each page's content, as `watermark` is under it."""
 
     pdf: str | None = None
+    """One of the job's files (a PDF) whose first page is the mark."""
 
 
 class Sign(SignOptions, Step, tag="sign"):
@@ -140,7 +167,9 @@ class Optimise(Step, tag="optimise"):
     already compressed (slower, a little smaller)."""
 
     recompress: bool = False
+    """Re-deflate streams already compressed too (slower, a little smaller)."""
     remove_unused: bool = True
+    """Drop page resources nothing uses."""
 
 
 class Validate(Step, tag="validate"):

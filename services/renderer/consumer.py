@@ -40,6 +40,7 @@ from services.core.errors import (
     TransientError,
     Unavailable,
 )
+from services.core.files import FileRef
 from services.core.jail import Jail
 from services.core.markdown import markdown_document
 from services.core.settings import Settings
@@ -53,6 +54,7 @@ from services.renderer.decisions import Ack, Fail, Retry, Step, next_step
 from services.renderer.finishing.worker import Finisher
 from services.renderer.jobfiles import FileCache, JobFiles
 from services.renderer.marks import with_marks
+from services.renderer.pdfjobs import PdfJobs
 from services.renderer.states import BatchStates
 
 log = logging.getLogger(__name__)
@@ -124,33 +126,39 @@ TEMPLATES_CACHED = 64
 
 
 class BatchTemplates:
-    """The template of each batch, read once from its `submitted` event and cached."""
+    """The template of each batch, and the files its items get, read once from its
+    `submitted` event and cached."""
 
     def __init__(self, js: JetStreamContext, size: int = TEMPLATES_CACHED) -> None:
         self.js = js
         self.size = size
-        self._cache: OrderedDict[str, str] = OrderedDict()
+        self._cache: OrderedDict[str, tuple[str, list[FileRef]]] = OrderedDict()
 
-    async def get(self, batch_id: str) -> str:
-        """The batch's template; `InvalidEvent` when the log holds no `submitted` event
-        for it (the item cannot be rendered, now or later)."""
-        template = self._cache.get(batch_id)
-        if template is None:
+    async def shared(self, batch_id: str) -> tuple[str, list[FileRef]]:
+        """The batch's template and files; `InvalidEvent` when the log holds no
+        `submitted` event for it (the item cannot be rendered, now or later)."""
+        found = self._cache.get(batch_id)
+        if found is None:
             submitted = await timeline.batch_submission(self.js, batch_id, direct=True)
             if submitted is None:
                 raise InvalidEvent(f"batch {batch_id} has no submission in the log: no template")
-            template = submitted.template
-        self._cache[batch_id] = template
+            found = (submitted.template, submitted.files)
+        self._cache[batch_id] = found
         self._cache.move_to_end(batch_id)
         while len(self._cache) > self.size:
             self._cache.popitem(last=False)
-        return template
+        return found
+
+    async def get(self, batch_id: str) -> str:
+        """The batch's template (`shared`)."""
+        return (await self.shared(batch_id))[0]
 
     async def fill(self, job: events.JobSubmitted) -> events.JobSubmitted:
-        """`job` with its batch's template, if it is a templated batch's item."""
+        """`job` with its batch's template and files, if it is a templated batch's item."""
         if job.batch_id is None or job.url is not None or job.html is not None or job.template:
             return job
-        return msgspec.structs.replace(job, template=await self.get(job.batch_id))
+        template, files = await self.shared(job.batch_id)
+        return msgspec.structs.replace(job, template=template, files=job.files or files)
 
 
 HEARTBEAT_RETRY = 1.0
@@ -188,9 +196,11 @@ class Renderer:
         jail: Jail,
         batches: BatchStates | None = None,
         finisher: Finisher | None = None,
+        pdfjobs: PdfJobs | None = None,
     ) -> None:
         self.settings = settings
         self.finisher = finisher
+        self.pdfjobs = pdfjobs
         self.js = js
         self.storage = storage
         self.browser = browser
@@ -353,6 +363,8 @@ class Renderer:
         self, job: events.JobSubmitted, attempt: int, report: PageReport
     ) -> events.JobDone:
         started = time.perf_counter()
+        if job.pdf is not None:
+            return await self._pdf_job(job, attempt, started)
         job = await self.templates.fill(job)
         source = await source_of(job, self.jail)
         options = await options_of(job, self.jail)
@@ -373,6 +385,28 @@ class Renderer:
             pages=result.pages,
             render_ms=round(elapsed * 1000),
             refused=list(result.refused),
+            webhook_url=job.webhook_url,
+        )
+
+    async def _pdf_job(
+        self, job: events.JobSubmitted, attempt: int, started: float
+    ) -> events.JobDone:
+        """A PDF-tools job (`pdfjobs.py`): its `pages` are the pages processed, what
+        usage counts for it."""
+        if self.pdfjobs is None:
+            raise InvalidEvent("this renderer runs no PDF-tools jobs")
+        made = await self.pdfjobs.run(job)
+        elapsed = time.perf_counter() - started
+        metrics.RENDER_SECONDS.observe(elapsed)
+        metrics.RENDER_BYTES.observe(made.bytes)
+        return events.JobDone(
+            job_id=job.job_id,
+            tenant=job.tenant,
+            attempt=attempt,
+            object_key=made.key,
+            bytes=made.bytes,
+            pages=made.pages_processed,
+            render_ms=round(elapsed * 1000),
             webhook_url=job.webhook_url,
         )
 

@@ -35,6 +35,7 @@ from typing import Any
 
 import msgspec
 
+from services.core import metrics
 from services.core.errors import AssetMissing, NotFound, PressroomError
 from services.core.files import FileRef
 from services.core.filestore import load_file
@@ -74,7 +75,9 @@ class FileCache:
         entry = self._entries.get(ref.digest)
         if entry is not None and tenant in entry[1]:
             self._entries.move_to_end(ref.digest)
+            metrics.JOB_FILES_SERVED.labels("memory").inc()
             return entry[0]
+        metrics.JOB_FILES_SERVED.labels("storage").inc()
         key = (tenant, ref.digest)
         pending = self._loading.get(key)
         if pending is None:
@@ -100,6 +103,7 @@ class FileCache:
         while self.size > self.max_bytes:
             _, (dropped, _) = self._entries.popitem(last=False)
             self.size -= len(dropped)
+        metrics.JOB_FILES_CACHED_BYTES.set(self.size)
 
 
 def name_of(url: str) -> str | None:
@@ -158,6 +162,7 @@ class JobFiles:
             evidence.refuse(Refusal(clip(url), f"no file {name!r} among the job's files"), "filter")
             if name not in QUIET and name not in self.missing:
                 self.missing.append(name)
+                metrics.JOB_FILES_SERVED.labels("missing").inc()
             return "Fetch.failRequest", failed
         try:
             data = await self.cache.get(self.tenant, ref)

@@ -10,10 +10,13 @@ from services.core.busaccess import Role
 from services.core.jail import Jail, TemplateLimits
 from services.core.settings import Settings
 from services.core.storage import open_storage
+from services.pdftools.context import Limits
+from services.pdftools.worker import Tools
 from services.renderer import consumer, lanes, states
 from services.renderer.browser import BrowserPool, privileges
 from services.renderer.finishing import Context
 from services.renderer.finishing.worker import Finisher, jail_of
+from services.renderer.pdfjobs import PdfJobs
 
 
 async def serve(settings: Settings, stop: asyncio.Event) -> None:
@@ -45,7 +48,12 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
     ):
         health.check("nats", lambda: nc.is_connected)
         finisher = Finisher(finishing_jail, context, settings.compact_pdf_bytes)
-        renderer = consumer.Renderer(settings, js, storage, browser, jail, batches, finisher)
+        # PDF-tools jobs share the finishing workers: one per page that may be busy.
+        tools = Tools(finishing_jail, context, Limits.of(settings))
+        renderer = consumer.Renderer(
+            settings, js, storage, browser, jail, batches, finisher,
+            PdfJobs(storage, tools, browser),
+        )  # fmt: skip
         await lanes.work(
             nc,
             js,

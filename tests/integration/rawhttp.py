@@ -108,6 +108,13 @@ class Operation:
         return target
 
 
+def example_of(media: dict[str, Any]) -> Any:
+    """A body's `example`, or its `default` one where the document names several."""
+    if "example" in media:
+        return media["example"]
+    return media["examples"]["default"]["value"]
+
+
 def operations(document: dict[str, Any]) -> list[Operation]:
     found = []
     for path, methods in document["paths"].items():
@@ -119,7 +126,7 @@ def operations(document: dict[str, Any]) -> list[Operation]:
                     method.upper(),
                     path,
                     tuple(described.get("parameters", [])),
-                    json_body["example"] if json_body else None,
+                    example_of(json_body) if json_body else None,
                     json_body["schema"] if json_body else None,
                     path.startswith("/admin/"),
                     "application/x-ndjson" in content,

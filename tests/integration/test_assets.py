@@ -295,3 +295,58 @@ async def test_a_template_naming_an_asset_the_tenant_lacks_is_a_400(stack: Stack
         "asset_missing",
         "assets[0]",
     )
+
+
+async def test_every_item_of_a_batch_gets_its_template_bundle_and_named_assets(
+    stack: Stack, tmp_path: Path
+) -> None:
+    from tests.integration.test_batches import finished_batch, submit_batch
+
+    tenant = stack.tenant
+    await call(tenant.http, "POST", f"{stack.url}/assets", data=form({"stamp.png": png(9, 9)}))
+    data = aiohttp.FormData()
+    body = '<img src="logo.png"><img src="stamp.png"><p>{{ n }}</p>'
+    data.add_field("template", json.dumps({"name": "item", "body": body}))
+    data.add_field("file", png(30, 15), filename="logo.png")
+    _, created = await call(tenant.http, "POST", f"{stack.url}/templates", data=data)
+    batch = {
+        "template_id": created["id"],
+        "assets": ["stamp.png"],
+        "items": [{"data": {"n": n}} for n in range(3)],
+        "output": "merged",
+    }
+    done = await finished_batch(stack, await submit_batch(stack, batch))
+    assert done["status"] == "done", done
+    async with tenant.http.get(done["url"]) as response:
+        pdf = await response.read()
+    assert sorted(images(pdf, tmp_path)) == [(9, 9)] * 3 + [(30, 15)] * 3
+    status, body_ = await call(
+        tenant.http, "POST", f"{stack.url}/batches",
+        json={"items": [{"url": "https://example.com/"}], "assets": ["stamp.png"]},
+    )  # fmt: skip
+    assert (status, body_["error"]["field"]) == (400, "assets")
+
+
+async def test_a_markdown_job_gets_its_images_by_name(stack: Stack, tmp_path: Path) -> None:
+    job = {"markdown": "# Note\n\n![logo](img/logo.png)\n\n| a | b |\n|---|---|\n| 1 | 2 |\n"}
+    status, accepted = await submit(
+        stack, stack.tenant, data=form({"img/logo.png": png(12, 6)}, job)
+    )
+    assert status == 202, accepted
+    assert images(await pdf_of(stack, stack.tenant, accepted["id"]), tmp_path) == [(12, 6)]
+
+
+async def test_names_are_looked_up_in_nfc_whatever_the_client_sent(stack: Stack) -> None:
+    import unicodedata
+    import urllib.parse
+
+    tenant = stack.tenant
+    decomposed = unicodedata.normalize("NFD", "café.png")
+    await call(tenant.http, "POST", f"{stack.url}/assets", data=form({decomposed: png(2, 2)}))
+    _, listed = await call(tenant.http, "GET", f"{stack.url}/assets")
+    assert [a["name"] for a in listed["assets"]] == [unicodedata.normalize("NFC", "café.png")]
+    path = urllib.parse.quote(decomposed)
+    status, versions = await call(tenant.http, "GET", f"{stack.url}/assets/{path}")
+    assert status == 200 and len(versions["versions"]) == 1
+    status, _ = await submit(stack, tenant, json={"html": "<p>", "assets": [decomposed]})
+    assert status == 202

@@ -209,6 +209,32 @@ async def test_a_person_signs_in_submits_a_job_and_watches_it_turn_done(console:
     assert await console.js("sessionStorage.length") == 0
 
 
+async def test_a_person_submits_markdown_as_a_webp_from_the_console(console: Console):
+    await signed_in(console)
+    # The jobs view is drawn on the hash change after sign-in, and its list loaded after:
+    # until then the form below it moves, and a click may land beside the radio button.
+    await console.until(
+        "document.getElementById('job-submit') &&"
+        " !document.getElementById('jobs').textContent.includes('Loading')",
+        "the job form, below the loaded list",
+    )
+    await console.page.click("input[name=source-kind][value=markdown]")
+    assert await console.js("document.querySelector('input[value=markdown]').checked")
+    # `{{ x }}` would fail a template (x is undefined): Markdown prints it as it is.
+    markdown = "# Stock {{ x }}\n\n| item | qty |\n|---|---|\n| ink | 2 |"
+    await console.replace_value("#job-source", markdown)
+    await console.page.select("#job-output", "webp")
+    await console.page.click("#job-submit button[type=submit]")
+    job_id = await console.until(
+        "location.hash.match(/^#\\/jobs\\/(.+)$/)?.[1]", "the new job's own view"
+    )
+    job = await console.stack.finished(job_id)
+    assert job["status"] == "done", job
+    async with console.stack.client.get(job["url"]) as response:
+        assert response.headers["Content-Type"] == "image/webp"
+        assert (await response.read())[8:12] == b"WEBP"
+
+
 async def test_a_failed_jobs_error_is_shown_as_text_never_as_markup(
     console: Console, receiver: Receiver
 ):

@@ -63,6 +63,9 @@ async def test_docs_show_a_bodys_nested_fields_and_never_an_objects_default_text
         assert "filename" in nested and "url" in nested and "data" in nested
         lines = await page.js("document.querySelector('#op-post_batches').innerText")
         assert "application/x-ndjson" in lines and '"filename": "invoice-1.pdf"' in lines
+        jobs = await page.js("document.querySelector('#op-post_jobs .body').innerText")
+        assert "A Markdown document with a table" in jobs and '"markdown": "# Delivery' in jobs
+        assert '"template": "<h1>Invoice {{ number }}</h1>' in jobs  # the default one too
         types = await page.js("document.querySelectorAll('#schema-ErrorType li').length")
         async with api.client.get(f"{api.url}/openapi.json") as response:
             document = await response.json()

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from fontTools.ttLib import TTFont
+from prometheus_client import REGISTRY
 
 from services.core.errors import AssetMissing
 from services.core.files import FileRef, blob_key
@@ -71,6 +72,12 @@ def poppler(tool: str, pdf: bytes, tmp_path: Path) -> str:
 def images(pdf: bytes, tmp_path: Path) -> list[tuple[int, int]]:
     lines = poppler("pdfimages", pdf, tmp_path).splitlines()[2:]
     return [(int(line.split()[3]), int(line.split()[4])) for line in lines]
+
+
+def served(source: str) -> float:
+    """`pressroom_job_files_served_total` of `source` so far."""
+    value = REGISTRY.get_sample_value("pressroom_job_files_served_total", {"source": source})
+    return value or 0.0
 
 
 @pytest.fixture
@@ -208,3 +215,20 @@ async def test_an_svg_with_a_script_drawn_as_an_image_runs_nothing(
     options = PageOptions(javascript=True)
     result = await pool.render(Html('<img src="x.svg">'), options, None, files)
     assert result.pages == 1 and result.refused == ()
+
+
+async def test_a_page_climbing_out_of_its_files_finds_nothing_and_fails(
+    pool: BrowserPool, storage: LocalStorage
+) -> None:
+    # Names are looked up among the job's files, never joined to a storage path: a climb,
+    # an encoded climb, or another tenant's key spelled as a path are names it lacks.
+    refs = await stored(storage, "t1", **{"logo.png": png(4, 4)})
+    await stored(storage, "t2", **{"secret.png": png(5, 5)})
+    files = JobFiles(FileCache(storage, 10**7), "t1", refs)
+    html = (
+        '<img src="logo.png"><img src="/%2e%2e/%2e%2e/t2/secret.png">'
+        f'<img src="../../files/t2/sha256/{refs[0].digest}">'
+    )
+    with pytest.raises(AssetMissing) as raised:
+        await pool.render(Html(html), PageOptions(), None, files)
+    assert "'t2/secret.png' (and 1 more)" in str(raised.value)  # the URL resolved the dots

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import zipfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from services.core.storage import LocalStorage
 from services.renderer.browser import BrowserPool, Html
 from services.renderer.jobfiles import FileCache, JobFiles
 from tests.conftest import Stack, serving
+from tests.integration.test_batches import download, finished_batch, submit_batch
 from tests.integration.test_cli import pressroom
 from tests.integration.test_job_files import images, png, stored
 
@@ -208,3 +210,50 @@ async def test_hostile_markdown_fails_its_job_within_the_jails_time_and_the_next
     ), failed
     assert failed["error"]["message"] == "the Markdown took longer than 0.5 s and was stopped"
     assert "still here" in text
+
+
+async def test_a_batch_of_markdown_items_alone_and_wrapped_by_its_template(stack: Stack) -> None:
+    """Each item's `markdown` is its document: printed with the default style in a batch
+    without a template, given as `content` (beside its data) in one with a template."""
+    alone = await submit_batch(
+        stack,
+        {"items": [{"markdown": TABLE}, {"markdown": "# Second *note*", "filename": "b.pdf"}]},
+    )
+    wrapped = await submit_batch(
+        stack,
+        {
+            "template": "<p>For {{ customer }}</p>{{ content }}",
+            "items": [{"markdown": "| a | b |\n|---|---|\n| 1 | 2 |", "data": {"customer": "Ana"}}],
+        },
+    )
+    texts = {}
+    for batch_id in (alone, wrapped):
+        batch = await finished_batch(stack, batch_id)
+        assert batch["status"] == "done", batch
+        archive = zipfile.ZipFile(io.BytesIO(await download(batch["url"])))
+        texts[batch_id] = {
+            name: text_of(archive.read(name))[0]
+            for name in archive.namelist()
+            if name.endswith(".pdf")
+        }
+    assert set(texts[alone]) == {"00000.pdf", "b.pdf"}
+    assert "Paper A4 12 4.20" in " ".join(texts[alone]["00000.pdf"].split())
+    assert texts[alone]["b.pdf"].strip() == "Second note"
+    assert " ".join(texts[wrapped]["00000.pdf"].split()) == "For Ana a b 1 2"
+
+
+async def test_a_markdown_file_with_its_image_from_the_command_line(
+    stack: Stack, tmp_path: Path
+) -> None:
+    """A README with a logo, as a team has it on disk: `pressroom render --markdown
+    README.md --asset logo.png` prints the logo from the file sent with the job."""
+    (tmp_path / "README.md").write_text("# Handbook\n\n![Logo](logo.png)\n\nWelcome.\n")
+    (tmp_path / "logo.png").write_bytes(png(40, 20))
+    status, _, err = await pressroom(
+        tmp_path, "render", "--markdown", "README.md", "--asset", "logo.png",
+        "--url", stack.url, "--key", stack.tenant.key,
+    )  # fmt: skip
+    assert status == 0, err
+    pdf = (tmp_path / "README.pdf").read_bytes()
+    assert images(pdf, tmp_path) == [(40, 20)]
+    assert "Welcome." in text_of(pdf)[0]

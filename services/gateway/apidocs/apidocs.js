@@ -87,11 +87,16 @@ function parameters(operation) {
   return [el("h3", {}, "Parameters"), table(["name", "in", "required", "type", "meaning"], rows)];
 }
 
-function example(media) {
-  if (!("example" in media)) return null;
-  const text = typeof media.example === "string"
-    ? media.example : JSON.stringify(media.example, null, 2);
+function shown(value) {
+  const text = typeof value === "string" ? value : JSON.stringify(value, null, 2);
   return el("pre", {}, el("code", {}, text));
+}
+
+// The body's example, or each of its named examples under its summary.
+function example(media) {
+  if ("example" in media) return shown(media.example);
+  return Object.entries(media.examples || {}).map(([name, named]) =>
+    [el("p", { class: "example-name" }, named.summary || name), shown(named.value)]);
 }
 
 // The schema a reference names, and the non-null branch of an optional one.

@@ -83,15 +83,18 @@ function sourceChoice() {
   const radio = (value, label, checked) => el("label", {},
     el("input", { type: "radio", name: "source-kind", value, checked }), ` ${label}`);
   return el("fieldset", {}, el("legend", {}, "Source"),
-    radio("template", "Jinja2 template with data", true), " ", radio("html", "HTML as it is", false));
+    radio("template", "Jinja2 template with data", true), " ", radio("html", "HTML as it is", false),
+    " ", radio("markdown", "Markdown", false));
 }
 
 function jobBody(form) {
   const kind = form.querySelector("input[name=source-kind]:checked").value;
   const source = form.querySelector("#job-source").value;
   const output = form.querySelector("#job-output").value;
-  const body = kind === "html" ? { html: source } : { template: source, data: parseData(form.querySelector("#job-data").value) };
-  if (output === "png") body.options = { output: "png" };
+  const body = kind === "html" ? { html: source }
+    : kind === "markdown" ? { markdown: source }
+    : { template: source, data: parseData(form.querySelector("#job-data").value) };
+  if (output !== "pdf") body.options = { output };
   return body;
 }
 
@@ -111,9 +114,9 @@ function submitForm() {
   const problem = el("div", { id: "job-submit-error", role: "alert" });
   const form = el("form", { id: "job-submit", "aria-labelledby": "job-submit-title" },
     el("h2", { id: "job-submit-title" }, "Try a job"), sourceChoice(),
-    field("Template or HTML", el("textarea", { id: "job-source", rows: 4, value: "<h1>Hello {{ name }}</h1>" })),
-    field("Data (JSON)", el("textarea", { id: "job-data", rows: 3, value: "{\"name\": \"Ana\"}" }), "The template's variables; not used for HTML."),
-    field("Output", el("select", { id: "job-output" }, options([["pdf", "PDF"], ["png", "PNG image"]], "pdf"))),
+    field("Template, HTML or Markdown", el("textarea", { id: "job-source", rows: 4, value: "<h1>Hello {{ name }}</h1>" })),
+    field("Data (JSON)", el("textarea", { id: "job-data", rows: 3, value: "{\"name\": \"Ana\"}" }), "The template's variables; not used for HTML or Markdown."),
+    field("Output", el("select", { id: "job-output" }, options([["pdf", "PDF"], ["png", "PNG image"], ["jpeg", "JPEG image"], ["webp", "WebP image"]], "pdf"))),
     problem, el("button", { type: "submit" }, "Submit job"));
   form.addEventListener("submit", async (event) => {
     event.preventDefault();

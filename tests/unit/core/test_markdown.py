@@ -14,7 +14,7 @@ import pytest
 
 from services.core.errors import RequestError, TemplateError
 from services.core.markdown import markdown_document, to_html
-from services.gateway.requests import parse_job
+from services.gateway.requests import parse_batch, parse_job
 
 TEXT = """# Quarterly *report* `v2`
 
@@ -124,3 +124,35 @@ def test_markdown_may_be_wrapped_by_an_inline_or_a_stored_template() -> None:
     assert (inline.markdown, inline.template, inline.data) == ("# x", "{{ content }}", {"a": 1})
     stored = parse_job(b'{"markdown": "x", "template_id": "' + b"a" * 32 + b'", "stylesheet": ""}')
     assert stored.template_id == "a" * 32 and stored.stylesheet == ""
+
+
+@pytest.mark.parametrize(
+    ("body", "field", "words"),
+    [
+        ({"items": [{"markdown": " "}]}, "items[0].markdown", "must not be empty"),
+        ({"items": [{"markdown": "x", "url": "https://example.com"}]}, "items[0].url",
+         "not both"),
+        ({"items": [{"markdown": "x", "data": {"a": 1}}]}, "items[0].data", "only used with"),
+        ({"template": "{{ content }}", "items": [{"markdown": "x", "data": {"title": 1}}]},
+         "items[0].data.title", "given to the template"),
+        ({"items": [{"markdown": "x"}, {}]}, "items[1].url", "url or markdown"),
+        ({"items": [{"markdown": "x"}], "stylesheet": "p {}"}, "stylesheet", "unknown field"),
+    ],
+)  # fmt: skip
+def test_a_bad_markdown_batch_is_refused_naming_the_item(
+    body: dict[str, object], field: str, words: str
+) -> None:
+    with pytest.raises(RequestError) as raised:
+        parse_batch(json.dumps(body).encode(), 10)
+    assert raised.value.field == field and words in raised.value.message, raised.value.message
+
+
+def test_a_batch_of_markdown_items_alone_or_wrapped_by_its_template() -> None:
+    alone = parse_batch(b'{"items": [{"markdown": "# a"}, {"markdown": "# b"}]}', 10)
+    assert [(i.markdown, i.filename) for i in alone.items] == [
+        ("# a", "00000.pdf"),
+        ("# b", "00001.pdf"),
+    ]
+    body = {"template": "{{ content }}", "items": [{"markdown": "# a", "data": {"n": 1}}]}
+    wrapped = parse_batch(json.dumps(body).encode(), 10)
+    assert wrapped.items[0].markdown == "# a" and wrapped.items[0].data == {"n": 1}

@@ -225,3 +225,17 @@ async def test_a_percent_encoded_climb_is_decoded_then_refused(url: str) -> None
     body = JOB + part + f"--{BOUNDARY}--\r\n".encode()
     status, answer = await asyncio.to_thread(_exchange, url, _raw(url, body))
     assert (status, answer["error"]["field"]) == (400, "a/../../b.css"), answer
+
+
+async def test_an_empty_file_input_is_skipped_as_browsers_send_it(url: str) -> None:
+    part = _part('Content-Disposition: form-data; name="f"; filename=""', b"")
+    body = JOB + part + f"--{BOUNDARY}--\r\n".encode()
+    status, answer = await asyncio.to_thread(_exchange, url, _raw(url, body))
+    assert (status, answer["files"]) == (200, []), answer
+
+
+async def test_a_file_with_an_empty_filename_but_bytes_is_a_400(url: str) -> None:
+    part = _part('Content-Disposition: form-data; name="f"; filename=""', b"p{}")
+    body = JOB + part + f"--{BOUNDARY}--\r\n".encode()
+    status, answer = await asyncio.to_thread(_exchange, url, _raw(url, body))
+    assert (status, answer["error"]["field"]) == (400, "files"), answer
