@@ -20,6 +20,13 @@ $(STAMP): pyproject.toml requirements/dev.txt
 	$(BIN)/python -m pip install --quiet --no-deps -e .
 	touch $(STAMP)
 
+# chromiumly, a Gotenberg client from npm, pinned by its package-lock.json, for
+# tests/integration/test_gotenberg_clients.py.
+CHROMIUMLY := tests/integration/chromiumly/node_modules/.installed
+$(CHROMIUMLY): tests/integration/chromiumly/package-lock.json
+	cd tests/integration/chromiumly && npm ci --no-audit --no-fund --silent
+	touch $@
+
 lock: $(STAMP)
 	scripts/lock.sh
 
@@ -46,7 +53,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-test: lint typecheck chromium
+test: lint typecheck chromium $(CHROMIUMLY)
 	$(BIN)/pytest -q --durations=25
 
 bench: $(STAMP) chromium

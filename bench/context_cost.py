@@ -25,6 +25,8 @@ import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
+from unittest import mock
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -33,7 +35,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from pool_ab import tree_parts  # noqa: E402
 
 from services.core.settings import Settings  # noqa: E402
-from services.renderer.browser import BrowserPool, launch  # noqa: E402
+from services.renderer.browser import BrowserPool, launch, process, tab  # noqa: E402
 from services.renderer.browser.process import Chromium  # noqa: E402
 from services.renderer.proxy import BYPASS_NOTHING  # noqa: E402
 
@@ -70,6 +72,39 @@ async def _as_built(chromium: Chromium, framed: bool) -> None:
     await chromium.dispose(await chromium.open_tab(framed))
 
 
+_ENABLE = tab.Tab.enable
+
+
+def _without(*methods: str) -> Step:
+    """`as built`, the tab's set-up commands named `methods` left out (what each costs)."""
+
+    async def enable(self: tab.Tab) -> None:
+        real = self.send
+
+        async def send(method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+            return {} if method in methods else await real(method, params)
+
+        self.send = send  # type: ignore[method-assign]
+        try:
+            await _ENABLE(self)
+        finally:
+            del self.send
+
+    async def step(chromium: Chromium) -> None:
+        with mock.patch.object(tab.Tab, "enable", enable):
+            if "guard" in methods:
+                with mock.patch.object(process, "guard", _no_guard):
+                    await _as_built(chromium, False)
+            else:
+                await _as_built(chromium, False)
+
+    return step
+
+
+async def _no_guard(*args: Any) -> None:
+    """No request filter: no `Fetch.enable`, no `Target.setAutoAttach`."""
+
+
 STEPS: dict[str, Step] = {
     "context": lambda c: _context(c),
     "context+door": lambda c: _context(c, door=True),
@@ -78,6 +113,13 @@ STEPS: dict[str, Step] = {
     "+renderer": lambda c: _context(c, target=True, attach=True, renderer=True),
     "as built": lambda c: _as_built(c, False),
     "as built, drawing": lambda c: _as_built(c, True),
+    # As built, one group of its set-up commands left out at a time.
+    "- viewport": _without("Emulation.setDeviceMetricsOverride"),
+    "- Network": _without("Network.enable"),
+    "- Log, Inspector": _without("Log.enable", "Inspector.enable"),
+    "- Page, lifecycle": _without("Page.enable", "Page.setLifecycleEventsEnabled"),
+    "- script off": _without("Runtime.disable", "Emulation.setScriptExecutionDisabled"),
+    "- request filter": _without("guard"),
 }
 
 
@@ -99,14 +141,23 @@ async def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--count", type=int, default=30)
     parser.add_argument("--flag", action="append", default=[], help="a Chromium flag to add")
+    parser.add_argument("--only", action="append", help="a step to run (repeatable)")
+    parser.add_argument("--nice", type=int, default=19, help="Chromium's niceness")
     args = parser.parse_args()
+    steps = {name: step for name, step in STEPS.items() if not args.only or name in args.only}
     launch.CHROMIUM_ARGS[:] = [*launch.CHROMIUM_ARGS, *args.flag]
-    results: dict[str, list[tuple[float, float]]] = {name: [] for name in STEPS}
-    pool = BrowserPool(Settings().chromium_path(), pages=1, timeout=30, max_output_bytes=10**8)
+    results: dict[str, list[tuple[float, float]]] = {name: [] for name in steps}
+    pool = BrowserPool(
+        Settings().chromium_path(),
+        pages=1,
+        timeout=30,
+        max_output_bytes=10**8,
+        chromium_nice=args.nice,
+    )
     async with pool:
         assert pool.chromium is not None and pool.pid is not None
         for round_ in range(args.rounds):
-            for name, step in STEPS.items():
+            for name, step in steps.items():
                 cpu, wall = await measure(pool.chromium, pool.pid, step, args.count)
                 results[name].append((cpu, wall))
                 print(f"round {round_ + 1}: {name:<20} {cpu:6.1f} ms CPU, {wall:6.1f} ms wall")

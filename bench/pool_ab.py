@@ -68,6 +68,7 @@ from services.renderer.evidence import Evidence  # noqa: E402
 CHROMIUM = Settings().chromium_path()  # the binary the renderer runs
 SETTLE = 3.0
 IDLE = 2.0
+NICE = [Settings().chromium_nice]  # `--nice`: Chromium's niceness in the pool variants
 
 
 def cpu_seconds(proc: psutil.Process) -> float:
@@ -253,6 +254,13 @@ def _flags(*extra: str) -> list[tuple[Any, str, Any]]:
     return [(launch, "CHROMIUM_ARGS", [*launch.CHROMIUM_ARGS, *extra])]
 
 
+def _swapped(prefix: str, replacement: str) -> list[tuple[Any, str, Any]]:
+    """Chromium started with the renderer's flag that starts with `prefix` replaced by
+    `replacement` (or left out, for "")."""
+    args = [replacement if arg.startswith(prefix) else arg for arg in launch.CHROMIUM_ARGS]
+    return [(launch, "CHROMIUM_ARGS", [arg for arg in args if arg])]
+
+
 PATCHES: dict[str, list[tuple[Any, str, Any]]] = {
     "default context": [(process.Chromium, "open_tab", _open_tab_in_default_context)],
     "context, no own proxy": [(process.Chromium, "open_tab", _open_tab_in_context_without_proxy)],
@@ -270,9 +278,25 @@ PATCHES["all four off"] = [
 # Issue 29: a new context per job, and what it costs against reusing one.
 PATCHES["reused tabs (before 29)"] = [(BrowserPool, "_renew_later", _reuse)]
 PATCHES["no spare tab"] = [(pool_module, "SPARE_TABS", 0)]
+PATCHES["one spare tab"] = [(pool_module, "SPARE_TABS", 1)]
 PATCHES["two spare tabs"] = [(pool_module, "SPARE_TABS", 2)]
+PATCHES["three spare tabs"] = [(pool_module, "SPARE_TABS", 3)]
 PATCHES["drawing tabs only"] = [(pool_module, "needs_frames", lambda options, emulation: True)]
 PATCHES["low-end device mode"] = _flags("--enable-low-end-device-mode")
+# What a new renderer process costs at start (docs/benchmarks.md, "where a fresh
+# context's CPU goes"): switches that might make it cheaper, one at a time.
+PATCHES["jitless V8"] = _swapped("--js-flags=", "--js-flags=--max-old-space-size=512,--jitless")
+PATCHES["V8 without JIT tiers"] = _swapped(
+    "--js-flags=", "--js-flags=--max-old-space-size=512,--no-opt,--no-maglev,--no-sparkplug"
+)
+PATCHES["V8 without Wasm"] = _swapped(
+    "--js-flags=", "--js-flags=--max-old-space-size=512,--no-expose-wasm"
+)
+PATCHES["sRGB colour profile"] = _flags("--force-color-profile=srgb")
+PATCHES["GPU in process"] = _flags("--in-process-gpu")
+PATCHES["/dev/shm"] = _swapped("--disable-dev-shm-usage", "")
+PATCHES["no site isolation"] = _flags("--disable-site-isolation-trials")
+PATCHES["no IPC flood guard"] = _flags("--disable-ipc-flooding-protection")
 
 
 @contextlib.contextmanager
@@ -311,7 +335,9 @@ def hog(on: bool) -> Iterator[None]:
 
 async def pool_run(html: str, count: int, pages: int, variant: str) -> Sample:
     with patched(PATCHES.get(variant, [])), hog("hog" in variant):
-        pool = BrowserPool(CHROMIUM, pages=pages, timeout=30, max_output_bytes=50 * 2**20)
+        pool = BrowserPool(
+            CHROMIUM, pages=pages, timeout=30, max_output_bytes=50 * 2**20, chromium_nice=NICE[0]
+        )
         async with pool:
             assert pool.pid is not None
             options = PageOptions()
@@ -382,20 +408,33 @@ VARIANTS = [
 ]
 
 
-async def main() -> None:
+def _arguments() -> tuple[argparse.Namespace, str, dict[str, Any]]:
+    """The command line, and the workload's template and data."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--count", type=int, default=150, help="PDFs per variant and round")
     parser.add_argument("--pages", type=int, default=2)
     parser.add_argument("--only", action="append", help="a variant to run (repeatable)")
     parser.add_argument("--workload", type=Path, help="folder with invoice.html.j2, data.json")
+    parser.add_argument(
+        "--nice",
+        type=int,
+        help="Chromium's niceness in the pool (on a machine busy with other work, the "
+        "renderer's 19 leaves it waiting for a core at every step)",
+    )
     args = parser.parse_args()
-    if args.workload:
-        template = (args.workload / "invoice.html.j2").read_text()
-        data = json.loads((args.workload / "data.json").read_text())
-    else:
-        template = (ROOT / "examples" / "invoice.html.j2").read_text()
-        data = json.loads((ROOT / "examples" / "invoice.json").read_text())
+    if args.nice is not None:
+        NICE[0] = args.nice
+    folder = args.workload or ROOT / "examples"
+    names = (
+        ("invoice.html.j2", "data.json") if args.workload else ("invoice.html.j2", "invoice.json")
+    )
+    template = (folder / names[0]).read_text()
+    return args, template, json.loads((folder / names[1]).read_text())
+
+
+async def main() -> None:
+    args, template, data = _arguments()
     html = render_html(template, data)
     variants = [v for v in VARIANTS if not args.only or v in args.only]
     results: dict[str, list[Sample]] = {v: [] for v in variants}

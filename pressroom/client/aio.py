@@ -132,19 +132,24 @@ class AsyncClient:
         deadline = Deadline(timeout)
         try:
             async with asyncio.timeout(deadline.remaining()):
-                await self._follow_job(job_id, deadline)
-                return await self._poll_job(job_id, deadline)
+                ended = await self._follow_job(job_id, deadline)
+                first = calls.ENDED_POLL_FIRST if ended else calls.POLL_FIRST
+                return await self._poll_job(job_id, deadline, first)
         except TimeoutError:
             raise deadline.expired(f"job {job_id}") from None
 
-    async def _follow_job(self, job_id: str, deadline: Deadline) -> None:
+    async def _follow_job(self, job_id: str, deadline: Deadline) -> bool:
+        """Whether the job's stream told its end."""
         path = f"/jobs/{calls.segment(job_id)}/stream"
         async for message in self._stream(path, deadline, f"job {job_id}"):
             if calls.job_status_of(message) in {"done", "failed", "cancelled"}:
-                return
+                return True
+        return False
 
-    async def _poll_job(self, job_id: str, deadline: Deadline) -> Job:
-        for delay in calls.backoff():
+    async def _poll_job(
+        self, job_id: str, deadline: Deadline, first: float = calls.POLL_FIRST
+    ) -> Job:
+        for delay in calls.backoff(first):
             job = await self.get(job_id)
             if job.terminal:
                 return job

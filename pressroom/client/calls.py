@@ -399,7 +399,15 @@ def retry_wait(
     return wait if wait is not None and 0 <= wait <= RETRY_WAIT_MAX else None
 
 
-def backoff(first: float = 0.1, cap: float = 2.0) -> Iterator[float]:
+POLL_FIRST = 0.1
+"""Seconds before the second look at a job that has not ended."""
+ENDED_POLL_FIRST = 0.02
+"""The same once the job's stream told its end (read from the log): its row, projected
+into PostgreSQL, follows within milliseconds, and a merge that takes 0.3 s should not
+wait 0.1 s more for it."""
+
+
+def backoff(first: float = POLL_FIRST, cap: float = 2.0) -> Iterator[float]:
     """Delays between polls: `first`, doubling, never more than `cap`."""
     delay = first
     while True:

@@ -152,13 +152,15 @@ class Client:
         gateway has one, else polls with backoff (0.1 s doubling up to 2 s)."""
         deadline = Deadline(timeout)
         path = f"/jobs/{calls.segment(job_id)}/stream"
+        first = calls.POLL_FIRST
         for message in self._stream(path, deadline, f"job {job_id}"):
             if calls.job_status_of(message) in {"done", "failed", "cancelled"}:
+                first = calls.ENDED_POLL_FIRST
                 break
-        return self._poll_job(job_id, deadline)
+        return self._poll_job(job_id, deadline, first)
 
-    def _poll_job(self, job_id: str, deadline: Deadline) -> Job:
-        for delay in calls.backoff():
+    def _poll_job(self, job_id: str, deadline: Deadline, first: float = calls.POLL_FIRST) -> Job:
+        for delay in calls.backoff(first):
             job = self.get(job_id)
             if job.terminal:
                 return job

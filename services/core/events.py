@@ -13,6 +13,7 @@ from typing import Any, ClassVar, TypeVar
 import msgspec
 
 from services.core.files import FileRef
+from services.core.hooks import FileWebhook
 from services.core.pageoptions import PageOptions
 from services.core.pdfwork import PdfWork
 from services.core.subjects import BATCH_STATE as BATCH_STATE
@@ -112,6 +113,8 @@ class JobSubmitted(Event, tag="submitted"):
     # Files the page may refer to by relative name (assets, multipart parts, a stored
     # template's bundle), stored under the tenant by digest (`core/files`); never bytes.
     files: list[FileRef] = msgspec.field(default_factory=list)
+    # With `webhook_url`: the webhook carries the file itself (Gotenberg's webhook mode).
+    file_webhook: FileWebhook | None = None
     # A PDF-tools job: its inputs and steps, instead of a template, html or url.
     pdf: PdfWork | None = None
 

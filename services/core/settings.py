@@ -341,6 +341,13 @@ class Settings(AssetSettings):
         _float(0.1, 3600),
         "gateway: seconds a client has to send a request's body (else 408)",
     )
+    gotenberg_timeout: float = _var(
+        "PRESSROOM_GOTENBERG_TIMEOUT",
+        30.0,
+        _float(1, 3600),
+        "gateway: seconds a Gotenberg-compatible request waits for its job (then 503; the"
+        " job goes on)",
+    )
     max_connections: int = _var(
         "PRESSROOM_MAX_CONNECTIONS",
         4096,

@@ -26,6 +26,7 @@ from services.gateway import (
     batches,
     diagnostics,
     downloads,
+    gotenberg,
     idempotency,
     joblist,
     jobs,
@@ -256,5 +257,6 @@ def init_app(settings: Settings) -> web.Application:
     account.add_routes(app)
     admin.add_routes(app)
     openapi.add_routes(app)
+    gotenberg.add_routes(app)
     add_console_routes(app)
     return app

@@ -215,6 +215,12 @@ def guard_of(handler: object) -> Guard | None:
     return guard if isinstance(guard, Guard) else None
 
 
+def declared(guard: Guard, handler: Handler) -> Handler:
+    """`handler`, which checks its caller itself (the Gotenberg-compatible routes take
+    Basic credentials too), declared as needing `guard` for the OpenAPI document."""
+    return _guarding(handler, guard)
+
+
 def guarded(scope: str, handler: Handler) -> Handler:
     """`handler` for callers whose key has `scope`: 401 without a valid key, 403 without
     the scope. The caller is then `caller_of(request)`."""

@@ -27,6 +27,7 @@ from services.gateway import (
     streamdocs,
     templates,
 )
+from services.gateway.gotenberg.docs import FORMS
 from services.gateway.routedocs import (
     Body,
     Media,
@@ -495,7 +496,7 @@ META: dict[tuple[str, str], Route] = {
 
 ROUTES: dict[tuple[str, str], Route] = {
     **JOBS, **pdfcontract.ROUTES, **BATCHES, **TEMPLATES, **assetcontract.ROUTES, **ACCOUNT,
-    **ADMIN, **META
+    **ADMIN, **META, **FORMS,
 }  # fmt: skip
 """Every public route, by (method, path as the README names it)."""
 
@@ -508,4 +509,6 @@ TAGS = {
     "admin": "Tenants, API keys and everyone's usage, for `PRESSROOM_ADMIN_KEY`.",
     "meta": "Health, readiness, and this document.",
     "console": "The web console's static files.",
+    "gotenberg": "Gotenberg 8 and 9's API (docs/gotenberg.md): each form one job, answered"
+    " with its file once done; errors in plain text.",
 }

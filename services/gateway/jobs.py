@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -130,25 +131,47 @@ async def submit_job(request: web.Request) -> web.Response:
     PostgreSQL is down, where other jobs still get their 202. So does the job of a tenant
     with a monthly quota, whose document is held in PostgreSQL before it is published.
     """
-    settings = request.app[SETTINGS]
-    tenant = caller_of(request).tenant
+    admit(request)
+    job, own = await jobfiles.read_job(request)  # JSON, or multipart with files
+    return _accepted(await enqueue(request, job, header(request, "Idempotency-Key"), own))
+
+
+def admit(request: web.Request) -> None:
+    """Refuse a submission at once while NATS is away, the log is full or the caller's
+    tenant is over its rate: before its body is even read."""
     _require_nats(request)
     request.app[LOG_ROOM].admit()
-    request.app[LIMITS].admit(tenant)
-    job, own = await jobfiles.read_job(request)  # JSON, or multipart with files
+    request.app[LIMITS].admit(caller_of(request).tenant)
+
+
+async def enqueue(
+    request: web.Request,
+    job: JobRequest,
+    key: str | None,
+    own: jobfiles.Own | None = None,
+    prepare: Callable[[events.JobSubmitted], None] | None = None,
+) -> str:
+    """Publish a valid job request for the caller's tenant, with its own files (stored
+    by `jobfiles.with_files`); its id once the log holds it. Every door that makes a
+    job (`POST /jobs`, the Gotenberg-compatible forms) comes through here, after
+    `admit`; `prepare` completes the event once its id is known (a door's own fields)."""
+    settings = request.app[SETTINGS]
+    tenant = caller_of(request).tenant
+    own = own or []
     await _check_addresses(job, settings.allow_private_networks)
-    key = header(request, "Idempotency-Key")
     job_id = job_id_for(settings.server_key_bytes(), tenant, key)
     if key is not None:
         claim = jobfiles.job_fingerprint(job, own)
         job_id, logged = await _claimed(request, claim, tenant, key, job_id)
         if logged:
-            return _accepted(job_id)
+            return job_id
     try:
         event = await _submitted_event(request, job, tenant, job_id, key)
         event = await jobfiles.with_files(request, event, job, own)
         if job.pdf is not None:  # its inputs among the files, its earlier jobs the tenant's
             event = await pdfjobs.resolved(request, job.pdf, event)
+        if prepare is not None:
+            prepare(event)
         fresh = await _hold_and_publish(request, event)
     except PressroomError:  # not in the log: the key is free for the same request again
         if key is not None:
@@ -158,7 +181,7 @@ async def submit_job(request: web.Request) -> web.Response:
         await bus.ring(request.app[NATS], tenant)
         request.app[LOG_ROOM].took(event)
         metrics.JOBS_SUBMITTED.inc()
-    return _accepted(job_id)
+    return job_id
 
 
 async def _load_row(request: web.Request, job_id: str) -> db.JobRow | None:

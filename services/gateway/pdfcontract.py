@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from services.gateway import pdfreports, requests, validation
-from services.gateway.routedocs import Body, Param, Route, path_id
+from services.gateway.routedocs import Body, Param, Route, files_schema, path_id
 
 PDF_JOB_EXAMPLES: dict[str, Any] = {
     "merge": {
@@ -79,8 +79,18 @@ ROUTES: dict[tuple[str, str], Route] = {
                 "the password that opens an encrypted PDF",
             ),
         ),
-        body=Body(None, TINY_PDF, raw_types=("application/pdf",)),
-        description="The body is the PDF (at most `PRESSROOM_VALIDATE_MAX_BYTES`). "
+        body=Body(
+            None,
+            TINY_PDF,
+            raw_types=("application/pdf",),
+            multipart=files_schema(
+                "the PDF: one file",
+                {"password": {"type": "string", "description": "the password that opens it"}},
+            ),
+            multipart_example={"files": [TINY_PDF]},
+        ),
+        description="The body is the PDF, or a form of one file and an optional `password` "
+        "(at most `PRESSROOM_VALIDATE_MAX_BYTES`). "
         "Answered at once: PDF/A level and structural checks, PDF/UA markers, an "
         "embedded Factur-X invoice against its XSD and declared profile, signatures, "
         "encryption. Read in a worker process, each tenant within its share "

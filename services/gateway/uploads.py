@@ -85,6 +85,9 @@ class Upload:
     """Bytes of the files together."""
     names: set[str] = field(default_factory=set)
     """The files' names."""
+    parts: dict[str, str] = field(default_factory=dict)
+    """Each file's part name, by file name (Gotenberg's forms send attachments as
+    `embeds` parts, every other file as `files`)."""
 
     def json(self, name: str) -> dict[str, Any]:
         """The form field `name` decoded as a JSON object (`jsonbody.parse_json`);
@@ -168,6 +171,7 @@ async def _read_file(part: BodyPartReader, upload: Upload, limits: UploadLimits)
     upload.files.append((name, data))
     upload.names.add(name)
     upload.size += len(data)
+    upload.parts[name] = part.name or ""
 
 
 def _file_name(part: BodyPartReader) -> str:

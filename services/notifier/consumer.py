@@ -20,7 +20,7 @@ import contextlib
 import datetime as dt
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
@@ -33,7 +33,7 @@ from services.core import bus, db, events, logs, metrics, runtime, signing, time
 from services.core.errors import NotFound, Refused, StorageError, Unavailable
 from services.core.settings import Settings
 from services.core.storage import Storage
-from services.notifier import delivery
+from services.notifier import delivery, filehooks
 from services.notifier.keyring import Keyring
 
 log = logging.getLogger(__name__)
@@ -85,6 +85,9 @@ class Hook:
     url: str
     body: bytes
     keys: list[bytes]
+    method: str = "POST"
+    headers: dict[str, str] = field(default_factory=dict)
+    """Sent besides the signing headers (and over them: a file's `Content-Type`)."""
 
 
 @dataclass(frozen=True)
@@ -260,9 +263,19 @@ class Notifier:
             data.update(error=None, url=None, reason=event.reason)
         return envelope(f"job.{data['status']}", data)
 
+    async def _hook(self, event: events.Terminal, url: str) -> Hook:
+        """The webhook of a job's end: Pressroom's signed JSON, or the file itself for a
+        job that asked so (`filehooks`, Gotenberg's webhook mode)."""
+        wid, keys = webhook_id(event), await self._keys_for(event)
+        submitted = await timeline.last_event(self.js, event.job_id, "submitted")
+        if isinstance(submitted, events.JobSubmitted) and submitted.file_webhook is not None:
+            sent = await filehooks.message(self.storage, self.keyring, event, submitted, url)
+            return Hook(wid, sent.url, sent.body, keys, sent.method, sent.headers)
+        return Hook(wid, url, await self.payload(event), keys)
+
     async def _attempt(self, msg: Msg, event: events.Terminal, url: str) -> None:
-        wid = webhook_id(event)
-        hook = Hook(wid, url, await self.payload(event), await self._keys_for(event))
+        hook = await self._hook(event, url)
+        wid, url = hook.id, hook.url
         sent = await self._post(msg, hook)
         await bus.publish(
             self.js,
@@ -314,10 +327,10 @@ class Notifier:
         """Send attempt number n (JetStream's delivery count) of `hook`."""
         attempt = msg.metadata.num_delivered
         now = int(dt.datetime.now(dt.UTC).timestamp())
-        headers = signing.headers(hook.keys, hook.id, now, hook.body)
+        headers = {**signing.headers(hook.keys, hook.id, now, hook.body), **hook.headers}
         outcome = await delivery.post(
             self.session, hook.url, hook.body, headers, self.settings.webhook_timeout,
-            allow_private=self.settings.allow_private_networks,
+            allow_private=self.settings.allow_private_networks, method=hook.method,
         )  # fmt: skip
         return Sent(
             attempt, outcome, delivery.verdict(outcome, attempt, self.settings.webhook_schedule)

@@ -84,13 +84,16 @@ async def post(
     timeout: float,
     *,
     allow_private: bool,
+    method: str = "POST",
 ) -> Outcome:
-    """POST `body` to `url`; redirects are reported as errors, never followed."""
+    """POST (or `method`) `body` to `url`; redirects are reported as errors, never
+    followed."""
     started = time.perf_counter()
     if not allow_private and (literal := netpolicy.literal_address_forbidden(url)):
         return Outcome(None, f"{literal} is a forbidden address", 0)
     try:
-        async with session.post(
+        async with session.request(
+            method,
             url,
             data=body,
             headers=headers,

@@ -45,6 +45,11 @@ class Keyring:
         one that does not open."""
         return self.own_keys(job.webhook_secret, job.job_id)
 
+    def opened(self, sealed: str, owner: str, what: str) -> str:
+        """A value sealed for `owner` (a job's id), in plain text; `SecretUnreadable` if
+        it does not open."""
+        return self._open(sealed, owner, what)
+
     def own_keys(self, secret: str | None, owner: str) -> list[bytes] | None:
         """A job's or a batch's own signing key, sealed for `owner` (its id); None if it
         has none, `SecretUnreadable` if it does not open."""

@@ -81,8 +81,13 @@ def sync(pdf: pikepdf.Pdf) -> None:
 
 
 def write(pdf: pikepdf.Pdf, step: Metadata) -> None:
-    """Set the fields `step` gives in the XMP and, from it, in the Info."""
+    """Set the fields `step` gives in the XMP and, from it, in the Info (the Info's
+    other entries kept: a document without XMP gets one made from its Info first, or
+    the Info would be rewritten from the few fields given)."""
+    had_xmp = "/Metadata" in pdf.Root
     with pdf.open_metadata(set_pikepdf_as_editor=False, update_docinfo=True) as meta:
+        if not had_xmp:
+            meta.load_from_docinfo(pdf.docinfo)
         for field, prefixed in _FIELDS.items():
             value = getattr(step, field)
             if value is None:
@@ -93,6 +98,10 @@ def write(pdf: pikepdf.Pdf, step: Metadata) -> None:
                 meta[prefixed] = datetime.datetime.fromisoformat(value).isoformat()
             else:
                 meta[prefixed] = value
+        if step.trapped is not None:  # pikepdf's Info mapping leaves /Trapped out
+            meta["pdf:Trapped"] = step.trapped
+    if step.trapped is not None:
+        pdf.docinfo[pikepdf.Name.Trapped] = pikepdf.Name(f"/{step.trapped}")
 
 
 def read(pdf: pikepdf.Pdf, name: str) -> MetadataFacts:

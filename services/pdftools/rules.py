@@ -87,6 +87,10 @@ def _split(index: int, step: Step, files: Collection[str]) -> None:
         _ranges(index, f"ranges[{number}]", ranges)
 
 
+TRAPPED = ("True", "False", "Unknown")
+"""The values of a document's `/Trapped` (ISO 32000-1, 14.3.3)."""
+
+
 def _metadata(index: int, step: Step, files: Collection[str]) -> None:
     assert isinstance(step, Metadata)
     for name in ("created", "modified"):
@@ -96,6 +100,8 @@ def _metadata(index: int, step: Step, files: Collection[str]) -> None:
                 datetime.datetime.fromisoformat(value)
         except ValueError:
             raise _fail(index, name, "must be an ISO 8601 date and time") from None
+    if step.trapped is not None and step.trapped not in TRAPPED:
+        raise _fail(index, "trapped", "must be one of " + ", ".join(TRAPPED))
 
 
 def _pdfa(index: int, step: Step, files: Collection[str]) -> None:

@@ -81,6 +81,9 @@ class Metadata(Step, tag="metadata"):
     """When it was created (ISO 8601)."""
     modified: str | None = None
     """When it was last changed (ISO 8601)."""
+    trapped: str | None = None
+    """Whether it was trapped for print: `True`, `False` or `Unknown` (Info `/Trapped`,
+    XMP `pdf:Trapped`)."""
 
 
 class ReadMetadata(Step, tag="read_metadata"):

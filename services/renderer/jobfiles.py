@@ -6,8 +6,10 @@ navigation to `DOCUMENT`, and every request to that origin is answered by the re
 filter (`egress.RequestFilter`) from the job's files, before it could reach any network:
 `<img src="logo.png">`, `@font-face { src: url(fonts/brand.woff2) }` and
 `<link href="style.css">` resolve to `ORIGIN/logo.png`… and are fulfilled with the
-file's bytes and its sniffed type. No name is ever looked up, no socket opened, no
-server started; every other request meets the egress policy as before.
+file's bytes and its sniffed type. No host name is resolved, no socket opened, no
+server started; every other request meets the egress policy as before. Header and
+footer templates, which Chromium prints without loading anything, get the files they
+name written in as `data:` URLs (`JobFiles.inlined`).
 
 A name the page asks for that is not among the job's files is refused (recorded with
 its reason in the job's evidence) and fails the job (`AssetMissing` naming the first
@@ -25,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import html
-import logging
 import re
 import unicodedata
 import urllib.parse
@@ -42,8 +43,6 @@ from services.core.filestore import load_file
 from services.core.pageoptions import PageOptions
 from services.core.storage import Storage
 from services.renderer.evidence import Evidence, Refusal, clip
-
-log = logging.getLogger(__name__)
 
 ORIGIN = "https://job.pressroom.invalid"
 """Where a job with files is loaded: a name that never resolves, so no request to it can

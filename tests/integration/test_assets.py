@@ -350,3 +350,11 @@ async def test_names_are_looked_up_in_nfc_whatever_the_client_sent(stack: Stack)
     assert status == 200 and len(versions["versions"]) == 1
     status, _ = await submit(stack, tenant, json={"html": "<p>", "assets": [decomposed]})
     assert status == 202
+
+
+async def test_a_huge_file_is_a_413_naming_it_and_the_gateway_goes_on(stack: Stack) -> None:
+    tenant, huge = stack.tenant, b"x" * (stack.settings.max_file_bytes + 1)
+    status, body = await submit(stack, tenant, data=form({"huge.css": huge}, {"html": "<p>"}))
+    assert (status, body["error"]["type"], body["error"]["field"]) == (413, "too_large", "huge.css")
+    status, _ = await call(tenant.http, "GET", f"{stack.url}/assets")
+    assert status == 200

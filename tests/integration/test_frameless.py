@@ -141,13 +141,14 @@ async def test_a_static_pdf_has_its_font_background_and_lazy_image_as_a_drawn_on
         assert pool.chromium is not None
         static = await pool.render(Html(document(url)), STATIC)
         await pool.settle()  # a new tab of the kind the job needed replaces its tab
-        assert [tab.framed for tab in pool.chromium.idle_tabs()] == [False, False]
+        spares = [False] * pool_module.SPARE_TABS
+        assert [tab.framed for tab in pool.chromium.idle_tabs()] == [*spares, False]
         static_asked = sorted(asked)
         asked.clear()
         # Without its wait, the reference printed without its lazy image in 1 render of 6.
         drawn = await pool.render(Html(document(url)), SETTLED_DRAWN)
         await pool.settle()
-        assert sorted(tab.framed for tab in pool.chromium.idle_tabs()) == [False, True]
+        assert sorted(tab.framed for tab in pool.chromium.idle_tabs()) == [*spares, True]
     assert static_asked == sorted(asked) == ["/back.png", "/lazy.png", "/serif.ttf"]
     assert static.pages == drawn.pages == 3
     images, fonts = images_and_fonts(static.data)
@@ -181,20 +182,22 @@ async def test_script_and_screenshots_get_a_tab_that_draws_and_the_kinds_share_t
             assert pool.chromium is not None
             return sorted(tab.framed for tab in pool.chromium.idle_tabs())
 
-        assert await kinds() == [False, False, False]  # two pages and a spare
+        tabs = 2 + pool_module.SPARE_TABS  # the pages and the spares
+        frameless = [False] * (tabs - 1)
+        assert await kinds() == [False] * tabs
         scripted = await pool.render(Html(FRAMES), waits)
         text = "".join(page.extract_text() for page in PdfReader(io.BytesIO(scripted.data)).pages)
         assert "frame ran" in text and "observed" in text
-        assert await kinds() == [False, False, True], "a frameless tab was remade drawing"
+        assert await kinds() == [*frameless, True], "a frameless tab was remade drawing"
         shot = await pool.render(Html("<p>picture</p>"), PageOptions(output="png"))
         assert shot.data.startswith(b"\x89PNG")
-        assert await kinds() == [False, False, True], "the drawing tab served the PNG"
+        assert await kinds() == [*frameless, True], "the drawing tab served the PNG"
         static = await pool.render(Html("<p>static</p>"), STATIC)
         assert static.pages == 1
-        assert await kinds() == [False, False, True], "a frameless tab served the PDF"
+        assert await kinds() == [*frameless, True], "a frameless tab served the PDF"
         await pool.render(Html("<p>static</p>"), STATIC)
         await pool.render(Html("<p>picture</p>"), PageOptions(output="png"))
-        assert len(await kinds()) == 3
+        assert len(await kinds()) == tabs
 
 
 async def test_a_static_job_prints_on_a_drawing_tab_when_no_frameless_one_is_idle(

@@ -232,3 +232,14 @@ async def test_a_page_climbing_out_of_its_files_finds_nothing_and_fails(
     with pytest.raises(AssetMissing) as raised:
         await pool.render(Html(html), PageOptions(), None, files)
     assert "'t2/secret.png' (and 1 more)" in str(raised.value)  # the URL resolved the dots
+
+
+async def test_a_screenshot_draws_the_jobs_image(pool: BrowserPool, storage: LocalStorage) -> None:
+    from PIL import Image
+
+    refs = await stored(storage, "t1", **{"logo.png": png(60, 30, (10, 200, 10))})
+    files = JobFiles(FileCache(storage, 10**7), "t1", refs)
+    page = Html('<body style="margin: 0"><img src="logo.png"></body>')
+    result = await pool.render(page, PageOptions(output="png"), None, files)
+    image = Image.open(io.BytesIO(result.data)).convert("RGB")
+    assert image.getpixel((5, 5)) == (10, 200, 10) and image.getpixel((100, 5)) == (255, 255, 255)

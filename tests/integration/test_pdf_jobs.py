@@ -24,7 +24,7 @@ import pikepdf
 from services.core import bus, events
 from services.core.files import FileRef, digest_of
 from services.core.pdfwork import PdfInput, PdfWork
-from tests.conftest import Stack, eventually
+from tests.conftest import Receiver, Stack, eventually
 from tests.integration import hostile_pdfs
 from tests.integration.pdf_inputs import TOOLS, chapters, pdfinfo, pdftotext, qpdf_check
 
@@ -52,7 +52,7 @@ async def refusal(stack: Stack, body: dict[str, Any], status: int = 400) -> dict
 
 
 async def test_earlier_jobs_merged_split_encrypted_and_reported(
-    stack: Stack, tmp_path: Path
+    stack: Stack, tmp_path: Path, receiver: Receiver
 ) -> None:
     first = await done(stack, {"html": chapters(3)})
     second = await done(stack, {"html": chapters(2)})
@@ -62,7 +62,7 @@ async def test_earlier_jobs_merged_split_encrypted_and_reported(
             "inputs": [{"job": first["id"]}, {"job": second["id"]}],
             "steps": [{"step": "merge"}, {"step": "metadata", "title": "Both"},
                       {"step": "validate"}],
-        }},
+        }, "webhook_url": receiver.url},
     )  # fmt: skip
     data, content_type = await download(stack, merged)
     assert content_type == "application/pdf"
@@ -83,6 +83,11 @@ async def test_earlier_jobs_merged_split_encrypted_and_reported(
     assert [s["step"] for s in report["steps"]] == ["merge", "metadata", "validate"]
     assert report["outputs"] == [{"name": "merged.pdf", "pages": 5, "bytes": len(data)}]
     assert report["validations"][0]["pages"] == 5
+    hook = await eventually(lambda: receiver.requests, what="the merge's webhook")
+    assert (hook[0]["json"]["type"], hook[0]["json"]["data"]["id"]) == ("job.done", merged["id"])
+    other = await stack.new_tenant()
+    async with other.http.get(f"{stack.url}/jobs/{merged['id']}/report") as response:
+        assert response.status == 404  # another tenant's report is no report
 
     secret = "owner-pass-77"
     split = await done(
@@ -159,6 +164,8 @@ async def test_bad_pdf_work_is_refused_naming_the_field(stack: Stack) -> None:
     for field, work in cases.items():
         error = await refusal(stack, {"pdf": work})
         assert (error["type"], error["field"]) == ("validation", field), (work, error)
+    many = {"pdf": {"inputs": [{"job": mine["id"]}] * 501, "steps": rotate}}
+    assert (await refusal(stack, many))["field"] == "pdf.inputs"
     unknown = await refusal(stack, {"pdf": {"inputs": [{"asset": "t.pdf"}], "steps": rotate}})
     assert (unknown["type"], unknown["field"]) == ("asset_missing", "pdf.inputs[0].asset")
     steps = [{"step": "shred"}]

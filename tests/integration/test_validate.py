@@ -8,6 +8,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import aiohttp
+
 from services.core.settings import Settings
 from tests.conftest import Stack, Tenant
 from tests.integration import hostile_pdfs
@@ -70,6 +72,13 @@ async def test_what_a_pdf_claims_and_whether_it_holds(stack: Stack) -> None:
     plain, _ = await validated(stack, hostile_pdfs.plain(2))  # the service goes on
     assert (plain["validation"]["pages"], plain["validation"].get("pdfa")) == (2, None)
 
+    form = aiohttp.FormData()  # the same as a form's one file, its password a field
+    form.add_field("password", "user-pass-1")
+    form.add_field("file", locked, filename="locked.pdf", content_type="application/pdf")
+    status, body, _ = await call(stack.client, "POST", f"{stack.url}/validate", data=form)
+    assert status == 200, body
+    assert (body["validation"]["document"], body["validation"]["pages"]) == ("locked.pdf", 1)
+
 
 async def test_bad_bodies_are_4xx_naming_the_cause_and_tenants_keep_their_share(
     settings: Settings,
@@ -96,6 +105,16 @@ async def test_bad_bodies_are_4xx_naming_the_cause_and_tenants_keep_their_share(
             headers=PDF,
         )  # fmt: skip
         assert (answer, body["error"]["field"]) == (400, "name"), body
+        two = aiohttp.FormData()
+        for name in ("a.pdf", "b.pdf"):
+            two.add_field("file", hostile_pdfs.plain(1), filename=name)
+        answer, body, _ = await call(light.http, "POST", f"{stack.url}/validate", data=two)
+        assert (answer, body["error"]["field"]) == (400, "files"), body
+        big = aiohttp.FormData()
+        big.add_field("file", hostile_pdfs.plain(1000), filename="big.pdf")
+        answer, body, _ = await call(light.http, "POST", f"{stack.url}/validate", data=big)
+        assert (answer, body["error"]["field"]) == (413, "big.pdf"), body
+        assert "PRESSROOM_VALIDATE_MAX_BYTES" in body["error"]["message"]
         await validated(stack, hostile_pdfs.plain(1), tenant=heavy)
         await validated(stack, hostile_pdfs.plain(1), tenant=heavy)
         limited, seen = await validated(stack, hostile_pdfs.plain(1), 429, tenant=heavy)

@@ -3,12 +3,12 @@
 Every render gets a tab of its own, in a browser context of its own with its own proxy
 door and its own record of what the page did (`renderer/evidence`); after the render the
 record is sealed, the context closed with every target in it, and only then the next
-tab made, in the background, so that nothing of one job is there for the next. One tab
-beyond `pages` is kept ready, so a render does not wait for a context to be made (what
-the context costs: docs/benchmarks.md). A browser that crashed, disconnected or rendered
-`recycle_after` documents is replaced by a fresh one while renders still running on the
-old one finish there; how a render's end is told apart (its own error, a timeout, a
-crash, the browser gone) is `outcome`'s.
+tab made, in the background, so that nothing of one job is there for the next. Tabs
+beyond `pages` are kept ready (`SPARE_TABS`), so a render does not wait for a context to
+be made (what the context costs: docs/benchmarks.md). A browser that crashed,
+disconnected or rendered `recycle_after` documents is replaced by a fresh one while
+renders still running on the old one finish there; how a render's end is told apart
+(its own error, a timeout, a crash, the browser gone) is `outcome`'s.
 """
 
 from __future__ import annotations
@@ -55,9 +55,12 @@ T = TypeVar("T")
 PRINT_RESERVE = 1.0
 """Seconds of the render time limit a `wait_for` leaves for printing (at most a quarter)."""
 
-SPARE_TABS = 1
-"""New tabs a browser keeps beyond its `pages`: a render takes one while the tab of the
-render before it is still being renewed, so no job waits for a context to be made."""
+SPARE_TABS = 2
+"""New tabs a browser keeps beyond its `pages`: a render takes one while the tabs of the
+renders before it are still being renewed, so no job waits for a context to be made. The
+making of a tab is mostly waiting (for a renderer process to start, on cores busy with
+other renders), so more of them under way at once keep the renders fed when the machine
+is busy; each idle tab holds a renderer process of its own (a few MB of its own memory)."""
 
 
 def _queue(chromium: Chromium, made: asyncio.Task[Tab]) -> None:

@@ -214,11 +214,13 @@ def test_operations_have_unique_valid_ids_summaries_and_defined_tags(doc):
 
 
 def test_every_operation_has_a_success_answer(doc):
-    """`operation-success-response`."""
+    """`operation-success-response`; a route kept only to say it is not implemented
+    (Gotenberg's LibreOffice route, 501) has none."""
     without = [
         label
         for label, operation in operations(doc)
         if not any(s.startswith("2") or s.startswith("3") for s in operation["responses"])
+        and set(operation["responses"]) != {"501"}
     ]
     assert without == []
 

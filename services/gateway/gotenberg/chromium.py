@@ -1,0 +1,364 @@
+"""Gotenberg's Chromium form fields, mapped onto Pressroom's own job request.
+
+The result is the JSON body `POST /jobs` takes, checked by the same `parse_job`: there is
+no second set of rules. `Mapped.origin` remembers which form field each option came
+from, so a problem Pressroom finds in `options.margin.top` is told as `marginTop`.
+
+Gotenberg's defaults are kept where they differ from Pressroom's (Letter paper, 0.39 in
+margins, no backgrounds, untagged), so a form gives the document it gives Gotenberg. A
+field Pressroom cannot honour, or any field it does not know, is a `400` naming it.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import secrets
+from dataclasses import dataclass, field
+from typing import Any
+
+from services.core import markdown
+from services.core.errors import RequestError
+from services.core.files import sniff
+from services.core.finishingoptions import PERMISSIONS
+from services.gateway.compiles import FairJail
+from services.gateway.gotenberg import forms
+from services.gateway.gotenberg.forms import Form, Upload
+
+LETTER = (8.5, 11.0)
+MARGIN = 0.39
+"""Gotenberg's default paper (inches) and margin on every side (inches)."""
+
+SPECIAL = ("index.html", "header.html", "footer.html")
+"""Files a Chromium form names by file name: the page, its header and its footer."""
+
+PDFA = {"PDF/A-2b": "2b", "PDF/A-3b": "3b"}
+"""Gotenberg's `pdfa` values Pressroom writes."""
+
+METADATA_KEYS = {"Title": "title", "Author": "author", "Subject": "subject", "Keywords": "keywords"}
+MORE_METADATA = {
+    "Creator": "creator",
+    "Producer": "producer",
+    "CreationDate": "created",
+    "ModDate": "modified",
+    "Trapped": "trapped",
+}
+"""ExifTool-style keys the PDF tools' `metadata` step writes besides those four."""
+"""ExifTool-style keys of `metadata` that the Chromium routes write (the document
+information Pressroom sets while printing)."""
+
+IMAGE_FORMATS = ("png", "jpeg", "webp")
+SCREEN = (800, 600)
+"""Gotenberg's default screenshot viewport, CSS px."""
+
+_TO_HTML = re.compile(r"\{\{-?\s*toHTML\s+\"([^\"]+)\"\s*-?\}\}")
+"""A Markdown form's `{{ toHTML "file.md" }}`: where that file's HTML goes."""
+
+
+@dataclass
+class Mapped:
+    """A job body in Pressroom's shape, the uploaded files the page reaches by name, and
+    for each option path the form field it came from."""
+
+    body: dict[str, Any]
+    files: list[Upload]
+    origin: dict[str, str] = field(default_factory=dict)
+    fail_on_refused: bool = False
+    report: bool = False
+    """Answer with what the job's report read (`metadata/read`), not its document."""
+    later_metadata: dict[str, str] = field(default_factory=dict)
+    """Metadata the printed PDF gets from a PDF-tools step afterwards."""
+    later: list[dict[str, Any]] = field(default_factory=list)
+    """PDF-tools steps run on the printed PDF, as a second job (`postprocess`)."""
+
+    def option(self, path: str, value: Any, source: str) -> None:
+        """Set `options.<path>` (dotted) to `value`, told as form field `source`."""
+        options = self.body.setdefault("options", {})
+        *parents, last = path.split(".")
+        for name in parents:
+            options = options.setdefault(name, {})
+        options[last] = value
+        self.origin.setdefault(f"options.{path}", source)
+
+    def field_of(self, pressroom_field: str | None) -> str | None:
+        """The form field a Pressroom field came from (the longest known prefix)."""
+        if pressroom_field is None:
+            return None
+        found = [
+            path
+            for path in self.origin
+            if pressroom_field == path or pressroom_field.startswith(path + ".")
+        ]
+        return self.origin[max(found, key=len)] if found else None
+
+
+def refuse(name: str, why: str) -> RequestError:
+    return RequestError(f"form field {name!r} is not supported: {why}", field=name)
+
+
+def _text(upload: Upload) -> str:
+    try:
+        return upload.data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise RequestError(f"{upload.filename} is not UTF-8 text", field=upload.filename) from None
+
+
+def source(form: Form, mapped: Mapped, kind: str) -> None:
+    """The page: `url`, or `index.html` (for Markdown, with each `{{ toHTML "x.md" }}`
+    replaced by that file's HTML, made by Pressroom's Markdown parser)."""
+    if kind == "url":
+        url = form.text("url")
+        if url is None:
+            raise RequestError("form field 'url' is required", field="url")
+        mapped.body["url"] = url
+        mapped.origin["url"] = "url"
+        return
+    named = {u.filename: u for u in form.files if u.part != "embeds"}
+    index = named.get("index.html")
+    if index is None:
+        raise RequestError("the form has no index.html file", field="index.html")
+    html = _text(index)
+    if kind == "markdown":
+        html = _TO_HTML.sub(lambda found: _markdown(named, found[1], form), html)
+    mapped.body["html"] = html
+    mapped.origin["html"] = "index.html"
+
+
+def _markdown(named: dict[str, Upload], name: str, form: Form) -> str:
+    if named.get(name) is None:
+        raise RequestError(f"index.html asks for {name!r}, which the form lacks", field=name)
+    return form.markdown[name]
+
+
+async def convert_markdown(form: Form, jail: FairJail, tenant: str) -> None:
+    """Make the HTML of each Markdown file `index.html` names, in the gateway's template
+    workers within the tenant's share (`compiles.FairJail`): a parser can take seconds
+    on a large or hostile file, which on the event loop would hold every tenant's
+    requests. Missing files and text that is not UTF-8 are left to `source` to refuse."""
+    named = {u.filename: u for u in form.files if u.part != "embeds"}
+    index = named.get("index.html")
+    if index is None:
+        return
+    for name in dict.fromkeys(_TO_HTML.findall(_text(index))):
+        upload = named.get(name)
+        if upload is not None and name not in form.markdown:
+            form.markdown[name] = (await jail.call(tenant, markdown.to_html, _text(upload)))[0]
+
+
+def header_footer(form: Form, mapped: Mapped) -> None:
+    for upload in form.files:
+        if upload.part == "embeds":
+            continue
+        if upload.filename == "header.html":
+            mapped.option("header_template", _text(upload), "header.html")
+        elif upload.filename == "footer.html":
+            mapped.option("footer_template", _text(upload), "footer.html")
+
+
+def page(form: Form, mapped: Mapped) -> None:
+    """Paper, margins and the other print settings."""
+    width = forms.inches(form, "paperWidth", LETTER[0])
+    height = forms.inches(form, "paperHeight", LETTER[1])
+    mapped.option("width", f"{width:.6g}in", "paperWidth")
+    mapped.option("height", f"{height:.6g}in", "paperHeight")
+    for side in ("top", "right", "bottom", "left"):
+        name = "margin" + side.capitalize()
+        mapped.option(f"margin.{side}", f"{forms.inches(form, name, MARGIN):.6g}in", name)
+    mapped.origin["options.margin"] = "marginTop"
+    mapped.option(
+        "prefer_css_page_size", form.flag("preferCssPageSize", False), "preferCssPageSize"
+    )
+    mapped.option("print_background", form.flag("printBackground", False), "printBackground")
+    mapped.option("landscape", form.flag("landscape", False), "landscape")
+    mapped.option("scale", form.number("scale", 1.0, 0.1, 2.0), "scale")
+    ranges = form.text("nativePageRanges")
+    if ranges is not None:
+        mapped.option("page_ranges", ranges, "nativePageRanges")
+    outline = form.flag("generateDocumentOutline", False)
+    tagged = form.flag("generateTaggedPdf", False) or outline
+    mapped.option("tagged", tagged, "generateTaggedPdf")
+    if outline:
+        mapped.option("outline", True, "generateDocumentOutline")
+    if form.flag("singlePage", False):
+        raise refuse("singlePage", "Pressroom prints pages of the paper size asked for")
+    if form.flag("omitBackground", False):
+        raise refuse("omitBackground", "Pressroom's PDFs keep the page's white background")
+    media = form.text("emulatedMediaType") or "print"
+    mapped.option("emulate_media", media, "emulatedMediaType")
+
+
+def waiting(form: Form, mapped: Mapped) -> None:
+    """`waitDelay`, `waitForExpression`, `waitForSelector` and `skipNetworkIdleEvent`
+    as Pressroom's one `wait_for` condition: a delay is the expression
+    `performance.now() >= <ms>` (time since the page began loading), joined to an
+    expression by `&&`."""
+    delay = forms.seconds(form, "waitDelay")
+    expression = form.text("waitForExpression")
+    selector = form.text("waitForSelector")
+    idle = not form.flag("skipNetworkIdleEvent", True)
+    idle = not form.flag("skipNetworkAlmostIdleEvent", True) or idle
+    conditions = []
+    if delay:
+        conditions.append(f"performance.now() >= {delay * 1000:.0f}")
+    if expression is not None:
+        conditions.append(f"!!({expression})")
+    given = [n for n, v in (("waitForSelector", selector), ("skipNetworkIdleEvent", idle)) if v]
+    if conditions and given:
+        raise refuse(
+            given[0],
+            "Pressroom waits for one condition: waitDelay and "
+            "waitForExpression, a selector, or network idle",
+        )
+    if len(given) > 1:
+        raise refuse(given[1], "Pressroom waits for one condition: a selector or network idle")
+    source = "waitForExpression" if expression is not None else "waitDelay"
+    if conditions:
+        mapped.option("wait_for.expression", " && ".join(conditions), source)
+    elif selector is not None:
+        mapped.option("wait_for.selector", selector, "waitForSelector")
+    elif idle:
+        mapped.option("wait_for.network_idle", True, "skipNetworkIdleEvent")
+
+
+def network(form: Form, mapped: Mapped) -> None:
+    """What Chromium sends and when a load fails the job."""
+    for name, why in (
+        ("cookies", "Pressroom's pages carry no client cookies"),
+        ("extraHttpHeaders", "Pressroom's pages send no client headers"),
+        ("emulatedMediaFeatures", "Pressroom emulates the media type only"),
+        ("failOnResourceHttpStatusCodes", "Pressroom does not fail on a resource's status"),
+        ("ignoreResourceHttpStatusDomains", "Pressroom does not fail on a resource's status"),
+    ):
+        if form.json(name):
+            raise refuse(name, why)
+    if form.text("userAgent") is not None:
+        raise refuse("userAgent", "Pressroom's renderer keeps its own user agent")
+    if form.text("downloadFrom") is not None:
+        raise refuse("downloadFrom", "Pressroom does not fetch a form's files from URLs")
+    codes = form.json("failOnHttpStatusCodes")
+    if codes is not None and not (
+        isinstance(codes, list) and all(isinstance(c, int) and 100 <= c <= 599 for c in codes)
+    ):
+        raise RequestError(
+            "form field 'failOnHttpStatusCodes' must be a JSON list of HTTP status codes",
+            field="failOnHttpStatusCodes",
+        )
+    if form.flag("failOnConsoleExceptions", False):
+        raise refuse("failOnConsoleExceptions", "Pressroom does not fail on console exceptions")
+    mapped.fail_on_refused = form.flag("failOnResourceLoadingFailed", False)
+
+
+def finishing(form: Form, mapped: Mapped) -> None:
+    """PDF/A, metadata, passwords and embedded files, done by Pressroom's finishing."""
+    pdfa = form.text("pdfa")
+    if pdfa is not None:
+        if pdfa not in PDFA:
+            raise refuse("pdfa", f"Pressroom writes {' and '.join(PDFA)}, not {pdfa!r}")
+        mapped.option("pdfa", PDFA[pdfa], "pdfa")
+    metadata(form, mapped)
+    passwords(form, mapped)
+    embeds(form, mapped)
+
+
+def metadata(form: Form, mapped: Mapped) -> None:
+    given = form.json("metadata")
+    if given is None:
+        return
+    if not isinstance(given, dict):
+        raise RequestError("form field 'metadata' must be a JSON object", field="metadata")
+    for key, value in given.items():
+        target = METADATA_KEYS.get(key) or MORE_METADATA.get(key)
+        if target is None:
+            raise refuse(f"metadata.{key}", "Pressroom writes Title, Author, Subject, Keywords,"
+                         " Creator, Producer, CreationDate, ModDate and Trapped")  # fmt: skip
+        if key == "Keywords" and isinstance(value, list):
+            value = ", ".join(str(v) for v in value)
+        if not isinstance(value, str):
+            raise RequestError(f"metadata.{key} must be a string", field=f"metadata.{key}")
+        if key in METADATA_KEYS:
+            mapped.option(f"metadata.{target}", value, f"metadata.{key}")
+        else:  # written by a PDF-tools step after printing (`postprocess`)
+            mapped.later_metadata[target] = value
+
+
+def passwords(form: Form, mapped: Mapped) -> None:
+    """Gotenberg's passwords as Pressroom's AES-256: the user password opens the file
+    with every permission; without an owner password a random one is made (no one but
+    the user password's holders can open it, as with Gotenberg)."""
+    user = form.text("userPassword")
+    owner = form.text("ownerPassword")
+    if user is None and owner is None:
+        return
+    mapped.option("encrypt.owner_password", owner or secrets.token_urlsafe(24), "ownerPassword")
+    if user is not None:
+        mapped.option("encrypt.user_password", user, "userPassword")
+    mapped.option("encrypt.permissions", list(PERMISSIONS), "ownerPassword")
+
+
+def embeds(form: Form, mapped: Mapped) -> None:
+    attached = []
+    for upload in form.files:
+        if upload.part != "embeds":
+            continue
+        kind = sniff(upload.data, upload.filename)
+        content = base64.b64encode(upload.data).decode()
+        attached.append({"name": upload.filename, "content": f"data:{kind};base64,{content}"})
+    if attached:
+        mapped.option("attachments", attached, "embeds")
+
+
+def image(form: Form, mapped: Mapped) -> None:
+    """A screenshot's format, quality, viewport and background."""
+    kind = form.text("format") or "png"
+    if kind not in IMAGE_FORMATS:
+        raise RequestError(
+            f"form field 'format' must be one of {', '.join(IMAGE_FORMATS)}, got {kind!r}",
+            field="format",
+        )
+    mapped.option("output", kind, "format")
+    quality = form.integer("quality", 100, 0, 100)
+    if kind != "png":  # PNG is lossless: Gotenberg too leaves `quality` to JPEG and WebP
+        mapped.option("quality", quality, "quality")
+    width = form.integer("width", SCREEN[0], 1, 4096)
+    height = form.integer("height", SCREEN[1], 1, 4096)
+    mapped.option("width", f"{width}px", "width")
+    if form.flag("clip", False):  # the viewport only; else the whole page
+        mapped.option("height", f"{height}px", "height")
+    if form.flag("omitBackground", False):
+        mapped.option("omit_background", True, "omitBackground")
+    form.flag("optimizeForSpeed", False)  # an encoder hint; the image is the same picture
+    mapped.option("emulate_media", form.text("emulatedMediaType") or "print", "emulatedMediaType")
+
+
+def _common(form: Form, kind: str) -> Mapped:
+    mapped = Mapped(body={}, files=[])
+    source(form, mapped, kind)
+    waiting(form, mapped)
+    network(form, mapped)
+    return mapped
+
+
+def _finish(form: Form, mapped: Mapped) -> Mapped:
+    mapped.files = [u for u in form.files if u.part != "embeds" and u.filename not in SPECIAL]
+    unknown = form.unknown()
+    if unknown:
+        raise refuse(unknown[0], "Pressroom does not know this field")
+    return mapped
+
+
+def convert(form: Form, kind: str) -> Mapped:
+    """A Chromium conversion form (`kind`: `html`, `url` or `markdown`) as a Pressroom
+    job body that prints a PDF."""
+    mapped = _common(form, kind)
+    header_footer(form, mapped)
+    page(form, mapped)
+    finishing(form, mapped)
+    return _finish(form, mapped)
+
+
+def screenshot(form: Form, kind: str) -> Mapped:
+    """A Chromium screenshot form (`kind`: `html`, `url` or `markdown`) as a Pressroom
+    job body that makes an image."""
+    mapped = _common(form, kind)
+    image(form, mapped)
+    return _finish(form, mapped)
