@@ -10,7 +10,7 @@ import msgspec
 
 from services.core.pageoptions import PageOptions
 
-REFERENCE = Path(__file__).parents[3] / "README.md"
+REFERENCE = Path(__file__).parents[3] / "docs" / "print-options.md"
 """Where the options' table is: its header `| option | type, default | rule and meaning |`."""
 
 HEADER = "| option | type, default | rule and meaning |"

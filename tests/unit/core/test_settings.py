@@ -10,7 +10,7 @@ import pytest
 from services.core.settings import Settings, SettingsError, describe
 from services.core.valuefiles import MAX_FILE_BYTES, files_read
 
-REFERENCE = Path(__file__).parents[3] / "README.md"
+REFERENCE = Path(__file__).parents[3] / "docs" / "configuration.md"
 """Where the settings' table is: a row per variable, `| name | default | meaning |`."""
 
 
@@ -56,11 +56,11 @@ def test_bad_value_names_the_variable(name, value):
     assert repr(value) in str(raised.value)
 
 
-def test_every_setting_is_documented_in_the_readme():
-    readme = REFERENCE.read_text(encoding="utf-8")
+def test_every_setting_is_documented_in_the_configuration_reference():
+    reference = REFERENCE.read_text(encoding="utf-8")
     for name, _, doc in describe():
         assert doc, name
-        assert f"`{name}`" in readme, f"{name} missing from the README table"
+        assert f"`{name}`" in reference, f"{name} missing from docs/configuration.md"
 
 
 def test_the_settings_table_is_the_code_s_own_defaults_and_meanings():
@@ -129,5 +129,5 @@ def test_a_bad_value_from_a_file_is_named_without_showing_it(tmp_path: Path):
     assert "leaked-secret" not in str(raised.value)
 
 
-def test_the_readme_states_the_file_rule():
+def test_the_configuration_reference_states_the_file_rule():
     assert "`PRESSROOM_X_FILE`" in REFERENCE.read_text(encoding="utf-8")
