@@ -11,6 +11,8 @@
                                        [--wait [-o archive.zip]]
     pressroom batch pause|resume|cancel|status ID
     pressroom jobs ls [--status S] [--limit N] | show ID | events ID
+    pressroom templates list | show NAME | push DIR | pull NAME [DIR] | diff NAME V1 [V2]
+    pressroom templates preview DIR|NAME [--data FILE] [-o FILE] [--open]
 
 The gateway is `--url`, else `PRESSROOM_URL`, else the one `make up` runs from this folder
 (the settings' `base_url`); the key is `--key`, else `PRESSROOM_API_KEY`, else
@@ -40,7 +42,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pressroom import pdfcli, progress
+from pressroom import pdfcli, progress, templatecli
 from pressroom.clibase import (
     API_ERROR,
     ENDED_BADLY,
@@ -53,6 +55,7 @@ from pressroom.clibase import (
     Io,
     Outcome,
     UsageError,
+    table,
 )
 from pressroom.client import Batch, Client, Job, target
 from pressroom.client.errors import ConfigurationError, PressroomError, Unavailable
@@ -330,14 +333,6 @@ def batch_status(client: Client, args: argparse.Namespace, io: Io) -> Outcome:
 # jobs
 
 
-def table(rows: Sequence[Sequence[object]], header: Sequence[str]) -> str:
-    """Left-aligned columns, two spaces apart; `-` for a missing value."""
-    cells = [list(header)] + [["-" if v is None else str(v) for v in row] for row in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in cells]
-    return "\n".join(line.rstrip() for line in lines)
-
-
 def jobs_ls(client: Client, args: argparse.Namespace, io: Io) -> Outcome:
     found = list(client.jobs(status=args.status, limit=args.limit))
     rows = [
@@ -468,6 +463,7 @@ def build_parser() -> argparse.ArgumentParser:
     _batch_parser(commands)
     _jobs_parser(commands)
     pdfcli.add_parser(commands, _add, EXIT_TEXT)
+    templatecli.add_parser(commands, _add, EXIT_TEXT)
     return parser
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
@@ -45,3 +45,11 @@ class Outcome:
 
 
 Command = Callable[[Client, argparse.Namespace, Io], Outcome]
+
+
+def table(rows: Sequence[Sequence[object]], header: Sequence[str]) -> str:
+    """Left-aligned columns, two spaces apart; `-` for a missing value."""
+    cells = [list(header)] + [["-" if v is None else str(v) for v in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in cells]
+    return "\n".join(line.rstrip() for line in lines)

@@ -23,6 +23,7 @@ COMMANDS = {
     "render": ("pressroom.cli", "render one document: submit, wait, download"),
     "batch": ("pressroom.cli", "submit a batch and follow it; pause, resume, cancel, status"),
     "jobs": ("pressroom.cli", "list jobs; show one job or its timeline"),
+    "templates": ("pressroom.cli", "stored templates: list, show, push, pull, preview, diff"),
     "pdf": ("pressroom.cli", "PDF tools: merge, split, rotate, pdfa, sign, validate…"),
 }
 

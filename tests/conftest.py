@@ -279,6 +279,18 @@ LAYERS = ("unit", "integration", "faults", "deploy")
 """The folders of tests/, each a marker: `pytest -m unit` runs the pure logic alone."""
 
 
+BUILDS_FROM_THE_TREE = {Path("integration/test_package.py")}
+"""Tests outside deploy/ that build the project's wheel in the working tree (its
+`build/` and egg-info are shared): they run on the deploy tests' worker."""
+
+
+def _group(path: Path, layer: str) -> str:
+    if layer == "deploy" or path in BUILDS_FROM_THE_TREE:
+        return "deploy"
+    return str(path)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups off the markers
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark every test with its folder's layer, and `chromium` when it needs the browser
     (the `chromium` fixture is in its closure), so the markers cannot drift from what a
@@ -286,13 +298,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
     With workers (`make test` runs `-n 2 --dist loadgroup`), a file's tests run on one
     worker, so its module fixtures (a browser pool, a stack) are made once; every deploy
-    test runs on one worker, since they share the image they build and podman's store."""
+    test runs on one worker, since they share the image they build, podman's store and
+    the wheel's build folder (`BUILDS_FROM_THE_TREE`)."""
     for item in items:
         path = item.path.relative_to(Path(__file__).parent)
         layer = path.parts[0]
         if layer in LAYERS:
             item.add_marker(layer)
-        item.add_marker(pytest.mark.xdist_group("deploy" if layer == "deploy" else str(path)))
+        item.add_marker(pytest.mark.xdist_group(_group(path, layer)))
         if "chromium" in getattr(item, "fixturenames", ()):
             item.add_marker("chromium")
 

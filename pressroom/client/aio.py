@@ -95,6 +95,7 @@ class AsyncClient:
         html: str | None = None,
         url: str | None = None,
         template_id: str | None = None,
+        template_name: str | None = None,
         template_version: int | None = None,
         markdown: str | None = None,
         stylesheet: str | None = None,
@@ -104,13 +105,28 @@ class AsyncClient:
         idempotency_key: str | None = None,
         files: Files | None = None,
         assets: Sequence[str] | None = None,
+        preview: bool = False,
     ) -> Job:
         """As `Client.submit`."""
         source = calls.Source(
-            template, html, url, template_id, template_version, markdown, stylesheet
+            template,
+            html,
+            url,
+            template_id,
+            template_version,
+            markdown,
+            stylesheet,
+            template_name=template_name,
         )
         call = calls.submit(
-            source, data, options, webhook_url, idempotency_key, read_files(files), names(assets)
+            source,
+            data,
+            options,
+            webhook_url,
+            idempotency_key,
+            read_files(files),
+            names(assets),
+            preview,
         )
         return await self._run(call)
 
@@ -297,6 +313,17 @@ class AsyncClient:
 
     async def template(self, template_id: str, version: int | None = None) -> Template:
         return await self._run(calls.get_template(template_id, version))
+
+    async def rename_template(self, template_id: str, name: str) -> Template:
+        """As `Client.rename_template`."""
+        return await self._run(calls.rename_template(template_id, name))
+
+    async def template_named(self, name: str, version: int | None = None) -> Template:
+        """As `Client.template_named`."""
+        async for found in self.templates():
+            if found.name == name:
+                return await self.template(found.id, version)
+        raise calls.no_template_named(name)
 
     async def store_assets(self, files: Files) -> list[Asset]:
         """As `Client.store_assets`."""

@@ -159,8 +159,9 @@ def transport_errors(base_url: str) -> Iterator[None]:
 
 
 class Source(NamedTuple):
-    """What a job renders: exactly one of `template`, `html`, `url`, `template_id`,
-    `markdown` (which `template` or `template_id` may wrap; `stylesheet` styles it)."""
+    """What a job renders: exactly one of `template`, `html`, `url`, `template_id` (or
+    `template_name`), `markdown` (which `template` or a stored template may wrap;
+    `stylesheet` styles it)."""
 
     template: str | None = None
     html: str | None = None
@@ -169,6 +170,8 @@ class Source(NamedTuple):
     template_version: int | None = None
     markdown: str | None = None
     stylesheet: str | None = None
+    template_name: str | None = None
+    """A stored template by its name, instead of `template_id`."""
 
 
 def submit(
@@ -179,9 +182,11 @@ def submit(
     idempotency_key: str | None = None,
     files: tuple[tuple[str, bytes], ...] = (),
     assets: list[str] | None = None,
+    preview: bool = False,
 ) -> Call[Job]:
     fields = {**source._asdict(), "data": data, "options": options, "webhook_url": webhook_url}
     fields["assets"] = assets
+    fields["preview"] = preview or None
     body = {name: value for name, value in fields.items() if value is not None}
     headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
     return Call("POST", "/jobs", accepted, body=body, headers=headers, files=files)
@@ -260,6 +265,16 @@ def templates_page(limit: int, offset: int) -> Call[TemplatesPage]:
 def get_template(template_id: str, version: int | None = None) -> Call[Template]:
     params = {} if version is None else {"version": str(version)}
     return Call("GET", f"/templates/{segment(template_id)}", decoder(Template), params=params)
+
+
+def rename_template(template_id: str, name: str) -> Call[Template]:
+    path = f"/templates/{segment(template_id)}"
+    return Call("PATCH", path, decoder(Template), body={"name": name})
+
+
+def no_template_named(name: str) -> errors.NotFound:
+    """What `template_named` raises when the tenant has no template called `name`."""
+    return errors.NotFound(f"no template named {name!r}", type="not_found", status=404)
 
 
 def usage(month: str | None = None) -> Call[Usage]:

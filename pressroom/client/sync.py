@@ -98,6 +98,7 @@ class Client:
         html: str | None = None,
         url: str | None = None,
         template_id: str | None = None,
+        template_name: str | None = None,
         template_version: int | None = None,
         markdown: str | None = None,
         stylesheet: str | None = None,
@@ -107,11 +108,16 @@ class Client:
         idempotency_key: str | None = None,
         files: Files | None = None,
         assets: Sequence[str] | None = None,
+        preview: bool = False,
     ) -> Job:
         """Submit one job; the accepted job (`queued`). Give exactly one source:
-        `template` (Jinja2, with `data`), `html`, `url`, `template_id` (with
-        `template_version`, default the latest) or `markdown` (styled by `stylesheet`,
-        and wrapped by `template` or `template_id` if given, as `{{ content }}`).
+        `template` (Jinja2, with `data`), `html`, `url`, `template_id` or `template_name`
+        (with `template_version`, default the latest) or `markdown` (styled by
+        `stylesheet`, and wrapped by `template` or a stored template if given, as
+        `{{ content }}`).
+
+        `preview=True` makes it a template preview: not listed, not billed, superseded
+        by a newer preview of the same template.
 
         `files` go with the job (paths or open files, named by their base names, or a
         mapping from the name the page uses to a path, bytes or open file), and `assets`
@@ -122,10 +128,24 @@ class Client:
         >>> job = pressroom.submit(html='<img src="a.png">', files=["a.png"])  # doctest: +SKIP
         """
         source = calls.Source(
-            template, html, url, template_id, template_version, markdown, stylesheet
+            template,
+            html,
+            url,
+            template_id,
+            template_version,
+            markdown,
+            stylesheet,
+            template_name=template_name,
         )
         call = calls.submit(
-            source, data, options, webhook_url, idempotency_key, read_files(files), names(assets)
+            source,
+            data,
+            options,
+            webhook_url,
+            idempotency_key,
+            read_files(files),
+            names(assets),
+            preview,
         )
         return self._run(call)
 
@@ -324,6 +344,19 @@ class Client:
     def template(self, template_id: str, version: int | None = None) -> Template:
         """One version of a stored template (the latest by default)."""
         return self._run(calls.get_template(template_id, version))
+
+    def rename_template(self, template_id: str, name: str) -> Template:
+        """Rename a stored template; its id and versions stay (`Conflict` if the name is
+        another template's)."""
+        return self._run(calls.rename_template(template_id, name))
+
+    def template_named(self, name: str, version: int | None = None) -> Template:
+        """One version of the stored template called `name` (the latest by default);
+        `NotFound` if there is none of that name."""
+        for found in self.templates():
+            if found.name == name:
+                return self.template(found.id, version)
+        raise calls.no_template_named(name)
 
     def store_assets(self, files: Files) -> list[Asset]:
         """Store files as assets (each the next version of its name; the same bytes

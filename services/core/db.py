@@ -362,11 +362,12 @@ async def list_jobs(
     limit: int,
     offset: int,
 ) -> list[JobRow]:
-    """A tenant's single jobs (never batch items), newest first, optionally only those in
-    `status` and those whose id starts with `prefix` (the partial index
+    """A tenant's single jobs (never batch items nor previews), newest first, optionally
+    only those in `status` and those whose id starts with `prefix` (the partial index
     `jobs_tenant_recent`)."""
     rows = await pool.fetch(
         "SELECT * FROM jobs WHERE tenant_id = $1 AND batch_id IS NULL "
+        "AND preview IS NULL "
         "AND ($2::job_status IS NULL OR status = $2) AND ($3::text IS NULL OR starts_with(id, $3)) "
         "ORDER BY created_at DESC, id LIMIT $4 OFFSET $5",
         tenant,

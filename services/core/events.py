@@ -117,6 +117,9 @@ class JobSubmitted(Event, tag="submitted"):
     file_webhook: FileWebhook | None = None
     # A PDF-tools job: its inputs and steps, instead of a template, html or url.
     pdf: PdfWork | None = None
+    # A preview (`"preview": true`): what it previews and through which key. Not billed,
+    # not listed; a newer preview with the same value cancels it (`gateway/previews.py`).
+    preview: str | None = None
 
     INPUTS: ClassVar[tuple[str, ...]] = ("template", "html", "markdown", "stylesheet", "data")
     """What the document is made from: large, and kept once, on the job's row."""

@@ -330,4 +330,12 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX template_files_digest ON template_files (tenant_id, digest);
     """,
+    # 13: a preview job's supersede key (`gateway/previews.py`; NULL for any other job),
+    # in its own column so listing, counting usage and finding the unfinished previews
+    # never read a job's input.
+    """
+    ALTER TABLE jobs ADD COLUMN preview text;
+    CREATE INDEX jobs_unfinished_previews ON jobs (tenant_id, preview)
+        WHERE preview IS NOT NULL AND status IN ('queued', 'running');
+    """,
 ]

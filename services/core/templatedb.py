@@ -151,3 +151,53 @@ async def template_versions(
         tenant,
     )
     return [typed(r, VersionStamp) for r in rows]
+
+
+@map_db_errors()
+async def template_id_named(pool: asyncpg.Pool, tenant: str, name: str) -> str | None:
+    """The id of `tenant`'s template called `name`; None if the tenant has none (another
+    tenant's template of that name is never found)."""
+    found: str | None = await pool.fetchval(
+        "SELECT id FROM templates WHERE tenant_id = $1 AND name = $2", tenant, name
+    )
+    return found
+
+
+@map_db_errors()
+async def template_id_taken(pool: asyncpg.Pool, template_id: str, tenant: str, name: str) -> bool:
+    """Whether a template other than `tenant`'s called `name` has id `template_id` (a
+    renamed one keeps the id of its first name, so a new template of that name needs
+    another; one of that name, stored meanwhile, is the same template)."""
+    found = await pool.fetchval(
+        "SELECT 1 FROM templates WHERE id = $1 AND NOT (tenant_id = $2 AND name = $3)",
+        template_id,
+        tenant,
+        name,
+    )
+    return found is not None
+
+
+@map_db_errors()
+async def rename_template(
+    pool: asyncpg.Pool, tenant: str, template_id: str, name: str
+) -> TemplateSummary | None:
+    """Give `tenant`'s template `template_id` a new name, its id and versions kept; None
+    if the tenant has no such template. `NameTaken` if another of its templates has it."""
+    async with pool.acquire() as conn, conn.transaction():
+        await conn.execute(_LOCK_TEMPLATE, TEMPLATE_LOCK_CLASS, template_id)
+        try:
+            row = await conn.fetchrow(
+                "UPDATE templates SET name = $3, updated_at = clock_timestamp() "
+                "WHERE id = $1 AND tenant_id = $2 "
+                "RETURNING id, name, latest_version, updated_at",
+                template_id,
+                tenant,
+                name,
+            )
+        except asyncpg.UniqueViolationError:
+            raise NameTaken(name) from None
+    return typed(row, TemplateSummary) if row is not None else None
+
+
+class NameTaken(Exception):
+    """Another template of the tenant already has the name."""

@@ -141,6 +141,10 @@ async def _submitted_event(
         idempotency_key=key,
         progress_webhooks=batch.progress_webhooks,
     )
+    if batch.template_name is not None:
+        event = await templates.resolve_named(
+            request.app[POOL], event, tenant, batch.template_name, batch.template_version
+        )
     if batch.template_id is not None:
         event = await templates.resolve(
             request.app[POOL], event, tenant, batch.template_id, batch.template_version

@@ -25,6 +25,7 @@ from services.gateway import (
     pdfcontract,
     requests,
     streamdocs,
+    templaterequests,
     templates,
 )
 from services.gateway.gotenberg.docs import FORMS
@@ -121,6 +122,11 @@ BATCH_LINES = (
     '{"data": {"number": 1}, "filename": "invoice-1.pdf"}\n'
     '{"data": {"number": 2}, "filename": "invoice-2.pdf"}\n'
 )
+NAMED_TEMPLATE_EXAMPLE = {
+    "template_name": "invoice",
+    "template_version": 1,
+    "data": {"number": "2026-0042", "customer": "Ana"},
+}
 TEMPLATE_EXAMPLE = {
     "name": "invoice",
     "body": "<h1>Invoice {{ number }}</h1>",
@@ -137,13 +143,23 @@ JOBS: dict[tuple[str, str], Route] = {
         body=Body(
             requests.JobRequest,
             JOB_EXAMPLE,
-            more_examples=(("markdown", "A Markdown document with a table", MARKDOWN_EXAMPLE),),
+            more_examples=(
+                ("markdown", "A Markdown document with a table", MARKDOWN_EXAMPLE),
+                (
+                    "template_name",
+                    "Version 1 of the stored template `invoice`",
+                    NAMED_TEMPLATE_EXAMPLE,
+                ),
+            ),
             multipart=assetcontract.JOB_FILES,
             multipart_example=assetcontract.JOB_FILES_EXAMPLE,
         ),
-        description="Exactly one of `template`, `template_id`, `html`, `url` and `markdown` is "
-        "the source (`template` or `template_id` may wrap `markdown`, given its HTML as "
-        "`content`). 202 once the job is durable in the log; poll `url`, or follow "
+        description="Exactly one of `template`, `template_id` (or `template_name`), `html`, "
+        "`url` and `markdown` is the source (`template` or a stored template may wrap "
+        "`markdown`, given its HTML as `content`). A stored template is named by its id or "
+        "by the name it was stored under, the caller's own only; `template_version` picks a "
+        "version (the latest by default). 202 once the job is durable in the log; poll `url`, "
+        "or follow "
         "`/jobs/{id}/stream`. As `multipart/form-data`, the part `job` is the JSON and "
         "every other part a file the page refers to by its filename." + pdfcontract.PDF_JOB_TEXT,
     ),
@@ -339,7 +355,7 @@ TEMPLATES: dict[tuple[str, str], Route] = {
         {201: answers.TemplateCreated},
         (*WRITE_ERRORS, 429),
         body=Body(
-            requests.TemplateRequest,
+            templaterequests.TemplateRequest,
             TEMPLATE_EXAMPLE,
             multipart=assetcontract.TEMPLATE_FILES,
             multipart_example=assetcontract.TEMPLATE_FILES_EXAMPLE,
@@ -363,6 +379,17 @@ TEMPLATES: dict[tuple[str, str], Route] = {
             path_id("template", requests.TEMPLATE_ID),
             query_int("version", 1, requests.MAX_VERSION, None, "which version"),
         ),
+    ),
+    ("PATCH", "/templates/{id}"): Route(
+        "Rename a template, keeping its id and every version",
+        "templates",
+        {200: answers.TemplateSummary},
+        (400, 401, 403, 404, 409, 503),
+        params=(path_id("template", requests.TEMPLATE_ID),),
+        body=Body(templaterequests.RenameRequest, {"name": "invoice-2027"}),
+        description="Jobs naming the template by id are unaffected; `template_name` "
+        "finds it by its new name from now on. 409 if another of the tenant's templates "
+        "has the name.",
     ),
 }
 

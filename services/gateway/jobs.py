@@ -17,7 +17,7 @@ from services.core.errors import Conflict, NotFound, PressroomError, Unavailable
 from services.core.holds import HoldKind
 from services.core.pdfwork import report_key
 from services.core.status import JobStatus
-from services.gateway import answers, idempotency, jobfiles, pdfjobs, templates
+from services.gateway import answers, idempotency, jobfiles, pdfjobs, previews, templates
 from services.gateway.auth import caller_of, guarded
 from services.gateway.headers import header
 from services.gateway.keys import (
@@ -81,6 +81,10 @@ async def _submitted_event(
         webhook_secret=secret,
         idempotency_key=key,
     )
+    if job.template_name is not None:
+        return await templates.resolve_named(
+            request.app[POOL], event, tenant, job.template_name, job.template_version
+        )
     if job.template_id is None:
         return event
     return await templates.resolve(
@@ -113,7 +117,9 @@ async def _hold_and_publish(request: web.Request, event: events.JobSubmitted) ->
     publish its submission; True if the log took it now. The hold is given back if the
     log did not take it."""
     limits, pool = request.app[LIMITS], request.app[POOL]
-    held = await limits.hold(pool, event.tenant, event.job_id, HoldKind.JOB, 1)
+    held = event.preview is None and await limits.hold(
+        pool, event.tenant, event.job_id, HoldKind.JOB, 1
+    )  # a preview is never billed: it takes no room in the quota
     try:
         await request.app[SINGLES].ensure(request.app[JS], event.tenant)
         return await bus.publish(request.app[JS], event)
@@ -144,6 +150,23 @@ def admit(request: web.Request) -> None:
     request.app[LIMITS].admit(caller_of(request).tenant)
 
 
+async def _as_preview(
+    request: web.Request, job: JobRequest, event: events.JobSubmitted
+) -> tuple[events.JobSubmitted, list[str]]:
+    """A preview's event marked as one, and the older previews it supersedes; any other
+    job's as it is."""
+    if not job.preview:
+        return event, []
+    event = msgspec.structs.replace(event, preview=previews.preview_of(caller_of(request), event))
+    return event, await previews.admit(request.app[POOL], event)
+
+
+async def _supersede(request: web.Request, older: list[str], tenant: str) -> None:
+    """Cancel the previews a newer one superseded."""
+    for job_id in older:
+        await _cancel(request, job_id, tenant)
+
+
 async def enqueue(
     request: web.Request,
     job: JobRequest,
@@ -172,11 +195,13 @@ async def enqueue(
             event = await pdfjobs.resolved(request, job.pdf, event)
         if prepare is not None:
             prepare(event)
+        event, superseded = await _as_preview(request, job, event)
         fresh = await _hold_and_publish(request, event)
     except PressroomError:  # not in the log: the key is free for the same request again
         if key is not None:
             await idempotency.release(request.app[IDEMPOTENCY], tenant, key)
         raise
+    await _supersede(request, superseded, tenant)  # the newer preview is in the log
     if fresh:
         await bus.ring(request.app[NATS], tenant)
         request.app[LOG_ROOM].took(event)

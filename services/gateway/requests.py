@@ -112,8 +112,11 @@ class JobRequest(msgspec.Struct, forbid_unknown_fields=True):
     """A Jinja2 template, rendered with `data` (one of the four sources)."""
     template_id: str | None = None
     """A stored template's id (`POST /templates`), rendered with `data`."""
+    template_name: TemplateName | None = None
+    """A stored template's name, instead of its id: the caller's own template of that
+    name (another tenant's never resolves)."""
     template_version: Version | None = None
-    """With `template_id`: which version (the latest by default)."""
+    """With `template_id` or `template_name`: which version (the latest by default)."""
     html: str | None = None
     """HTML printed as it is."""
     url: str | None = None
@@ -136,6 +139,11 @@ class JobRequest(msgspec.Struct, forbid_unknown_fields=True):
     """How the page is printed."""
     pdf: PdfWorkRequest | None = None
     """PDFs in and steps run on them (merge, split, pdfa…), instead of a page to print."""
+    preview: bool = False
+    """A template preview (an editor's render): not billed, not listed by `GET /jobs`, a
+    few unfinished at a time per tenant, and cancelled by a newer preview of the same
+    template through the same API key. Only with `template`, `template_id` or
+    `template_name`."""
     assets: AssetNames = msgspec.field(default_factory=list)
     """Stored assets (`POST /assets`) the page may refer to by relative name: `logo.png`
     (the latest version) or `brand.woff2@2`; files sent with a multipart request win over
@@ -159,8 +167,10 @@ class BatchRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """A Jinja2 template every item renders with its own data."""
     template_id: str | None = None
     """A stored template every item renders with its own data."""
+    template_name: TemplateName | None = None
+    """A stored template's name, instead of its id (the caller's own template of that name)."""
     template_version: Version | None = None
-    """With `template_id`: which version (the latest by default)."""
+    """With `template_id` or `template_name`: which version (the latest by default)."""
     html: str | None = None  # only to refuse it by name: it cannot vary per item
     """Refused: a batch's source must vary per item."""
     webhook_url: str | None = None
@@ -176,22 +186,6 @@ class BatchRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     assets: AssetNames = msgspec.field(default_factory=list)
     """Stored assets every item's page may refer to by name (`logo.png`, `brand.woff2@2`),
     with the stored template's own files; only with `template` or `template_id`."""
-
-
-class TemplateRequest(msgspec.Struct, forbid_unknown_fields=True):
-    """`POST /templates`: a named Jinja2 template, with an optional page header and footer."""
-
-    name: TemplateName
-    """The template's name: a new name starts a template, a known one stores its next version."""
-    body: str
-    """The Jinja2 body; it must compile."""
-    header: str | None = None
-    """A page header template, printed at the top of every page."""
-    footer: str | None = None
-    """A page footer template, printed at the bottom of every page."""
-    assets: AssetNames = msgspec.field(default_factory=list)
-    """Stored assets this version bundles (`logo.png`, `brand.woff2@2`), fixed as they are
-    now; files sent with a multipart request win over them by name."""
 
 
 def _field_of(message: str) -> str:
@@ -240,7 +234,7 @@ def _one_source(job: JobRequest) -> str:
     With none, the error names `template` (the usual source); with several, the first
     one beyond the first, in `SOURCES` order.
     """
-    given = [name for name in SOURCES if getattr(job, name) is not None]
+    given = [name for name in SOURCES if _given(job, name)]
     if job.markdown is not None:
         wrappers = [name for name in given if name in WRAPPERS]
         if len(wrappers) > 1:
@@ -254,15 +248,44 @@ def _one_source(job: JobRequest) -> str:
     raise RequestError(f"{wanted}; got {', '.join(given)}", field=given[1])
 
 
+def _given(job: JobRequest, source: str) -> bool:
+    """Whether `job` gives `source`; a `template_name` gives the stored-template source
+    `template_id` stands for."""
+    if source == "template_id" and job.template_name is not None:
+        return True
+    return getattr(job, source) is not None
+
+
+def _check_stored(request: JobRequest | BatchRequest) -> None:
+    """`template_id` or `template_name`, not both; a well-formed id; a non-blank name;
+    `template_version` only with one of them."""
+    if request.template_id is not None and request.template_name is not None:
+        raise RequestError("give template_id or template_name, not both", field="template_name")
+    if request.template_name is not None:
+        _not_blank(request.template_name, "template_name")
+        _no_nul(request.template_name, "template_name")
+    if request.template_version is not None and not _stored(request):
+        raise RequestError(
+            "template_version needs template_id or template_name", field="template_version"
+        )
+    if request.template_id is not None and not TEMPLATE_ID.fullmatch(request.template_id):
+        raise RequestError(
+            f"no stored template has id {request.template_id!r}", field="template_id"
+        )
+
+
+def _stored(request: JobRequest | BatchRequest) -> bool:
+    return request.template_id is not None or request.template_name is not None
+
+
 def _check_source(job: JobRequest) -> None:
     """Exactly one non-blank source; `template_version` and `data` only where they apply."""
     source = _one_source(job)
+    if source == "template_id" and job.template_name is not None:
+        source = "template_name"
     if source != "pdf":
         _not_blank(getattr(job, source), source)
-    if job.template_version is not None and job.template_id is None:
-        raise RequestError("template_version needs template_id", field="template_version")
-    if job.template_id is not None and not TEMPLATE_ID.fullmatch(job.template_id):
-        raise RequestError(f"no stored template has id {job.template_id!r}", field="template_id")
+    _check_stored(job)
     if job.data and (source in {"html", "url", "pdf"} or _unwrapped_markdown(job)):
         raise RequestError(
             f"data is only used with template or template_id, not with {source}", field="data"
@@ -273,10 +296,14 @@ def _check_source(job: JobRequest) -> None:
         raise RequestError("stylesheet is only used with markdown", field="stylesheet")
     if job.pdf is not None:
         check_work(job.pdf)
+    if job.preview and source not in {*WRAPPERS, "template_name"}:
+        raise RequestError(
+            "preview is only used with template, template_id or template_name", field="preview"
+        )
 
 
 def _unwrapped_markdown(job: JobRequest) -> bool:
-    return job.markdown is not None and job.template is None and job.template_id is None
+    return job.markdown is not None and job.template is None and not _stored(job)
 
 
 def _check_markdown(job: JobRequest) -> None:
@@ -330,17 +357,6 @@ def _no_nul(value: str | None, field: str) -> None:
     """PostgreSQL `text` cannot hold NUL: refuse it here rather than fail the insert."""
     if value is not None and "\x00" in value:
         raise RequestError(f"{field} must not contain NUL characters", field=field)
-
-
-def parse_template(body: bytes) -> TemplateRequest:
-    """Validate a stored-template request: a non-blank name and body, no NUL. Whether the
-    body, header and footer compile is checked apart (`templating.check_jinja`, in a jail)."""
-    template = _convert(parse_json(body), TemplateRequest)
-    _not_blank(template.name, "name")
-    _not_blank(template.body, "body")
-    for field in ("name", "body", "header", "footer"):
-        _no_nul(getattr(template, field), field)
-    return template
 
 
 def int_param(query: Mapping[str, str], name: str, low: int, high: int) -> int | None:
@@ -466,15 +482,13 @@ def _check_batch_source(batch: BatchRequest) -> None:
             "data per item, or a url or markdown per item; not html",
             field="html",
         )
-    if batch.template is not None and batch.template_id is not None:
-        raise RequestError("give template or template_id, not both", field="template_id")
+    if batch.template is not None and _stored(batch):
+        field = "template_id" if batch.template_id is not None else "template_name"
+        raise RequestError(f"give template or {field}, not both", field=field)
     if batch.template is not None:
         _not_blank(batch.template, "template")
-    if batch.template_version is not None and batch.template_id is None:
-        raise RequestError("template_version needs template_id", field="template_version")
-    if batch.template_id is not None and not TEMPLATE_ID.fullmatch(batch.template_id):
-        raise RequestError(f"no stored template has id {batch.template_id!r}", field="template_id")
-    templated = batch.template is not None or batch.template_id is not None
+    _check_stored(batch)
+    templated = batch.template is not None or _stored(batch)
     for index, item in enumerate(batch.items):
         _check_item_source(item, f"items[{index}]", templated)
 

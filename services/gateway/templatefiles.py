@@ -11,7 +11,8 @@ from services.core.files import FileRef, blob_key
 from services.core.filestore import file_ref
 from services.gateway import assets
 from services.gateway.keys import SETTINGS, STORAGE
-from services.gateway.requests import TemplateRequest, parse_template, read_json_body
+from services.gateway.requests import read_json_body
+from services.gateway.templaterequests import TemplateRequest, parse_template
 from services.gateway.uploads import UploadLimits, is_multipart, read_form
 
 TEMPLATE_PART = "template"

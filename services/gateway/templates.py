@@ -9,6 +9,7 @@ resolved when a job is submitted, so a new version never changes an accepted job
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import uuid
 from typing import TypeVar
 
@@ -17,7 +18,7 @@ from aiohttp import web
 from msgspec.structs import replace
 
 from services.core import assetdb, events, pageoptions, templatedb
-from services.core.errors import NotFound, RequestError
+from services.core.errors import Conflict, NotFound, RequestError
 from services.core.events import DEFAULT_TENANT
 from services.core.files import FileRef
 from services.gateway import answers, templatefiles
@@ -29,6 +30,7 @@ from services.gateway.requests import (
     TEMPLATE_ID,
     int_param,
 )
+from services.gateway.templaterequests import parse_rename
 
 # Derives a template's id from its name; fixed, so a name keeps its id on every pod and
 # after every restart.
@@ -47,6 +49,23 @@ def template_id_for(tenant: str, name: str) -> str:
     return uuid.uuid5(_TEMPLATE_NAMESPACE, f"{tenant}\n{name}").hex
 
 
+async def _id_for_name(pool: asyncpg.Pool, tenant: str, name: str) -> str:
+    """The id of `tenant`'s template called `name`: its own if it has one (a renamed
+    template keeps its first id), else the one derived from the name, or, if a renamed
+    template holds that, the first free id derived from the name and a counter (derived,
+    so two concurrent first posts of one name still meet on one id and its lock)."""
+    with unavailable_without_postgres("cannot store the template"):
+        found = await templatedb.template_id_named(pool, tenant, name)
+        if found is not None:
+            return found
+        candidate = template_id_for(tenant, name)
+        for attempt in itertools.count(1):
+            if not await templatedb.template_id_taken(pool, candidate, tenant, name):
+                return candidate
+            candidate = template_id_for(tenant, f"{name}\n{attempt}")
+    raise AssertionError("unreachable")  # itertools.count() never ends
+
+
 def _iso(value: dt.datetime) -> str:
     return value.isoformat()
 
@@ -60,7 +79,7 @@ async def create_template(request: web.Request) -> web.Response:
     template, files = await templatefiles.read_template(request, tenant)
     texts = {"body": template.body, "header": template.header, "footer": template.footer}
     await request.app[COMPILER].check(tenant, texts)
-    template_id = template_id_for(tenant, template.name)
+    template_id = await _id_for_name(request.app[POOL], tenant, template.name)
     await templatefiles.store_own(request, tenant, files)
     with unavailable_without_postgres("cannot store the template"):
         created = await templatedb.create_template_version(
@@ -213,7 +232,52 @@ async def resolve(
     return _with_stored(event, await _lookup(pool, tenant, template_id, version))
 
 
+async def resolve_named(
+    pool: asyncpg.Pool,
+    event: _Submitted,
+    tenant: str,
+    name: str,
+    version: int | None,
+) -> _Submitted:
+    """`event` rendering `tenant`'s stored template called `name` at `version` (the
+    latest if None). `RequestError` naming `template_name` if the tenant has no template
+    of that name (another tenant's never counts), `template_version` if it lacks that
+    version."""
+    with unavailable_without_postgres("cannot resolve template_name"):
+        template_id = await templatedb.template_id_named(pool, tenant, name)
+    if template_id is None:
+        raise RequestError(f"no stored template is named {name!r}", field="template_name")
+    return _with_stored(event, await _lookup(pool, tenant, template_id, version))
+
+
+async def rename_template(request: web.Request) -> web.Response:
+    """`PATCH /templates/{id}` `{"name": …}`: rename a template; its id and every version
+    stay. 404 if the tenant has no such template, 409 if another of its templates has the
+    name."""
+    template_id = request.match_info["template_id"]
+    if not TEMPLATE_ID.fullmatch(template_id):
+        raise NotFound(f"no template {template_id!r}")
+    renamed = parse_rename(await request.read())
+    tenant = caller_of(request).tenant
+    try:
+        with unavailable_without_postgres("cannot rename the template"):
+            row = await templatedb.rename_template(
+                request.app[POOL], tenant, template_id, renamed.name
+            )
+    except templatedb.NameTaken:
+        raise Conflict(f"another template is named {renamed.name!r}", field="name") from None
+    if row is None:
+        raise NotFound(f"no template {template_id!r}")
+    return answers.respond(
+        answers.TemplateSummary(
+            id=row.id, name=row.name, latest_version=row.latest_version,
+            updated_at=_iso(row.updated_at),
+        )
+    )  # fmt: skip
+
+
 def add_routes(app: web.Application) -> None:
     app.router.add_post("/templates", guarded("templates:write", create_template))
     app.router.add_get("/templates", guarded("templates:read", list_templates))
     app.router.add_get("/templates/{template_id}", guarded("templates:read", get_template))
+    app.router.add_patch("/templates/{template_id}", guarded("templates:write", rename_template))

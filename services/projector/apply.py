@@ -63,9 +63,9 @@ _OTHER = f"""{_RECORD}, row AS (
 # log from one the log no longer drives.
 _SUBMITTED = f"""{_RECORD}, row AS (
     INSERT INTO jobs AS j (id, tenant_id, status, created_at, updated_at, input, webhook_url,
-                           idempotency_key, last_seq, batch_id, item_index)
+                           idempotency_key, last_seq, batch_id, item_index, preview)
     SELECT $2, $6::text, 'queued', $4, now(), $7::jsonb, $8::text, $9::text, $1, $10::text,
-           $11::integer FROM new
+           $11::integer, $12::text FROM new
     ON CONFLICT (id) DO UPDATE SET
         last_seq = GREATEST(j.last_seq, EXCLUDED.last_seq),
         input = COALESCE(j.input, EXCLUDED.input),
@@ -75,7 +75,8 @@ _SUBMITTED = f"""{_RECORD}, row AS (
         idempotency_key = CASE WHEN j.input IS NULL THEN EXCLUDED.idempotency_key
                                ELSE j.idempotency_key END,
         created_at = CASE WHEN j.input IS NULL THEN EXCLUDED.created_at ELSE j.created_at END,
-        tenant_id = CASE WHEN j.input IS NULL THEN EXCLUDED.tenant_id ELSE j.tenant_id END
+        tenant_id = CASE WHEN j.input IS NULL THEN EXCLUDED.tenant_id ELSE j.tenant_id END,
+        preview = CASE WHEN j.input IS NULL THEN EXCLUDED.preview ELSE j.preview END
 ), {_LOGGED} {_NEW}"""
 
 # `started` ($7 = 'running', $9 true: it starts now) and `retrying` ($7 = 'queued'): a
@@ -95,7 +96,8 @@ _PROGRESS = f"""{_RECORD}, row AS (
     {_NOT_TERMINAL}
 ) {_NEW}"""
 
-# A terminal event that ends its job (`row` returns it only then) counts once in usage:
+# A terminal event that ends its job (`row` returns it only then) counts once in usage,
+# unless the job is a preview (never billed, and it holds no quota):
 # `usage_documents` is keyed by job id, so a job rendered twice, or replayed by a
 # rebuild, adds nothing the second time; `usage_months` adds up what was new. The month
 # is the terminal event's, in UTC. The last row says what was counted, with the tenant's
@@ -111,7 +113,7 @@ _ENDED = f""", doc AS (
     INSERT INTO usage_documents (job_id, tenant_id, month, outcome, pages, bytes, render_ms, at)
     SELECT id, tenant_id, date_trunc('month', finished_at AT TIME ZONE 'UTC')::date, status,
            COALESCE(pages, 0), COALESCE(bytes, 0), COALESCE(render_ms, 0), finished_at
-    FROM row
+    FROM row WHERE row.preview IS NULL
     ON CONFLICT (job_id) DO NOTHING
     RETURNING job_id, tenant_id, month, outcome, pages, bytes, render_ms, at
 ), tally AS (
@@ -135,7 +137,9 @@ _ENDED = f""", doc AS (
 SELECT (SELECT count(*) > 0 FROM new) AS new, (SELECT r.status FROM row AS r) AS ended,
        d.job_id, d.tenant_id, d.month, d.outcome, d.pages, d.bytes, d.at, t.succeeded
 FROM (SELECT 1) AS one LEFT JOIN doc AS d ON true LEFT JOIN tally AS t ON true"""
-_ENDS = "RETURNING j.id, j.tenant_id, j.status, j.pages, j.bytes, j.render_ms, j.finished_at"
+_ENDS = (
+    "RETURNING j.id, j.tenant_id, j.status, j.pages, j.bytes, j.render_ms, j.finished_at, j.preview"
+)
 
 _DONE = f"""{_RECORD}, row AS (
     INSERT INTO jobs AS j (id, tenant_id, status, created_at, updated_at, last_seq, attempts,
@@ -256,7 +260,9 @@ def _no_params(event: Any) -> tuple[Any, ...]:
 _STATEMENTS: dict[type, tuple[str, Callable[[Any], tuple[Any, ...]]]] = {
     events.JobSubmitted: (
         _SUBMITTED,
-        lambda e: (job_input_of(e), e.webhook_url, e.idempotency_key, e.batch_id, e.index),
+        lambda e: (
+            job_input_of(e), e.webhook_url, e.idempotency_key, e.batch_id, e.index, e.preview
+        ),
     ),
     events.JobStarted: (_PROGRESS, lambda e: (JobStatus.RUNNING, e.attempt, True)),
     events.JobRetrying: (_PROGRESS, lambda e: (JobStatus.QUEUED, e.attempt, False)),

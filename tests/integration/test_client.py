@@ -162,6 +162,16 @@ async def test_templates_usage_and_the_job_listing_read_back_typed(client: Async
     used = await client.usage()
     assert used.succeeded == 3 and used.billable == 0
 
+    assert (await client.template_named("invoice", 1)).body == HELLO
+    with pytest.raises(NotFound):
+        await client.template_named("no-such-template")
+    named = await client.submit(template_name="invoice", template_version=1, data={"name": "n"})
+    timeline = await client.events(named.id)
+    assert (timeline[0].details["template_id"], timeline[0].details["template_version"]) == (
+        first.id,
+        1,
+    )
+
 
 async def test_verify_webhook_accepts_a_real_delivery_and_refuses_a_changed_one(
     stack: Stack, client: AsyncClient, receiver: Receiver

@@ -25,7 +25,8 @@ from services.core.settings import Settings
 from services.core.status import JobStatus
 from services.gateway import answers, contract, openapi
 from services.gateway.app import init_app
-from services.gateway.requests import parse_batch, parse_batch_lines, parse_job, parse_template
+from services.gateway.requests import parse_batch, parse_batch_lines, parse_job
+from services.gateway.templaterequests import parse_template
 from tests.conftest import SERVER_KEY
 
 DOCS = Path(__file__).parents[3] / "docs"
@@ -116,7 +117,7 @@ def test_request_body_examples_are_requests_the_gateway_accepts(doc):
         return found["example"] if "example" in found else found["examples"]["default"]["value"]
 
     jobs = operations[("POST", "/jobs")]["requestBody"]["content"]["application/json"]
-    assert set(jobs["examples"]) == {"default", "markdown"}
+    assert set(jobs["examples"]) == {"default", "markdown", "template_name"}
     for named in jobs["examples"].values():
         parse_job(msgspec.json.encode(named["value"]))
     parse_batch(msgspec.json.encode(example("POST", "/batches")), 10)

@@ -1,0 +1,109 @@
+"""Template previews (`"preview": true`): renders for an editor, not work to pay for.
+
+Verifies: a preview renders and reads back by id like a job, but is not listed by
+`GET /jobs` and not counted in usage (a job beside it is); a newer preview of the same
+template through the same key cancels the older one still rendering, and a preview of
+another template does not; a tenant with `PREVIEW_LIMIT` previews rendering gets a 429
+for the next while its jobs are still accepted; `preview` with an html source is a 400
+naming the field.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import asyncpg
+import pytest
+
+from services.core.settings import Settings
+from services.gateway.previews import PREVIEW_LIMIT
+from tests.conftest import Stack, eventually
+from tests.integration.test_templates import create
+
+SLOW = {"wait_for": {"selector": "#never", "timeout": 30}}
+"""Print options that keep a preview rendering for 30 s."""
+
+
+@pytest.fixture
+def settings(settings: Settings) -> Settings:
+    """Previews still rendering at a test's end are given 1 s, not 5."""
+    return replace(settings, shutdown_grace=1.0)
+
+
+async def post_job(stack: Stack, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    async with stack.client.post(f"{stack.url}/jobs", json=body) as response:
+        return response.status, await response.json()
+
+
+async def projected(stack: Stack, job_id: str) -> str | None:
+    """The job's status in the projection, None until it is there."""
+    conn = await asyncpg.connect(stack.settings.database_url)
+    try:
+        status: str | None = await conn.fetchval("SELECT status FROM jobs WHERE id = $1", job_id)
+    finally:
+        await conn.close()
+    return status
+
+
+async def test_a_preview_renders_but_is_neither_listed_nor_billed(stack: Stack):
+    status, preview = await post_job(
+        stack, {"template": "<p>Preview {{ n }}</p>", "data": {"n": 1}, "preview": True}
+    )
+    assert status == 202, preview
+    job = await stack.submit({"template": "<p>Job</p>"})
+    assert (await stack.finished(preview["id"]))["status"] == "done"
+    assert (await stack.finished(job["id"]))["status"] == "done"
+
+    async with stack.client.get(f"{stack.url}/jobs") as response:
+        listed = [j["id"] for j in (await response.json())["jobs"]]
+    assert listed == [job["id"]]
+
+    async def counted() -> dict[str, Any] | None:
+        async with stack.client.get(f"{stack.url}/usage") as response:
+            usage: dict[str, Any] = await response.json()
+        return usage if usage["succeeded"] >= 1 else None
+
+    usage = await eventually(counted, 30, "the job counted")
+    assert usage["succeeded"] == 1  # the job; the preview is not
+
+
+async def test_a_newer_preview_of_the_same_template_cancels_the_older(stack: Stack):
+    await create(stack, name="invoice", body="<p>Invoice</p>")
+    await create(stack, name="letter", body="<p>Letter</p>")
+    body = {"template_name": "invoice", "options": SLOW, "preview": True}
+    status, older = await post_job(stack, body)
+    assert status == 202, older
+    status, other = await post_job(stack, {**body, "template_name": "letter"})
+    assert status == 202, other
+    await eventually(lambda: projected(stack, older["id"]), 30, "the older preview projected")
+    await eventually(lambda: projected(stack, other["id"]), 30, "the other preview projected")
+
+    status, newer = await post_job(stack, body)
+    assert status == 202, newer
+    cancelled = await stack.finished(older["id"])
+    assert cancelled["status"] == "cancelled", cancelled
+    assert (await stack.job(other["id"]))["status"] in {"queued", "running"}
+    assert (await stack.job(newer["id"]))["status"] in {"queued", "running"}
+
+
+async def test_a_tenant_has_a_few_previews_rendering_at_most(stack: Stack):
+    ids = []
+    for index in range(PREVIEW_LIMIT):
+        stored = await create(stack, name=f"t{index}", body="<p>x</p>")
+        body = {"template_id": stored["id"], "options": SLOW, "preview": True}
+        status, accepted = await post_job(stack, body)
+        assert status == 202, accepted
+        ids.append(accepted["id"])
+    for job_id in ids:
+        await eventually(lambda job_id=job_id: projected(stack, job_id), 30, "projected")
+
+    status, refused = await post_job(stack, {"template": "<p>one more</p>", "preview": True})
+    assert status == 429, refused
+    assert refused["error"]["type"] == "rate_limited" and "previews" in refused["error"]["message"]
+    assert (await post_job(stack, {"template": "<p>a job</p>"}))[0] == 202
+
+
+async def test_preview_needs_a_template_source(stack: Stack):
+    status, answer = await post_job(stack, {"html": "<p>x</p>", "preview": True})
+    assert (status, answer["error"]["field"]) == (400, "preview"), answer
