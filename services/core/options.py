@@ -2,7 +2,7 @@
 
 Shared by the gateway (a 400 naming the option) and the renderer (which converts lengths
 with `inches`). Every rule raises `RequestError` whose `field` is the option's dotted path
-(`options.page_ranges`, `options.wait_for.timeout`); the README's "Print options" table
+(`options.page_ranges`, `options.wait_for.timeout`); docs/print-options.md's table
 states the same rules for clients.
 """
 

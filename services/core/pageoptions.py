@@ -145,7 +145,7 @@ class PageOptions(msgspec.Struct, omit_defaults=True):
     refuses unknown fields in requests with its strict subclasses (`gateway/requests.py`).
 
     `services/core/options.check_options` holds every rule beyond the types (ranges,
-    units, known values, combinations); the README's "Print options" table documents them.
+    units, known values, combinations); docs/print-options.md's table documents them.
     """
 
     format: str = "A4"

@@ -345,8 +345,8 @@ class Settings(AssetSettings):
         "PRESSROOM_GOTENBERG_TIMEOUT",
         30.0,
         _float(1, 3600),
-        "gateway: seconds a Gotenberg-compatible request waits for its job (then 503; the"
-        " job goes on)",
+        "gateway: seconds a Gotenberg-compatible request waits for its job (then 503 naming"
+        " it; the job goes on)",
     )
     max_connections: int = _var(
         "PRESSROOM_MAX_CONNECTIONS",
@@ -585,7 +585,7 @@ FULL_CHROMIUMS = ("chromium", "chromium-browser", "google-chrome", "chrome")
 
 
 def describe() -> list[tuple[str, str, str]]:
-    """(variable, default, meaning) for every setting, for the README table."""
+    """(variable, default, meaning) for every setting, for docs/configuration.md's table."""
     rows = []
     for f in dataclasses.fields(Settings):
         default = f.default

@@ -1,8 +1,8 @@
 """What each public route takes and answers: one small entry per route, which
 `openapi.py` turns into the OpenAPI document. Over 400 lines because it is a table (an
-entry per route), read top to bottom like the README's.
+entry per route), read top to bottom like docs/api.md's.
 
-Entries are keyed by method and path as the README names them (`/jobs/{id}`); the
+Entries are keyed by method and path as docs/api.md names them (`/jobs/{id}`); the
 router's own names (`/jobs/{job_id}`) are mapped by `public_path`. Bodies and answers are
 the msgspec Structs the handlers decode and encode (`requests.py`, `answers.py`, the
 admin and account modules), so the schemas are the code's; what the table adds is what a
@@ -39,7 +39,7 @@ from services.gateway.routedocs import (
     query_enum,
     query_int,
 )
-from services.gateway.routedocs import public_path as public_path  # the README's names
+from services.gateway.routedocs import public_path as public_path  # docs/api.md's names
 
 IDEMPOTENCY_KEY = Param(
     "Idempotency-Key",
@@ -525,7 +525,7 @@ ROUTES: dict[tuple[str, str], Route] = {
     **JOBS, **pdfcontract.ROUTES, **BATCHES, **TEMPLATES, **assetcontract.ROUTES, **ACCOUNT,
     **ADMIN, **META, **FORMS,
 }  # fmt: skip
-"""Every public route, by (method, path as the README names it)."""
+"""Every public route, by (method, path as docs/api.md names it)."""
 
 TAGS = {
     "jobs": "One document per request: submit, follow, cancel, download.",

@@ -1,5 +1,5 @@
 """The building blocks of the route table (`contract.py`): a route's entry, its
-parameters, its bodies and non-JSON answers, and the README's name of a router path.
+parameters, its bodies and non-JSON answers, and docs/api.md's name of a router path.
 Apart from the table so that each table (`contract`, `assetcontract`) can use them."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ _PATTERNS = re.compile(r"\{(\w+):[^}]*\}")
 
 
 def public_path(canonical: str) -> str:
-    """The README's name of a router path: `/jobs/{job_id}` → `/jobs/{id}`,
+    """docs/api.md's name of a router path: `/jobs/{job_id}` → `/jobs/{id}`,
     `/files/{key:.+}` → `/files/{key}`."""
     return _PATTERNS.sub(r"{\1}", _ID_NAMES.sub("{id}", canonical))
 

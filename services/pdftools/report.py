@@ -21,10 +21,10 @@ class Status(enum.StrEnum):
 
 
 class Check(msgspec.Struct, omit_defaults=True):
-    """One structural check, named as the README's validation table names it."""
+    """One structural check, named as docs/pdf-tools.md's validation table names it."""
 
     name: str
-    """The check, as the README's validation table names it."""
+    """The check, as docs/pdf-tools.md's validation table names it."""
     status: Status
     """`passed`, `failed` or `not_applicable`."""
     reason: str = ""

@@ -3,7 +3,7 @@
 The document is checked as written (its bytes, after every earlier step), by readers
 that did not write it: pikepdf for the structures, pikepdf's PDF/A allowlist validator
 for the PDF/A level the XMP claims, the `factur-x` package for an embedded invoice
-(`invoice`), pyHanko for signatures (`signatures`). Each check is named (the README's
+(`invoice`), pyHanko for signatures (`signatures`). Each check is named (docs/pdf-tools.md's
 validation table lists them) and passes, fails with a reason, or does not apply.
 
     claims            checks

@@ -52,7 +52,7 @@ policy (and DNS cache) and connects only to the addresses it judged. Left outsid
 - WebRTC's UDP (STUN, TURN, peers) would pass no proxy: the profile's WebRTC policy is
   `disable_non_proxied_udp` (`browser/launch.py`), so WebRTC sends no UDP at all and its
   TCP goes through the proxy (test_hostile_pages has a UDP canary). A network
-  policy around the renderer (README) is the wall for anything else.
+  policy around the renderer (docs/sandbox.md) is the wall for anything else.
 - Lookups run in the loop's default executor: a page asking for many names that time
   out can keep its threads busy for the other renders of the renderer.
 """

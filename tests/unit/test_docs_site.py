@@ -2,11 +2,15 @@
 every warning is an error and mkdocs.yml's `validation` makes a link to a missing page, a
 missing anchor (on another page or the same one) and a page left out of the navigation
 warnings; a broken link is shown to fail the build, so the check cannot be switched off
-unnoticed; and every Markdown file under docs/ is in the navigation."""
+unnoticed; every Markdown file under docs/ is in the navigation; no list starts right under
+a paragraph's line (GitHub shows a list there, MkDocs' Markdown runs it into the
+paragraph); and every relative link of README.md (which the site does not hold) leads to
+a file that exists."""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -53,6 +57,28 @@ def test_every_markdown_file_under_docs_is_in_the_navigation():
     assert len(set(listed)) == len(listed), "a page is listed twice"
 
 
+LIST_ITEM = re.compile(r"^ *(?:[-*+]|\d+\.) ")
+
+
+def lists_run_into_paragraphs(text: str) -> list[str]:
+    """Each list item whose line follows a paragraph's line with no blank line between, as
+    `**Look at**` then `- …`; code fences aside."""
+    found, fenced, previous = [], False, ""
+    for line in text.splitlines():
+        fenced = fenced != line.lstrip().startswith("```")
+        after_text = previous.strip() and not previous.startswith((" ", "|"))
+        if not fenced and LIST_ITEM.match(line) and after_text and not LIST_ITEM.match(previous):
+            found.append(line)
+        previous = line
+    return found
+
+
+def test_no_list_starts_under_a_paragraph_line():
+    assert lists_run_into_paragraphs("**Do**\n- this\n") == ["- this"]  # the check sees one
+    for page in sorted(DOCS.rglob("*.md")):
+        assert not lists_run_into_paragraphs(page.read_text()), page.name
+
+
 def test_a_broken_link_or_anchor_fails_the_build(tmp_path: Path):
     """The positive control: the same site with a link to a page that does not exist, to
     an anchor another page lacks, and to one this page lacks does not build."""
@@ -68,3 +94,13 @@ def test_a_broken_link_or_anchor_fails_the_build(tmp_path: Path):
     warnings = [line for line in built.stderr.splitlines() if line.startswith("WARNING")]
     for target in ("no-such-page.md", "security.md#no-such-section", "#no-such-heading"):
         assert any(f"'{target}'" in line for line in warnings), (target, built.stderr)
+
+
+def test_every_relative_link_of_the_readme_leads_to_a_file_that_exists():
+    readme = (ROOT / "README.md").read_text()
+    prose = re.sub(r"```.*?```|`[^`\n]*`", "", readme, flags=re.S)  # code is not a link
+    targets = re.findall(r"\]\(([^)\s]+)\)", prose)
+    relative = [t.partition("#")[0] for t in targets if not re.match(r"[a-z]+:|#", t)]
+    assert relative, "no relative link found: the pattern no longer reads the README"
+    missing = [target for target in relative if not (ROOT / target).exists()]
+    assert not missing, missing

@@ -215,7 +215,7 @@ def _applied(found: Confinement, sandbox: Sandbox) -> Confinement:
             raise BrowserError(
                 "PRESSROOM_CHROMIUM_SANDBOX=require, but Chromium cannot be confined: "
                 + "; ".join(missing)
-                + " (README: The sandbox; docs/deploy.md)"
+                + " (docs/sandbox.md; docs/deploy.md)"
             )
     return found
 
@@ -224,7 +224,7 @@ def _warn(confinement: Confinement, sandbox: Sandbox) -> None:
     if not confinement.sandboxed:
         log.warning(
             "Chromium runs without its own sandbox (--no-sandbox): %s. A page that takes "
-            "over a Chromium process then has everything %s may do%s (README: The sandbox)",
+            "over a Chromium process then has everything %s may do%s (docs/sandbox.md)",
             confinement.why_unsandboxed,
             _who(confinement.uid),
             ""

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
 from services.core.settings import Settings, SettingsError, describe
 from services.core.valuefiles import MAX_FILE_BYTES, files_read
+
+REFERENCE = Path(__file__).parents[3] / "docs" / "configuration.md"
+"""Where the settings' table is: a row per variable, `| name | default | meaning |`."""
 
 
 def test_defaults_need_no_environment():
@@ -52,11 +56,24 @@ def test_bad_value_names_the_variable(name, value):
     assert repr(value) in str(raised.value)
 
 
-def test_every_setting_is_documented_in_the_readme():
-    readme = (Path(__file__).parents[3] / "README.md").read_text(encoding="utf-8")
+def test_every_setting_is_documented_in_the_configuration_reference():
+    reference = REFERENCE.read_text(encoding="utf-8")
     for name, _, doc in describe():
         assert doc, name
-        assert f"`{name}`" in readme, f"{name} missing from the README table"
+        assert f"`{name}`" in reference, f"{name} missing from docs/configuration.md"
+
+
+def test_the_settings_table_is_the_code_s_own_defaults_and_meanings():
+    """Row for row what `describe()` reads from `Settings`' fields (the meaning's code
+    spans aside), and no row for a setting that is gone: the table cannot drift."""
+    rows = re.findall(r"^\| `(PRESSROOM_\w+)` \| (.*?) \| (.*) \|$", REFERENCE.read_text(), re.M)
+    table = {name: (default, meaning.replace("`", "")) for name, default, meaning in rows}
+    assert len(table) == len(rows), "a setting has two rows"
+    code = {
+        name: (f"`{default}`" if default not in ("", "None") else "(none)", doc.replace("`", ""))
+        for name, default, doc in describe()
+    }
+    assert table == code
 
 
 SERVER_KEY = "a2V5LWtleS1rZXkta2V5LWtleS1rZXkta2V5LWtleS0="  # 32 bytes
@@ -112,6 +129,5 @@ def test_a_bad_value_from_a_file_is_named_without_showing_it(tmp_path: Path):
     assert "leaked-secret" not in str(raised.value)
 
 
-def test_the_readme_states_the_file_rule():
-    readme = (Path(__file__).parents[3] / "README.md").read_text(encoding="utf-8")
-    assert "`PRESSROOM_X_FILE`" in readme
+def test_the_configuration_reference_states_the_file_rule():
+    assert "`PRESSROOM_X_FILE`" in REFERENCE.read_text(encoding="utf-8")

@@ -2,8 +2,9 @@
 
 Verifies: the document is valid OpenAPI 3.1 (`openapi-spec-validator`); its operations
 are exactly the router's routes (HEAD aside) and the entries of `contract.ROUTES`, and a
-route without an entry stops the build naming it; paths use the README's names, and every
-route the README's API table lists is in it; each request body's example is a request
+route without an entry stops the build naming it; paths use the documentation's names, and
+every route the documentation names (docs/api.md's table, docs/tenants.md's admin API) is
+in it; each request body's example is a request
 the gateway accepts; the routes open without a key are exactly the public ones, the admin
 routes take the admin key; answers encode as the handlers always answered (fields left
 out where they were, no extra fields in any schema).
@@ -28,7 +29,11 @@ from services.gateway.requests import parse_batch, parse_batch_lines, parse_job
 from services.gateway.templaterequests import parse_template
 from tests.conftest import SERVER_KEY
 
-README = Path(__file__).parents[3] / "README.md"
+DOCS = Path(__file__).parents[3] / "docs"
+ROUTE = r"`(GET|POST|PATCH|DELETE) (/[^`?\s]*)"
+"""A route as the documentation names one: `GET /jobs/{id}`."""
+GOTENBERGS_OWN = {"gotenberg.md"}
+"""Pages naming Gotenberg's routes as Gotenberg does (`/forms/pdfengines/*`, its `/debug`)."""
 OPEN = {
     ("GET", "/healthz"),
     ("GET", "/readyz"),
@@ -88,11 +93,11 @@ def test_a_route_without_an_entry_stops_the_build_naming_it():
         openapi.document(app, "http://localhost:8080")
 
 
-def test_paths_are_named_as_the_readme_names_them(doc):
-    readme = README.read_text()
-    found = re.findall(r"`(GET|POST|PATCH|DELETE) (/[^`?\s]*)", readme)
+def test_paths_are_named_as_the_documentation_names_them(doc):
+    assert re.findall(ROUTE, (DOCS / "api.md").read_text()), "docs/api.md's table is gone"
+    pages = [page for page in DOCS.glob("*.md") if page.name not in GOTENBERGS_OWN]
+    found = [route for page in pages for route in re.findall(ROUTE, page.read_text())]
     listed = {(method, path) for method, path in found if "<" not in path}  # not examples
-    assert listed, "the README's API table was not found"
     assert listed <= set(operations_of(doc))
     names = {name for path in doc["paths"] for name in re.findall(r"\{(\w+)\}", path)}
     assert names <= {"id", "key", "key_id", "file", "name"}
