@@ -279,10 +279,11 @@ LAYERS = ("unit", "integration", "faults", "deploy")
 """The folders of tests/, each a marker: `pytest -m unit` runs the pure logic alone."""
 
 
-BUILDS_FROM_THE_TREE = {Path("integration/test_package.py")}
-"""Tests outside deploy/ that build the project's wheel in the working tree (its
-`build/` and egg-info are shared, as the deploy tests' image builds share podman's
-store): marked `serial` with them."""
+SERIAL = {Path("integration/test_package.py"), Path("faults/test_sigterm_renderer.py")}
+"""Tests outside deploy/ run alone, marked `serial` with deploy/: the package test
+builds the wheel in the working tree (`build/` and egg-info shared, as the image builds
+share podman's store); the SIGTERM test times the renderer's hand-back against the ack
+wait, which another worker's load made late (it failed so under `-n 2`)."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -292,13 +293,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
     `make test` runs the rest on two workers, a file's tests on one (`--dist loadfile`,
     so its module fixtures, a browser pool or a stack, are made once), then the tests
-    marked `serial` (deploy/ and `BUILDS_FROM_THE_TREE`) in one process."""
+    marked `serial` (deploy/ and `SERIAL`) in one process."""
     for item in items:
         path = item.path.relative_to(Path(__file__).parent)
         layer = path.parts[0]
         if layer in LAYERS:
             item.add_marker(layer)
-        if layer == "deploy" or path in BUILDS_FROM_THE_TREE:
+        if layer == "deploy" or path in SERIAL:
             item.add_marker("serial")
         if "chromium" in getattr(item, "fixturenames", ()):
             item.add_marker("chromium")

@@ -28,9 +28,9 @@ from tests.conftest import Stack
 
 GENERATOR = Path(sys.executable).parent / "openapi-python-client"
 PACKAGE = "pressroom_generated"
-KNOWN_LIMITS = {"GET /files/{key}", "POST /batches"}
-"""Operations the generator warns about: several binary media types for one answer, and
-a JSON Lines body (it generates the JSON one)."""
+KNOWN_LIMITS = {"GET /files/{key}", "POST /batches", "POST /validate"}
+"""Operations the generator warns about: several binary media types for one answer, a
+JSON Lines body (it generates the JSON one), a body as a PDF or as a form."""
 
 
 def generate(document: dict[str, Any], folder: Path) -> set[str]:
@@ -90,7 +90,9 @@ async def test_a_generated_client_submits_polls_downloads_and_reads_errors(
     async with stack.client.get(f"{stack.url}/openapi.json") as response:
         document = await response.json()
     warned = await asyncio.to_thread(generate, document, tmp_path)
-    assert warned <= KNOWN_LIMITS, warned
+    # Gotenberg's door answers a PDF, an image or a ZIP from each form route: the
+    # generator warns on each, and Gotenberg's own clients are what drive those routes.
+    assert {op for op in warned if " /forms/" not in op} <= KNOWN_LIMITS, warned
     found = await asyncio.to_thread(round_trip, tmp_path, stack.url, stack.tenant.key)
     models, job = found["models"], found["job"]
     assert job.status == models.JobStatus.DONE and job.pages == 1, job

@@ -185,6 +185,10 @@ def _run(operation: Any, base_url: str, auth: dict[str, str]) -> int:
     each answer; how many were sent."""
     sent = 0
     session = requests.Session()
+    # The one route whose documented answer is a 501 (office files are not converted):
+    # every other check still holds it to the document.
+    unbuilt = operation.path == "/forms/libreoffice/convert"
+    checks = [check for check in CHECKS if not (unbuilt and check is not_a_server_error)]
     modes = (schemathesis.GenerationMode.POSITIVE, schemathesis.GenerationMode.NEGATIVE)
     for mode in modes:
 
@@ -200,7 +204,7 @@ def _run(operation: Any, base_url: str, auth: dict[str, str]) -> int:
             nonlocal sent
             sent += 1
             response = case.call(base_url=base_url, session=session, headers=auth, timeout=10)
-            case.validate_response(response, checks=CHECKS, headers=auth)
+            case.validate_response(response, checks=checks, headers=auth)
 
         try:
             check()
