@@ -55,7 +55,7 @@ T = TypeVar("T")
 PRINT_RESERVE = 1.0
 """Seconds of the render time limit a `wait_for` leaves for printing (at most a quarter)."""
 
-SPARE_TABS = 2
+SPARE_TABS = 1
 """New tabs a browser keeps beyond its `pages`: a render takes one while the tabs of the
 renders before it are still being renewed, so no job waits for a context to be made. The
 making of a tab is mostly waiting (for a renderer process to start, on cores busy with
