@@ -6,7 +6,11 @@ server), and its SSE `id:` is that stream sequence, so `Last-Event-ID` resumes e
 after it. A core NATS subscription on the same subjects is only a bell: it wakes the
 stream at once when something is published, and the log is read again; a quiet stream
 reads it anyway every `KEEP_ALIVE` seconds, when it also sends `: keep-alive`, in case a
-bell was lost while NATS reconnected.
+bell was lost while NATS reconnected. The bell is rung before the log is first read, so
+nothing published after that read goes unheard; but it can ring before the stream has
+stored the message (`settle.py`), so a read after a bell that found nothing new is made
+again after short pauses that double, until the log shows something or the pauses reach
+a second (a message JetStream dropped as a duplicate rings too).
 
 A job stream closes after the job's terminal event; a batch stream after the batch's,
 which follows a last `progress` message. Each tenant has at most `PRESSROOM_MAX_STREAMS`
@@ -29,8 +33,8 @@ import contextlib
 import datetime as dt
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
-from typing import Any, cast
+from collections.abc import AsyncIterator, Iterable
+from typing import Any, Protocol, cast
 
 import msgspec
 from aiohttp import web
@@ -56,6 +60,7 @@ from services.gateway.headers import header
 from services.gateway.keys import JS, NATS, POOL, SETTINGS, STORAGE
 from services.gateway.postgres import unavailable_without_postgres
 from services.gateway.requests import BATCH_ID, JOB_ID
+from services.gateway.settle import Settle
 
 log = logging.getLogger(__name__)
 
@@ -215,9 +220,14 @@ class Sse:
         self.written = time.monotonic()
 
 
-Step = Callable[[Sse, bool], Awaitable[bool]]
-"""Send what is new (the bool: whether to read the log again); True once the stream is
-over."""
+class Feed(Protocol):
+    """What a stream sends: `step` sends what is new (the bool: whether to read the log
+    again) and returns True once the stream is over; `next_seq` is the stream sequence
+    its next read of the log starts from."""
+
+    next_seq: int
+
+    async def step(self, sse: Sse, woke: bool) -> bool: ...
 
 
 async def _refused(request: web.Request, sse: Sse) -> bool:
@@ -233,30 +243,38 @@ async def _refused(request: web.Request, sse: Sse) -> bool:
     return False
 
 
-async def _follow(request: web.Request, sse: Sse, bell: Bell, step: Step) -> None:
-    """Run `step` now, and again on each tick, until it ends the stream, the client goes,
-    its key stops allowing it or the gateway shuts down. NATS or PostgreSQL away: the
-    stream waits for them."""
+async def _follow(request: web.Request, sse: Sse, bell: Bell, feed: Feed) -> None:
+    """Run the feed's step now, and again on each tick, until it ends the stream, the
+    client goes, its key stops allowing it or the gateway shuts down. NATS or PostgreSQL
+    away: the stream waits for them. A read after a bell that found nothing new is made
+    again soon (module docstring)."""
     streams, read_at, woke = request.app[STREAMS], time.monotonic(), True
+    chasing, settle = False, Settle()  # chasing: this read looks for a bell's message
     while not streams.closing and not sse.gone():
         if await _refused(request, sse):
             return
+        seen = feed.next_seq
         try:
-            if await step(sse, woke):
+            if await feed.step(sse, woke):
                 return
         except Unavailable as exc:
             log.info("stream %s waits: %s", request.path, exc.message)
         await sse.keep_alive()
-        woke = await bell.wait(TICK) or time.monotonic() - read_at >= KEEP_ALIVE
+        again = chasing and feed.next_seq == seen and not settle.spent
+        pause = settle.pause() if again else None
+        if pause is None:
+            settle = Settle()
+        chasing = await bell.wait(TICK if pause is None else pause) or pause is not None
+        woke = chasing or time.monotonic() - read_at >= KEEP_ALIVE
         read_at = time.monotonic() if woke else read_at
 
 
-async def _serve(request: web.Request, subjects: list[str], step: Step) -> web.StreamResponse:
+async def _serve(request: web.Request, subjects: list[str], feed: Feed) -> web.StreamResponse:
     async with request.app[STREAMS].open(caller_of(request), request.app[NATS], subjects) as bell:
         sse = Sse(request)
         await sse.start()
         try:
-            await _follow(request, sse, bell, step)
+            await _follow(request, sse, bell, feed)
         except ConnectionError:  # the client went away while we wrote
             pass
         except Exception:  # the answer has begun: no JSON error can follow it
@@ -353,7 +371,7 @@ async def job_stream(request: web.Request) -> web.StreamResponse:
     after = _last_event_id(request)
     await _check_job(request, job_id)
     feed = JobFeed(request, job_id, after)
-    return await _serve(request, [events.subject(job_id, ">")], feed.step)
+    return await _serve(request, [events.subject(job_id, ">")], feed)
 
 
 # --- batches ------------------------------------------------------------------------------
@@ -478,7 +496,7 @@ async def batch_stream(request: web.Request) -> web.StreamResponse:
     batch_id = request.match_info["batch_id"]
     after = _last_event_id(request)
     feed = BatchFeed(request, await _submission(request, batch_id), after)
-    return await _serve(request, _batch_subjects(batch_id), feed.step)
+    return await _serve(request, _batch_subjects(batch_id), feed)
 
 
 async def _close_streams(app: web.Application) -> None:

@@ -8,9 +8,9 @@ only when a terminal subject rings, and once every `RECHECK` seconds in case a b
 lost while NATS reconnected. Nothing polls in a tight loop, and nothing waits on
 PostgreSQL's projection, which may lag behind the log.
 
-A bell can ring before the stream has stored the message that rang it (subscribers are
-served as the stream ingests): after a terminal bell the log is read again after a short
-pause that doubles (`SETTLE`), until it shows the end.
+A bell can ring before the stream has stored the message that rang it (`settle.py`):
+after a terminal bell the log is read again after a short pause that doubles, until it
+shows the end (a terminal bell always means an end, so it will).
 """
 
 from __future__ import annotations
@@ -23,11 +23,10 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
 from services.core import bus, events, timeline
+from services.gateway.settle import Settle
 
 RECHECK = 5.0
 """Seconds between reads of the log while no bell rings."""
-SETTLE = (0.005, 1.0)
-"""First and longest pause, s, before reading the log again after a terminal bell."""
 
 _TERMINAL_TAGS = frozenset({"done", "failed", "cancelled"})
 
@@ -53,19 +52,18 @@ async def job_end(
         sub = await nc.subscribe(events.job_filter(job_id), cb=on_message)
     try:
         async with asyncio.timeout(timeout):
-            pause = 0.0
+            settle: Settle | None = None
             while True:  # subscribed first, then read: an end between the two is not missed
                 end = await timeline.terminal_event(js, job_id)
                 if end is not None:
                     return end
-                if pause:  # it rang for an end the log does not show yet
-                    await asyncio.sleep(pause)
-                    pause = min(pause * 2, SETTLE[1])
+                if settle is not None:  # it rang for an end the log does not show yet
+                    await asyncio.sleep(settle.pause())
                     continue
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(RECHECK):
                         await rang.wait()
-                pause = SETTLE[0] if rang.is_set() else 0.0
+                settle = Settle() if rang.is_set() else None
                 rang.clear()
     except TimeoutError:
         return None

@@ -16,13 +16,17 @@ import asyncio
 import contextlib
 import json
 import time
+import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import aiohttp
+import msgspec
+import nats
 import pytest
 
+from services.core import events
 from services.core.settings import Settings
 from services.gateway import streams
 from tests.conftest import Stack, eventually
@@ -206,3 +210,44 @@ async def test_a_quiet_stream_sends_keep_alives_and_shutdown_does_not_wait_for_i
         assert await reading is None  # the gateway closed the stream
     await stack.close()
     assert time.monotonic() - started < 5
+
+
+BUSY_LOG = 1000
+"""Events of other jobs published just before a job's end: the stream stores them in
+order, so the end is stored a moment after its bell rang."""
+
+
+async def test_a_stream_ends_with_its_job_although_the_bell_rang_before_the_log_stored_it(
+    settings: Settings,
+):
+    # The gateway's bell (a core NATS subscription) hears the job's end as NATS routes it;
+    # the stream stores it after the other jobs' events queued before it, so the read the
+    # bell prompts does not find it yet. Without a second read the stream would end only
+    # at its next scheduled read, with the keep-alive.
+    stack = Stack(settings)
+    await stack.start("gateway")
+    nc = await nats.connect(settings.nats_url)
+    try:
+        for n in range(3):
+            job_id = (await stack.submit({"html": f"<p>{n}</p>"}))["id"]
+            async with stream(stack.client, f"{stack.url}/jobs/{job_id}/stream") as opened:
+                assert (await opened.reader.next()).event == "submitted"
+                other = uuid.uuid4().hex
+                started = events.JobStarted(
+                    job_id=other, tenant=stack.tenant.id, attempt=1, worker="w"
+                )
+                for _ in range(BUSY_LOG):
+                    await nc.publish(events.subject(other, "started"), msgspec.json.encode(started))
+                error = events.ErrorInfo(type="timeout", message="render took too long")
+                failed = events.JobFailed(
+                    job_id=job_id, tenant=stack.tenant.id, attempt=1, error=error
+                )
+                await nc.publish(events.subject(job_id, "failed"), msgspec.json.encode(failed))
+                await nc.flush()
+                # Well short of the keep-alive read (15 s), long enough for a loaded machine.
+                ended = await opened.reader.until_closed(streams.KEEP_ALIVE / 2)
+            assert [(m.event, m.data["status"]) for m in ended] == [("failed", "failed")]
+            assert ended[0].data["error"] == {"type": "timeout", "message": "render took too long"}
+    finally:
+        await nc.close()
+        await stack.close()
