@@ -72,6 +72,9 @@ JetStream may answer a no-wait pull "no messages" for a message stored a moment 
 (seen about once in 500 right after the publish), and without a second ask the job
 would wait for the next sweep."""
 
+FLUSH_WAIT = 1
+"""Seconds the hand-back at a stop waits for NATS to confirm it has every nak."""
+
 MISSING_WAIT = 1.0
 """Seconds a running batch without a durable is skipped: the conductor may write the
 state just before it makes the durable, and deletes the durable just before the key."""
@@ -266,11 +269,17 @@ class Lanes:
         self.taking = False  # listening for bells and taking work (the pod is ready)
 
     async def run(self, stop: asyncio.Event, grace: float) -> None:
-        """Take and handle messages until `stop` is set; then hand in-flight work
-        `grace` seconds to finish, as `worker.work` does."""
+        """Take and handle messages until `stop` is set; then hand in-flight work what is
+        left of `grace` seconds from the stop to finish, as `worker.work` does, and make
+        sure NATS has the messages handed back before anything closes.
+
+        The grace counts from the stop, not from when the last step ended: the process
+        is ended `runtime.STOP_MARGIN` after the grace whatever it is doing, and a hand-back
+        that came later would then be lost (its jobs waiting out the ack wait)."""
         singles = Singles(self.nc, self.js, self._wake)
         await singles.open()
-        waker = asyncio.create_task(self._wake_on(stop))
+        stopped = asyncio.get_running_loop().create_future()
+        waker = asyncio.create_task(self._wake_on(stop, stopped))
         metrics.RENDERER_TAKING_WORK.set(1)
         self.taking = True
         try:
@@ -287,11 +296,24 @@ class Lanes:
             await self._close_lanes()
             for task in self.states.parked:  # waiting for a resume that may never come
                 task.cancel()  # their handlers hand the items back
-            await worker.drain(self._inflight, grace)
+            since = time.monotonic() - stopped.result() if stopped.done() else 0.0
+            await worker.drain(self._inflight, max(0.0, grace - since))
+            await self._flush()
 
-    async def _wake_on(self, stop: asyncio.Event) -> None:
+    async def _wake_on(self, stop: asyncio.Event, stopped: asyncio.Future[float]) -> None:
         await stop.wait()
+        stopped.set_result(time.monotonic())
         self._wake.set()
+
+    async def _flush(self) -> None:
+        """Return once NATS has had everything published so far, the naks of the
+        handed-back messages included (nats-py only queues them): what closes next (the
+        browser) may take the rest of the stop margin, and a nak still queued when the
+        process ends never reaches the server."""
+        try:
+            await self.nc.flush(timeout=FLUSH_WAIT)
+        except Exception as exc:  # disconnected: the jobs come back after the ack wait
+            log.warning("cannot flush the hand-back to NATS: %r", exc)
 
     async def _step(self, singles: Singles) -> None:
         free = self.limit - (len(self._inflight) - len(self.states.parked))

@@ -51,9 +51,13 @@ async def outcome(
     `PageCrashed` or `BrowserError` otherwise, or the `PressroomError` the task raised
     itself (a wait, a source, a limit)."""
     crashed = tab.crashed
-    await asyncio.wait(
-        {task, chromium.gone, crashed}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
-    )
+    try:
+        await asyncio.wait(
+            {task, chromium.gone, crashed}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+        )
+    except asyncio.CancelledError:  # the job is handed back: its page has nothing to do
+        task.cancel()
+        raise
     if task.done() and not task.cancelled() and task.exception() is None:
         return
     if not task.done():

@@ -63,6 +63,14 @@ other renders), so more of them under way at once keep the renders fed when the 
 is busy; each idle tab holds a renderer process of its own (a few MB of its own memory)."""
 
 
+EXIT_CLOSE = 0.5
+"""Seconds the browser gets to close when the pool closes, before it is killed. At a
+renderer's stop its jobs have been handed back, so nothing on it is of use; but a page
+still printing holds the disposal of its context (longer on a loaded machine, with a
+context per tab and the renewals of the cancelled renders' tabs under way), and the
+whole close must fit in the stop margin (`runtime.STOP_MARGIN`) with NATS's."""
+
+
 def _queue(chromium: Chromium, made: asyncio.Task[Tab]) -> None:
     """Queue the tab `made` for a caller that gave up waiting for it."""
     if not made.cancelled() and made.exception() is None:
@@ -163,7 +171,7 @@ class BrowserPool:
         async with self._relaunching:  # a relaunch under way finishes first
             chromium, self._chromium = self._chromium, None
         if chromium is not None:
-            await chromium.close()
+            await chromium.close(EXIT_CLOSE)
         await self.settle()  # recoveries, launches, closes of replaced browsers
         await self.proxy.aclose()
         await self.egress.aclose()

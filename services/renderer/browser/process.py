@@ -32,6 +32,12 @@ log = logging.getLogger(__name__)
 CLOSE_GRACE = 5.0
 """Seconds the browser gets to close before it is killed."""
 
+KILLED_WAIT = 0.5
+"""Seconds a killed browser gets to be gone before closing goes on without it."""
+
+REAP_POLL = 0.02
+"""Seconds between two looks at whether the browser process has exited."""
+
 OPEN_GRACE = 20.0
 """Seconds a new tab (its browser context, renderer process and proxy door) gets to open,
 and an old one to be closed, before the browser is judged broken. Milliseconds on an
@@ -325,17 +331,19 @@ class Chromium:
         close = {"targetId": info["targetId"]}
         self.spawn(self.connection.browser.send("Target.closeTarget", close))
 
-    async def close(self) -> None:
-        """Close the browser, kill it if not gone after `CLOSE_GRACE` s, remove its folder."""
+    async def close(self, grace: float = CLOSE_GRACE) -> None:
+        """Close the browser, kill it if not gone after `grace` s, remove its folder."""
         loop = asyncio.get_running_loop()
         started = loop.time()
-        deadline = started + CLOSE_GRACE
+        deadline = started + grace
         # A context whose page is still loading holds Chromium's exit after Browser.close
-        # until it is killed: the contexts (and doors) go first, which takes milliseconds.
-        await finished_within(self.spawn(self._dispose_all()), CLOSE_GRACE / 2)
+        # until it is killed: the contexts (and doors) go first, which takes milliseconds
+        # (longer with a page still busy printing, on a loaded machine: then the kill).
+        await finished_within(self.spawn(self._dispose_all()), grace / 2)
         with contextlib.suppress(ConnectionLost):  # it may be gone already
             await finished_within(
-                self.spawn(self.connection.browser.send("Browser.close")), CLOSE_GRACE / 2
+                self.spawn(self.connection.browser.send("Browser.close")),
+                max(0.0, deadline - loop.time()),
             )
         await _reap(self.process, max(0.0, deadline - loop.time()))
         self.connection.close()
@@ -361,16 +369,30 @@ class Chromium:
 
 
 async def _reap(process: subprocess.Popen[bytes], grace: float) -> None:
-    """Wait up to `grace` seconds for Chromium to exit, then SIGKILL it.
+    """Wait up to `grace` seconds for Chromium to exit, then SIGKILL it and wait up to
+    `KILLED_WAIT` more.
 
     Its helper processes (zygotes, renderers, GPU, network) exit by themselves once the
     browser process is gone.
     """
-    try:
-        await asyncio.to_thread(process.wait, grace)
-    except subprocess.TimeoutExpired:
-        log.warning(
-            "Chromium (pid %d) did not exit within %g s; killing it", process.pid, CLOSE_GRACE
-        )
-        process.kill()
-        await asyncio.to_thread(process.wait)
+    if await _exited(process, grace):
+        return
+    log.warning("Chromium (pid %d) did not exit in time; killing it", process.pid)
+    process.kill()
+    if not await _exited(process, KILLED_WAIT):
+        log.warning("Chromium (pid %d) killed but not gone yet; not waiting", process.pid)
+
+
+async def _exited(process: subprocess.Popen[bytes], seconds: float) -> bool:
+    """Whether `process` exits within `seconds`, asked on the loop every `REAP_POLL` s.
+
+    Not a blocking wait in a thread (the default executor's few threads may be busy with
+    work a stop left behind): a stopping renderer's wait for its killed browser, made so,
+    outlasted the stop margin on a loaded machine.
+    """
+    deadline = asyncio.get_running_loop().time() + seconds
+    while process.poll() is None:
+        if asyncio.get_running_loop().time() >= deadline:
+            return False
+        await asyncio.sleep(REAP_POLL)
+    return True
