@@ -68,21 +68,35 @@ async def _run(service_main: ServiceMain, settings: Settings) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     deadline = settings.shutdown_grace + STOP_MARGIN
+    main = asyncio.current_task()
 
     def stopping() -> None:
         if not stop.is_set():
             stop.set()
-            loop.call_later(deadline, _overdue, deadline)
+            loop.call_later(deadline, _overdue, deadline, main)
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stopping)
     await service_main(settings, stop)
 
 
-def _overdue(seconds: float) -> None:
+def waiting_in(task: asyncio.Task[Any] | None) -> str:
+    """Where `task` waits: its chain of awaited coroutines, outermost first
+    ("serve:40 > __aexit__:174 > close:342"), for the log of a stop that overran."""
+    steps = []
+    coro: Any = task.get_coro() if task is not None else None
+    while coro is not None and getattr(coro, "cr_frame", None) is not None:
+        steps.append(f"{coro.cr_code.co_name}:{coro.cr_frame.f_lineno}")
+        coro = coro.cr_await
+    return " > ".join(steps) or "nothing"
+
+
+def _overdue(seconds: float, main: asyncio.Task[Any] | None) -> None:
     logging.getLogger("pressroom").error(
-        "still stopping %g s after the signal (NATS or PostgreSQL unreachable?); exiting now",
+        "still stopping %g s after the signal (NATS or PostgreSQL unreachable?), waiting "
+        "in %s; exiting now",
         seconds,
+        waiting_in(main),
     )
     logging.shutdown()
     os._exit(1)
