@@ -1,4 +1,5 @@
-"""`runtime.cancelled`: a background task stops even when a cancel is swallowed."""
+"""`runtime.cancelled`: a background task stops even when a cancel is swallowed; `waiting_in`
+says where a task waits."""
 
 from __future__ import annotations
 
@@ -35,3 +36,22 @@ async def test_tasks_that_end_by_themselves_or_fail_are_waited_for_quietly() -> 
     await asyncio.sleep(0)
     await asyncio.wait_for(runtime.cancelled(failed, finished, sleeping), 5)
     assert sleeping.cancelled() and isinstance(failed.exception(), ValueError)
+
+
+async def test_where_a_task_waits_is_its_chain_of_coroutines_outermost_first() -> None:
+    """What the log of a stop that overran names (`runtime.waiting_in`)."""
+    never = asyncio.Event()
+
+    async def close_browser() -> None:
+        await never.wait()
+
+    async def serve() -> None:
+        await close_browser()
+
+    task = asyncio.create_task(serve())
+    await asyncio.sleep(0)
+    where = runtime.waiting_in(task)
+    assert where.startswith("serve:") and " > close_browser:" in where
+    assert where.split(" > ")[2].startswith("wait:")  # Event.wait: where it really blocks
+    task.cancel()
+    assert runtime.waiting_in(None) == "nothing"
