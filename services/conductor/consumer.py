@@ -31,12 +31,12 @@ from services.conductor.state import CANCELLED, PAUSED, RUNNING, BatchStates
 from services.core import bus, events, logs, runtime, subjects, timeline, topology, tracing
 from services.core.errors import (
     DeterministicError,
-    ErrorType,
     InvalidEvent,
     NotFound,
     TransientError,
     Unavailable,
 )
+from services.core.errortypes import ErrorType
 from services.core.settings import Settings
 from services.core.storage import Storage
 

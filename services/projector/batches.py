@@ -23,7 +23,8 @@ import asyncpg
 from nats.js import JetStreamContext
 
 from services.core import bus, events, subjects
-from services.core.errors import NotFound, known_type
+from services.core.errors import NotFound
+from services.core.errortypes import known_type
 from services.core.holds import HoldKind, HoldState
 from services.core.status import BATCH_TERMINAL, BatchStatus, JobStatus
 from services.projector.apply import Applied

@@ -27,7 +27,8 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
 from services.core import bus, db, events, metrics, subjects
-from services.core.errors import ErrorType, NotFound, Unavailable
+from services.core.errors import NotFound, Unavailable
+from services.core.errortypes import ErrorType
 from services.core.status import TERMINAL
 
 log = logging.getLogger(__name__)

@@ -38,7 +38,8 @@ from nats.js import JetStreamContext
 from nats.js.api import ConsumerInfo
 
 from services.core import bus, db, events, metrics, runtime, subjects
-from services.core.errors import ErrorType, NotFound, Unavailable
+from services.core.errors import NotFound, Unavailable
+from services.core.errortypes import ErrorType
 from services.core.settings import Settings
 from services.projector import quota
 from services.projector.consumer import BATCH as PROJECTOR_BATCH

@@ -26,7 +26,7 @@ from nats.js.errors import NotFoundError
 
 from services.conductor import pack
 from services.core import bus, db, events, pageoptions, storage, subjects
-from services.core.errors import ErrorType
+from services.core.errortypes import ErrorType
 from services.core.settings import Settings
 from services.core.status import JobStatus
 from services.core.storage import Storage, open_storage
