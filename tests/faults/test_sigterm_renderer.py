@@ -35,7 +35,7 @@ import pytest
 from aiohttp import web
 from nats.aio.msg import Msg
 
-from services.core import events
+from services.core import subjects
 from services.core.runtime import STOP_MARGIN
 from tests.conftest import serving
 from tests.faults.harness import (
@@ -68,7 +68,7 @@ async def naks(cluster: Cluster) -> AsyncIterator[set[int]]:
 
     nc = await nats.connect(cluster.settings.nats_url, allow_reconnect=False)
     try:
-        await nc.subscribe(f"{NAKED}.{events.STREAM}.*", cb=advisory)
+        await nc.subscribe(f"{NAKED}.{subjects.STREAM}.*", cb=advisory)
         await nc.flush()
         yield seen
     finally:

@@ -26,7 +26,7 @@ import msgspec
 import nats
 import pytest
 
-from services.core import events
+from services.core import events, subjects
 from services.core.settings import Settings
 from services.gateway import streams
 from tests.conftest import Stack, eventually
@@ -236,13 +236,14 @@ async def test_a_stream_ends_with_its_job_although_the_bell_rang_before_the_log_
                 started = events.JobStarted(
                     job_id=other, tenant=stack.tenant.id, attempt=1, worker="w"
                 )
+                filler = msgspec.json.encode(started)
                 for _ in range(BUSY_LOG):
-                    await nc.publish(events.subject(other, "started"), msgspec.json.encode(started))
+                    await nc.publish(subjects.subject(other, "started"), filler)
                 error = events.ErrorInfo(type="timeout", message="render took too long")
                 failed = events.JobFailed(
                     job_id=job_id, tenant=stack.tenant.id, attempt=1, error=error
                 )
-                await nc.publish(events.subject(job_id, "failed"), msgspec.json.encode(failed))
+                await nc.publish(subjects.subject(job_id, "failed"), msgspec.json.encode(failed))
                 await nc.flush()
                 # Well short of the keep-alive read (15 s), long enough for a loaded machine.
                 ended = await opened.reader.until_closed(streams.KEEP_ALIVE / 2)
