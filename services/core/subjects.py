@@ -88,6 +88,17 @@ def kind_of(subject: str) -> str:
     return tokens[-1]
 
 
+ENDS = frozenset({"done", "failed", "cancelled"})
+"""The event types that end a job."""
+
+
+def single_job_end(subject: str) -> bool:
+    """Whether `subject` is a single job's terminal event (`jobs.<id>.done[.quiet]`…),
+    not a batch item's (`jobs.<batch_id>.<index>.done`): one a client may be waiting on."""
+    tokens = subject.split(".")
+    return tokens[0] == "jobs" and len(tokens) in (3, 4) and tokens[2] in ENDS
+
+
 _INDEX = re.compile(r"[0-9]{1,7}")
 
 

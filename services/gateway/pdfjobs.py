@@ -32,6 +32,7 @@ async def resolved(
     """`job` with the work as the log carries it, checked against the job's files (its
     own parts) and the caller's earlier jobs; a named asset joins the job's files."""
     files = {ref.name: ref for ref in job.files}
+    earlier = await _earlier_jobs(request, [g.job for g in work.inputs if g.job is not None])
     inputs = []
     for index, given in enumerate(work.inputs):
         where = f"pdf.inputs[{index}]"
@@ -49,7 +50,7 @@ async def resolved(
             if own.content_type != "application/pdf":
                 raise fail(f"{where}.file", f"{given.file!r} is not a PDF ({own.content_type})")
         elif given.job is not None:
-            await _earlier_pdf(request, given.job, job.tenant, f"{where}.job")
+            _earlier_pdf(earlier.get(given.job), given.job, job.tenant, f"{where}.job")
         inputs.append(entry)
     steps_checked(work, files)
     steps = [msgspec.to_builtins(step) for step in work.steps]
@@ -71,10 +72,17 @@ async def _asset(request: web.Request, tenant: str, name: str, field: str) -> Fi
     return ref
 
 
-async def _earlier_pdf(request: web.Request, job_id: str, tenant: str, field: str) -> None:
-    """Refuse an input job that is not the tenant's, not done, or made no PDF."""
+async def _earlier_jobs(request: web.Request, job_ids: list[str]) -> dict[str, db.JobRow]:
+    """The rows of the earlier jobs the inputs name, in one query (a merge may name the
+    same job a hundred times)."""
+    if not job_ids:
+        return {}
     with unavailable_without_postgres("earlier jobs cannot be looked up"):
-        row = await db.get_job(request.app[POOL], job_id)
+        return await db.get_jobs(request.app[POOL], list(dict.fromkeys(job_ids)))
+
+
+def _earlier_pdf(row: db.JobRow | None, job_id: str, tenant: str, field: str) -> None:
+    """Refuse an input job that is not the tenant's, not done, or made no PDF."""
     if row is None or row.tenant_id != tenant:
         raise NotFound(f"{field}: no job {job_id!r}", field=field)
     if row.status != JobStatus.DONE or not row.object_key:

@@ -12,7 +12,7 @@ import msgspec
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
-from services.core import bus, db, events, metrics, runtime
+from services.core import bus, db, events, metrics, runtime, subjects
 from services.core.errors import Refused, Unavailable
 from services.projector import batches, usage
 from services.projector.apply import apply
@@ -22,8 +22,11 @@ log = logging.getLogger(__name__)
 BATCH = 256
 LINGER = 0.05
 """Seconds a partial batch waits for more events: one transaction then carries several
-events (a job's `started` and `done` often arrive within it), which costs the projector
-and PostgreSQL far less CPU per event than one transaction each, for a lag of 50 ms."""
+events (a job's `started` and `progress` often arrive within it), which costs the
+projector and PostgreSQL far less CPU per event than one transaction each, for a lag of
+50 ms. A batch holding a single job's end does not wait: its client may be waiting for
+the row (`GET /jobs/{id}` after the stream said `done`), and a batch item's end, the
+bulk of a busy log's ends, still lingers."""
 
 
 def _decode(msg: Msg) -> events.LogEvent | None:
@@ -152,7 +155,7 @@ async def run(target: Projection, stop: asyncio.Event) -> None:
 async def _next_batch(sub: JetStreamContext.PullSubscription, stop: asyncio.Event) -> list[Msg]:
     """The next events: a first few, then whatever else arrived within `LINGER`."""
     msgs = await bus.fetch(sub, BATCH)
-    if msgs and len(msgs) < BATCH:
+    if msgs and len(msgs) < BATCH and not any(subjects.single_job_end(m.subject) for m in msgs):
         await runtime.pause(stop, LINGER)
         msgs += await bus.fetch(sub, BATCH - len(msgs), timeout=0.01)
     return msgs

@@ -82,8 +82,9 @@ class PdfJobs:
         result = await self.tools.run(inputs, steps, files)
         data, content_type, _ = archive.packaged(result.documents)
         key = object_key(job.tenant, job.job_id, "pdf" if content_type == archive.PDF else "zip")
-        await self._store_report(job, result.report)
-        await self.storage.put(key, data, content_type)
+        await asyncio.gather(  # one after the other, the job would wait on both uploads
+            self._store_report(job, result.report), self.storage.put(key, data, content_type)
+        )
         return Made(key, len(data), result.report.pages_processed)
 
     async def _input(self, job: events.JobSubmitted, given: PdfInput, reader: _Reader) -> Input:

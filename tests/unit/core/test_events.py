@@ -5,7 +5,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from services.core import events, pageoptions
+from services.core import events, pageoptions, subjects
 
 
 def test_terminal_events_share_one_dedup_id():
@@ -99,3 +99,15 @@ def test_an_event_stands_only_on_its_own_job_s_subject_of_its_own_kind():
         events.decode_log(events.encode_batch(batch), subject="batches.b.resumed")
     with pytest.raises(msgspec.ValidationError, match="cannot stand on"):
         events.decode_log(events.encode(done), subject="batches.j.done")
+
+
+def test_a_single_jobs_end_is_told_from_a_batch_items_and_other_events() -> None:
+    """The projector applies at once a batch of events holding a single job's end (a
+    client may be waiting for its row); a batch item's end lingers with the rest."""
+    assert subjects.single_job_end("jobs.abc.done")
+    assert subjects.single_job_end(f"jobs.abc.failed.{subjects.QUIET}")
+    assert subjects.single_job_end("jobs.abc.cancelled")
+    assert not subjects.single_job_end("jobs.b1.3.done")  # an item of batch b1
+    assert not subjects.single_job_end("jobs.abc.started")
+    assert not subjects.single_job_end(subjects.submitted_subject("abc", "t"))
+    assert not subjects.single_job_end("batches.b1.done")
