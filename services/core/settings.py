@@ -453,7 +453,7 @@ class Settings(AssetSettings):
         "PRESSROOM_COMPACT_PDF_BYTES",
         256 * 2**10,
         _int(0, 2**31),
-        "renderer: a printed PDF over this size is rewritten with object streams (0: every)",
+        "renderer: an untagged PDF over this size is rewritten compactly (0: every; tagged: all)",
     )
     signing_cert: str = _var(
         "PRESSROOM_SIGNING_CERT",
