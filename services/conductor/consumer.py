@@ -61,7 +61,7 @@ within seconds."""
 
 async def keep_alive(msg: Msg, every: float = KEEP_ALIVE_EVERY) -> None:
     """Send progress notes for `msg` until cancelled, whatever the handler is doing (a
-    merge in a thread gives no chance to send them in between); a note that fails
+    pypdf merge in a thread gives no chance to send them in between); a note that fails
     is logged and tried again at the next turn."""
     while True:
         await asyncio.sleep(every)

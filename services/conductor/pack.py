@@ -11,11 +11,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import tempfile
 import zipfile
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -225,22 +222,14 @@ def _manifest(batch_id: str, items: list[Outcome], entries: list[dict[str, Any]]
 async def write_merged(storage: Storage, key: str, items: list[Outcome]) -> int:
     """Store one PDF of the done items' documents, in index order; its size in bytes.
 
-    Each document is read whole (one is tens of KB) and handed to the `Merger` in a
-    worker thread, which keeps it in a temporary folder; the merged file is written
-    there and sent to the storage writer in `PART`-sized pieces. Memory is one document
-    and the pages' dictionaries (`merge.py`), whatever the documents' content; the
-    folder holds at most the documents' bytes about twice. A document that is not a PDF
-    (an image output) or cannot be read is left out.
+    Like the archive it is written as it goes: each document is read whole (one is tens
+    of KB), its pages copied into the output in a worker thread, and the bytes sent to
+    the storage writer, so memory is one document plus 8 bytes per object and per page.
+    A document that is not a PDF (an image output) or cannot be read is left out.
     """
-    loop = asyncio.get_running_loop()
-    # One thread does all the merge's work: qpdf's allocations stay in one malloc arena
-    # instead of one per thread of the default executor, each keeping what it freed.
-    with (
-        tempfile.TemporaryDirectory(prefix="pressroom-merge-") as folder,
-        ThreadPoolExecutor(1, thread_name_prefix="merge") as thread,
-    ):
-        merger = Merger(Path(folder))
-        names = Names()
+    merger = Merger()
+    async with storage.writer(key, "application/pdf") as sink:
+        await sink.write(merger.start())
         for item in items:
             if item.status != JobStatus.DONE or item.object_key is None:
                 continue
@@ -249,23 +238,9 @@ async def write_merged(storage: Storage, key: str, items: list[Outcome]) -> int:
             except NotFound:
                 continue
             try:
-                await loop.run_in_executor(thread, merger.add, data, names.of(item))
+                await sink.write(await asyncio.to_thread(merger.add, data))
             except NotMergeable as exc:
                 log.warning("item %s is left out of the merged PDF: %s", item.id, exc)
-        merged = await loop.run_in_executor(thread, merger.end)
-        return await _upload(storage, key, merged, thread)
-
-
-PART = 8 * 2**20
-"""Bytes of the merged file read and sent at a time."""
-
-
-async def _upload(storage: Storage, key: str, path: Path, thread: ThreadPoolExecutor) -> int:
-    size = 0
-    loop = asyncio.get_running_loop()
-    async with storage.writer(key, "application/pdf") as sink:
-        with path.open("rb") as merged:
-            while piece := await loop.run_in_executor(thread, merged.read, PART):
-                await sink.write(piece)
-                size += len(piece)
-    return size
+        for piece in merger.end():
+            await sink.write(piece)
+    return merger.size

@@ -21,23 +21,14 @@ def target(item: pikepdf.OutlineItem, source: pikepdf.Pdf, pages: Pages) -> int 
     goal: Any = item.destination
     if goal is None and item.action is not None and item.action.get("/S") == "/GoTo":
         goal = item.action.get("/D")
-    goal = explicit(source, goal)
-    if goal is not None:
-        page = goal[0]
-        if isinstance(page, pikepdf.Dictionary):
-            return pages.get(page.objgen)
-    return None
-
-
-def explicit(source: pikepdf.Pdf, goal: Any) -> pikepdf.Array | None:
-    """The explicit destination (`[page /Fit …]`) `goal` stands for: itself, or what
-    the name it is names (None: no destination of this document)."""
     if isinstance(goal, pikepdf.String | pikepdf.Name):
         goal = _named(source, goal)
     if isinstance(goal, pikepdf.Dictionary):
         goal = goal.get("/D")
     if isinstance(goal, pikepdf.Array) and len(goal) > 0:
-        return goal
+        page = goal[0]
+        if isinstance(page, pikepdf.Dictionary):
+            return pages.get(page.objgen)
     return None
 
 
