@@ -19,6 +19,7 @@ from services.core.pdfwork import PdfWork
 from services.core.subjects import BATCH_STATE as BATCH_STATE
 from services.core.subjects import CONDUCTOR as CONDUCTOR
 from services.core.subjects import DEFAULT_TENANT as DEFAULT_TENANT
+from services.core.subjects import KEY_DIRECTORY as KEY_DIRECTORY
 from services.core.subjects import KEY_NEWS as KEY_NEWS
 from services.core.subjects import LANE_BELL as LANE_BELL
 from services.core.subjects import NOTIFIER as NOTIFIER
