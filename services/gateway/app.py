@@ -35,7 +35,6 @@ from services.gateway import (
     logroom,
     openapi,
     pdfreports,
-    postgres,
     streams,
     templates,
     uploads,
@@ -180,9 +179,9 @@ async def _nats_ctx(app: web.Application) -> AsyncIterator[None]:
 async def _db_ctx(app: web.Application) -> AsyncIterator[None]:
     """The pool, and the watch that makes it refuse at once while PostgreSQL is down. A
     gateway starts without PostgreSQL too: what needs it is `503` until it answers, and
-    the keyring is checked then (`postgres.check_keyring_later`)."""
+    the keyring is checked then (`sealed.check_keyring_later`)."""
     settings = app[SETTINGS]
-    keyring = postgres.check_keyring_later(settings)
+    keyring = sealed.check_keyring_later(settings.server_keys())
     async with (
         db.open_pool(settings, size=POOL_SIZE, lazy=True) as pool,
         db.watched(pool, settings, keyring) as watch,

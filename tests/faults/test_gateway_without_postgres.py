@@ -1,14 +1,17 @@
-"""A gateway that starts while PostgreSQL is down serves what needs only NATS.
+"""Services that start while PostgreSQL is down: the gateway serves what needs only NATS.
 
 Verifies, with the services on a PostgreSQL of this test's own, stopped after a second
-key of the tenant was revoked, and the gateway then replaced by a fresh process (which
-can read no key from PostgreSQL, only the bus copy `gateway/keymirror.py` keeps):
+key of the tenant was revoked, and every service that uses PostgreSQL (gateway,
+projector, notifier, conductor) then replaced by a fresh process (the gateway can read no
+key from PostgreSQL, only the bus copy `gateway/keymirror.py` keeps):
+- none of them exits;
 - the fresh gateway becomes ready; its `/readyz` answers within a second, `200`, and
   reports `postgres: false`;
 - the tenant's key gets `202` for jobs with inline templates, the revoked key `401`, and
   a status read (which needs PostgreSQL) `503` of type `unavailable` with `Retry-After`;
-- once PostgreSQL is back, no service restarted, every accepted job ends `done` exactly
-  once and the projection holds every message of the log (`assert_no_job_left_behind`).
+- once PostgreSQL is back, with no service restarted again, every accepted job ends
+  `done` exactly once and the projection holds every message of the log
+  (`assert_no_job_left_behind`, which fails if a service exited).
 """
 
 from __future__ import annotations
@@ -25,15 +28,16 @@ READY_WITHIN = 1.0
 """Seconds a readiness probe may take, whatever PostgreSQL does."""
 
 
-async def test_a_gateway_started_while_postgres_is_down_takes_jobs_from_known_keys(
+async def test_services_started_while_postgres_is_down_take_jobs_from_known_keys(
     cluster: Cluster, own_postgres: OwnPostgres
 ) -> None:
     await cluster.up(renderers=1, PRESSROOM_DATABASE_URL=own_postgres.url)
     revoked = await revoked_key(cluster)
     before = await cluster.submit_many(3)
     await asyncio.to_thread(own_postgres.stop)
-    cluster.kill(cluster.running("gateway")[0])
-    cluster.start("gateway")
+    for name in ("gateway", "projector", "notifier", "conductor"):
+        cluster.kill(cluster.running(name)[0])
+        cluster.start(name)
     await poll(cluster.gateway_ready, 45, "the fresh gateway ready without PostgreSQL")
 
     started = time.monotonic()
