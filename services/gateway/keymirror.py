@@ -72,9 +72,14 @@ class Mirror:
 
     async def read(self) -> tuple[list[tenancy.ApiKey], list[tenancy.Tenant]]:
         """Every key and tenant in the bucket; `Unavailable` if NATS cannot say in time."""
-        async with asyncio.timeout(READ_TIMEOUT):
-            with bus.map_bus_errors(f"cannot read {events.KEY_DIRECTORY}"):
-                entries = await self._entries()
+        try:
+            async with asyncio.timeout(READ_TIMEOUT):
+                with bus.map_bus_errors(f"cannot read {events.KEY_DIRECTORY}"):
+                    entries = await self._entries()
+        except TimeoutError:
+            raise Unavailable(
+                f"{events.KEY_DIRECTORY} not read within {READ_TIMEOUT:g} s"
+            ) from None
         keys, tenants = [], []
         for name, value in entries.items():
             try:

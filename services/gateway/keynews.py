@@ -11,9 +11,10 @@ A gateway whose admin API changes a key or a tenant publishes `KeyNews` on
   rather than at its next round, and writes it to the bus copy (`keymirror.py`) that a
   gateway starting while PostgreSQL is down reads.
 
-The bus can only take access away: a new key or a wider scope is only ever read from
-PostgreSQL, so whoever could publish a notice could not grant itself anything (and only
-the gateway's identity may publish one, `core/busaccess`). A lost notice costs nothing
+A notice can only take access away: a new key or a wider scope is only ever read from
+PostgreSQL (or, at a start without it, from the gateways' copy, which only their identity
+may read or write), so whoever could publish a notice could not grant itself anything
+(and only the gateway's identity may publish one, `core/busaccess`). A lost notice costs nothing
 but time: the refresh still runs every `PRESSROOM_AUTH_REFRESH` seconds, and while
 PostgreSQL is down it is skipped without a word (the watch has said so once).
 """
@@ -125,7 +126,8 @@ async def _copy(app: web.Application) -> None:
 
 async def first_load(app: web.Application) -> None:
     """Every key and tenant before the first request: from PostgreSQL, or from the bus
-    copy while PostgreSQL is away (then every key is `503` until one of them answers)."""
+    copy while PostgreSQL is away (with neither, every key is `503` until PostgreSQL
+    answers)."""
     if app[PG_WATCH].up:
         try:
             await reload(app)
