@@ -21,7 +21,7 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
     async with (
         metrics.serve(settings.host, settings.metrics_port) as health,
         bus.open_bus(settings, name="conductor", role=Role.CONDUCTOR) as (nc, js),
-        db.open_pool(settings, size=2) as pool,
+        db.open_pool(settings, size=2, lazy=True) as pool,  # PostgreSQL may come later
         db.watched(pool, settings) as postgres,
         open_storage(settings) as storage,
     ):
