@@ -25,6 +25,7 @@ from services.core.errors import (
     RequestError,
     Unavailable,
 )
+from services.core.fileclaims import ClaimKind
 from services.core.holds import HoldKind
 from services.core.status import BatchStatus, JobStatus
 from services.gateway import answers, idempotency, jobfiles, templates
@@ -201,6 +202,7 @@ async def _store_and_publish(
     limits, pool = request.app[LIMITS], request.app[POOL]
     held = await limits.hold(pool, tenant, batch_id, HoldKind.BATCH, len(lines))
     try:
+        await jobfiles.keep_files(request, tenant, (ClaimKind.BATCH, batch_id), event.files)
         items = b"".join(lines)
         await request.app[STORAGE].put(event.items_key, items, "application/x-ndjson")
         fresh = await bus.publish_batch(request.app[JS], event)
