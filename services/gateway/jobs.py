@@ -12,7 +12,7 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
-from services.core import bus, db, diagnosis, events, metrics, netpolicy, timeline
+from services.core import bus, db, diagnosis, events, jobsecrets, metrics, netpolicy, timeline
 from services.core.errors import Conflict, NotFound, PressroomError, Unavailable, known_type
 from services.core.fileclaims import ClaimKind
 from services.core.holds import HoldKind
@@ -197,6 +197,7 @@ async def enqueue(
         if prepare is not None:
             prepare(event)
         event, superseded = await _as_preview(request, job, event)
+        event = jobsecrets.sealed(event, settings.server_keys())  # no password in plain text
         owner = (ClaimKind.JOB, job_id)
         await jobfiles.keep_files(request, tenant, owner, event.files, own)
         fresh = await _hold_and_publish(request, event)
