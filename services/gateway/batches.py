@@ -16,7 +16,7 @@ from typing import Any, Literal
 import msgspec
 from aiohttp import web
 
-from services.core import bus, db, events, netpolicy, timeline
+from services.core import bus, db, events, jobsecrets, netpolicy, timeline
 from services.core.errors import (
     Conflict,
     EventTooLarge,
@@ -151,6 +151,7 @@ async def _submitted_event(
             request.app[POOL], event, tenant, batch.template_id, batch.template_version
         )
     event = await jobfiles.batch_files(request, event, batch.assets)
+    event = jobsecrets.sealed_batch(event, request.app[SETTINGS].server_keys())
     size = len(events.encode_batch(event))
     if size > request.app[SETTINGS].stream_max_msg_size:
         raise EventTooLarge(

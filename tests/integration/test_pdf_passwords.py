@@ -20,6 +20,7 @@ import pytest
 from tests.conftest import Stack
 from tests.integration import hostile_pdfs
 from tests.integration.pdf_inputs import TOOLS, qpdf_check
+from tests.integration.test_batches import finished_batch, submit_batch
 from tests.integration.test_pdf_jobs import download, posted
 
 pytestmark = TOOLS
@@ -27,11 +28,13 @@ pytestmark = TOOLS
 INPUT, OWNER, USER = "input-pw-Qx81", "owner-pw-Zr27", "user-pw-Kd44"
 
 
-async def raw_records(stack: Stack, job_id: str) -> bytes:
-    """The job's submission as the log holds it, its row and its events as PostgreSQL does."""
+async def raw_records(stack: Stack, job_id: str, subject: str | None = None) -> bytes:
+    """The job's submission as the log holds it (at `subject`; a single job's by
+    default), its row and its events as PostgreSQL does."""
     nc = await nats.connect(stack.settings.nats_url)
     try:
-        raw = await nc.jetstream().get_last_msg("JOBS", f"jobs.{job_id}.submitted.*")
+        subject = subject or f"jobs.{job_id}.submitted.*"
+        raw = await nc.jetstream().get_last_msg("JOBS", subject)
     finally:
         await nc.close()
     conn = await asyncpg.connect(stack.settings.database_url)
@@ -87,3 +90,28 @@ async def test_a_rendering_jobs_encryption_passwords_are_sealed_too(
     records = await raw_records(stack, job["id"])
     for secret in (OWNER, USER):
         assert secret.encode() not in records, secret
+
+
+async def test_a_batchs_encryption_passwords_are_sealed_for_the_batch_and_its_items(
+    stack: Stack, tmp_path: Path
+) -> None:
+    crypt = {"owner_password": OWNER, "user_password": USER}
+    body = {
+        "template": "<p>Item {{ n }}</p>",
+        "items": [{"data": {"n": 1}}, {"data": {"n": 2}}],
+        "options": {"encrypt": crypt},
+    }
+    batch_id = await submit_batch(stack, body)
+    assert (await finished_batch(stack, batch_id))["status"] == "done"
+    item = f"{batch_id}.0"
+    data, _ = await download(stack, await stack.job(item))
+    assert opened_with_user_password_only(data, tmp_path) == 1
+    nc = await nats.connect(stack.settings.nats_url)
+    try:
+        batch = await nc.jetstream().get_last_msg("JOBS", f"batches.{batch_id}.submitted")
+    finally:
+        await nc.close()
+    records = await raw_records(stack, item, f"jobs.{item}.submitted")
+    assert b"sealed2:" in batch.data
+    for secret in (OWNER, USER):
+        assert secret.encode() not in records + batch.data, secret
