@@ -43,6 +43,7 @@ from services.core.errors import (
 from services.core.files import FileRef
 from services.core.jail import Jail
 from services.core.markdown import markdown_document
+from services.core.pagesecrets import open_secrets
 from services.core.settings import Settings
 from services.core.status import BatchStatus
 from services.core.storage import Storage, object_key
@@ -369,7 +370,8 @@ class Renderer:
         source = await source_of(job, self.jail)
         options = await options_of(job, self.jail)
         files = JobFiles(self.files, job.tenant, job.files) if job.files else None
-        page = await self.browser.render(source, options, report, files)
+        secrets = open_secrets(job.page_secrets, self.settings, job.job_id)
+        page = await self.browser.render(source, options, report, files, secrets)
         result = await self._with_finishing(page, options)
         key = document_key(job, result)
         await self.storage.put(key, result.data, result.content_type)

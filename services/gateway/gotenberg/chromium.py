@@ -21,8 +21,9 @@ from services.core import markdown
 from services.core.errors import RequestError
 from services.core.files import sniff
 from services.core.finishingoptions import PERMISSIONS
+from services.core.pagesecrets import PageSecrets
 from services.gateway.compiles import FairJail
-from services.gateway.gotenberg import forms
+from services.gateway.gotenberg import forms, pagefields
 from services.gateway.gotenberg.forms import Form, Upload
 
 LETTER = (8.5, 11.0)
@@ -70,6 +71,8 @@ class Mapped:
     """Metadata the printed PDF gets from a PDF-tools step afterwards."""
     later: list[dict[str, Any]] = field(default_factory=list)
     """PDF-tools steps run on the printed PDF, as a second job (`postprocess`)."""
+    secrets: PageSecrets = field(default_factory=PageSecrets)
+    """Cookies and extra headers, sealed for the job on its way to the log (`pagefields`)."""
 
     def option(self, path: str, value: Any, source: str) -> None:
         """Set `options.<path>` (dotted) to `value`, told as form field `source`."""
@@ -223,16 +226,16 @@ def waiting(form: Form, mapped: Mapped) -> None:
 def network(form: Form, mapped: Mapped) -> None:
     """What Chromium sends and when a load fails the job."""
     for name, why in (
-        ("cookies", "Pressroom's pages carry no client cookies"),
-        ("extraHttpHeaders", "Pressroom's pages send no client headers"),
         ("emulatedMediaFeatures", "Pressroom emulates the media type only"),
         ("failOnResourceHttpStatusCodes", "Pressroom does not fail on a resource's status"),
         ("ignoreResourceHttpStatusDomains", "Pressroom does not fail on a resource's status"),
     ):
         if form.json(name):
             raise refuse(name, why)
-    if form.text("userAgent") is not None:
-        raise refuse("userAgent", "Pressroom's renderer keeps its own user agent")
+    mapped.secrets = pagefields.secrets(form)
+    agent = form.text("userAgent")
+    if agent:
+        mapped.option("user_agent", agent, "userAgent")
     if form.text("downloadFrom") is not None:
         raise refuse("downloadFrom", "Pressroom does not fetch a form's files from URLs")
     codes = form.json("failOnHttpStatusCodes")
@@ -244,7 +247,7 @@ def network(form: Form, mapped: Mapped) -> None:
             field="failOnHttpStatusCodes",
         )
     if form.flag("failOnConsoleExceptions", False):
-        raise refuse("failOnConsoleExceptions", "Pressroom does not fail on console exceptions")
+        mapped.option("fail_on_page_errors", True, "failOnConsoleExceptions")
     mapped.fail_on_refused = form.flag("failOnResourceLoadingFailed", False)
 
 

@@ -30,6 +30,7 @@ from services.core.errors import (
     Unauthorized,
 )
 from services.core.pdfwork import report_key
+from services.core.settings import Settings
 from services.gateway import jobfiles, jobs, waiting
 from services.gateway.auth import (
     API_KEY,
@@ -46,6 +47,7 @@ from services.gateway.gotenberg import (
     chromium,
     exiftool,
     forms,
+    pagefields,
     pdfengines,
     postprocess,
     replies,
@@ -136,7 +138,7 @@ async def run(request: web.Request, build: Build) -> web.StreamResponse:
             mapped.origin["webhook_url"] = webhooks.URL
         job = as_job(mapped)
         own = own_files(mapped.files)
-        prepare = webhooks.preparer(webhook, request.app[SETTINGS]) if webhook else None
+        prepare = _preparer(request.app[SETTINGS], webhook, mapped)
         with tracing.span("gotenberg form", replies.traceparent(trace), SpanKind.INTERNAL):
             job_id = await jobs.enqueue(request, job, None, own, prepare)
         headers[replies.JOB_HEADER] = job_id
@@ -145,6 +147,24 @@ async def run(request: web.Request, build: Build) -> web.StreamResponse:
         return await answer(request, job_id, mapped, headers)
     except PressroomError as exc:
         return replies.error(exc, headers)
+
+
+def _preparer(
+    settings: Settings, webhook: webhooks.Webhook | None, mapped: chromium.Mapped
+) -> Callable[[events.JobSubmitted], None] | None:
+    """What is sealed into the job's submission: its webhook's extra headers, its page's
+    cookies and headers."""
+    steps = [webhooks.preparer(webhook, settings)] if webhook else []
+    if mapped.secrets:
+        steps.append(pagefields.preparer(mapped.secrets, settings))
+    if not steps:
+        return None
+
+    def prepare(event: events.JobSubmitted) -> None:
+        for step in steps:
+            step(event)
+
+    return prepare
 
 
 async def answer(
