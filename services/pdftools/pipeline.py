@@ -38,6 +38,7 @@ from services.core.errors import (
 from services.pdftools import (
     active,
     attachments,
+    bookmarks,
     encrypt,
     facturx,
     invoice,
@@ -68,6 +69,7 @@ from services.pdftools.steps import (
     Optimise,
     PdfA,
     PdfUA,
+    ReadBookmarks,
     ReadMetadata,
     Rotate,
     Sign,
@@ -76,6 +78,7 @@ from services.pdftools.steps import (
     Step,
     Validate,
     Watermark,
+    WriteBookmarks,
     kind_of,
     name_of,
 )
@@ -294,6 +297,11 @@ def _optimise(doc: Document, step: Any, work: Work) -> None:
     work.notes += optimise.optimise(doc, step)
 
 
+def _write_bookmarks(doc: Document, step: Any, work: Work) -> None:
+    if step.document is None or step.document == doc.name:
+        work.notes += bookmarks.write(doc, step.bookmarks)
+
+
 def _sign(doc: Document, step: Any, work: Work) -> None:
     sign.apply(doc, step, work.context.signing, work.label)
 
@@ -319,4 +327,6 @@ _EACH: dict[type[Step], Callable[[Document, Any, Work], None]] = {
     Sign: _sign,
     Optimise: _optimise,
     Validate: lambda doc, step, work: work.report.validations.append(validate.validate(doc)),
+    ReadBookmarks: lambda doc, step, work: work.report.bookmarks.append(bookmarks.read(doc)),
+    WriteBookmarks: _write_bookmarks,
 }

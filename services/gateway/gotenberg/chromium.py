@@ -67,6 +67,8 @@ class Mapped:
     fail_on_refused: bool = False
     report: bool = False
     """Answer with what the job's report read (`metadata/read`), not its document."""
+    bookmarks: bool = False
+    """The report read is the bookmarks' (`bookmarks/read`), not the metadata's."""
     later_metadata: dict[str, str] = field(default_factory=dict)
     """Metadata the printed PDF gets from a PDF-tools step afterwards."""
     later: list[dict[str, Any]] = field(default_factory=list)

@@ -45,6 +45,7 @@ from services.gateway.auth import (
 )
 from services.gateway.gotenberg import (
     chromium,
+    door,
     exiftool,
     forms,
     pagefields,
@@ -64,8 +65,8 @@ SCOPE = "jobs:write"
 SETTLE = (0.05, 3.0)
 """First and longest pause, s, before submitting post-processing again while the
 projection has not yet seen the printed job's end."""
-FORM_ROUTE = "gotenberg."
-"""Prefix of the names of the form routes."""
+FORM_ROUTE = door.ROUTE_PREFIX
+"""Prefix of the names of the compatible routes (`door` serves them by it)."""
 
 Build = Callable[[forms.Form], chromium.Mapped]
 
@@ -182,6 +183,10 @@ async def answer(
         )
     if not isinstance(end, events.JobDone):
         return replies.failed(end, headers)
+    if mapped.report and mapped.bookmarks:
+        read = (await _report(request, end)).get("bookmarks", [])
+        found = {facts["document"]: facts.get("bookmarks", []) for facts in read}
+        return web.json_response(found, headers=headers)
     if mapped.report:
         report = await _report(request, end)
         sizes = {upload.filename: len(upload.data) for upload in mapped.files}
@@ -288,6 +293,7 @@ def add_routes(app: web.Application) -> None:
                 _route(_built(make, kind)),
                 name=f"{FORM_ROUTE}chromium.{action}.{kind}",
             )
-    app.router.add_post("/forms/libreoffice/convert", libreoffice)
-    app.router.add_get("/health", health)  # a HEAD is answered by the GET route
-    app.router.add_get("/version", version)
+    app.router.add_post("/forms/libreoffice/convert", libreoffice, name=f"{FORM_ROUTE}libreoffice")
+    # a HEAD is answered by the GET route
+    app.router.add_get("/health", health, name=f"{FORM_ROUTE}health")
+    app.router.add_get("/version", version, name=f"{FORM_ROUTE}version")
