@@ -49,7 +49,7 @@ async def resolved(
             if own.content_type != "application/pdf":
                 raise fail(f"{where}.file", f"{given.file!r} is not a PDF ({own.content_type})")
         elif given.job is not None:
-            await _earlier_pdf(request, given.job, job.tenant, f"{where}.job")
+            await _earlier_pdf(request, given.job, job.tenant, f"{where}.job", given.after)
         inputs.append(entry)
     steps_checked(work, files)
     steps = [msgspec.to_builtins(step) for step in work.steps]
@@ -71,12 +71,17 @@ async def _asset(request: web.Request, tenant: str, name: str, field: str) -> Fi
     return ref
 
 
-async def _earlier_pdf(request: web.Request, job_id: str, tenant: str, field: str) -> None:
-    """Refuse an input job that is not the tenant's, not done, or made no PDF."""
+async def _earlier_pdf(
+    request: web.Request, job_id: str, tenant: str, field: str, after: bool = False
+) -> None:
+    """Refuse an input job that is not the tenant's, not done, or made no PDF (`after`:
+    not yet done is allowed, the renderer waits for it)."""
     with unavailable_without_postgres("earlier jobs cannot be looked up"):
         row = await db.get_job(request.app[POOL], job_id)
     if row is None or row.tenant_id != tenant:
         raise NotFound(f"{field}: no job {job_id!r}", field=field)
+    if after and row.status in (JobStatus.QUEUED, JobStatus.RUNNING):
+        return
     if row.status != JobStatus.DONE or not row.object_key:
         raise Conflict(
             f"{field}: job {job_id} is {row.status}; only a done job's PDF can be used",

@@ -48,7 +48,7 @@ from services.core.settings import Settings
 from services.core.status import BatchStatus
 from services.core.storage import Storage, object_key
 from services.core.templating import render_html
-from services.renderer import diagnostics, ends
+from services.renderer import chains, diagnostics, ends
 from services.renderer.browser import BrowserPool, Html, RenderResult, Source, Url
 from services.renderer.browser.diagnosis import PageReport
 from services.renderer.decisions import Ack, Fail, Retry, Step, next_step
@@ -397,6 +397,7 @@ class Renderer:
         usage counts for it."""
         if self.pdfjobs is None:
             raise InvalidEvent("this renderer runs no PDF-tools jobs")
+        await chains.wait_for_inputs(self.js, job)
         made = await self.pdfjobs.run(job)
         elapsed = time.perf_counter() - started
         metrics.RENDER_SECONDS.observe(elapsed)

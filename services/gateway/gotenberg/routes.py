@@ -128,21 +128,22 @@ async def run(request: web.Request, build: Build) -> web.StreamResponse:
         mapped = build(form)
         filename = replies.output_filename(request)
         webhook = await webhooks.asked(request, trace, filename)
-        if webhook is not None and mapped.later:
-            raise RequestError(
-                "splitMode, flatten, pdfua and metadata written after printing are not "
-                "available in webhook mode",
-                field=webhooks.URL,
-            )
-        if webhook is not None:
+        chained = webhook if webhook is not None and mapped.later else None
+        if chained is not None:  # the webhook goes with the post-processing job
+            await webhooks.check_url(request, chained)
+        elif webhook is not None:
             mapped.body["webhook_url"] = webhook.url
             mapped.origin["webhook_url"] = webhooks.URL
         job = as_job(mapped)
         own = own_files(mapped.files)
-        prepare = _preparer(request.app[SETTINGS], webhook, mapped)
+        prepare = _preparer(request.app[SETTINGS], None if chained else webhook, mapped)
         with tracing.span("gotenberg form", replies.traceparent(trace), SpanKind.INTERNAL):
             job_id = await jobs.enqueue(request, job, None, own, prepare)
         headers[replies.JOB_HEADER] = job_id
+        if chained is not None:
+            headers[replies.JOB_HEADER] = await _post_process_later(
+                request, job_id, mapped, chained
+            )
         if webhook is not None:
             return web.Response(status=204, headers=headers)
         return await answer(request, job_id, mapped, headers)
@@ -213,19 +214,41 @@ async def _then(
     projection: the log said so already, so a `Conflict` only means the projection is
     a moment behind, and the submission is tried again after a pause that doubles."""
     job = parse_job(msgspec.json.encode(postprocess.body(printed.job_id, mapped)))
+    job_id = await _submitted_after(request, job, None)
+    headers[replies.JOB_HEADER] = job_id
+    later = chromium.Mapped(body={}, files=[])
+    return await answer(request, job_id, later, headers)
+
+
+async def _submitted_after(
+    request: web.Request, job: JobRequest, prepare: Callable[[events.JobSubmitted], None] | None
+) -> str:
+    """Submit a job whose input is a job just submitted or just done: while PostgreSQL's
+    projection has not seen that one (or its end), submission is tried again after a
+    pause that doubles; the log has it already, so the projection is only a moment
+    behind."""
     pause = SETTLE[0]
     while True:
         try:
-            job_id = await jobs.enqueue(request, job, None)
-            break
-        except (Conflict, NotFound):  # the projection has not seen it end, or begin
+            return await jobs.enqueue(request, job, None, None, prepare)
+        except (Conflict, NotFound):
             if pause > SETTLE[1]:
                 raise
             await asyncio.sleep(pause)
             pause *= 2
-    headers[replies.JOB_HEADER] = job_id
-    later = chromium.Mapped(body={}, files=[])
-    return await answer(request, job_id, later, headers)
+
+
+async def _post_process_later(
+    request: web.Request, printed: str, mapped: chromium.Mapped, webhook: webhooks.Webhook
+) -> str:
+    """Webhook mode with post-processing: the second job is submitted at once, its input
+    the printed job, which it waits for (`after`, `renderer/chains`); the webhook is the
+    second job's, so the file it sends is the post-processed one, and a failure of either
+    job reaches the error URL."""
+    body = postprocess.body(printed, mapped, after=True)
+    body["webhook_url"] = webhook.url
+    job = parse_job(msgspec.json.encode(body))
+    return await _submitted_after(request, job, webhooks.preparer(webhook, request.app[SETTINGS]))
 
 
 async def _report(request: web.Request, done: events.JobDone) -> dict[str, Any]:
