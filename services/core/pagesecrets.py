@@ -83,9 +83,12 @@ class PageSecrets(msgspec.Struct, omit_defaults=True):
         return bool(self.cookies or self.headers)
 
 
-def check_secrets(secrets: PageSecrets, field: str) -> None:
-    """`RequestError` naming `field` (`cookies`, `extraHttpHeaders`) when a cookie or a
-    header cannot be sent as given."""
+def check_secrets(secrets: PageSecrets, field: str, *, pdf: bool = False) -> None:
+    """`RequestError` naming `field` (`cookies`, `extraHttpHeaders`, `page_secrets`) when
+    a cookie or a header cannot be sent as given, or there is no page (`pdf`) to send
+    them."""
+    if pdf:
+        raise RequestError(f"{field} needs a page to print; a pdf job loads none", field=field)
     if len(secrets.cookies) > MAX_COOKIES or len(secrets.headers) > MAX_HEADERS:
         raise RequestError(f"{field}: at most {MAX_COOKIES} cookies and {MAX_HEADERS} headers",
                            field=field)  # fmt: skip
