@@ -56,28 +56,44 @@ class Cookie(msgspec.Struct, omit_defaults=True):
     """A cookie set in the job's browser context before its page loads."""
 
     name: str
+    """The cookie's name (an HTTP token)."""
     value: str
+    """Its value (no `;` or line break)."""
     domain: str
+    """The host (or domain) it is sent to."""
     path: str = "/"
+    """The path under which it is sent."""
     secure: bool = False
+    """Sent over HTTPS only."""
     http_only: bool = False
+    """Hidden from the page's script."""
     same_site: str | None = None
+    """`Strict`, `Lax` or `None`."""
 
 
 class Header(msgspec.Struct, omit_defaults=True):
     """A header added to the page's requests whose URL `scope` matches (all without)."""
 
     name: str
+    """The header's name (not `Host`, `Content-Length` or another that changes the
+    request)."""
     value: str
+    """Its value (no line break)."""
     scope: str | None = None
+    """An RE2 regular expression searched in each request's URL: the header goes only
+    where it matches (every request without one)."""
 
     def applies_to(self, url: str) -> bool:
         return self.scope is None or re2.search(self.scope, url) is not None
 
 
 class PageSecrets(msgspec.Struct, omit_defaults=True):
+    """The cookies and extra headers of a job's page."""
+
     cookies: list[Cookie] = msgspec.field(default_factory=list)
+    """Set in the job's browser context before the page loads."""
     headers: list[Header] = msgspec.field(default_factory=list)
+    """Added to the page's requests within their scope."""
 
     def __bool__(self) -> bool:
         return bool(self.cookies or self.headers)

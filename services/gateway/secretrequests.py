@@ -23,4 +23,6 @@ class PageSecretsRequest(pagesecrets.PageSecrets, forbid_unknown_fields=True):
     never shown."""
 
     cookies: list[CookieRequest] = msgspec.field(default_factory=list)  # type: ignore[assignment]
+    """Set in the job's browser context before the page loads (at most 50)."""
     headers: list[HeaderRequest] = msgspec.field(default_factory=list)  # type: ignore[assignment]
+    """Added to the page's requests within their scope (at most 50)."""

@@ -297,6 +297,12 @@ def _optimise(doc: Document, step: Any, work: Work) -> None:
     work.notes += optimise.optimise(doc, step)
 
 
+def _metadata(doc: Document, step: Any, work: Work) -> None:
+    metadata.write(doc.pdf(), step)
+    if step.version is not None and "force_version" not in doc.save_kwargs:
+        doc.save_kwargs = {**doc.save_kwargs, "min_version": step.version}
+
+
 def _write_bookmarks(doc: Document, step: Any, work: Work) -> None:
     if step.document is None or step.document == doc.name:
         work.notes += bookmarks.write(doc, step.bookmarks)
@@ -313,7 +319,7 @@ _FLOWS: dict[type[Step], Callable[[list[Document], Any, Work], list[Document]]] 
 _EACH: dict[type[Step], Callable[[Document, Any, Work], None]] = {
     Rotate: lambda doc, step, work: pages.rotate(doc, step),
     Flatten: _flatten,
-    Metadata: lambda doc, step, work: metadata.write(doc.pdf(), step),
+    Metadata: _metadata,
     ReadMetadata: lambda doc, step, work: work.report.metadata.append(
         metadata.read(doc.view(), doc.name)
     ),

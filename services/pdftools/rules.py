@@ -91,6 +91,8 @@ def _split(index: int, step: Step, files: Collection[str]) -> None:
 
 TRAPPED = ("True", "False", "Unknown")
 """The values of a document's `/Trapped` (ISO 32000-1, 14.3.3)."""
+VERSIONS = ("1.4", "1.5", "1.6", "1.7", "2.0")
+"""PDF versions a `metadata` step may state (Chromium writes 1.4)."""
 
 
 def _metadata(index: int, step: Step, files: Collection[str]) -> None:
@@ -104,6 +106,8 @@ def _metadata(index: int, step: Step, files: Collection[str]) -> None:
             raise _fail(index, name, "must be an ISO 8601 date and time") from None
     if step.trapped is not None and step.trapped not in TRAPPED:
         raise _fail(index, "trapped", "must be one of " + ", ".join(TRAPPED))
+    if step.version is not None and step.version not in VERSIONS:
+        raise _fail(index, "version", "must be one of " + ", ".join(VERSIONS))
 
 
 def _pdfa(index: int, step: Step, files: Collection[str]) -> None:

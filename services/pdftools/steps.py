@@ -84,6 +84,13 @@ class Metadata(Step, tag="metadata"):
     trapped: str | None = None
     """Whether it was trapped for print: `True`, `False` or `Unknown` (Info `/Trapped`,
     XMP `pdf:Trapped`)."""
+    rights: str | None = None
+    """The copyright notice (XMP `dc:rights`)."""
+    marked: bool | None = None
+    """Whether the document is rights-managed (XMP `xmpRights:Marked`)."""
+    version: str | None = None
+    """The lowest PDF version the file's header states (`1.4` to `2.0`); a later version
+    the file already states or needs is kept."""
 
 
 class ReadMetadata(Step, tag="read_metadata"):

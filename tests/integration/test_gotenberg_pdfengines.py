@@ -119,3 +119,27 @@ async def test_factur_x_embeds_the_invoice_in_a_pdf_a_3b(stack: Stack, tmp_path:
             curl, stack, "/forms/pdf/factur-x", "--form", f"files=@{pdf}", *extra
         )
         assert status == 400 and named in body, body
+
+
+async def test_metadata_copyright_marked_and_pdf_version_are_written(
+    stack: Stack, tmp_path: Path
+) -> None:
+    pdf = blank_pdf(tmp_path / "a.pdf", 1)
+    given = {"Copyright": "Copyright Me at Me, Inc", "Marked": True, "PDFVersion": 1.7,
+             "Author": "Ana"}  # fmt: skip
+    status, _, body = await asyncio.to_thread(
+        curl, stack, "/forms/pdfengines/metadata/write", "--form", f"files=@{pdf}",
+        "--form-string", f"metadata={json.dumps(given)}",
+    )  # fmt: skip
+    assert status == 200, body
+    with pikepdf.open(io.BytesIO(body)) as made:
+        assert made.pdf_version == "1.7"  # object streams alone make it 1.5
+        xmp = made.open_metadata()
+        assert xmp["dc:rights"] == "Copyright Me at Me, Inc"
+        assert xmp["xmpRights:Marked"] == "True"
+        assert str(made.docinfo["/Author"]) == "Ana"
+    status, _, body = await asyncio.to_thread(
+        curl, stack, "/forms/pdfengines/metadata/write", "--form", f"files=@{pdf}",
+        "--form-string", 'metadata={"PDFVersion": 1.1}',
+    )  # fmt: skip
+    assert status == 400 and b"metadata" in body, body

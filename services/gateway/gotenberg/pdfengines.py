@@ -16,7 +16,14 @@ from typing import Any
 from services.core.errors import RequestError
 from services.core.files import sniff
 from services.core.finishingoptions import PERMISSIONS
-from services.gateway.gotenberg.chromium import METADATA_KEYS, MORE_METADATA, Mapped, refuse
+from services.gateway.gotenberg.chromium import (
+    KNOWN_METADATA,
+    METADATA_KEYS,
+    MORE_METADATA,
+    Mapped,
+    metadata_value,
+    refuse,
+)
 from services.gateway.gotenberg.forms import Form
 
 PDFA_LEVELS = {"PDF/A-1b": "1b", "PDF/A-2b": "2b", "PDF/A-3b": "3b"}
@@ -103,13 +110,8 @@ def metadata(form: Form, mapped: Mapped, *, required: bool = False) -> None:
     for key, value in given.items():
         target = METADATA_KEYS.get(key) or MORE_METADATA.get(key)
         if target is None:
-            raise refuse(f"metadata.{key}", "Pressroom writes Title, Author, Subject, Keywords,"
-                         " Creator, Producer, CreationDate, ModDate and Trapped")  # fmt: skip
-        if key == "Keywords" and isinstance(value, list):
-            value = ", ".join(str(v) for v in value)
-        if not isinstance(value, str):
-            raise RequestError(f"metadata.{key} must be a string", field=f"metadata.{key}")
-        step[target] = value
+            raise refuse(f"metadata.{key}", KNOWN_METADATA)
+        step[target] = metadata_value(key, value)
     _step(mapped, step, "metadata")
 
 
