@@ -7,7 +7,7 @@ import asyncio
 
 from services.conductor.consumer import Conductor
 from services.conductor.state import open_states
-from services.core import bus, db, events, metrics, runtime, worker
+from services.core import bus, db, metrics, runtime, subjects, worker
 from services.core.busaccess import Role
 from services.core.settings import Settings
 from services.core.storage import open_storage
@@ -30,7 +30,7 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
         conductor = Conductor(settings, js, pool, storage, await open_states(js))
         await worker.work(
             js,
-            events.CONDUCTOR,
+            subjects.CONDUCTOR,
             conductor.handle,
             limit=CONCURRENCY,
             stop=stop,

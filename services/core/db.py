@@ -24,7 +24,8 @@ import msgspec
 
 from services.core import runtime
 from services.core.boundary import ErrorMap, describe
-from services.core.errors import ErrorType, PressroomError, Refused, Unavailable
+from services.core.errors import PressroomError, Refused, Unavailable
+from services.core.errortypes import ErrorType
 from services.core.pgwatch import Watch
 from services.core.schema import MIGRATIONS
 from services.core.settings import Settings

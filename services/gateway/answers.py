@@ -24,7 +24,7 @@ import msgspec
 from aiohttp import web
 
 from services.core import diagnosis
-from services.core.errors import ErrorType
+from services.core.errortypes import ErrorType
 from services.core.status import BatchStatus, JobStatus
 
 Timestamp = Annotated[str, msgspec.Meta(extra_json_schema={"format": "date-time"})]

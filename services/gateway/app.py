@@ -13,7 +13,8 @@ from aiohttp import web
 
 from services.core import bus, db, metrics, sealed
 from services.core.busaccess import Role
-from services.core.errors import ErrorType, PayloadTooLarge, PressroomError, RequestTimeout
+from services.core.errors import PayloadTooLarge, PressroomError, RequestTimeout
+from services.core.errortypes import ErrorType
 from services.core.jail import Jail, TemplateLimits
 from services.core.settings import Settings
 from services.core.storage import open_storage

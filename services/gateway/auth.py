@@ -34,8 +34,8 @@ from aiohttp import web
 
 from services.core import crypto, tenancy
 from services.core.errors import Forbidden, Unauthorized
-from services.core.events import DEFAULT_TENANT
 from services.core.settings import Settings
+from services.core.subjects import DEFAULT_TENANT
 from services.gateway.headers import header
 
 log = logging.getLogger(__name__)

@@ -16,7 +16,7 @@ from typing import Any, Literal
 import msgspec
 from aiohttp import web
 
-from services.core import bus, db, events, netpolicy, timeline
+from services.core import bus, db, events, netpolicy, subjects, timeline
 from services.core.errors import (
     Conflict,
     EventTooLarge,
@@ -132,7 +132,7 @@ async def _submitted_event(
         batch_id=batch_id,
         tenant=tenant,
         total=len(batch.items),
-        items_key=events.batch_items_key(tenant, batch_id),
+        items_key=subjects.batch_items_key(tenant, batch_id),
         template=batch.template or "",
         options=batch.options,
         output=batch.output,
@@ -482,7 +482,7 @@ async def _state_of(request: web.Request, batch_id: str) -> tuple[str, BatchStat
     status = row.status if row is not None else BatchStatus.QUEUED
     try:
         with bus.map_bus_errors():
-            await js.get_last_msg(events.STREAM, events.batch_subject(batch_id, "cancel"))
+            await js.get_last_msg(subjects.STREAM, subjects.batch_subject(batch_id, "cancel"))
         cancelling = True
     except NotFound:
         cancelling = False

@@ -13,7 +13,8 @@ import msgspec
 from aiohttp import web
 
 from services.core import bus, db, diagnosis, events, metrics, netpolicy, timeline
-from services.core.errors import Conflict, NotFound, PressroomError, Unavailable, known_type
+from services.core.errors import Conflict, NotFound, PressroomError, Unavailable
+from services.core.errortypes import known_type
 from services.core.holds import HoldKind
 from services.core.pagesecrets import seal_secrets
 from services.core.pdfwork import report_key

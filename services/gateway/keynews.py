@@ -2,7 +2,7 @@
 PostgreSQL as a backstop.
 
 A gateway whose admin API changes a key or a tenant publishes `KeyNews` on
-`events.KEY_NEWS` (core NATS, not the log). Every gateway, the publisher included:
+`subjects.KEY_NEWS` (core NATS, not the log). Every gateway, the publisher included:
 
 - marks the keys the notice names as revoked at once, without asking PostgreSQL, so a
   revocation is refused everywhere within a round trip of NATS, and stays refused while
@@ -29,7 +29,7 @@ from aiohttp import web
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
-from services.core import bus, events
+from services.core import bus, subjects
 from services.core.errors import Unavailable
 from services.gateway.auth import DIRECTORY
 from services.gateway.keys import NATS, PG_WATCH, POOL, SETTINGS
@@ -56,7 +56,7 @@ async def tell(app: web.Application, revoked: list[str] | None = None) -> None:
     body = msgspec.json.encode(KeyNews(revoked or []))
     try:
         with bus.map_bus_errors():
-            await app[NATS].publish(events.KEY_NEWS, body)
+            await app[NATS].publish(subjects.KEY_NEWS, body)
     except Unavailable as exc:
         log.warning("other gateways not told of a key change (they reload it): %s", exc)
 
@@ -111,7 +111,7 @@ async def kept_current(app: web.Application) -> AsyncIterator[None]:
     listener = Listener(app)
     nc: Client = app[NATS]
     with bus.map_bus_errors():
-        subscription = await nc.subscribe(events.KEY_NEWS, cb=listener.heard)
+        subscription = await nc.subscribe(subjects.KEY_NEWS, cb=listener.heard)
     stop = asyncio.Event()
     task = asyncio.create_task(refresh_forever(app, listener.wake, stop))
     try:

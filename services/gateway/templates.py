@@ -19,8 +19,8 @@ from msgspec.structs import replace
 
 from services.core import assetdb, events, pageoptions, templatedb
 from services.core.errors import Conflict, NotFound, RequestError
-from services.core.events import DEFAULT_TENANT
 from services.core.files import FileRef
+from services.core.subjects import DEFAULT_TENANT
 from services.gateway import answers, templatefiles
 from services.gateway.auth import caller_of, guarded
 from services.gateway.keys import COMPILER, POOL

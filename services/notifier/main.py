@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from services.core import bus, db, events, metrics, runtime, sealed, signing, worker
+from services.core import bus, db, metrics, runtime, sealed, signing, subjects, worker
 from services.core.busaccess import Role
 from services.core.settings import Settings, SettingsError
 from services.core.storage import open_storage
@@ -39,7 +39,7 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
         try:
             await worker.work(
                 js,
-                events.NOTIFIER,
+                subjects.NOTIFIER,
                 notifier.handle,
                 limit=settings.webhook_concurrency,
                 stop=stop,

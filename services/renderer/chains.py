@@ -13,7 +13,8 @@ from __future__ import annotations
 from nats.js import JetStreamContext
 
 from services.core import events, timeline
-from services.core.errors import DeterministicError, ErrorType, TransientError
+from services.core.errors import DeterministicError, TransientError
+from services.core.errortypes import ErrorType
 
 
 class InputJobFailed(DeterministicError):

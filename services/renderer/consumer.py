@@ -8,7 +8,7 @@ the message; a transient one publishes `retrying` and naks with an exponential d
 until the last attempt, which publishes `failed` ("gave up after N attempts: …") and
 terms.
 
-A batch's item is a job like any other (`events.item_job_id`) and goes the same way; its
+A batch's item is a job like any other (`subjects.item_job_id`) and goes the same way; its
 submission carries no template, which is read once per batch from the batch's `submitted`
 event. An item whose batch is paused or cancelled (`states.py`) is handed back unstarted.
 """

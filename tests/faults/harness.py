@@ -36,7 +36,7 @@ import asyncpg
 import nats
 import psutil
 
-from services.core import events
+from services.core import subjects
 from services.core.busaccess import Role
 from services.core.settings import Settings
 from tests.conftest import NATS_SEEDS, Tenant, eventually, free_port, make_tenant
@@ -268,7 +268,7 @@ class Cluster:
         if self._tenant is None:
             await self._make_tenant()
         await self.wait_consuming(renderers)
-        await self.wait_pulling(events.CONDUCTOR)
+        await self.wait_pulling(subjects.CONDUCTOR)
 
     async def _make_tenant(self) -> None:
         """The tenant every job of the test belongs to; the client sends its key from now."""
