@@ -37,13 +37,15 @@ async def test_cookies_headers_and_user_agent_reach_only_the_requests_in_their_s
 
     async def handle(request: web.Request) -> web.Response:
         seen[f"{request.host.split(':')[0]}{request.path}"] = dict(request.headers)
+        port = request.host.split(":")[1]
         if request.path == "/page":
-            port = request.host.split(":")[1]
             return web.Response(
                 content_type="text/html",
                 text=f"<!doctype html><h1>Statement 77</h1><img src='/inside.png'>"
-                f"<img src='http://localhost:{port}/outside.png'>",
+                f"<img src='http://localhost:{port}/outside.png'><img src='/away.png'>",
             )
+        if request.path == "/away.png":  # a hop in scope, sent on to another host
+            raise web.HTTPFound(f"http://localhost:{port}/landed.png")
         return web.Response(body=PNG, content_type="image/png")
 
     app = web.Application()
@@ -67,8 +69,10 @@ async def test_cookies_headers_and_user_agent_reach_only_the_requests_in_their_s
         assert sent["X-Everywhere"] == "for-all", inside
         assert "session=c00kie-77" in sent.get("Cookie", ""), inside
         assert sent["User-Agent"] == "PressroomTest/7.7", inside
-    outside = seen["localhost/outside.png"]  # another host: out of the scope and the cookie's
-    assert "Authorization" not in outside and "c00kie" not in outside.get("Cookie", "")
+    for away in ("localhost/outside.png", "localhost/landed.png"):  # out of scope, redirected
+        outside = seen[away]
+        assert "Authorization" not in outside and "c00kie" not in outside.get("Cookie", ""), away
+    assert seen["127.0.0.1/away.png"]["Authorization"] == "Bearer t0ken-77"
     assert outside["X-Everywhere"] == "for-all"  # no scope: every request, as Gotenberg
     job_id = answer["pressroom-job-id"]
     async with stack.client.get(f"{stack.url}/jobs/{job_id}/events") as reply:
