@@ -4,7 +4,8 @@ one table (`pressroom dev`, the tests, `pressroom bus-keys` for Kubernetes).
 
     identity   publishes (besides JetStream's API for what it reads, below)
     gateway    single jobs' submissions, cancels, deletions, webhook redeliveries; batches'
-               submissions, pauses, resumes, cancels; lane bells; its Idempotency-Key bucket;
+               submissions, pauses, resumes, cancels; lane bells; its Idempotency-Key bucket
+               and its copy of the API keys (`KV_KEY_DIRECTORY`, no one else's to read);
                key notices (`subjects.KEY_NEWS`), which only gateways may send or hear
     renderer   its jobs' and items' lifecycle: started, retrying, done, failed
     projector  failed (deliveries ran out, stalled), re-driven submissions, batches'
@@ -69,6 +70,9 @@ SHARED_STREAMS = (
 
 IDEMPOTENCY_STREAM = "KV_IDEMPOTENCY"
 """The gateway's own bucket (`gateway/idempotency.py`)."""
+KEY_DIRECTORY_STREAM = f"KV_{subjects.KEY_DIRECTORY}"
+"""The gateways' copy of the API keys (`gateway/keymirror.py`): whoever writes it could
+grant itself a key, so no other identity may even read it."""
 
 
 def inbox(role: Role) -> str:
@@ -214,6 +218,13 @@ def _gateway() -> Grants:
             *bucket(IDEMPOTENCY_STREAM, write=True),
             f"{API}.STREAM.CREATE.{IDEMPOTENCY_STREAM}",
             f"{API}.STREAM.UPDATE.{IDEMPOTENCY_STREAM}",  # a changed TTL
+            *bucket(KEY_DIRECTORY_STREAM, write=True),
+            f"{API}.STREAM.CREATE.{KEY_DIRECTORY_STREAM}",
+            # reading the whole copy at start: an ordered consumer, and its flow control
+            f"{API}.CONSUMER.CREATE.{KEY_DIRECTORY_STREAM}",
+            f"{API}.CONSUMER.INFO.{KEY_DIRECTORY_STREAM}.{ANY}",
+            f"{API}.CONSUMER.DELETE.{KEY_DIRECTORY_STREAM}.{ANY}",
+            f"$JS.FC.{KEY_DIRECTORY_STREAM}.>",
             *reads_log(),
             *makes_streams(),
         ),

@@ -31,6 +31,7 @@ from services.gateway import (
     idempotency,
     joblist,
     jobs,
+    keymirror,
     keynews,
     logroom,
     openapi,
@@ -48,6 +49,7 @@ from services.gateway.keys import (
     COMPILER,
     IDEMPOTENCY,
     JS,
+    KEY_MIRROR,
     LOG_ROOM,
     NATS,
     PG_WATCH,
@@ -177,10 +179,19 @@ async def _nats_ctx(app: web.Application) -> AsyncIterator[None]:
 
 
 async def _db_ctx(app: web.Application) -> AsyncIterator[None]:
-    """The pool, and the watch that makes it refuse at once while PostgreSQL is down."""
+    """The pool, and the watch that makes it refuse at once while PostgreSQL is down. A
+    gateway starts without PostgreSQL too: what needs it is `503` until it answers, and
+    the keyring is checked then (`sealed.check_keyring_later`)."""
     settings = app[SETTINGS]
-    async with db.open_pool(settings, size=POOL_SIZE) as pool, db.watched(pool, settings) as watch:
-        await sealed.check_keyring(pool, settings.server_keys())
+    keyring = sealed.check_keyring_later(settings.server_keys())
+    async with (
+        db.open_pool(settings, size=POOL_SIZE, lazy=True) as pool,
+        db.watched(pool, settings, keyring) as watch,
+    ):
+        if pool.migrated:
+            await sealed.check_keyring(pool, settings.server_keys())
+        else:
+            log.error("PostgreSQL cannot be reached: starting without it (%s)", watch.error)
         app[POOL], app[PG_WATCH] = pool, watch
         yield
 
@@ -212,15 +223,16 @@ async def _storage_ctx(app: web.Application) -> AsyncIterator[None]:
 
 
 async def _auth_ctx(app: web.Application) -> AsyncIterator[None]:
-    """Load every key and tenant before the first request; keep them current after
-    (`keynews`)."""
+    """Load every key and tenant before the first request (from the bus copy while
+    PostgreSQL is down); keep them current after (`keynews`)."""
     settings = app[SETTINGS]
     if not settings.auth_enabled:
         log.warning(
             "PRESSROOM_AUTH=disabled: no API keys are checked and every request acts for "
             "the one tenant 'default'; run this only on a trusted network"
         )
-    await app[DIRECTORY].refresh(app[POOL])
+    app[KEY_MIRROR] = keymirror.Mirror(await keymirror.open_bucket(app[JS], settings))
+    await keynews.first_load(app)
     async with keynews.kept_current(app):
         yield
 

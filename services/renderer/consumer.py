@@ -28,7 +28,7 @@ import msgspec
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
-from services.core import bus, events, logs, metrics, pageoptions, timeline, tracing
+from services.core import bus, events, jobsecrets, logs, metrics, pageoptions, timeline, tracing
 from services.core.errors import (
     InvalidEvent,
     PageCrashed,
@@ -364,6 +364,7 @@ class Renderer:
         self, job: events.JobSubmitted, attempt: int, report: PageReport
     ) -> events.JobDone:
         started = time.perf_counter()
+        job = jobsecrets.opened(job, self.settings.server_keys())  # sealed by the gateway
         if job.pdf is not None:
             return await self._pdf_job(job, attempt, started)
         job = await self.templates.fill(job)

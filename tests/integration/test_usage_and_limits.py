@@ -95,6 +95,8 @@ async def test_usage_counts_each_job_once_and_bills_beyond_the_free_tier(stack: 
     assert usage["render_seconds"] > 0
     # The free tier is 2 successful documents: the failed job used none of it.
     assert (usage["free_tier"], usage["billable"]) == (2, 1)
+    # No quota: nothing is held, nothing is left to count down.
+    assert (usage["monthly_quota"], usage["held"], usage["quota_left"]) == (None, 0, None)
     assert (await usage_of(stack, other))["succeeded"] == 1
 
     billed = await usage_messages(stack.settings)
