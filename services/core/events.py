@@ -98,10 +98,13 @@ class JobSubmitted(Event, tag="submitted"):
     # A preview (`"preview": true`): what it previews and through which key. Not billed,
     # not listed; a newer preview with the same value cancels it (`gateway/previews.py`).
     preview: str | None = None
+    # Cookies and extra headers for the page (`core/pagesecrets`), sealed with the server
+    # key for the job, never in plain text on the log.
+    page_secrets: str | None = None
 
     INPUTS: ClassVar[tuple[str, ...]] = ("template", "html", "markdown", "stylesheet", "data")
     """What the document is made from: large, and kept once, on the job's row."""
-    SECRETS: ClassVar[tuple[str, ...]] = ("webhook_secret",)
+    SECRETS: ClassVar[tuple[str, ...]] = ("webhook_secret", "page_secrets")
     """Never shown, not even sealed."""
 
     def public_view(self) -> dict[str, Any]:

@@ -302,6 +302,18 @@ def _check_wait_for(options: PageOptions) -> None:
         raise _fail("wait_for.expression", "needs javascript (options.javascript is false)")
 
 
+MAX_USER_AGENT = 500
+"""Longest `user_agent`, in characters: real browsers' are under 300."""
+
+
+def _check_user_agent(options: PageOptions) -> None:
+    agent = options.user_agent
+    if agent is None:
+        return
+    if not (0 < len(agent) <= MAX_USER_AGENT and agent.isascii() and agent.isprintable()):
+        raise _fail("user_agent", f"must be 1 to {MAX_USER_AGENT} printable ASCII characters")
+
+
 def _check_outline(options: PageOptions) -> None:
     # Chromium builds the outline from the tagged structure: untagged, it writes none.
     if options.outline and not options.tagged:
@@ -425,6 +437,7 @@ _CHECKS: tuple[Callable[[PageOptions], None], ...] = (
     _check_margin,
     _check_page_ranges,
     _check_wait_for,
+    _check_user_agent,
     _check_outline,
     _check_toc,
     check_header_footer,

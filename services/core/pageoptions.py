@@ -217,5 +217,11 @@ class PageOptions(msgspec.Struct, omit_defaults=True):
     """A mark drawn under the content of each page."""
     stamp: Mark | None = None
     """A mark drawn over the content of each page."""
+    user_agent: str | None = None
+    """The `User-Agent` the page's requests send (and `navigator.userAgent`), instead of
+    Chromium's."""
+    fail_on_page_errors: bool = False
+    """Fail the job (`source`) when the page's script throws an uncaught exception, instead of
+    keeping it in the diagnosis only."""
     sign: Sign | None = None  # last: renderer/finishing/sign.py
     """A PAdES signature with the renderer's certificate (never the request's)."""

@@ -26,6 +26,9 @@ class PdfInput(msgspec.Struct, omit_defaults=True):
     asset: str | None = None
     job: str | None = None
     password: str | None = None
+    # With `job`: that job was submitted with this one and may not have ended yet; the
+    # renderer waits for its end (retrying) and fails with its failure (`renderer/chains`).
+    after: bool = False
 
     @property
     def label(self) -> str:

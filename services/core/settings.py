@@ -22,6 +22,7 @@ from typing import Any
 from services.core.assetsettings import AssetSettings
 from services.core.browsersettings import BrowserSettings
 from services.core.crypto import ServerKeys, read_keyring
+from services.core.gotenbergsettings import GotenbergSettings
 from services.core.pdfsettings import PdfSettings
 from services.core.settingvalues import boolean as _bool
 from services.core.settingvalues import choice as _choice
@@ -36,7 +37,7 @@ from services.core.valuefiles import raw_value
 
 
 @dataclass(frozen=True)
-class Settings(AssetSettings, BrowserSettings, PdfSettings):
+class Settings(AssetSettings, BrowserSettings, PdfSettings, GotenbergSettings):
     """Every setting of every service; each field is one `PRESSROOM_*` variable."""
 
     host: str = _var("PRESSROOM_HOST", "127.0.0.1", doc="address the gateway listens on")
@@ -311,13 +312,6 @@ class Settings(AssetSettings, BrowserSettings, PdfSettings):
         30.0,
         _float(0.1, 3600),
         "gateway: seconds a client has to send a request's body (else 408)",
-    )
-    gotenberg_timeout: float = _var(
-        "PRESSROOM_GOTENBERG_TIMEOUT",
-        30.0,
-        _float(1, 3600),
-        "gateway: seconds a Gotenberg-compatible request waits for its job (then 503 naming"
-        " it; the job goes on)",
     )
     max_connections: int = _var(
         "PRESSROOM_MAX_CONNECTIONS",

@@ -44,6 +44,7 @@ from services.gateway import (
 from services.gateway.auth import AUTH_SETTINGS, CALLER_KEY, DIRECTORY, Directory
 from services.gateway.compiles import Compiler, FairJail, Share
 from services.gateway.console import add_routes as add_console_routes
+from services.gateway.gotenberg.door import door as gotenberg_door
 from services.gateway.keys import (
     COMPILER,
     IDEMPOTENCY,
@@ -245,7 +246,7 @@ async def _rate_headers(request: web.Request, response: web.StreamResponse) -> N
 
 def init_app(settings: Settings) -> web.Application:
     app = web.Application(
-        middlewares=[accesslog.observed, route_body_limit, errors_as_json],
+        middlewares=[accesslog.observed, route_body_limit, errors_as_json, gotenberg_door],
         client_max_size=settings.max_body_bytes,
     )
     settings.server_keys()  # fail at start, naming the variable, if it is not set

@@ -17,6 +17,7 @@ from services.core.errors import Conflict, NotFound, PressroomError, Unavailable
 from services.core.errortypes import known_type
 from services.core.fileclaims import ClaimKind
 from services.core.holds import HoldKind
+from services.core.pagesecrets import seal_secrets
 from services.core.pdfwork import report_key
 from services.core.status import JobStatus
 from services.gateway import answers, idempotency, jobfiles, pdfjobs, previews, templates
@@ -65,7 +66,8 @@ async def _submitted_event(
     request: web.Request, job: JobRequest, tenant: str, job_id: str, key: str | None
 ) -> events.JobSubmitted:
     """The `submitted` event of a valid request: its tenant, a stored template resolved
-    into it, and a per-job webhook secret sealed (never in plain text on the log)."""
+    into it, and a per-job webhook secret and page secrets sealed (never in plain text on
+    the log)."""
     secret = job.webhook_secret
     if secret is not None:
         secret = request.app[SETTINGS].server_keys().seal(secret, job_id)
@@ -83,6 +85,9 @@ async def _submitted_event(
         webhook_secret=secret,
         idempotency_key=key,
     )
+    if job.page_secrets:
+        keys = request.app[SETTINGS].server_keys()
+        event.page_secrets = seal_secrets(job.page_secrets, keys, job_id)
     if job.template_name is not None:
         return await templates.resolve_named(
             request.app[POOL], event, tenant, job.template_name, job.template_version

@@ -50,7 +50,7 @@ async def resolved(
             if own.content_type != "application/pdf":
                 raise fail(f"{where}.file", f"{given.file!r} is not a PDF ({own.content_type})")
         elif given.job is not None:
-            _earlier_pdf(earlier.get(given.job), given.job, job.tenant, f"{where}.job")
+            _earlier_pdf(earlier.get(given.job), given.job, job.tenant, f"{where}.job", given.after)
         inputs.append(entry)
     steps_checked(work, files)
     steps = [msgspec.to_builtins(step) for step in work.steps]
@@ -81,10 +81,15 @@ async def _earlier_jobs(request: web.Request, job_ids: list[str]) -> dict[str, d
         return await db.get_jobs(request.app[POOL], list(dict.fromkeys(job_ids)))
 
 
-def _earlier_pdf(row: db.JobRow | None, job_id: str, tenant: str, field: str) -> None:
-    """Refuse an input job that is not the tenant's, not done, or made no PDF."""
+def _earlier_pdf(
+    row: db.JobRow | None, job_id: str, tenant: str, field: str, after: bool = False
+) -> None:
+    """Refuse an input job that is not the tenant's, not done, or made no PDF (`after`:
+    not yet done is allowed, the renderer waits for it)."""
     if row is None or row.tenant_id != tenant:
         raise NotFound(f"{field}: no job {job_id!r}", field=field)
+    if after and row.status in (JobStatus.QUEUED, JobStatus.RUNNING):
+        return
     if row.status != JobStatus.DONE or not row.object_key:
         raise Conflict(
             f"{field}: job {job_id} is {row.status}; only a done job's PDF can be used",

@@ -43,11 +43,12 @@ from services.core.errors import (
 from services.core.files import FileRef
 from services.core.jail import Jail
 from services.core.markdown import markdown_document
+from services.core.pagesecrets import open_secrets
 from services.core.settings import Settings
 from services.core.status import BatchStatus
 from services.core.storage import Storage, object_key
 from services.core.templating import render_html
-from services.renderer import diagnostics, ends
+from services.renderer import chains, diagnostics, ends
 from services.renderer.browser import BrowserPool, Html, RenderResult, Source, Url
 from services.renderer.browser.diagnosis import PageReport
 from services.renderer.decisions import Ack, Fail, Retry, Step, next_step
@@ -370,7 +371,8 @@ class Renderer:
         source = await source_of(job, self.jail)
         options = await options_of(job, self.jail)
         files = JobFiles(self.files, job.tenant, job.files) if job.files else None
-        page = await self.browser.render(source, options, report, files)
+        secrets = open_secrets(job.page_secrets, self.settings, job.job_id)
+        page = await self.browser.render(source, options, report, files, secrets)
         result = await self._with_finishing(page, options)
         key = document_key(job, result)
         await self.storage.put(key, result.data, result.content_type)
@@ -396,6 +398,7 @@ class Renderer:
         usage counts for it."""
         if self.pdfjobs is None:
             raise InvalidEvent("this renderer runs no PDF-tools jobs")
+        await chains.wait_for_inputs(self.js, job)
         made = await self.pdfjobs.run(job)
         elapsed = time.perf_counter() - started
         metrics.RENDER_SECONDS.observe(elapsed)

@@ -75,6 +75,7 @@ from services.core.netpolicy import (
     literal_address,
     lookup,
 )
+from services.core.pagesecrets import Header, with_headers
 from services.renderer.evidence import Evidence, Refusal, clip
 from services.renderer.jobfiles import DOCUMENT, JobFiles
 
@@ -296,10 +297,12 @@ class RequestFilter:
         self.main_frame_id = main_frame_id
         self.evidence = evidence
         self.files: JobFiles | None = None  # the job's, set when the job takes the tab
+        self.headers: tuple[Header, ...] = ()  # the job's extra headers (`pagerequests`)
 
     async def answer(self, event: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
         """The CDP command (method, params) that settles a `Fetch.requestPaused` event:
-        `Fetch.continueRequest`, or `Fetch.failRequest` with `BlockedByClient` after the
+        `Fetch.continueRequest` (with the job's extra headers in scope of its URL), or
+        `Fetch.failRequest` with `BlockedByClient` after the
         refusal is recorded in the job's evidence and logged."""
         request_id = event["requestId"]
         url = str(event["request"]["url"])
@@ -310,7 +313,11 @@ class RequestFilter:
             return await self.files.answer(event, self.evidence)
         verdict = await self.egress.decide(url)
         if verdict.allowed:
-            return "Fetch.continueRequest", {"requestId": request_id}
+            go: dict[str, Any] = {"requestId": request_id}
+            headers = with_headers(url, event["request"].get("headers", {}), self.headers)
+            if headers is not None:
+                go["headers"] = headers
+            return "Fetch.continueRequest", go
         navigation = (
             event.get("resourceType") == "Document" and event.get("frameId") == self.main_frame_id
         )

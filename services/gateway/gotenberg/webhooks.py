@@ -83,6 +83,13 @@ async def asked(request: web.Request, trace: str, filename: str | None) -> Webho
     return Webhook(url, hook, _extra(request))
 
 
+async def check_url(request: web.Request, webhook: Webhook) -> None:
+    """The webhook URL against the address policy, before any job is submitted for it."""
+    settings = request.app[SETTINGS]
+    await netpolicy.check_url(webhook.url, allow_private=settings.allow_private_networks,
+                              field=URL)  # fmt: skip
+
+
 def preparer(webhook: Webhook, settings: Settings) -> Callable[[events.JobSubmitted], None]:
     """Set the job's file webhook, its extra headers sealed for the job."""
 

@@ -31,11 +31,14 @@ from services.core.errors import (
 from services.core.options import check_header_footer
 from services.core.outputs import CONTENT_TYPES, is_image
 from services.core.pageoptions import PageOptions
+from services.core.pagesecrets import PageSecrets
 from services.core.settings import Settings
+from services.renderer.browser import pagerequests
 from services.renderer.browser.diagnosis import PageReport, diagnose
 from services.renderer.browser.documents import PDF, Html, RenderResult, Source
 from services.renderer.browser.limits import Limits, check_template_sizes
 from services.renderer.browser.outcome import outcome
+from services.renderer.browser.pagerequests import check_page_errors
 from services.renderer.browser.params import (
     Emulation,
     count_pages,
@@ -196,6 +199,7 @@ class BrowserPool:
         options: PageOptions,
         report: PageReport | None = None,
         files: JobFiles | None = None,
+        secrets: PageSecrets | None = None,
     ) -> RenderResult:
         """Render `source` (`Html` or `Url`) on a pooled tab as `options.output` says.
 
@@ -223,7 +227,9 @@ class BrowserPool:
             chromium = await self._current()
             chromium.in_flight += 1
             try:
-                data, refused = await self._render(chromium, source, options, report, files)
+                data, refused = await self._render(
+                    chromium, source, options, report, files, secrets
+                )
             finally:
                 chromium.in_flight -= 1
                 self._close_if_idle(chromium)
@@ -267,6 +273,7 @@ class BrowserPool:
         options: PageOptions,
         report: PageReport | None,
         files: JobFiles | None,
+        secrets: PageSecrets | None = None,
     ) -> tuple[bytes, tuple[dict[str, str], ...]]:
         """The document's bytes and the requests refused while making it, on a tab made for
         this render alone; `report` is filled from the render's sealed evidence when the
@@ -279,6 +286,7 @@ class BrowserPool:
             files.serve(source.text)
             tab.gate.files = files  # the tab is this job's alone
         try:
+            await pagerequests.apply(tab, options, secrets)
             data = await self._produce(chromium, tab, source, options, emulation, report)
         except (RenderTimeout, BrowserError):
             # The page may still be busy (a loop, a hung renderer): its context is closed
@@ -335,6 +343,8 @@ class BrowserPool:
             await outcome(chromium, task, tab, options, self.timeout)
             if tab.gate.files is not None:
                 tab.gate.files.check()  # a file the page asked for and did not get
+            if options.fail_on_page_errors:
+                check_page_errors(tab.evidence.page.errors)
         except PressroomError:
             if report is not None:
                 await self._diagnose(chromium, tab, report)
