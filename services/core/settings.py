@@ -21,8 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from services.core.assetsettings import AssetSettings
 from services.core.crypto import ServerKeys, read_keyring
+from services.core.previewsettings import PreviewSettings
 from services.core.settingvalues import boolean as _bool
 from services.core.settingvalues import choice as _choice
 from services.core.settingvalues import float_in as _float
@@ -37,7 +37,7 @@ from services.core.valuefiles import raw_value
 
 
 @dataclass(frozen=True)
-class Settings(AssetSettings):
+class Settings(PreviewSettings):
     """Every setting of every service; each field is one `PRESSROOM_*` variable."""
 
     host: str = _var("PRESSROOM_HOST", "127.0.0.1", doc="address the gateway listens on")
