@@ -13,6 +13,7 @@ Verifies (issue 32):
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -38,9 +39,10 @@ async def pdf_text(stack: Stack, job_id: str, folder: Path) -> str:
     async with stack.client.get(job["url"]) as response:
         path = folder / f"{job_id}.pdf"
         path.write_bytes(await response.read())
-    return subprocess.run(
-        ["pdftotext", str(path), "-"], capture_output=True, text=True, check=True
-    ).stdout
+    done = await asyncio.to_thread(
+        subprocess.run, ["pdftotext", str(path), "-"], capture_output=True, text=True, check=True
+    )
+    return done.stdout
 
 
 async def in_editor(page: Page, stack: Stack, template_id: str) -> None:
@@ -62,8 +64,13 @@ async def select_all_and_type(page: Page, selector: str, text: str) -> None:
     part = selector.split()[0].removeprefix("#editor-")
     await page.click(f"#tab-{part}")
     await page.js(f"document.querySelector('{selector}').focus()")
-    key = {"key": "a", "code": "KeyA", "windowsVirtualKeyCode": 65, "modifiers": 2,
-           "commands": ["selectAll"]}
+    key = {
+        "key": "a",
+        "code": "KeyA",
+        "windowsVirtualKeyCode": 65,
+        "modifiers": 2,
+        "commands": ["selectAll"],
+    }
     await page.session.send("Input.dispatchKeyEvent", {"type": "rawKeyDown", **key})
     await page.session.send("Input.dispatchKeyEvent", {"type": "keyUp", **key})
     await page.session.send("Input.insertText", {"text": text})
@@ -97,7 +104,9 @@ async def test_typing_renders_a_new_pdf_preview_drawn_page_by_page(
                          f" > {shown}", "a new preview after typing", 90)  # fmt: skip
         second = await page.js("document.getElementById('preview-pages').dataset.job")
         assert second != first
-        assert await page.js("document.querySelectorAll('#preview-pages canvas.pdf-page').length") == 2
+        assert (
+            await page.js("document.querySelectorAll('#preview-pages canvas.pdf-page').length") == 2
+        )
         text = await pdf_text(stack, second, tmp_path)
         assert "Typed in the editor" in text and "Second page" in text and "Invoice 7" in text
         drawn = await page.js(
@@ -129,7 +138,9 @@ async def test_errors_are_marked_at_their_line_in_the_editor_they_came_from(
         )
         assert await marked_line(page, "body") == 2
 
-        await select_all_and_type(page, "#editor-body .cm-content", "<p>a</p>\n<p>b</p>\n{{ nope }}")
+        await select_all_and_type(
+            page, "#editor-body .cm-content", "<p>a</p>\n<p>b</p>\n{{ nope }}"
+        )
         await page.until("document.getElementById('editor-error').dataset.line === '3'",
                          "the undefined variable's line", 90)  # fmt: skip
         assert "'nope' is undefined" in await page.js(
@@ -168,7 +179,8 @@ async def test_saving_makes_a_new_version_that_a_job_by_name_renders(
         await page.click("#editor-versions li[data-version='1'] button")  # Compare
         await page.until("document.getElementById('compare-title')", "the comparison")
         added = await page.js(
-            "[...document.querySelectorAll('#version-compare .diff-added')].map((e) => e.textContent)"
+            "[...document.querySelectorAll('#version-compare .diff-added')]"
+            ".map((e) => e.textContent)"
         )
         assert added == ["+ <p>Saved from the editor</p>\n"]
 
