@@ -5,7 +5,8 @@ Verifies (issue 32):
 - typing in the body's editor renders a new preview by itself (no button): a new preview
   job, drawn as one canvas per page of its PDF, whose text holds what was typed;
 - a Jinja syntax error is marked at its line in the editor (and named in the message), an
-  undefined variable at the line that uses it, one in the footer in the footer's editor;
+  undefined variable at the line that uses it, one in the footer in the footer's editor,
+  and an error thrown by the page's own script (the PDF still renders) at its line;
 - "Save as new version" stores the editor's texts as the next version, and a job naming
   the template by its name renders that version; the versions are listed, one compared
   with the editor shows the lines that differ, and restoring one makes it the newest.
@@ -156,6 +157,15 @@ async def test_errors_are_marked_at_their_line_in_the_editor_they_came_from(
         assert await page.js("document.getElementById('editor-error').dataset.line") == "2"
         assert await marked_line(page, "footer") == 2
         assert await marked_line(page, "body") is None
+
+        await select_all_and_type(page, "#editor-footer .cm-content", "<p>x</p>")
+        script = "<p>a</p>\n<p>b</p>\n<script>\n  let x = 1;\n  null.boom();\n</script>"
+        await select_all_and_type(page, "#editor-body .cm-content", script)
+        await page.until("document.querySelector('#page-errors li')", "the page's error", 90)
+        assert await page.js("document.querySelector('#page-errors li').dataset.line") == "5"
+        assert "boom" in await page.js("document.getElementById('page-errors').textContent")
+        assert await marked_line(page, "body") == 5
+        assert await marked_line(page, "footer") is None
 
 
 async def test_saving_makes_a_new_version_that_a_job_by_name_renders(

@@ -31,6 +31,21 @@ export function errorPlace(message) {
   return { part, line: line ? Number(line[1]) : null };
 }
 
+/** The body's line of line `n` of an inline script, as Chromium counts a page error's
+ * line (from the script's start): the first inline `<script>` long enough to hold it
+ * (the rendered page's lines are the template's unless the template adds or drops lines
+ * above it); `n` itself when the body has no such script. */
+export function scriptLine(body, n) {
+  const opening = /<script\b(?![^>]*\bsrc=)[^>]*>/gi;
+  for (const found of body.matchAll(opening)) {
+    const start = found.index + found[0].length;
+    const end = body.indexOf("</script", start);
+    const content = body.slice(start, end < 0 ? undefined : end);
+    if (content.split("\n").length >= n) return body.slice(0, start).split("\n").length + n - 1;
+  }
+  return n;
+}
+
 function makeEditor(parent, text, language, onChange, label) {
   return new cm.EditorView({
     parent,
@@ -51,11 +66,17 @@ function makeEditor(parent, text, language, onChange, label) {
 
 /** Mark `message` at `line` (1-based, clamped to the document) of `view`; none if null. */
 function mark(view, line, message) {
-  if (line === null) { view.dispatch(cm.setDiagnostics(view.state, [])); return; }
+  markAll(view, line === null ? [] : [{ line, message }]);
+}
+
+/** Mark each `{line, message}` in `view` (and no other line). */
+function markAll(view, marks) {
   const doc = view.state.doc;
-  const at = doc.line(Math.min(Math.max(line, 1), doc.lines));
-  const diagnostic = { from: at.from, to: Math.max(at.to, at.from), severity: "error", message };
-  view.dispatch(cm.setDiagnostics(view.state, [diagnostic]));
+  const diagnostics = marks.map(({ line, message }) => {
+    const at = doc.line(Math.min(Math.max(line, 1), doc.lines));
+    return { from: at.from, to: at.to, severity: "error", message };
+  });
+  view.dispatch(cm.setDiagnostics(view.state, diagnostics));
 }
 
 /** Draw every page of `bytes` (a PDF) as a canvas, a gap between pages. */
@@ -149,7 +170,9 @@ class Editor {
   pageOptions() {
     const o = this.controls;
     const margin = { top: o.top.value, right: o.right.value, bottom: o.bottom.value, left: o.left.value };
-    const options = { format: o.format.value, landscape: o.orientation.value === "landscape", margin };
+    const options = {
+      format: o.format.value, landscape: o.orientation.value === "landscape", margin, diagnostics: true,
+    }; // diagnostics: the page's script errors, with their lines
     const header = this.text("header");
     const footer = this.text("footer");
     if (header.trim()) options.header_template = header;
@@ -240,10 +263,31 @@ class Editor {
     if (signal.aborted) return;
     for (const part of ["body", "header", "footer"]) mark(this.views[part], null);
     fill(this.problem);
+    await this.showPageErrors(job.id, signal);
     this.previews += 1;
     this.pages.dataset.previews = String(this.previews);
     this.pages.dataset.job = job.id;
     this.state(`Preview ${this.previews}: ${job.pages ?? this.pages.children.length} page(s), rendered ${new Date().toLocaleTimeString()}.`);
+  }
+
+  /** The page's own script errors of the preview's attempt, marked at their lines in the
+   * body (`scriptLine`). */
+  async showPageErrors(jobId, signal) {
+    let found;
+    try {
+      found = await api("GET", `/jobs/${encodeURIComponent(jobId)}/diagnostics`, undefined, signal);
+    } catch {
+      return; // no diagnosis kept: nothing to mark
+    }
+    const attempt = found.attempts[found.attempts.length - 1];
+    const errors = (attempt && attempt.errors) || [];
+    const body = this.text("body");
+    const placed = errors.map((e) => ({ ...e, at: e.line ? scriptLine(body, e.line) : null }));
+    markAll(this.views.body, placed.filter((e) => e.at).map((e) => ({ line: e.at, message: `Page script error: ${e.text}` })));
+    if (!errors.length) return;
+    fill(this.problem, el("div", { class: "error", role: "alert", id: "page-errors" },
+      el("p", {}, el("strong", {}, "The page's scripts threw (the PDF rendered):")),
+      el("ul", {}, placed.map((e) => el("li", { "data-line": e.at || "" }, e.at ? `line ${e.at}: ${e.text}` : e.text)))));
   }
 
   showError(error, partHint) {
