@@ -131,7 +131,8 @@ class Loop:
 
 
 class NaiveLoop(Loop):
-    """pyppeteer as it comes: its launch, its default flags, its websocket, its pages."""
+    """pyppeteer as it comes: its launch, its default flags, its websocket, its pages; a
+    fresh tab is a page in an incognito context of its own, closed after its PDF."""
 
     async def start(self, chromium: str) -> None:
         pyppeteer.connection.ws_connect = websocket_connect
@@ -142,11 +143,18 @@ class NaiveLoop(Loop):
         self.pid = self.browser.process.pid
 
     async def new_tab(self, fresh: bool) -> Any:
-        return await self.browser.newPage()
+        if not fresh:
+            return await self.browser.newPage()
+        context = await self.browser.createIncognitoBrowserContext()
+        return await context.newPage(), context
 
     async def pdf(self, tab: Any, html: str) -> None:
-        await tab.setContent(html)
-        await tab.pdf({"format": "A4", "printBackground": True})
+        page = tab[0] if isinstance(tab, tuple) else tab
+        await page.setContent(html)
+        await page.pdf({"format": "A4", "printBackground": True})
+
+    async def close_tab(self, tab: Any) -> None:
+        await tab[1].close()
 
     async def close(self) -> None:
         await self.browser.close()
@@ -220,9 +228,9 @@ async def ceiling(
     and the popup blocker on, as in the renderer) and DevTools connection (a pipe, flat
     sessions), tabs in the browser's default context, so (b)/(tuned) is what the pipeline
     and the renderer's isolation cost, and tuned/naive what the renderer's settings and
-    connection save. Fresh (tuned too): every PDF in a new browser context and tab, closed
-    after it: what isolating every job would cost (Pressroom pays it only after a job that
-    went to the network).
+    connection save. Fresh: every PDF in a new browser context and tab, closed after it:
+    what isolating every job costs (Pressroom pays it for every job); naive and fresh is
+    the naive loop a service isolating its jobs would run, (a-iso).
 
     `cpu`, if given, receives the CPU seconds per PDF of Chromium and of the loop.
     """
@@ -255,7 +263,7 @@ async def ceiling(
         if cpu is not None:
             cpu["chromium"] = (after[0] - before[0]) / count
             cpu["loop"] = (after[1] - before[1]) / count
-        kind = "fresh" if fresh else "tuned" if tuned else "naive"
+        kind = ("fresh " if fresh else "") + ("tuned" if tuned else "naive")
         print(
             f"    ({kind} loop) CPU per PDF, µs: chromium "
             f"{(after[0] - before[0]) / count * 1e6:,.0f}, loop "
@@ -535,6 +543,8 @@ def seconds(value: str) -> float:
 
 POLL_EVERY = 0.5
 """Seconds between two status reads of one job in the polled run (e)."""
+IDLE_POLL = 5.0
+"""Seconds of (e)'s read pattern on finished jobs, before (e), for its idle p99."""
 
 
 async def poll_all(
@@ -573,7 +583,9 @@ async def end_to_end(
     env: dict[str, str], logs: Path, jobs: int, polled: float = 0.0, renderers: int = 1
 ) -> dict[str, float]:
     """(b); with `polled` (e): every job's status read every POLL_EVERY s for `polled`
-    seconds from their accept; with several `renderers`, as many renderer processes."""
+    seconds from their accept, after the same pattern of reads on finished jobs (the
+    stack idle) for the idle p99 (e) is held against; with several `renderers`, as many
+    renderer processes."""
     url = f"http://127.0.0.1:{env['PRESSROOM_PORT']}"
     names = ["gateway", "projector", "renderer", "notifier"]
     names += [f"renderer#{n}" for n in range(2, renderers + 1)]
@@ -581,7 +593,12 @@ async def end_to_end(
         await wait_ready(http, url)
         key = await tenant_key(http, url, env)
         # Warm-up: enough jobs that every renderer has launched Chromium and rendered.
-        await wait_done(http, url, key, (await submit(http, url, key, 8 * renderers))[0])
+        warm = (await submit(http, url, key, max(8 * renderers, 40 if polled else 0)))[0]
+        await wait_done(http, url, key, warm)
+        idle = {}
+        if polled:  # the same reads of as many ids, every one a finished job's
+            finished = [warm[n % len(warm)] for n in range(jobs)]
+            idle = await poll_all(url, key, finished, logs, min(polled, IDLE_POLL))
         memory = PeakMemory(procs["renderer"].pid)
         meter = CpuMeter(env, procs)
         meter.start()
@@ -591,7 +608,7 @@ async def end_to_end(
         if polled:  # polled from their accept until about when the last one ends
             reads = asyncio.create_task(poll_all(url, key, ids, logs, polled))
         done = await wait_done(http, url, key, ids)
-        meter.report(jobs)
+        per_job = meter.report(jobs)
         last = max(seconds(job["finished_at"]) for job in done)
         latency = [seconds(j["finished_at"]) - seconds(j["created_at"]) for j in done]
         result = {
@@ -602,9 +619,11 @@ async def end_to_end(
             "submissions": submitted,
             "memory": await memory.stop() / 2**20,
             "failed": sum(j["status"] != "done" for j in done),
+            "pipeline_ms": sum(cpu for name, cpu in per_job.items() if in_pipeline(name)) * 1e3,
         }
         if reads is not None:
             result.update(await reads)
+            result["idle_read_p99"] = idle["read_p99"]
         return result
 
 
@@ -747,6 +766,8 @@ class Rounds:
 
     naives: list[float] = dataclasses.field(default_factory=list)
     naive_shells: list[float] = dataclasses.field(default_factory=list)  # (a*)
+    naive_isolated: list[float] = dataclasses.field(default_factory=list)  # (a-iso)
+    tuned_chromium_ms: list[float] = dataclasses.field(default_factory=list)  # (a')'s
     tuneds: list[float] = dataclasses.field(default_factory=list)
     freshes: list[float] = dataclasses.field(default_factory=list)
     runs: list[dict[str, float]] = dataclasses.field(default_factory=list)
@@ -762,13 +783,19 @@ async def one_round(rounds: Rounds, tmp: Path, args: argparse.Namespace, index: 
     rounds.naives.append(await ceiling(naive, args.pages, args.jobs, tuned=False))
     if ours != naive:
         rounds.naive_shells.append(await ceiling(ours, args.pages, args.jobs, tuned=False))
-    rounds.tuneds.append(await ceiling(ours, args.pages, args.jobs, tuned=True))
+    isolated = await ceiling(naive, args.pages, args.jobs // 2, tuned=False, fresh=True)
+    rounds.naive_isolated.append(isolated)
+    cpu: dict[str, float] = {}
+    rounds.tuneds.append(await ceiling(ours, args.pages, args.jobs, tuned=True, cpu=cpu))
+    rounds.tuned_chromium_ms.append(cpu["chromium"] * 1e3)
     fresh = await ceiling(ours, args.pages, args.jobs // 4, tuned=True, fresh=True)
     rounds.freshes.append(fresh / rounds.tuneds[-1])
     async with environment(tmp / f"e2e{index}") as env:
         run = await end_to_end(env, tmp, args.jobs)
     run["ratio"] = run["rate"] / rounds.naives[-1]
     run["overhead"] = run["rate"] / rounds.tuneds[-1]
+    run["ratio_isolated"] = run["rate"] / isolated
+    run["pipeline_share"] = run["pipeline_ms"] / rounds.tuned_chromium_ms[-1]
     if rounds.naive_shells:
         run["ratio_shell"] = run["rate"] / rounds.naive_shells[-1]
     rounds.runs.append(run)
@@ -803,6 +830,7 @@ def print_rounds(rounds: Rounds, args: argparse.Namespace) -> None:
     print(f"medians of {args.rounds} rounds, {args.pages} tabs, {args.jobs} PDFs each")
     print(f"(a) runs {naive_chromium()}; (a*), (a'), (a'') and (b) run {pressroom_chromium()}")
     line("(a) naive pyppeteer loop (the ceiling)", rounds.naives, "PDFs/s")
+    line("(a-iso) naive loop, a context per PDF", rounds.naive_isolated, "PDFs/s")
     if rounds.naive_shells:
         line("(a*) the naive loop on Pressroom's binary", rounds.naive_shells, "PDFs/s")
     line("(a') the tuned loop, Pressroom's Chromium set-up", rounds.tuneds, "PDFs/s")
@@ -812,6 +840,10 @@ def print_rounds(rounds: Rounds, args: argparse.Namespace) -> None:
     if rounds.naive_shells:
         line("    ratio (b)/(a*)", [r["ratio_shell"] for r in runs], "", 2)
     line("    ratio (b)/(a'): what the pipeline costs", [r["overhead"] for r in runs], "", 2)
+    isolated = [r["ratio_isolated"] for r in runs]
+    line("    ratio (b)/(a-iso): each job isolated in both", isolated, "", 2)
+    line("    pipeline CPU per PDF", [r["pipeline_ms"] for r in runs], "ms", 2)
+    line("    (a')'s Chromium CPU per PDF", rounds.tuned_chromium_ms, "ms", 2)
     print(f"    job latency p50 / p99:             {median('p50'):.2f} s / {median('p99'):.2f} s")
     print(
         f"    submissions while rendering:       {median('submissions'):.0f} jobs/s, "
@@ -826,6 +858,8 @@ def print_rounds(rounds: Rounds, args: argparse.Namespace) -> None:
     line("    ratio (e)/(a)", [p["ratio"] for p in polls], "", 2)
     line("    status reads", [p["reads"] for p in polls], "reads/s", 0)
     line("    status read p99", [p["read_p99"] for p in polls], "ms")
+    idle = [p["idle_read_p99"] for p in polls]
+    line("    status read p99, finished jobs", idle, "ms")
     print(f"    jobs not done:                     {sum(p['failed'] for p in polls)}")
     for nice, results in rounds.doors.items():
         label = (
@@ -857,6 +891,50 @@ async def main() -> None:
     if not args.accepts_only:
         print_rounds(rounds, args)
     print_accepts(gateway)
+    if not args.accepts_only:
+        print_verdicts(rounds, gateway)
+
+
+def verdict(name: str, value: float, bar: float, *, at_most: bool) -> bool:
+    """Print `name`'s ratio against its bar, PASS or FAIL; whether it passed."""
+    ok = value <= bar if at_most else value >= bar
+    print(f"{'PASS' if ok else 'FAIL'}  {name}: {value:.2f} ({'≤' if at_most else '≥'} {bar})")
+    return ok
+
+
+def print_verdicts(rounds: Rounds, gateway: dict[str, dict[str, tuple[float, float]]]) -> None:
+    """Issue 35's bars, each the median over the rounds of a ratio of two figures taken in
+    the same round (the gateway's, of this run)."""
+    runs, polls = rounds.runs, rounds.polls
+
+    def median(values: list[float]) -> float:
+        return statistics.median(values)
+
+    print("bars (issue 35), medians of the rounds' same-run ratios:")
+    verdict(
+        "pipeline CPU per PDF / (a')'s Chromium CPU per PDF",
+        median([r["pipeline_share"] for r in runs]), 0.2, at_most=True,
+    )  # fmt: skip
+    verdict("(b)/(a')", median([r["overhead"] for r in runs]), 0.8, at_most=False)
+    if polls:
+        verdict(
+            "(e) status read p99 / the same reads' p99 on finished jobs",
+            median([p["read_p99"] / p["idle_read_p99"] for p in polls]), 2.0, at_most=True,
+        )  # fmt: skip
+        polled = median([p["ratio"] for p in polls])
+        verdict("(e)/(a), polled end to end", polled, 0.85, at_most=False)
+    busy = rounds.doors[str(Settings.chromium_nice)]
+    alone = gateway.get("on", {}).get("wrk")
+    if busy and alone:
+        rate, p99 = alone
+        verdict(
+            "(d) accept p99 while rendering / (c) gateway alone",
+            median([d["p99"] for d in busy]) / p99, 2.0, at_most=True,
+        )  # fmt: skip
+        verdict(
+            "(d) accepted/s while rendering / (c) gateway alone",
+            median([d["rate"] for d in busy]) / rate, 0.5, at_most=False,
+        )  # fmt: skip
 
 
 def print_accepts(results: dict[str, dict[str, tuple[float, float]]]) -> None:
