@@ -46,25 +46,44 @@ async def pdf_text(stack: Stack, job_id: str, folder: Path) -> str:
     return done.stdout
 
 
+def editor(part: str) -> str:
+    """JavaScript for the root of `part`'s editor (a shadow root: `editor.js`)."""
+    return f"document.getElementById('editor-{part}').shadowRoot"
+
+
 async def in_editor(page: Page, stack: Stack, template_id: str) -> None:
     await page.goto(f"{stack.url}/console")
+    await page.js(
+        "window.violations = []; document.addEventListener('securitypolicyviolation',"
+        " (e) => window.violations.push(`${e.violatedDirective} ${e.blockedURI}`))"
+    )
     await page.until("document.getElementById('api-key')", "the sign-in form")
     await page.type("#api-key", stack.tenant.key)
     await page.press_enter()
     await page.until("location.hash.startsWith('#/jobs')", "the jobs view after sign-in")
     await page.js(f"location.hash = '#/templates/{template_id}/edit'")
-    await page.until("document.querySelector('#editor-body .cm-content')", "the editor", 60)
+    await page.until(
+        "document.getElementById('editor-body')?.shadowRoot?.querySelector('.cm-content')",
+        "the editor",
+        60,
+    )
 
 
 async def previews(page: Page) -> int:
     return int(await page.js("document.getElementById('preview-pages').dataset.previews || 0"))
 
 
-async def select_all_and_type(page: Page, selector: str, text: str) -> None:
-    """Open an editor's tab, focus it, select everything with Ctrl+A, type `text` over it."""
-    part = selector.split()[0].removeprefix("#editor-")
+async def type_in(page: Page, part: str, text: str) -> None:
+    """Open `part`'s tab, put the cursor in its editor (at its start) and type `text`."""
     await page.click(f"#tab-{part}")
-    await page.js(f"document.querySelector('{selector}').focus()")
+    await page.js(f"{editor(part)}.querySelector('.cm-content').focus()")
+    await page.session.send("Input.insertText", {"text": text})
+
+
+async def select_all_and_type(page: Page, part: str, text: str) -> None:
+    """Open `part`'s tab, focus its editor, select everything with Ctrl+A, type `text`."""
+    await page.click(f"#tab-{part}")
+    await page.js(f"{editor(part)}.querySelector('.cm-content').focus()")
     key = {
         "key": "a",
         "code": "KeyA",
@@ -80,7 +99,7 @@ async def select_all_and_type(page: Page, selector: str, text: str) -> None:
 async def marked_line(page: Page, part: str) -> int | None:
     """The 1-based line of `part`'s editor holding an error mark, None if none has one."""
     return await page.js(
-        f"(() => {{ const lines = [...document.querySelectorAll('#editor-{part} .cm-line')];"
+        f"(() => {{ const lines = [...{editor(part)}.querySelectorAll('.cm-line')];"
         " const i = lines.findIndex((l) => l.querySelector('.cm-lintRange-error'));"
         " return i < 0 ? null : i + 1; })()"
     )
@@ -92,15 +111,15 @@ async def test_typing_renders_a_new_pdf_preview_drawn_page_by_page(
     template = await stored(stack)
     async with open_page(chromium) as page:
         await in_editor(page, stack, template["id"])
-        await select_all_and_type(page, "#editor-data .cm-content", '{"number": 7}')
-        await page.until("document.querySelectorAll('#preview-pages canvas.pdf-page').length"
+        await select_all_and_type(page, "data", '{"number": 7}')
+        await page.until("document.getElementById('preview-pages').dataset.job &&"
+                         " document.querySelectorAll('#preview-pages canvas.pdf-page').length"
                          " === 1", "the first preview drawn", 90)  # fmt: skip
         first = await page.js("document.getElementById('preview-pages').dataset.job")
         assert "Invoice 7" in await pdf_text(stack, first, tmp_path)
         shown = await previews(page)
 
-        await page.click("#tab-body")
-        await page.type("#editor-body .cm-content", PAGE_BREAK)  # at the start of the body
+        await type_in(page, "body", PAGE_BREAK)  # at the start of the body
         await page.until(f"Number(document.getElementById('preview-pages').dataset.previews)"
                          f" > {shown}", "a new preview after typing", 90)  # fmt: skip
         second = await page.js("document.getElementById('preview-pages').dataset.job")
@@ -119,6 +138,12 @@ async def test_typing_renders_a_new_pdf_preview_drawn_page_by_page(
         async with stack.client.get(f"{stack.url}/jobs") as response:
             listed = [j["id"] for j in (await response.json())["jobs"]]
         assert first not in listed and second not in listed  # previews are not listed
+        beside = await page.js(
+            f"{editor('body')}.querySelector('.cm-content').getBoundingClientRect().left >="
+            f" {editor('body')}.querySelector('.cm-gutters').getBoundingClientRect().right"
+        )
+        assert beside, "the editor is unstyled: its text is not beside the line numbers"
+        assert await page.js("window.violations") == []  # nothing the policy refused
 
 
 async def test_errors_are_marked_at_their_line_in_the_editor_they_came_from(
@@ -127,11 +152,11 @@ async def test_errors_are_marked_at_their_line_in_the_editor_they_came_from(
     template = await stored(stack, footer="<p>Page footer</p>")
     async with open_page(chromium) as page:
         await in_editor(page, stack, template["id"])
-        await select_all_and_type(page, "#editor-data .cm-content", '{"number": 7}')
+        await select_all_and_type(page, "data", '{"number": 7}')
         await page.until("document.querySelector('#preview-pages canvas')", "a preview", 90)
 
         await page.click("#tab-body")
-        await select_all_and_type(page, "#editor-body .cm-content", "<p>ok</p>\n<p>{{ number }</p>")
+        await select_all_and_type(page, "body", "<p>ok</p>\n<p>{{ number }</p>")
         await page.until("document.getElementById('editor-error').dataset.line === '2'",
                          "the syntax error's line", 90)  # fmt: skip
         assert "syntax error at line 2" in await page.js(
@@ -139,9 +164,7 @@ async def test_errors_are_marked_at_their_line_in_the_editor_they_came_from(
         )
         assert await marked_line(page, "body") == 2
 
-        await select_all_and_type(
-            page, "#editor-body .cm-content", "<p>a</p>\n<p>b</p>\n{{ nope }}"
-        )
+        await select_all_and_type(page, "body", "<p>a</p>\n<p>b</p>\n{{ nope }}")
         await page.until("document.getElementById('editor-error').dataset.line === '3'",
                          "the undefined variable's line", 90)  # fmt: skip
         assert "'nope' is undefined" in await page.js(
@@ -149,18 +172,18 @@ async def test_errors_are_marked_at_their_line_in_the_editor_they_came_from(
         )
         assert await marked_line(page, "body") == 3
 
-        await select_all_and_type(page, "#editor-body .cm-content", "<p>fine</p>")
+        await select_all_and_type(page, "body", "<p>fine</p>")
         await page.click("#tab-footer")
-        await select_all_and_type(page, "#editor-footer .cm-content", "<p>x</p>\n{{ total }}")
+        await select_all_and_type(page, "footer", "<p>x</p>\n{{ total }}")
         await page.until("document.getElementById('editor-error').dataset.part === 'footer'",
                          "the footer's error", 90)  # fmt: skip
         assert await page.js("document.getElementById('editor-error').dataset.line") == "2"
         assert await marked_line(page, "footer") == 2
         assert await marked_line(page, "body") is None
 
-        await select_all_and_type(page, "#editor-footer .cm-content", "<p>x</p>")
+        await select_all_and_type(page, "footer", "<p>x</p>")
         script = "<p>a</p>\n<p>b</p>\n<script>\n  let x = 1;\n  null.boom();\n</script>"
-        await select_all_and_type(page, "#editor-body .cm-content", script)
+        await select_all_and_type(page, "body", script)
         await page.until("document.querySelector('#page-errors li')", "the page's error", 90)
         assert await page.js("document.querySelector('#page-errors li').dataset.line") == "5"
         assert "boom" in await page.js("document.getElementById('page-errors').textContent")
@@ -174,7 +197,7 @@ async def test_saving_makes_a_new_version_that_a_job_by_name_renders(
     template = await stored(stack)
     async with open_page(chromium) as page:
         await in_editor(page, stack, template["id"])
-        await page.type("#editor-body .cm-content", "<p>Saved from the editor</p>\n")
+        await type_in(page, "body", "<p>Saved from the editor</p>\n")
         await page.click("#save-version")
         await page.until("location.hash.endsWith('/edit?version=2')", "the saved version", 60)
         await page.until("document.querySelector('#editor-versions [aria-current]')"

@@ -22,6 +22,14 @@ const PARTS = [
 ];
 const ERROR_PART = { header_template: "header", footer_template: "footer" };
 
+/** The editor's look (in its shadow root, where console.css does not reach). */
+const THEME = cm.EditorView.theme({
+  "&": { height: "55vh", minHeight: "16rem", fontSize: "0.9rem", backgroundColor: "#fff" },
+  "&.cm-focused": { outline: "3px solid #b3261e" },
+  ".cm-scroller": { fontFamily: 'ui-monospace, "DejaVu Sans Mono", Menlo, monospace' },
+  ".cm-gutters": { backgroundColor: "#f3f5f7", color: "#4a5360", borderRight: "1px solid #c9d0d8" },
+});
+
 /** Where a preview's error points: the editor (`body`, `header`, `footer`) and the line
  * (null when the message names none): "header_template: line 3: 'x' is undefined". */
 export function errorPlace(message) {
@@ -46,9 +54,14 @@ export function scriptLine(body, n) {
   return n;
 }
 
-function makeEditor(parent, text, language, onChange, label) {
+/** A CodeMirror editor in a shadow root of `host`: there its styles are constructed
+ * style sheets, which the console's policy admits; in the document it would write `<style>`
+ * elements, which `style-src 'self'` refuses (and the editor would show unstyled). */
+function makeEditor(host, text, language, onChange, label) {
+  const root = host.attachShadow({ mode: "open" });
   return new cm.EditorView({
-    parent,
+    parent: root,
+    root,
     state: cm.EditorState.create({
       doc: text,
       extensions: [
@@ -56,7 +69,7 @@ function makeEditor(parent, text, language, onChange, label) {
         cm.drawSelection(), cm.indentOnInput(), cm.bracketMatching(), cm.highlightActiveLine(),
         cm.highlightSelectionMatches(), cm.syntaxHighlighting(cm.defaultHighlightStyle), cm.lintGutter(),
         cm.keymap.of([...cm.defaultKeymap, ...cm.historyKeymap, ...cm.searchKeymap, cm.indentWithTab]),
-        language, cm.EditorView.lineWrapping,
+        language, cm.EditorView.lineWrapping, THEME,
         cm.EditorView.contentAttributes.of({ "aria-label": label }),
         cm.EditorView.updateListener.of((update) => { if (update.docChanged) onChange(); }),
       ],
@@ -263,11 +276,11 @@ class Editor {
     if (signal.aborted) return;
     for (const part of ["body", "header", "footer"]) mark(this.views[part], null);
     fill(this.problem);
-    await this.showPageErrors(job.id, signal);
     this.previews += 1;
     this.pages.dataset.previews = String(this.previews);
     this.pages.dataset.job = job.id;
     this.state(`Preview ${this.previews}: ${job.pages ?? this.pages.children.length} page(s), rendered ${new Date().toLocaleTimeString()}.`);
+    await this.showPageErrors(job.id, signal);
   }
 
   /** The page's own script errors of the preview's attempt, marked at their lines in the
