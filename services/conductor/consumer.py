@@ -28,15 +28,15 @@ from nats.js import JetStreamContext
 
 from services.conductor import expand, pack
 from services.conductor.state import CANCELLED, PAUSED, RUNNING, BatchStates
-from services.core import bus, events, logs, runtime, timeline, topology, tracing
+from services.core import bus, events, logs, runtime, subjects, timeline, topology, tracing
 from services.core.errors import (
     DeterministicError,
-    ErrorType,
     InvalidEvent,
     NotFound,
     TransientError,
     Unavailable,
 )
+from services.core.errortypes import ErrorType
 from services.core.settings import Settings
 from services.core.storage import Storage
 
@@ -144,11 +144,11 @@ class Conductor:
             return
         durable = topology.bulk_config(self.settings, batch.batch_id)
         with bus.map_bus_errors():
-            await self.js.add_consumer(events.STREAM, durable)
+            await self.js.add_consumer(subjects.STREAM, durable)
         if not await self.states.start(batch.batch_id, batch.tenant):
             log.info("batch %s ended meanwhile; not expanding it again", batch.batch_id)
             with contextlib.suppress(NotFound), bus.map_bus_errors():
-                await self.js.delete_consumer(events.STREAM, durable.durable_name or "")
+                await self.js.delete_consumer(subjects.STREAM, durable.durable_name or "")
             return
         try:
             count = await expand.expand(self.js, self.storage, batch)
@@ -195,7 +195,7 @@ class Conductor:
             )
 
     async def _cancel_item(self, batch: events.BatchSubmitted, index: int, reason: str) -> None:
-        job_id = events.item_job_id(batch.batch_id, index)
+        job_id = subjects.item_job_id(batch.batch_id, index)
         cancelled = events.JobCancelled(job_id=job_id, tenant=batch.tenant, reason=reason)
         await bus.publish_terminal(self.js, cancelled)
 
@@ -234,10 +234,10 @@ class Conductor:
     ) -> events.BatchTerminal:
         """Write the batch's output and make its terminal event."""
         counts = pack.Counts.of(items)
-        key: str | None = events.batch_archive_key(batch.tenant, batch.batch_id)
+        key: str | None = subjects.batch_archive_key(batch.tenant, batch.batch_id)
         size = 0
         if batch.output == "merged":
-            key = events.batch_archive_key(batch.tenant, batch.batch_id, "pdf")
+            key = subjects.batch_archive_key(batch.tenant, batch.batch_id, "pdf")
             if counts.done:
                 size = await pack.write_merged(self.storage, key, items)
             else:
@@ -262,7 +262,7 @@ class Conductor:
     async def forget(self, batch_id: str) -> None:
         """Drop the ended batch's bulk durable and its state."""
         with contextlib.suppress(NotFound), bus.map_bus_errors():
-            await self.js.delete_consumer(events.STREAM, events.bulk_durable(batch_id))
+            await self.js.delete_consumer(subjects.STREAM, subjects.bulk_durable(batch_id))
         await self.states.forget(batch_id)
 
 

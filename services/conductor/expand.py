@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 import msgspec
 from nats.js import JetStreamContext
 
-from services.core import bus, events
+from services.core import bus, events, subjects
 from services.core.errors import InvalidEvent
 from services.core.storage import Storage
 
@@ -55,7 +55,7 @@ def submission(
     options. Its
     template stays empty: the renderer reads the batch's once, not 10,000 copies."""
     return events.JobSubmitted(
-        job_id=events.item_job_id(batch.batch_id, index),
+        job_id=subjects.item_job_id(batch.batch_id, index),
         tenant=batch.tenant,
         batch_id=batch.batch_id,
         index=index,

@@ -20,7 +20,8 @@ import msgspec
 
 from services.conductor.merge import Merger, NotMergeable
 from services.core import db, filenames
-from services.core.errors import ErrorType, NotFound
+from services.core.errors import NotFound
+from services.core.errortypes import ErrorType
 from services.core.status import JobStatus
 from services.core.storage import Sink, Storage
 

@@ -14,7 +14,7 @@ from nats.js import JetStreamContext
 from nats.js.errors import KeyNotFoundError
 from nats.js.kv import KeyValue
 
-from services.core import bus, events
+from services.core import bus, events, subjects
 from services.core.errors import Conflict, NotFound, Unavailable
 
 log = logging.getLogger(__name__)
@@ -29,7 +29,7 @@ _ATTEMPTS = 5
 
 @bus.map_bus_errors("cannot open the batch state bucket")
 async def open_states(js: JetStreamContext) -> BatchStates:
-    return BatchStates(await js.key_value(events.BATCH_STATE))
+    return BatchStates(await js.key_value(subjects.BATCH_STATE))
 
 
 class BatchStates:

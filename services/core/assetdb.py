@@ -13,6 +13,7 @@ import datetime as dt
 import asyncpg
 import msgspec
 
+from services.core import fileclaims
 from services.core.db import map_db_errors, typed
 from services.core.files import FileRef
 
@@ -183,10 +184,10 @@ async def find_versions(
 
 
 @map_db_errors()
-async def delete_asset(pool: asyncpg.Pool, tenant: str, name: str) -> tuple[int, list[str]]:
-    """Delete every version of the tenant's asset `name`: how many there were, and the
-    digests none of the tenant's assets or template files refers to any more (whose
-    bytes may go)."""
+async def delete_asset(pool: asyncpg.Pool, tenant: str, name: str) -> int:
+    """Delete every version of the tenant's asset `name`, and mark their digests for the
+    conductor's sweep (`core/fileclaims`: the bytes go once nothing needs them): how many
+    versions there were."""
     async with pool.acquire() as conn, conn.transaction():
         await conn.execute(
             "SELECT pg_advisory_xact_lock($1, hashtext($2))", ASSET_LOCK_CLASS, tenant
@@ -194,18 +195,8 @@ async def delete_asset(pool: asyncpg.Pool, tenant: str, name: str) -> tuple[int,
         rows = await conn.fetch(
             "DELETE FROM assets WHERE tenant_id = $1 AND name = $2 RETURNING digest", tenant, name
         )
-        digests = sorted({row["digest"] for row in rows})
-        kept = await conn.fetch(
-            """
-            SELECT digest FROM assets WHERE tenant_id = $1 AND digest = ANY($2::text[])
-            UNION
-            SELECT digest FROM template_files WHERE tenant_id = $1 AND digest = ANY($2::text[])
-            """,
-            tenant,
-            digests,
-        )
-    still = {row["digest"] for row in kept}
-    return len(rows), [digest for digest in digests if digest not in still]
+        await fileclaims.release(conn, tenant, [row["digest"] for row in rows])
+    return len(rows)
 
 
 @map_db_errors()

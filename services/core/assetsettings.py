@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from services.core.filesettings import FileSettings
 from services.core.settingvalues import int_in, var
 
 
 @dataclass(frozen=True)
-class AssetSettings:
+class AssetSettings(FileSettings):
     """The limits on files sent with jobs, stored as assets or bundled with templates."""
 
     max_file_bytes: int = var(

@@ -35,6 +35,7 @@ from services.core import (
     metrics,
     provision,
     runtime,
+    subjects,
     timeline,
     topology,
     tracing,
@@ -69,7 +70,7 @@ class SinglesLanes:
         if tenant in self._made:
             return
         with map_bus_errors(f"cannot make the job lane of tenant {tenant}"):
-            await js.add_consumer(events.STREAM, topology.singles_config(self.settings, tenant))
+            await js.add_consumer(subjects.STREAM, topology.singles_config(self.settings, tenant))
         self._made.add(tenant)
 
     def forget(self, tenant: str) -> None:
@@ -78,10 +79,10 @@ class SinglesLanes:
 
 
 async def ring(nc: Client, tenant: str) -> None:
-    """Tell idle renderers that `tenant` has a new single job (`events.LANE_BELL`). Never
+    """Tell idle renderers that `tenant` has a new single job (`subjects.LANE_BELL`). Never
     raises: the bell is a hint, and the job is already safe in the log."""
     with contextlib.suppress(Exception):
-        await nc.publish(events.lane_bell(tenant), b"")
+        await nc.publish(subjects.lane_bell(tenant), b"")
 
 
 CONSUMERS_PER_PAGE = 256
@@ -93,7 +94,7 @@ async def durables(js: JetStreamContext) -> AsyncIterator[ConsumerInfo]:
     offset = 0
     while True:
         with map_bus_errors("cannot list the log's durables"):
-            page = await js.consumers_info(events.STREAM, offset=offset or None)
+            page = await js.consumers_info(subjects.STREAM, offset=offset or None)
         for info in page:
             yield info
         if len(page) < CONSUMERS_PER_PAGE:
@@ -111,9 +112,9 @@ def renders_waiting(info: ConsumerInfo) -> bool:
     """Whether `info` is a durable renderers take work from (single jobs or items)."""
     name = info.name or ""
     return (
-        name == events.RENDERER
-        or name.startswith(events.SINGLES)
-        or name.startswith(events.bulk_durable(""))
+        name == subjects.RENDERER
+        or name.startswith(subjects.SINGLES)
+        or name.startswith(subjects.bulk_durable(""))
     )
 
 
@@ -254,13 +255,13 @@ async def publish(
     headers = {"Nats-Msg-Id": msg_id or events.msg_id(event), **tracing.headers()}
     if after is not None:
         headers[EXPECTED_LAST_SEQUENCE] = str(after)
-        headers[EXPECTED_LAST_SEQUENCE_OF] = events.job_filter(event.job_id)
+        headers[EXPECTED_LAST_SEQUENCE_OF] = subjects.job_filter(event.job_id)
     try:
         ack = await js.publish(
             events.subject_of(event),
             events.encode(event),
             timeout=timeout,
-            stream=events.STREAM,
+            stream=subjects.STREAM,
             headers=headers,
         )
     except (APIError, MaxPayloadError) as exc:
@@ -292,7 +293,7 @@ async def publish_batch(
             events.batch_subject_of(event),
             events.encode_batch(event),
             timeout=timeout,
-            stream=events.STREAM,
+            stream=subjects.STREAM,
             headers={"Nats-Msg-Id": events.batch_msg_id(event)},
         )
     except APIError as exc:
@@ -329,7 +330,7 @@ async def publish_usage(js: JetStreamContext, used: events.DocumentUsed) -> None
         events.usage_subject(used.tenant),
         msgspec.json.encode(used),
         timeout=5.0,
-        stream=events.USAGE_STREAM,
+        stream=subjects.USAGE_STREAM,
         headers={"Nats-Msg-Id": used.idempotency_key},
     )
 
@@ -337,7 +338,7 @@ async def publish_usage(js: JetStreamContext, used: events.DocumentUsed) -> None
 @map_bus_errors()
 async def subscribe(js: JetStreamContext, durable: str) -> JetStreamContext.PullSubscription:
     """Bind to one of the durables made by `ensure_stream`."""
-    return await js.pull_subscribe_bind(durable, stream=events.STREAM)
+    return await js.pull_subscribe_bind(durable, stream=subjects.STREAM)
 
 
 @map_bus_errors()
@@ -387,7 +388,7 @@ class Lane:
         self.nc = nc
         self.durable = durable
         self._sub: Any = None
-        self._next = f"$JS.API.CONSUMER.MSG.NEXT.{events.STREAM}.{durable}"
+        self._next = f"$JS.API.CONSUMER.MSG.NEXT.{subjects.STREAM}.{durable}"
 
     async def take(self, count: int, timeout: float = 2.0) -> list[Msg]:
         """Up to `count` messages available now. `NotFound` when the durable is gone (the

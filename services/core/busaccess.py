@@ -4,8 +4,9 @@ one table (`pressroom dev`, the tests, `pressroom bus-keys` for Kubernetes).
 
     identity   publishes (besides JetStream's API for what it reads, below)
     gateway    single jobs' submissions, cancels, deletions, webhook redeliveries; batches'
-               submissions, pauses, resumes, cancels; lane bells; its Idempotency-Key bucket;
-               key notices (`events.KEY_NEWS`), which only gateways may send or hear
+               submissions, pauses, resumes, cancels; lane bells; its Idempotency-Key bucket
+               and its copy of the API keys (`KV_KEY_DIRECTORY`, no one else's to read);
+               key notices (`subjects.KEY_NEWS`), which only gateways may send or hear
     renderer   its jobs' and items' lifecycle: started, retrying, done, failed
     projector  failed (deliveries ran out, stalled), re-driven submissions, batches'
                complete and progress, usage; the one that updates the streams' settings
@@ -34,12 +35,12 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from services.core import events, topology
+from services.core import events, subjects, topology
 
 API = "$JS.API"
 ANY = "*"
 ITEM = f"{ANY}.{ANY}"
-"""Any batch item's job id (`events.item_job_id`: `<batch_id>.<index>`)."""
+"""Any batch item's job id (`subjects.item_job_id`: `<batch_id>.<index>`)."""
 
 
 class Role(StrEnum):
@@ -55,20 +56,23 @@ class Role(StrEnum):
 
 SERVICES = tuple(role for role in Role if role is not Role.ADMIN)
 
-FIXED_DURABLES = (events.RENDERER, events.PROJECTOR, events.NOTIFIER, events.CONDUCTOR)
+FIXED_DURABLES = (subjects.RENDERER, subjects.PROJECTOR, subjects.NOTIFIER, subjects.CONDUCTOR)
 """The JOBS stream's durables every installation has (`topology.consumer_configs`), each
 read by the service of its name; the others are tenants' `singles-…` and batches' `bulk-…`."""
 
 SHARED_STREAMS = (
-    events.STREAM,
+    subjects.STREAM,
     topology.ADVISORY_STREAM,
-    events.USAGE_STREAM,
-    f"KV_{events.BATCH_STATE}",
+    subjects.USAGE_STREAM,
+    f"KV_{subjects.BATCH_STATE}",
 )
 """The streams `bus.ensure_stream` makes; every service may create them where missing."""
 
 IDEMPOTENCY_STREAM = "KV_IDEMPOTENCY"
 """The gateway's own bucket (`gateway/idempotency.py`)."""
+KEY_DIRECTORY_STREAM = f"KV_{subjects.KEY_DIRECTORY}"
+"""The gateways' copy of the API keys (`gateway/keymirror.py`): whoever writes it could
+grant itself a key, so no other identity may even read it."""
 
 
 def inbox(role: Role) -> str:
@@ -123,27 +127,27 @@ def matches_any(patterns: Iterable[str], subject: str) -> bool:
 
 def job_events(*tags: str, quiet: bool = False, items: bool = True) -> list[str]:
     """Single jobs' events `tags` (and their webhook-less ends `….quiet`), and items'."""
-    found = [events.subject(ANY, tag) for tag in tags]
+    found = [subjects.subject(ANY, tag) for tag in tags]
     if quiet:
-        found += [events.quiet_ends(ANY, tag) for tag in tags]
+        found += [subjects.quiet_ends(ANY, tag) for tag in tags]
     if items:
-        found += [events.subject(ITEM, tag) for tag in tags]
+        found += [subjects.subject(ITEM, tag) for tag in tags]
     return found
 
 
 def batch_events(*names: str) -> list[str]:
-    return [events.batch_subject(ANY, name) for name in names]
+    return [subjects.batch_subject(ANY, name) for name in names]
 
 
 def reads_log() -> list[str]:
     """Stream info, message gets and direct gets on JOBS (`timeline`, `logroom`,
     `backlog`), and the listing of its durables."""
     return [
-        f"{API}.STREAM.INFO.{events.STREAM}",
-        f"{API}.STREAM.MSG.GET.{events.STREAM}",
-        f"{API}.DIRECT.GET.{events.STREAM}",
-        f"{API}.DIRECT.GET.{events.STREAM}.>",
-        f"{API}.CONSUMER.LIST.{events.STREAM}",
+        f"{API}.STREAM.INFO.{subjects.STREAM}",
+        f"{API}.STREAM.MSG.GET.{subjects.STREAM}",
+        f"{API}.DIRECT.GET.{subjects.STREAM}",
+        f"{API}.DIRECT.GET.{subjects.STREAM}.>",
+        f"{API}.CONSUMER.LIST.{subjects.STREAM}",
     ]
 
 
@@ -177,9 +181,9 @@ def others(durables: Iterable[str], mine: str = "") -> list[str]:
     for durable in durables:
         if durable == mine:
             continue
-        create = consumer_create(events.STREAM, durable)
-        refused += [create, f"{create}.>", f"{API}.CONSUMER.DELETE.{events.STREAM}.{durable}"]
-        refused += takes(events.STREAM, durable)
+        create = consumer_create(subjects.STREAM, durable)
+        refused += [create, f"{create}.>", f"{API}.CONSUMER.DELETE.{subjects.STREAM}.{durable}"]
+        refused += takes(subjects.STREAM, durable)
     return refused
 
 
@@ -195,7 +199,7 @@ def bucket(stream: str, *, write: bool) -> list[str]:
     return [*found, f"$KV.{name}.>"] if write else found
 
 
-LANES = consumer_create(events.STREAM, ANY, events.submissions())
+LANES = consumer_create(subjects.STREAM, ANY, subjects.submissions())
 """Make a tenant's `singles-…` durable (its filter: that tenant's submissions), as the
 gateway does before the tenant's first job and the reconciler before a re-drive."""
 
@@ -203,35 +207,42 @@ gateway does before the tenant's first job and the reconciler before a re-drive.
 def _gateway() -> Grants:
     return Grants(
         publish=(
-            events.submissions(),
+            subjects.submissions(),
             *job_events("cancelled", quiet=True),
             *job_events("deleted"),
             *job_events("redeliver", items=False),
             *batch_events("submitted", "paused", "resumed", "cancel"),
-            f"{events.LANE_BELL}.{ANY}",
-            events.KEY_NEWS,
+            f"{subjects.LANE_BELL}.{ANY}",
+            subjects.KEY_NEWS,
             LANES,
             *bucket(IDEMPOTENCY_STREAM, write=True),
             f"{API}.STREAM.CREATE.{IDEMPOTENCY_STREAM}",
             f"{API}.STREAM.UPDATE.{IDEMPOTENCY_STREAM}",  # a changed TTL
+            *bucket(KEY_DIRECTORY_STREAM, write=True),
+            f"{API}.STREAM.CREATE.{KEY_DIRECTORY_STREAM}",
+            # reading the whole copy at start: an ordered consumer, and its flow control
+            f"{API}.CONSUMER.CREATE.{KEY_DIRECTORY_STREAM}",
+            f"{API}.CONSUMER.INFO.{KEY_DIRECTORY_STREAM}.{ANY}",
+            f"{API}.CONSUMER.DELETE.{KEY_DIRECTORY_STREAM}.{ANY}",
+            f"$JS.FC.{KEY_DIRECTORY_STREAM}.>",
             *reads_log(),
             *makes_streams(),
         ),
         deny=tuple(others(FIXED_DURABLES)),
         # SSE: a bell on the subjects of the job or batch a client follows
-        subscribe=("jobs.>", "batches.>", events.KEY_NEWS, f"{inbox(Role.GATEWAY)}.>"),
+        subscribe=("jobs.>", "batches.>", subjects.KEY_NEWS, f"{inbox(Role.GATEWAY)}.>"),
     )
 
 
 def _renderer() -> Grants:
-    state = f"KV_{events.BATCH_STATE}"
+    state = f"KV_{subjects.BATCH_STATE}"
     return Grants(
         publish=(
             *job_events("started", "retrying"),
             *job_events("done", "failed", quiet=True),
-            *owns(events.STREAM, events.RENDERER, events.subject(ANY, "submitted")),
+            *owns(subjects.STREAM, subjects.RENDERER, subjects.subject(ANY, "submitted")),
             # every tenant's `singles-…` and every batch's `bulk-…`
-            *takes(events.STREAM, ANY),
+            *takes(subjects.STREAM, ANY),
             *bucket(state, write=False),
             # the watch of batches' states: an ordered consumer, and its flow control
             f"{API}.CONSUMER.CREATE.{state}",
@@ -243,8 +254,8 @@ def _renderer() -> Grants:
         ),
         # `jobs.*.*.done` (an item's) would also be `jobs.<id>.submitted.done`, a single
         # job's submission in the lane `done`: never a renderer's.
-        deny=(events.submissions(), *others(FIXED_DURABLES, events.RENDERER)),
-        subscribe=(f"{events.LANE_BELL}.{ANY}", f"{inbox(Role.RENDERER)}.>"),
+        deny=(subjects.submissions(), *others(FIXED_DURABLES, subjects.RENDERER)),
+        subscribe=(f"{subjects.LANE_BELL}.{ANY}", f"{inbox(Role.RENDERER)}.>"),
     )
 
 
@@ -253,19 +264,19 @@ def _projector() -> Grants:
         publish=(
             *job_events("failed", quiet=True),  # worker_lost (finalizer), stalled (reconciler)
             # the reconciler re-drives a stalled job, or item
-            events.submissions(),
-            events.bulk_filter(ANY),
+            subjects.submissions(),
+            subjects.bulk_filter(ANY),
             LANES,
             *batch_events("complete", "progress"),
             events.usage_subject(ANY),
-            *owns(events.STREAM, events.PROJECTOR),
-            f"{API}.CONSUMER.DELETE.{events.STREAM}.{events.PROJECTOR}",  # --rebuild
-            f"{API}.CONSUMER.INFO.{events.STREAM}.{ANY}",  # the reconciler's look at lanes
+            *owns(subjects.STREAM, subjects.PROJECTOR),
+            f"{API}.CONSUMER.DELETE.{subjects.STREAM}.{subjects.PROJECTOR}",  # --rebuild
+            f"{API}.CONSUMER.INFO.{subjects.STREAM}.{ANY}",  # the reconciler's look at lanes
             *owns(topology.ADVISORY_STREAM, topology.FINALIZER),
             *reads_log(),
             *makes_streams(update=True),
         ),
-        deny=tuple(others(FIXED_DURABLES, events.PROJECTOR)),
+        deny=tuple(others(FIXED_DURABLES, subjects.PROJECTOR)),
         subscribe=(f"{inbox(Role.PROJECTOR)}.>",),
     )
 
@@ -274,8 +285,8 @@ def _notifier() -> Grants:
     return Grants(
         publish=(
             *job_events("webhook", items=False),
-            *owns(events.STREAM, events.NOTIFIER),
-            f"{API}.CONSUMER.INFO.{events.STREAM}.{events.NOTIFIER}",
+            *owns(subjects.STREAM, subjects.NOTIFIER),
+            f"{API}.CONSUMER.INFO.{subjects.STREAM}.{subjects.NOTIFIER}",
             *reads_log(),
             *makes_streams(),
         ),
@@ -284,24 +295,24 @@ def _notifier() -> Grants:
 
 
 def _conductor() -> Grants:
-    bulk = events.bulk_filter(ANY)
+    bulk = subjects.bulk_filter(ANY)
     return Grants(
         publish=(
             bulk,  # its items' submissions: `jobs.<batch_id>.<index>.submitted`
-            events.subject(ITEM, "cancelled"),  # a cancelled batch's items
+            subjects.subject(ITEM, "cancelled"),  # a cancelled batch's items
             *batch_events("done", "failed", "cancelled"),
-            *owns(events.STREAM, events.CONDUCTOR),
-            consumer_create(events.STREAM, ANY, bulk),  # each batch's `bulk-…` durable
-            f"{API}.CONSUMER.DELETE.{events.STREAM}.{ANY}",  # …deleted when it ends
-            *bucket(f"KV_{events.BATCH_STATE}", write=True),
+            *owns(subjects.STREAM, subjects.CONDUCTOR),
+            consumer_create(subjects.STREAM, ANY, bulk),  # each batch's `bulk-…` durable
+            f"{API}.CONSUMER.DELETE.{subjects.STREAM}.{ANY}",  # …deleted when it ends
+            *bucket(f"KV_{subjects.BATCH_STATE}", write=True),
             *reads_log(),
             *makes_streams(),
         ),
         # `jobs.*.*.submitted` would also be `jobs.<id>.submitted.submitted`
         deny=(
-            events.submissions(),
-            *others(FIXED_DURABLES, events.CONDUCTOR),
-            f"{API}.CONSUMER.DELETE.{events.STREAM}.{events.CONDUCTOR}",
+            subjects.submissions(),
+            *others(FIXED_DURABLES, subjects.CONDUCTOR),
+            f"{API}.CONSUMER.DELETE.{subjects.STREAM}.{subjects.CONDUCTOR}",
         ),
         subscribe=(f"{inbox(Role.CONDUCTOR)}.>",),
     )

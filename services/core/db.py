@@ -24,8 +24,9 @@ import msgspec
 
 from services.core import runtime
 from services.core.boundary import ErrorMap, describe
-from services.core.errors import ErrorType, PressroomError, Refused, Unavailable
-from services.core.pgwatch import Watch
+from services.core.errors import PressroomError, Refused, Unavailable
+from services.core.errortypes import ErrorType
+from services.core.pgwatch import Prepare, Watch
 from services.core.schema import MIGRATIONS
 from services.core.settings import Settings
 from services.core.status import BatchStatus, JobStatus
@@ -259,6 +260,7 @@ class Pool(asyncpg.Pool):  # type: ignore[misc]  # asyncpg has no type hints
 
     watch: Watch | None = None
     acquire_timeout: float | None = None
+    migrated = True  # False for a lazy pool made while PostgreSQL was down (`open_pool`)
 
     def acquire(self, *, timeout: float | None = None) -> Any:
         if self.watch is not None:
@@ -275,32 +277,24 @@ def pool_size(settings: Settings, default: int) -> tuple[int, int]:
 
 @contextlib.asynccontextmanager
 async def open_pool(
-    settings: Settings, *, size: int = 4, migrate_schema: bool = True
+    settings: Settings, *, size: int = 4, migrate_schema: bool = True, lazy: bool = False
 ) -> AsyncIterator[Pool]:
     """A migrated pool (unless `migrate_schema` is False: a backup reads the database as
     it is) of at most `size` connections (or `PRESSROOM_DATABASE_POOL_MAX`); closed on
     exit. Raises `Unavailable` if Postgres cannot be reached within
     `PRESSROOM_DATABASE_TIMEOUT`, which also bounds each statement and each wait for a
-    connection."""
+    connection; with `lazy` it yields instead a pool that connects on demand and is not
+    migrated yet (`migrated` False: `watched` migrates it once PostgreSQL answers)."""
     least, most = pool_size(settings, size)
-    async with map_db_errors("cannot reach PostgreSQL"):
-        pool = await Pool(
-            settings.database_url,
-            min_size=least,
-            max_size=most,
-            max_queries=50_000,  # create_pool's defaults, which it passes the same way
-            max_inactive_connection_lifetime=300.0,
-            init=_init_connection,
-            reset=_keep_session,
-            loop=None,
-            connection_class=asyncpg.Connection,
-            record_class=asyncpg.Record,
-            command_timeout=settings.database_timeout,
-            timeout=settings.database_timeout,
-        )
-    pool.acquire_timeout = settings.database_timeout
     try:
-        if migrate_schema:
+        pool = await _new_pool(settings, least, most)
+    except Unavailable:
+        if not lazy:
+            raise
+        pool = await _new_pool(settings, 0, most)  # no connection made here
+        pool.migrated = False
+    try:
+        if migrate_schema and pool.migrated:
             async with map_db_errors(), pool.acquire() as conn:
                 await migrate(conn)
         yield pool
@@ -308,11 +302,40 @@ async def open_pool(
         await pool.close()
 
 
+@map_db_errors("cannot reach PostgreSQL")
+async def _new_pool(settings: Settings, least: int, most: int) -> Pool:
+    pool: Pool = await Pool(
+        settings.database_url,
+        min_size=least,
+        max_size=most,
+        max_queries=50_000,  # create_pool's defaults, which it passes the same way
+        max_inactive_connection_lifetime=300.0,
+        init=_init_connection,
+        reset=_keep_session,
+        loop=None,
+        connection_class=asyncpg.Connection,
+        record_class=asyncpg.Record,
+        command_timeout=settings.database_timeout,
+        timeout=settings.database_timeout,
+    )
+    pool.acquire_timeout = settings.database_timeout
+    return pool
+
+
 @contextlib.asynccontextmanager
-async def watched(pool: Pool, settings: Settings) -> AsyncIterator[Watch]:
+async def watched(
+    pool: Pool, settings: Settings, prepare: Prepare | None = None
+) -> AsyncIterator[Watch]:
     """Watch PostgreSQL for this pool (`pgwatch`) while the block runs: the pool refuses
-    at once while it does not answer."""
-    watch = Watch(settings.database_url)
+    at once while it does not answer. A pool not `migrated` yet stays refused until a
+    probe is answered, the migrations have run and then `prepare`."""
+
+    async def migrated(conn: asyncpg.Connection) -> None:
+        await migrate(conn)
+        if prepare is not None:
+            await prepare(conn)
+
+    watch = Watch(settings.database_url, None if pool.migrated else migrated)
     pool.watch = watch
     stop = asyncio.Event()
     task = asyncio.create_task(watch.run(stop))

@@ -1,8 +1,7 @@
 """Every message on the log: msgspec Structs tagged by `type`, with a schema version `v`.
 
 Decoders ignore unknown fields, so an old consumer survives a newer producer. Subjects,
-the stream's name and the keys derived from ids are `subjects`' (re-exported here, where
-callers have always found them).
+the stream's name and the keys derived from ids live in `subjects`.
 """
 
 from __future__ import annotations
@@ -16,38 +15,17 @@ from services.core.files import FileRef
 from services.core.hooks import FileWebhook
 from services.core.pageoptions import PageOptions
 from services.core.pdfwork import PdfWork
-from services.core.subjects import BATCH_STATE as BATCH_STATE
-from services.core.subjects import CONDUCTOR as CONDUCTOR
-from services.core.subjects import DEFAULT_TENANT as DEFAULT_TENANT
-from services.core.subjects import KEY_NEWS as KEY_NEWS
-from services.core.subjects import LANE_BELL as LANE_BELL
-from services.core.subjects import NOTIFIER as NOTIFIER
-from services.core.subjects import PROJECTOR as PROJECTOR
-from services.core.subjects import QUIET as QUIET
-from services.core.subjects import RENDERER as RENDERER
-from services.core.subjects import SINGLES as SINGLES
-from services.core.subjects import STREAM as STREAM
-from services.core.subjects import SUBJECTS as SUBJECTS
-from services.core.subjects import USAGE_STREAM as USAGE_STREAM
-from services.core.subjects import USAGE_SUBJECTS as USAGE_SUBJECTS
-from services.core.subjects import batch_archive_key as batch_archive_key
-from services.core.subjects import batch_items_key as batch_items_key
-from services.core.subjects import batch_of as batch_of
-from services.core.subjects import batch_subject as batch_subject
-from services.core.subjects import bulk_durable as bulk_durable
-from services.core.subjects import bulk_filter as bulk_filter
-from services.core.subjects import item_job_id as item_job_id
-from services.core.subjects import job_filter as job_filter
-from services.core.subjects import job_of as job_of
-from services.core.subjects import kind_of as kind_of
-from services.core.subjects import lane_bell as lane_bell
-from services.core.subjects import lane_token as lane_token
-from services.core.subjects import quiet_ends as quiet_ends
-from services.core.subjects import singles_durable as singles_durable
-from services.core.subjects import singles_filter as singles_filter
-from services.core.subjects import subject as subject
-from services.core.subjects import submissions as submissions
-from services.core.subjects import submitted_subject as submitted_subject
+from services.core.subjects import (
+    DEFAULT_TENANT,
+    batch_of,
+    batch_subject,
+    job_of,
+    kind_of,
+    lane_token,
+    quiet_ends,
+    subject,
+    submitted_subject,
+)
 
 T = TypeVar("T", bound="LogEvent")
 

@@ -119,6 +119,13 @@ async def take(
 
 
 @map_db_errors()
+async def held(pool: asyncpg.Pool, tenant: str) -> int:
+    """The units `tenant` holds now (`quota_held`, what the quota check reads)."""
+    units = await pool.fetchval("SELECT units FROM quota_held WHERE tenant_id = $1", tenant)
+    return int(units or 0)
+
+
+@map_db_errors()
 async def release(pool: asyncpg.Pool, hold_id: str) -> None:
     """Give back a hold whose submission did not reach the log, unless the projector has
     seen it there after all (then the work exists and its end releases it)."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import msgspec
 
 from services.core import outputs
-from services.core.errors import ErrorType
+from services.core.errortypes import ErrorType
 
 METHODS = ("POST", "PUT", "PATCH")
 """The methods Gotenberg sends a webhook with."""

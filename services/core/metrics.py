@@ -73,6 +73,10 @@ JOB_FILES_CACHED_BYTES = Gauge(
     "pressroom_job_files_cached_bytes",
     "Bytes of job files the renderer keeps in memory by digest (PRESSROOM_ASSET_CACHE_BYTES)",
 )
+FILES_SWEPT = Counter(
+    "pressroom_files_swept_total",
+    "Stored files the conductor deleted because no job, asset or template needs them",
+)
 LATE_EVIDENCE = Counter(
     "pressroom_late_evidence_total",
     "What a page did after its job's render had ended (a request, console line, refusal, "

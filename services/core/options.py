@@ -374,25 +374,42 @@ def _check_mark_style(name: str, mark: Mark) -> None:
 # What makes Chromium fetch a stylesheet or a font for a header or footer template, which
 # it cannot do there: the tab crashes as the first page is printed (Chromium 156, each
 # seen to). An image or a background by URL merely stays out, and a `data:` URL works.
-_TEMPLATE_FETCHES = re.compile(
-    r"""@import\s*(?:url\(\s*["']?|["'])\s*(?!data:)[^\s"')]"""
-    r"""|<link\b[^>]*\bhref\s*=\s*["']?\s*(?!data:)[^\s"'>]"""
-    r"""|@font-face\s*\{[^}]*\burl\(\s*["']?\s*(?!data:)[^\s"')]""",
-    re.IGNORECASE,
-)
+# Web fonts are not used there at all, not even from a `data:` URL (Chromium 156 prints
+# the header in a fallback font; the same font loaded by the page does not help):
+# `@font-face` is refused rather than silently lost.
+_FONT_FACE = re.compile(r"@font-face\b", re.IGNORECASE)
+# A refused URL is any but `data:`; or, where the job's files may yet be written in
+# (`renderer/jobfiles.JobFiles.inlined`), one with a scheme or a host. `@import` always.
+_IMPORT = r"""@import\s*(?:url\(\s*["']?|["'])\s*(?!data:)[^\s"')]"""
+_LINKED = r"""<link\b[^>]*\bhref\s*=\s*["']?\s*"""
+_ANY_URL = r"""(?!data:)[^\s"')>]"""
+_ELSEWHERE = r"""(?!data:)(?:[a-z][a-z0-9+.-]*:|//|\\)"""
+_TEMPLATE_FETCHES = re.compile(f"{_IMPORT}|{_LINKED}{_ANY_URL}", re.IGNORECASE)
+_TEMPLATE_FETCHES_ELSEWHERE = re.compile(f"{_IMPORT}|{_LINKED}{_ELSEWHERE}", re.IGNORECASE)
 
 
-def check_header_footer(options: PageOptions) -> None:
-    """`header_template` and `footer_template` load no stylesheet or font by URL: the
-    renderer checks them again once a template job's data is in them."""
+def check_header_footer(options: PageOptions, files: bool = True) -> None:
+    """`header_template` and `footer_template` declare no `@font-face`, load no
+    stylesheet by URL, and `@import` nothing; with `files`, a relative name may be one of
+    the job's files (written in by the renderer, which checks again, `files` False, once
+    it has)."""
+    fetches = _TEMPLATE_FETCHES_ELSEWHERE if files else _TEMPLATE_FETCHES
     for name in ("header_template", "footer_template"):
         template = getattr(options, name)
-        if template is not None and (found := _TEMPLATE_FETCHES.search(template)):
+        if template is not None and _FONT_FACE.search(template):
             raise _fail(
                 name,
-                f"cannot load a stylesheet or font by URL ({found.group(0)[:60]!r}): a header "
-                "or footer is printed without the network; put the CSS in a <style> "
-                "element and fonts in data: URLs",
+                "cannot use @font-face: Chromium prints a header or footer without web "
+                "fonts (not even data: URLs); name a font installed on the renderer "
+                "(PRESSROOM_FONTS_DIR) by its family",
+            )
+        if template is not None and (found := fetches.search(template)):
+            raise _fail(
+                name,
+                f"cannot load a stylesheet by URL ({found.group(0)[:60]!r}): a header "
+                "or footer is printed without the network; link one of the job's files "
+                "(<link rel=stylesheet href=style.css>) or put the CSS in a <style> "
+                "element; @import is not followed",
             )
 
 

@@ -7,6 +7,11 @@ once whatever PostgreSQL does (a stopped server refuses, a frozen one never answ
 the pool (`db.Pool`) refuses at once while it is down: a request that needs PostgreSQL gets
 its `503` with `Retry-After` in microseconds instead of waiting out a timeout in a queue
 behind the pool's other waiters. One failed probe is down, one answered probe is up again.
+
+A process that starts while PostgreSQL is down (the gateway: `db.open_pool(lazy=True)`)
+starts its watch down, with what must be done before the first query (`prepare`: the
+migrations, the keyring's check) run on the probe's connection at the first answer: the
+pool stays refused until that has succeeded.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
 
 import asyncpg
 
@@ -27,6 +33,11 @@ INTERVAL = 1.0
 """Seconds between two probes: an outage is noticed within `INTERVAL + TIMEOUT`."""
 TIMEOUT = 1.0
 """Seconds a probe (connecting included) may take before PostgreSQL counts as down."""
+PREPARE_TIMEOUT = 60.0
+"""Seconds `prepare` may take (migrations wait for another process's) before it is tried
+again at the next probe."""
+
+Prepare = Callable[[asyncpg.Connection], Awaitable[None]]
 
 DOWN = (
     OSError,
@@ -41,13 +52,16 @@ DOWN = (
 class Watch:
     """PostgreSQL's state as this process last saw it: `up`, since when, and why not."""
 
-    def __init__(self, dsn: str) -> None:
+    def __init__(self, dsn: str, prepare: Prepare | None = None) -> None:
+        """Up (the pool it watches has just connected and migrated), or, with `prepare`,
+        down until a probe is answered and `prepare` has run on its connection."""
         self.dsn = dsn
-        self.up = True  # the pool it watches has just connected and migrated
+        self.up = prepare is None
         self.since = time.monotonic()
-        self.error = ""
+        self.error = "" if self.up else "not reached since this process started"
+        self._prepare = prepare
         self._conn: asyncpg.Connection | None = None
-        metrics.POSTGRES_UP.set(1)
+        metrics.POSTGRES_UP.set(1 if self.up else 0)
 
     def require(self) -> None:
         """`Unavailable` (a 503 with `Retry-After`) while PostgreSQL is down."""
@@ -71,10 +85,17 @@ class Watch:
                 if self._conn is None or self._conn.is_closed():
                     self._conn = await asyncpg.connect(self.dsn, timeout=TIMEOUT)
                 await self._conn.fetchval("SELECT 1")
+            if self._prepare is not None:
+                async with asyncio.timeout(PREPARE_TIMEOUT):
+                    await self._prepare(self._conn)
+                self._prepare = None
         except DOWN as exc:
             self._drop()
             silent = isinstance(exc, TimeoutError)
             self._record(False, f"no answer within {TIMEOUT:g} s" if silent else describe(exc))
+        except Unavailable as exc:  # `prepare`'s, already translated
+            self._drop()
+            self._record(False, exc.message)
         else:
             self._record(True, "")
 

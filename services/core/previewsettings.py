@@ -1,20 +1,18 @@
 """Settings of template previews (`"preview": true` jobs, an editor's renders).
 
 A base of `Settings` (its fields are `Settings`' fields, read the same way from
-`PRESSROOM_*` variables), kept apart as `assetsettings.py` is; the bases are chained
-(`Settings` → `PreviewSettings` → `AssetSettings`) so settings.py names one.
+`PRESSROOM_*` variables), kept apart as `assetsettings.py` is.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from services.core.assetsettings import AssetSettings
 from services.core.settingvalues import int_in, var
 
 
 @dataclass(frozen=True)
-class PreviewSettings(AssetSettings):
+class PreviewSettings:
     """How many previews a tenant may have rendering at once."""
 
     preview_limit: int = var(

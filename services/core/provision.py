@@ -14,7 +14,7 @@ from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig, StorageType, StreamConfig
 from nats.js.errors import APIError
 
-from services.core import busaccess, events, topology
+from services.core import busaccess, subjects, topology
 from services.core.settings import Settings, SettingsError
 
 log = logging.getLogger(__name__)
@@ -28,19 +28,19 @@ async def ensure(js: JetStreamContext, settings: Settings, grants: busaccess.Gra
     request times out."""
     await _ensure(js, topology.stream_config(settings), grants)
     for consumer in topology.consumer_configs(settings):
-        await _ensure_durable(js, events.STREAM, consumer, grants)
+        await _ensure_durable(js, subjects.STREAM, consumer, grants)
     await _ensure(js, topology.advisory_stream_config(settings), grants)
     await _ensure_durable(js, topology.ADVISORY_STREAM, topology.finalizer_config(), grants)
     await _ensure(js, topology.usage_stream_config(settings), grants)
     try:
         await js.create_key_value(
-            bucket=events.BATCH_STATE,
+            bucket=subjects.BATCH_STATE,
             history=1,
             replicas=settings.stream_replicas,
             storage=StorageType.FILE,
         )
     except APIError as exc:  # it exists with other settings: the keeper's to change
-        keeper = grants.may_publish(_update(f"KV_{events.BATCH_STATE}"))
+        keeper = grants.may_publish(_update(f"KV_{subjects.BATCH_STATE}"))
         if exc.err_code != STREAM_EXISTS or keeper:
             raise
 
@@ -79,7 +79,7 @@ async def _ensure(js: JetStreamContext, config: StreamConfig, grants: busaccess.
                 return
             await js.update_stream(config)
     except APIError as exc:
-        if exc.err_code == INSUFFICIENT_STORAGE and config.name == events.STREAM:
+        if exc.err_code == INSUFFICIENT_STORAGE and config.name == subjects.STREAM:
             raise SettingsError(
                 f"PRESSROOM_STREAM_MAX_BYTES={config.max_bytes} is more than the NATS server "
                 "may store (its JetStream max_file_store, by default 75 % of the free disk): "

@@ -338,4 +338,27 @@ MIGRATIONS: list[str] = [
     CREATE INDEX jobs_unfinished_previews ON jobs (tenant_id, preview)
         WHERE preview IS NOT NULL AND status IN ('queued', 'running');
     """,
+    # 14: who still needs a stored file (`core/fileclaims.py`): a job, a batch, a store
+    # of assets or a template version in the making, or a deleted asset's digest waiting
+    # for the conductor's sweep. Written by the gateway before any bytes (configuration,
+    # not a projection: a rebuild leaves it). The files of jobs already recorded are
+    # claimed by their jobs, so the first sweep keeps what unfinished jobs still need.
+    """
+    CREATE TABLE file_claims (
+        tenant_id   text NOT NULL,
+        digest      text NOT NULL,
+        kind        text NOT NULL CHECK (kind IN ('job', 'batch', 'store', 'release')),
+        owner       text NOT NULL,
+        created_at  timestamptz NOT NULL,
+        PRIMARY KEY (tenant_id, digest, kind, owner)
+    );
+    INSERT INTO file_claims (tenant_id, digest, kind, owner, created_at)
+    SELECT DISTINCT j.tenant_id, f ->> 'digest', 'job', j.id, j.created_at
+    FROM jobs j, jsonb_array_elements(
+        CASE WHEN jsonb_typeof(j.input -> 'files') = 'array' THEN j.input -> 'files'
+             ELSE '[]'::jsonb END
+    ) AS f
+    WHERE f ->> 'digest' IS NOT NULL
+    ON CONFLICT DO NOTHING;
+    """,
 ]

@@ -12,13 +12,19 @@ after the rotation).
 
 from __future__ import annotations
 
+import logging
+import signal
 from dataclasses import dataclass, field
 
 import asyncpg
 
 from services.core import crypto
 from services.core.db import map_db_errors
+from services.core.errors import Unavailable
+from services.core.pgwatch import Prepare
 from services.core.settings import SettingsError
+
+log = logging.getLogger(__name__)
 
 BEFORE_KEY_IDS = "(no id)"
 """How `needed` names values sealed before sealed values named their key."""
@@ -57,6 +63,22 @@ async def check_keyring(pool: asyncpg.Pool, keys: crypto.ServerKeys) -> None:
             "or a retired key removed before `pressroom server-keys rotate` re-sealed what it "
             "held; put it back (after the new one)"
         )
+
+
+def check_keyring_later(keys: crypto.ServerKeys) -> Prepare:
+    """`check_keyring` for a service that started while PostgreSQL was down, run when it
+    first answers (`db.watched`): a wrong keyring then stops the service (SIGTERM to
+    itself, so work in flight finishes), as it would have at start."""
+
+    async def check(conn: asyncpg.Connection) -> None:
+        try:
+            await check_keyring(conn, keys)
+        except SettingsError as exc:
+            log.critical("stopping: %s", exc)
+            signal.raise_signal(signal.SIGTERM)
+            raise Unavailable(f"stopping: {exc}") from exc
+
+    return check
 
 
 @map_db_errors()

@@ -14,19 +14,19 @@ the value (`valuefiles`).
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
-import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from services.core.assetsettings import AssetSettings
+from services.core.browsersettings import BrowserSettings
 from services.core.crypto import ServerKeys, read_keyring
+from services.core.pdfsettings import PdfSettings
 from services.core.previewsettings import PreviewSettings
 from services.core.settingvalues import boolean as _bool
 from services.core.settingvalues import choice as _choice
 from services.core.settingvalues import float_in as _float
-from services.core.settingvalues import http_url as _http_url
 from services.core.settingvalues import int_in as _int
 from services.core.settingvalues import nkey_seed as _nkey_seed
 from services.core.settingvalues import schedule as _schedule
@@ -37,7 +37,7 @@ from services.core.valuefiles import raw_value
 
 
 @dataclass(frozen=True)
-class Settings(PreviewSettings):
+class Settings(AssetSettings, BrowserSettings, PdfSettings, PreviewSettings):
     """Every setting of every service; each field is one `PRESSROOM_*` variable."""
 
     host: str = _var("PRESSROOM_HOST", "127.0.0.1", doc="address the gateway listens on")
@@ -129,34 +129,6 @@ class Settings(PreviewSettings):
     s3_access_key: str = _var("PRESSROOM_S3_ACCESS_KEY", "", doc="S3 access key id")
     s3_secret_key: str = _var("PRESSROOM_S3_SECRET_KEY", "", doc="S3 secret access key")
     s3_region: str = _var("PRESSROOM_S3_REGION", "us-east-1", doc="S3 region")
-    chromium: str = _var(
-        "PRESSROOM_CHROMIUM",
-        "",
-        doc="Chromium binary (default: chromium-headless-shell if installed, else chromium)",
-    )
-    fonts_dir: str = _var(
-        "PRESSROOM_FONTS_DIR", "", doc="folder of extra fonts usable from templates by family"
-    )
-    chromium_uid: int = _var(
-        "PRESSROOM_CHROMIUM_UID",
-        64123,
-        _int(1, 2**32 - 2),
-        "user and group id Chromium runs as when the renderer runs as root",
-    )
-    chromium_sandbox: str = _var(
-        "PRESSROOM_CHROMIUM_SANDBOX",
-        "auto",
-        _choice("auto", "require", "off"),
-        "Chromium's own sandbox: auto (on where user namespaces allow, else --no-sandbox "
-        "with a warning), require (refuse to start Chromium without it, or without the wall "
-        "around the renderer's secret files), off (--no-sandbox)",
-    )
-    chromium_nice: int = _var(
-        "PRESSROOM_CHROMIUM_NICE",
-        19,
-        _int(0, 19),
-        "CPU niceness of Chromium (0-19): the services go first when the cores are busy",
-    )
     render_concurrency: int = _var(
         "PRESSROOM_RENDER_CONCURRENCY", 2, _int(1, 64), "pages rendering at once per renderer"
     )
@@ -402,82 +374,6 @@ class Settings(PreviewSettings):
         _int(1024, 2**31),
         "most characters a template may produce",
     )
-    finishing_memory: int = _var(
-        "PRESSROOM_FINISHING_MEMORY",
-        1024 * 2**20,
-        _int(64 * 2**20, 64 * 2**30),
-        "renderer: memory limit of a finishing worker process (PDF/A, encryption…), bytes",
-    )
-    finishing_timeout: float = _var(
-        "PRESSROOM_FINISHING_TIMEOUT",
-        30.0,
-        _float(0.1, 600),
-        "renderer: time limit of one document's finishing steps, s",
-    )
-    icc_profile: str = _var(
-        "PRESSROOM_ICC_PROFILE",
-        "/usr/share/color/icc/sRGB.icc",
-        doc="renderer: the sRGB ICC profile of PDF/A output intents (Debian: icc-profiles-free)",
-    )
-    pdf_max_input_bytes: int = _var(
-        "PRESSROOM_PDF_MAX_INPUT_BYTES",
-        256 * 2**20,
-        _int(1024, 2**34),
-        "PDF tools: most bytes of PDFs and files one job may read",
-    )
-    pdf_max_pages: int = _var(
-        "PRESSROOM_PDF_MAX_PAGES",
-        5000,
-        _int(1, 1_000_000),
-        "PDF tools: most pages one job's input PDFs may have together",
-    )
-    pdf_max_outputs: int = _var(
-        "PRESSROOM_PDF_MAX_OUTPUTS",
-        1000,
-        _int(1, 100_000),
-        "PDF tools: most documents one job may write (split)",
-    )
-    validate_max_bytes: int = _var(
-        "PRESSROOM_VALIDATE_MAX_BYTES",
-        64 * 2**20,
-        _int(1024, 2**31),
-        "gateway: largest PDF POST /validate takes, bytes",
-    )
-    validate_workers: int = _var(
-        "PRESSROOM_VALIDATE_WORKERS",
-        1,
-        _int(1, 64),
-        "gateway: worker processes that validate PDFs (POST /validate), shared fairly",
-    )
-    compact_pdf_bytes: int = _var(
-        "PRESSROOM_COMPACT_PDF_BYTES",
-        256 * 2**10,
-        _int(0, 2**31),
-        "renderer: a printed PDF over this size is rewritten with object streams (0: every)",
-    )
-    signing_cert: str = _var(
-        "PRESSROOM_SIGNING_CERT",
-        "",
-        doc="renderer: PEM file of the certificate `options.sign` signs with (empty: no signing)",
-    )
-    signing_key: str = _var(
-        "PRESSROOM_SIGNING_KEY", "", doc="renderer: PEM file of that certificate's private key"
-    )
-    signing_key_password: str = _var(
-        "PRESSROOM_SIGNING_KEY_PASSWORD", "", doc="renderer: the password of an encrypted key"
-    )
-    signing_chain: str = _var(
-        "PRESSROOM_SIGNING_CHAIN",
-        "",
-        doc="renderer: PEM file of the intermediate certificates embedded in signatures",
-    )
-    signing_tsa_url: str = _var(
-        "PRESSROOM_SIGNING_TSA_URL",
-        "",
-        _http_url,
-        "renderer: RFC 3161 timestamp server each signature gets a timestamp from (operator "
-        "config: not subject to the page egress policy); empty: none",
-    )
     log_level: str = _var(
         "PRESSROOM_LOG_LEVEL", "INFO", _choice("DEBUG", "INFO", "WARNING", "ERROR"), "log level"
     )
@@ -552,36 +448,6 @@ class Settings(PreviewSettings):
             return self.public_url.rstrip("/")
         host = "127.0.0.1" if self.host in {"0.0.0.0", "::", ""} else self.host
         return f"http://{host}:{self.port}"
-
-    def chromium_path(self) -> str:
-        """The Chromium executable: `PRESSROOM_CHROMIUM`, else the headless shell where
-        installed, else the first Chromium on PATH.
-
-        The headless shell (Chromium's headless-only build) prints a PDF for much less
-        CPU than a full Chromium in `--headless` mode, which makes every PDF in a print
-        compositor process of its own (docs/benchmarks.md). Debian's
-        `/usr/bin/chromium-headless-shell` is a shell script that does not `exec`, so
-        the binary behind it is named: Chromium must be the launcher's own child."""
-        if self.chromium:
-            return self.chromium
-        for path in HEADLESS_SHELLS:
-            if os.access(path, os.X_OK):
-                return path
-        for name in ("chrome-headless-shell", *FULL_CHROMIUMS):
-            found = shutil.which(name)
-            if found:
-                return found
-        raise SettingsError(
-            "PRESSROOM_CHROMIUM is not set and no chromium is on PATH "
-            "(Debian/Ubuntu: apt-get install chromium-headless-shell)"
-        )
-
-
-HEADLESS_SHELLS = ("/usr/lib/chromium/chromium-headless-shell",)
-"""Where Debian's and Ubuntu's `chromium-headless-shell` package puts the binary."""
-
-FULL_CHROMIUMS = ("chromium", "chromium-browser", "google-chrome", "chrome")
-"""Names of a full Chromium on PATH, used when no headless shell is installed."""
 
 
 def describe() -> list[tuple[str, str, str]]:

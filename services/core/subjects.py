@@ -49,6 +49,11 @@ KEY_NEWS = "pressroom.keys"
 gateway (`gateway/keynews.py`), so a revocation is refused everywhere at once. A hint
 too: each gateway still reloads keys from PostgreSQL every `PRESSROOM_AUTH_REFRESH`."""
 
+KEY_DIRECTORY = "KEY_DIRECTORY"
+"""The KV bucket holding a copy of every API key (its hash, never the key), tenant and
+scopes, revocations included (`gateway/keymirror.py`): a gateway that starts while
+PostgreSQL is down authenticates from it. Only gateways may read or write it."""
+
 _TOKEN = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 

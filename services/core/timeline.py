@@ -11,7 +11,7 @@ import msgspec
 from nats.js import JetStreamContext
 from nats.js.api import RawStreamMsg
 
-from services.core import events
+from services.core import events, subjects
 from services.core.buserrors import map_bus_errors
 from services.core.errors import NotFound
 from services.core.status import JobStatus
@@ -25,9 +25,10 @@ Stored = tuple[int, dt.datetime, events.AnyEvent]
 
 
 async def messages(
-    js: JetStreamContext, subjects: str, start: int = 1
+    js: JetStreamContext, wanted: str, start: int = 1
 ) -> AsyncIterator[RawStreamMsg]:
-    """Every message on `subjects` still in the stream from sequence `start` on, in order.
+    """Every message on `wanted` (subjects, wildcards allowed) still in the stream from
+    sequence `start` on, in order.
 
     One message get per message ("the next message at or after this sequence on these
     subjects"), so reading a timeline leaves no state on the server: a dashboard polling
@@ -37,7 +38,7 @@ async def messages(
     while True:
         try:
             with map_bus_errors():
-                raw = await js.get_msg(events.STREAM, seq=seq, subject=subjects, next=True)
+                raw = await js.get_msg(subjects.STREAM, seq=seq, subject=wanted, next=True)
         except NotFound:
             return
         seq = int(raw.seq or seq) + 1
@@ -51,7 +52,7 @@ def _stored_at(raw: RawStreamMsg) -> dt.datetime:
 async def job_events(js: JetStreamContext, job_id: str) -> list[Stored]:
     """Every event of `job_id` still in the stream, in order."""
     found: list[Stored] = []
-    async for raw in messages(js, events.subject(job_id, ">")):
+    async for raw in messages(js, subjects.subject(job_id, ">")):
         with contextlib.suppress(msgspec.DecodeError, msgspec.ValidationError):
             found.append(
                 (
@@ -72,25 +73,25 @@ async def last_event(
     JetStream API's JSON (much of the server's CPU): on a replicated stream the answer
     can lag the leader's, so only callers that tolerate a slightly old answer use it.
     """
-    subjects = [events.subject(job_id, tag)]
-    if events.batch_of(job_id) is None:
+    wanted = [subjects.subject(job_id, tag)]
+    if subjects.batch_of(job_id) is None:
         if tag == "submitted":
             # A single job's submission carries its tenant's lane token; before lanes, none.
-            subjects.insert(0, events.subject(job_id, "submitted.*"))
+            wanted.insert(0, subjects.subject(job_id, "submitted.*"))
         elif tag in _TERMINAL_TAGS:
-            subjects.insert(0, events.quiet_ends(job_id, tag))  # a job without a webhook
-    return await _last_of_first(js, subjects, direct)
+            wanted.insert(0, subjects.quiet_ends(job_id, tag))  # a job without a webhook
+    return await _last_of_first(js, wanted, direct)
 
 
 async def _last_of_first(
-    js: JetStreamContext, subjects: list[str], direct: bool
+    js: JetStreamContext, wanted: list[str], direct: bool
 ) -> events.AnyEvent | None:
-    """The event of the last message on the first of `subjects` (wildcards allowed) that
-    has any; None if none has, or that message does not decode."""
-    for subject in subjects:
+    """The event of the last message on the first of `wanted` (subjects, wildcards
+    allowed) that has any; None if none has, or that message does not decode."""
+    for subject in wanted:
         try:
             with map_bus_errors():
-                raw = await js.get_last_msg(events.STREAM, subject, direct=direct)
+                raw = await js.get_last_msg(subjects.STREAM, subject, direct=direct)
         except NotFound:
             continue
         try:
@@ -108,33 +109,33 @@ async def terminal_event(
     A single job without a webhook ends on `jobs.<id>.<tag>.quiet`: one look at the last
     of those (whichever tag) comes first, then one for each tag without the token (a job
     with a webhook, a batch's item, an end logged before the token existed)."""
-    subjects = [events.subject(job_id, tag) for tag in _TERMINAL_TAGS]
-    if events.batch_of(job_id) is None:
-        subjects.insert(0, events.quiet_ends(job_id))
-    return await _last_of_first(js, subjects, direct)
+    wanted = [subjects.subject(job_id, tag) for tag in _TERMINAL_TAGS]
+    if subjects.batch_of(job_id) is None:
+        wanted.insert(0, subjects.quiet_ends(job_id))
+    return await _last_of_first(js, wanted, direct)
 
 
 async def first_terminal_seq(js: JetStreamContext, job_id: str) -> int | None:
     """The stream sequence of the job's first terminal event, None if it has none: the
     one that counts, whatever a later copy says (see `bus.publish_terminal`)."""
-    subjects = [events.subject(job_id, tag) for tag in _TERMINAL_TAGS]
-    if events.batch_of(job_id) is None:
-        subjects.append(events.quiet_ends(job_id))
-    return await _first_seq(js, subjects)
+    wanted = [subjects.subject(job_id, tag) for tag in _TERMINAL_TAGS]
+    if subjects.batch_of(job_id) is None:
+        wanted.append(subjects.quiet_ends(job_id))
+    return await _first_seq(js, wanted)
 
 
 async def first_batch_terminal_seq(js: JetStreamContext, batch_id: str) -> int | None:
     """The stream sequence of the batch's first terminal event, None if it has none."""
-    return await _first_seq(js, [events.batch_subject(batch_id, tag) for tag in _TERMINAL_TAGS])
+    return await _first_seq(js, [subjects.batch_subject(batch_id, tag) for tag in _TERMINAL_TAGS])
 
 
-async def _first_seq(js: JetStreamContext, subjects: list[str]) -> int | None:
-    """The lowest stream sequence of a message on any of `subjects`, None if none."""
+async def _first_seq(js: JetStreamContext, wanted: list[str]) -> int | None:
+    """The lowest stream sequence of a message on any of `wanted`, None if none."""
     firsts = []
-    for subject in subjects:
+    for subject in wanted:
         try:
             with map_bus_errors():
-                raw = await js.get_msg(events.STREAM, seq=1, subject=subject, next=True)
+                raw = await js.get_msg(subjects.STREAM, seq=1, subject=subject, next=True)
         except NotFound:
             continue
         if raw.seq is not None:
@@ -150,7 +151,7 @@ async def batch_submission(
     try:
         with map_bus_errors():
             raw = await js.get_last_msg(
-                events.STREAM, events.batch_subject(batch_id, "submitted"), direct=direct
+                subjects.STREAM, subjects.batch_subject(batch_id, "submitted"), direct=direct
             )
     except NotFound:
         return None
@@ -168,7 +169,7 @@ async def batch_events(js: JetStreamContext, batch_id: str) -> list[BatchStored]
     """Every event of the batch itself still in the stream, in order (its items' events
     are theirs: `job_events`)."""
     found: list[BatchStored] = []
-    async for raw in messages(js, events.batch_subject(batch_id, ">")):
+    async for raw in messages(js, subjects.batch_subject(batch_id, ">")):
         with contextlib.suppress(msgspec.DecodeError, msgspec.ValidationError):
             event = events.decode_log(raw.data or b"", subject=raw.subject or "")
             if isinstance(event, events.BatchEvent):

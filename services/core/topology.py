@@ -20,13 +20,13 @@ from nats.js.api import (
     StreamConfig,
 )
 
-from services.core import events
+from services.core import subjects
 from services.core.settings import Settings
 
 ADVISORY_STREAM = "JOBS_ADVISORIES"
 """Keeps the renderer's MAX_DELIVERIES advisories, which NATS only fires and forgets."""
 
-MAX_DELIVERIES_SUBJECT = f"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{events.STREAM}.*"
+MAX_DELIVERIES_SUBJECT = f"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{subjects.STREAM}.*"
 """Every durable of the JOBS stream: those renderers read (`renderer`, each tenant's
 `singles-…`, each batch's `bulk-…`) are the ones with a `max_deliver`. A subject token is a
 wildcard only whole: `bulk-*` would have matched nothing but a durable named so."""
@@ -36,8 +36,8 @@ FINALIZER = "finalizer"
 
 def stream_config(settings: Settings) -> StreamConfig:
     return StreamConfig(
-        name=events.STREAM,
-        subjects=events.SUBJECTS,
+        name=subjects.STREAM,
+        subjects=subjects.SUBJECTS,
         retention=RetentionPolicy.LIMITS,
         storage=StorageType.FILE,
         num_replicas=settings.stream_replicas,
@@ -66,17 +66,17 @@ def consumer_configs(settings: Settings) -> list[ConsumerConfig]:
     }
     return [
         ConsumerConfig(
-            name=events.RENDERER,
-            durable_name=events.RENDERER,
-            filter_subject=events.subject("*", "submitted"),  # before lanes: no tenant token
+            name=subjects.RENDERER,
+            durable_name=subjects.RENDERER,
+            filter_subject=subjects.subject("*", "submitted"),  # before lanes: no tenant token
             ack_wait=settings.ack_wait,
             max_deliver=settings.max_attempts,
             max_ack_pending=1000,
             **common,
         ),
         ConsumerConfig(
-            name=events.PROJECTOR,
-            durable_name=events.PROJECTOR,
+            name=subjects.PROJECTOR,
+            durable_name=subjects.PROJECTOR,
             filter_subjects=["jobs.>", "batches.>"],
             ack_wait=30.0,
             max_deliver=-1,
@@ -84,8 +84,8 @@ def consumer_configs(settings: Settings) -> list[ConsumerConfig]:
             **common,
         ),
         ConsumerConfig(
-            name=events.NOTIFIER,
-            durable_name=events.NOTIFIER,
+            name=subjects.NOTIFIER,
+            durable_name=subjects.NOTIFIER,
             filter_subjects=[
                 "jobs.*.done",
                 "jobs.*.failed",
@@ -102,8 +102,8 @@ def consumer_configs(settings: Settings) -> list[ConsumerConfig]:
             **common,
         ),
         ConsumerConfig(
-            name=events.CONDUCTOR,
-            durable_name=events.CONDUCTOR,
+            name=subjects.CONDUCTOR,
+            durable_name=subjects.CONDUCTOR,
             filter_subjects=[
                 "batches.*.submitted",
                 "batches.*.paused",
@@ -126,7 +126,9 @@ def bulk_config(settings: Settings, batch_id: str) -> ConsumerConfig:
     """The durable of one batch's items: made by the conductor when it expands the batch,
     read by every renderer (one item at a time, after interactive jobs), deleted when the
     batch has ended. Attempts are counted as for single jobs."""
-    return _render_durable(settings, events.bulk_durable(batch_id), events.bulk_filter(batch_id))
+    return _render_durable(
+        settings, subjects.bulk_durable(batch_id), subjects.bulk_filter(batch_id)
+    )
 
 
 def _render_durable(settings: Settings, name: str, subject: str, **extra: Any) -> ConsumerConfig:
@@ -151,8 +153,8 @@ def singles_config(settings: Settings, tenant: str) -> ConsumerConfig:
     tenant, for readers that start from the durable (the reconciler)."""
     return _render_durable(
         settings,
-        events.singles_durable(tenant),
-        events.singles_filter(tenant),
+        subjects.singles_durable(tenant),
+        subjects.singles_filter(tenant),
         metadata={"tenant": tenant},
     )
 
@@ -186,8 +188,8 @@ def finalizer_config() -> ConsumerConfig:
 def usage_stream_config(settings: Settings) -> StreamConfig:
     """Billable documents for a billing connector, kept as long as the job log."""
     return StreamConfig(
-        name=events.USAGE_STREAM,
-        subjects=events.USAGE_SUBJECTS,
+        name=subjects.USAGE_STREAM,
+        subjects=subjects.USAGE_SUBJECTS,
         retention=RetentionPolicy.LIMITS,
         storage=StorageType.FILE,
         num_replicas=settings.stream_replicas,

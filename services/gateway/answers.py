@@ -24,7 +24,7 @@ import msgspec
 from aiohttp import web
 
 from services.core import diagnosis
-from services.core.errors import ErrorType
+from services.core.errortypes import ErrorType
 from services.core.status import BatchStatus, JobStatus
 
 Timestamp = Annotated[str, msgspec.Meta(extra_json_schema={"format": "date-time"})]
@@ -513,6 +513,17 @@ class TenantUsage(Usage, kw_only=True):
     """The month, `YYYY-MM` (UTC)."""
     tenant: str
     """The tenant's id."""
+    monthly_quota: int | None
+    """Successful documents a month the tenant may have (its own limit, or
+    `PRESSROOM_MONTHLY_QUOTA`); null for none."""
+    held: Count
+    """Documents held against the quota now by accepted work that has not finished yet
+    (one per job, one per batch item not ended); they turn into `succeeded` or come back
+    when the work fails or is cancelled. 0 without a quota (nothing is held) and for any
+    month but this one."""
+    quota_left: Count | None
+    """Documents that can still be accepted this month: the quota less `succeeded` and
+    `held`; null without a quota and for any month but this one."""
 
 
 class SecretCreated(Answer, kw_only=True):

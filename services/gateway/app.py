@@ -13,7 +13,8 @@ from aiohttp import web
 
 from services.core import bus, db, metrics, sealed
 from services.core.busaccess import Role
-from services.core.errors import ErrorType, PayloadTooLarge, PressroomError, RequestTimeout
+from services.core.errors import PayloadTooLarge, PressroomError, RequestTimeout
+from services.core.errortypes import ErrorType
 from services.core.jail import Jail, TemplateLimits
 from services.core.settings import Settings
 from services.core.storage import open_storage
@@ -30,6 +31,7 @@ from services.gateway import (
     idempotency,
     joblist,
     jobs,
+    keymirror,
     keynews,
     logroom,
     openapi,
@@ -46,6 +48,7 @@ from services.gateway.keys import (
     COMPILER,
     IDEMPOTENCY,
     JS,
+    KEY_MIRROR,
     LOG_ROOM,
     NATS,
     PG_WATCH,
@@ -175,10 +178,19 @@ async def _nats_ctx(app: web.Application) -> AsyncIterator[None]:
 
 
 async def _db_ctx(app: web.Application) -> AsyncIterator[None]:
-    """The pool, and the watch that makes it refuse at once while PostgreSQL is down."""
+    """The pool, and the watch that makes it refuse at once while PostgreSQL is down. A
+    gateway starts without PostgreSQL too: what needs it is `503` until it answers, and
+    the keyring is checked then (`sealed.check_keyring_later`)."""
     settings = app[SETTINGS]
-    async with db.open_pool(settings, size=POOL_SIZE) as pool, db.watched(pool, settings) as watch:
-        await sealed.check_keyring(pool, settings.server_keys())
+    keyring = sealed.check_keyring_later(settings.server_keys())
+    async with (
+        db.open_pool(settings, size=POOL_SIZE, lazy=True) as pool,
+        db.watched(pool, settings, keyring) as watch,
+    ):
+        if pool.migrated:
+            await sealed.check_keyring(pool, settings.server_keys())
+        else:
+            log.error("PostgreSQL cannot be reached: starting without it (%s)", watch.error)
         app[POOL], app[PG_WATCH] = pool, watch
         yield
 
@@ -210,15 +222,16 @@ async def _storage_ctx(app: web.Application) -> AsyncIterator[None]:
 
 
 async def _auth_ctx(app: web.Application) -> AsyncIterator[None]:
-    """Load every key and tenant before the first request; keep them current after
-    (`keynews`)."""
+    """Load every key and tenant before the first request (from the bus copy while
+    PostgreSQL is down); keep them current after (`keynews`)."""
     settings = app[SETTINGS]
     if not settings.auth_enabled:
         log.warning(
             "PRESSROOM_AUTH=disabled: no API keys are checked and every request acts for "
             "the one tenant 'default'; run this only on a trusted network"
         )
-    await app[DIRECTORY].refresh(app[POOL])
+    app[KEY_MIRROR] = keymirror.Mirror(await keymirror.open_bucket(app[JS], settings))
+    await keynews.first_load(app)
     async with keynews.kept_current(app):
         yield
 

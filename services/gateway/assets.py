@@ -20,8 +20,9 @@ from collections.abc import Iterable
 
 from aiohttp import web
 
-from services.core import assetdb
+from services.core import assetdb, fileclaims
 from services.core.errors import AssetMissing, NotFound, PayloadTooLarge, RequestError
+from services.core.fileclaims import ClaimKind
 from services.core.files import FileRef, blob_key
 from services.core.filestore import checked_name, file_ref
 from services.core.settings import Settings
@@ -101,15 +102,17 @@ async def store_assets(request: web.Request) -> web.Response:
                 field=name,
             )
     refs = [file_ref(name, data) for name, data in upload.files]
+    # Claimed first, bytes last: no sweep deletes them between (`core/fileclaims`).
     with unavailable_without_postgres("cannot store the assets"):
+        await fileclaims.claim(
+            pool, tenant, ClaimKind.STORE, "assets", [ref.digest for ref in refs]
+        )
         try:
             stored = await assetdb.store_versions(
                 pool, tenant, refs, settings.asset_quota_files, settings.asset_quota_bytes
             )
         except assetdb.QuotaFull as full:
             raise _quota_full(settings, full.usage, len(refs), upload.size) from None
-    # Bytes after rows: a delete racing this upload removes rows first, then bytes no row
-    # names; so a row that stays always has its bytes (written again, if they were there).
     await _put_all(request.app[STORAGE], tenant, refs, [data for _, data in upload.files])
     body = assetanswers.AssetsStored(assets=[_stored_view(s) for s in stored])
     return answers.respond(body, 201)
@@ -170,16 +173,15 @@ async def get_asset(request: web.Request) -> web.Response:
 
 
 async def delete_asset(request: web.Request) -> web.Response:
-    """`DELETE /assets/{name}`: delete every version of the asset, and the bytes no
-    other asset or template of the tenant uses; 404 if the tenant has none."""
+    """`DELETE /assets/{name}`: delete every version of the asset at once; its bytes go
+    with the conductor's next sweep, once no other asset, template or unfinished job
+    needs them (`core/fileclaims`); 404 if the tenant has none."""
     name = _name_of(request)
     tenant = caller_of(request).tenant
     with unavailable_without_postgres("cannot delete the asset"):
-        count, unused = await assetdb.delete_asset(request.app[POOL], tenant, name)
+        count = await assetdb.delete_asset(request.app[POOL], tenant, name)
     if not count:
         raise NotFound(f"no asset {name!r}")
-    for digest in unused:
-        await request.app[STORAGE].delete(blob_key(tenant, digest))
     return answers.respond(assetanswers.AssetRemoved(name=name, versions=count))
 
 

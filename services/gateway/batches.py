@@ -16,7 +16,7 @@ from typing import Any, Literal
 import msgspec
 from aiohttp import web
 
-from services.core import bus, db, events, netpolicy, timeline
+from services.core import bus, db, events, jobsecrets, netpolicy, subjects, timeline
 from services.core.errors import (
     Conflict,
     EventTooLarge,
@@ -25,6 +25,7 @@ from services.core.errors import (
     RequestError,
     Unavailable,
 )
+from services.core.fileclaims import ClaimKind
 from services.core.holds import HoldKind
 from services.core.status import BatchStatus, JobStatus
 from services.gateway import answers, idempotency, jobfiles, templates
@@ -132,7 +133,7 @@ async def _submitted_event(
         batch_id=batch_id,
         tenant=tenant,
         total=len(batch.items),
-        items_key=events.batch_items_key(tenant, batch_id),
+        items_key=subjects.batch_items_key(tenant, batch_id),
         template=batch.template or "",
         options=batch.options,
         output=batch.output,
@@ -150,6 +151,7 @@ async def _submitted_event(
             request.app[POOL], event, tenant, batch.template_id, batch.template_version
         )
     event = await jobfiles.batch_files(request, event, batch.assets)
+    event = jobsecrets.sealed_batch(event, request.app[SETTINGS].server_keys())
     size = len(events.encode_batch(event))
     if size > request.app[SETTINGS].stream_max_msg_size:
         raise EventTooLarge(
@@ -201,6 +203,7 @@ async def _store_and_publish(
     limits, pool = request.app[LIMITS], request.app[POOL]
     held = await limits.hold(pool, tenant, batch_id, HoldKind.BATCH, len(lines))
     try:
+        await jobfiles.keep_files(request, tenant, (ClaimKind.BATCH, batch_id), event.files)
         items = b"".join(lines)
         await request.app[STORAGE].put(event.items_key, items, "application/x-ndjson")
         fresh = await bus.publish_batch(request.app[JS], event)
@@ -482,7 +485,7 @@ async def _state_of(request: web.Request, batch_id: str) -> tuple[str, BatchStat
     status = row.status if row is not None else BatchStatus.QUEUED
     try:
         with bus.map_bus_errors():
-            await js.get_last_msg(events.STREAM, events.batch_subject(batch_id, "cancel"))
+            await js.get_last_msg(subjects.STREAM, subjects.batch_subject(batch_id, "cancel"))
         cancelling = True
     except NotFound:
         cancelling = False

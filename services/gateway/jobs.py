@@ -12,8 +12,10 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
-from services.core import bus, db, diagnosis, events, metrics, netpolicy, timeline
-from services.core.errors import Conflict, NotFound, PressroomError, Unavailable, known_type
+from services.core import bus, db, diagnosis, events, jobsecrets, metrics, netpolicy, timeline
+from services.core.errors import Conflict, NotFound, PressroomError, Unavailable
+from services.core.errortypes import known_type
+from services.core.fileclaims import ClaimKind
 from services.core.holds import HoldKind
 from services.core.pdfwork import report_key
 from services.core.status import JobStatus
@@ -175,8 +177,8 @@ async def enqueue(
     own: jobfiles.Own | None = None,
     prepare: Callable[[events.JobSubmitted], None] | None = None,
 ) -> str:
-    """Publish a valid job request for the caller's tenant, with its own files (stored
-    by `jobfiles.with_files`); its id once the log holds it. Every door that makes a
+    """Publish a valid job request for the caller's tenant, with its own files (claimed
+    and stored by `jobfiles.keep_files`); its id once the log holds it. Every door that makes a
     job (`POST /jobs`, the Gotenberg-compatible forms) comes through here, after
     `admit`; `prepare` completes the event once its id is known (a door's own fields)."""
     settings = request.app[SETTINGS]
@@ -197,6 +199,9 @@ async def enqueue(
         if prepare is not None:
             prepare(event)
         event, superseded = await _as_preview(request, job, event)
+        event = jobsecrets.sealed(event, settings.server_keys())  # no password in plain text
+        owner = (ClaimKind.JOB, job_id)
+        await jobfiles.keep_files(request, tenant, owner, event.files, own)
         fresh = await _hold_and_publish(request, event)
     except PressroomError:  # not in the log: the key is free for the same request again
         if key is not None:

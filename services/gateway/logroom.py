@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from nats.js import JetStreamContext
 
-from services.core import bus, events, runtime
+from services.core import bus, events, runtime, subjects
 from services.core.errors import LogFull, NotFound, Unavailable
 
 log = logging.getLogger(__name__)
@@ -81,7 +81,7 @@ class LogRoom:
         batch's items in their own durables); the last reading stays while NATS is away."""
         try:
             with bus.map_bus_errors():
-                stream = await js.stream_info(events.STREAM)
+                stream = await js.stream_info(subjects.STREAM)
                 unfinished = await _backlog(js)
         except (Unavailable, NotFound) as exc:
             log.debug("log size not read: %r", exc)

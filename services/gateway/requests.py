@@ -24,12 +24,11 @@ from services.core.numbers import bounded_int
 from services.core.options import check_options
 from services.core.pageoptions import Margin, Mark, Metadata, PageOptions, WaitFor
 from services.core.signing import parse_secrets
+from services.gateway.fieldchecks import convert, no_nul, not_blank
 from services.gateway.headers import header
 from services.gateway.jsonbody import parse_json
 from services.gateway.pdfrequests import PdfWorkRequest, check_work
 
-_PATH = re.compile(r"at `\$\.?([^`]*)`")
-_NAMED = re.compile(r"(?:required|unknown) field `([^`]*)`")
 # Matched whole (`fullmatch`): `$` alone lets a final newline through, into a NATS subject.
 JOB_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}(\.[0-9]{1,7})?$")  # `<batch_id>.<index>`: an item
 BATCH_ID = re.compile(r"^b[0-9a-f]{31}$")
@@ -188,16 +187,6 @@ class BatchRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     with the stored template's own files; only with `template` or `template_id`."""
 
 
-def _field_of(message: str) -> str:
-    """The dotted field a msgspec message is about (`options.margin.top`), else `body`."""
-    match = _PATH.search(message)
-    path = match.group(1) if match else ""
-    named = _NAMED.search(message)
-    if named:
-        return f"{path}.{named.group(1)}" if path else named.group(1)
-    return path or "body"
-
-
 async def read_json_body(request: web.Request) -> bytes:
     """The raw body of a request that must say `Content-Type: application/json`."""
     content_type = header(request, "Content-Type") or ""
@@ -210,22 +199,9 @@ async def read_json_body(request: web.Request) -> bytes:
     return await request.read()
 
 
-def _convert(raw: dict[str, Any], kind: type[_T]) -> _T:
-    try:
-        return msgspec.convert(raw, kind)
-    except msgspec.ValidationError as exc:
-        message = str(exc)
-        raise RequestError(message, field=_field_of(message)) from None
-
-
 def parse_struct(body: bytes, kind: type[_T]) -> _T:
     """A JSON object body as `kind`; `RequestError` naming the field that is wrong."""
-    return _convert(parse_json(body), kind)
-
-
-def _not_blank(value: str, field: str) -> None:
-    if not value.strip():
-        raise RequestError(f"{field} must not be empty", field=field)
+    return convert(parse_json(body), kind)
 
 
 def _one_source(job: JobRequest) -> str:
@@ -262,8 +238,8 @@ def _check_stored(request: JobRequest | BatchRequest) -> None:
     if request.template_id is not None and request.template_name is not None:
         raise RequestError("give template_id or template_name, not both", field="template_name")
     if request.template_name is not None:
-        _not_blank(request.template_name, "template_name")
-        _no_nul(request.template_name, "template_name")
+        not_blank(request.template_name, "template_name")
+        no_nul(request.template_name, "template_name")
     if request.template_version is not None and not _stored(request):
         raise RequestError(
             "template_version needs template_id or template_name", field="template_version"
@@ -284,7 +260,7 @@ def _check_source(job: JobRequest) -> None:
     if source == "template_id" and job.template_name is not None:
         source = "template_name"
     if source != "pdf":
-        _not_blank(getattr(job, source), source)
+        not_blank(getattr(job, source), source)
     _check_stored(job)
     if job.data and (source in {"html", "url", "pdf"} or _unwrapped_markdown(job)):
         raise RequestError(
@@ -316,7 +292,7 @@ def _check_markdown(job: JobRequest) -> None:
                 field=f"data.{name}",
             )
     if job.template is not None:
-        _not_blank(job.template, "template")
+        not_blank(job.template, "template")
     if job.stylesheet is not None and "</style" in job.stylesheet.lower():
         raise RequestError("stylesheet must not contain </style", field="stylesheet")
 
@@ -332,7 +308,7 @@ def parse_job(body: bytes) -> JobRequest:
         if "webhook_url" in raw:
             raise RequestError("give webhook_url or webhookUrl, not both", field="webhookUrl")
         raw["webhook_url"] = raw.pop("webhookUrl")
-    job = _convert(raw, JobRequest)
+    job = convert(raw, JobRequest)
     if job.pdf is not None and "options" in raw:
         raise RequestError("options print a page; a pdf job's work is its steps", field="options")
     _check_source(job)
@@ -351,12 +327,6 @@ def _check_webhook_secret(secret: str | None, webhook_url: str | None) -> None:
         parse_secrets(secret)
     except ValueError as exc:
         raise RequestError(f"webhook_secret is invalid: {exc}", field="webhook_secret") from None
-
-
-def _no_nul(value: str | None, field: str) -> None:
-    """PostgreSQL `text` cannot hold NUL: refuse it here rather than fail the insert."""
-    if value is not None and "\x00" in value:
-        raise RequestError(f"{field} must not contain NUL characters", field=field)
 
 
 def int_param(query: Mapping[str, str], name: str, low: int, high: int) -> int | None:
@@ -429,7 +399,7 @@ def parse_batch_lines(body: bytes, max_items: int) -> BatchRequest:
             items.append(parse_json(line))
         except RequestError as exc:
             raise _in_line(exc, number, f"items[{len(items)}]") from None
-    return _checked_batch(_convert({**fields, "items": items}, BatchRequest), max_items)
+    return _checked_batch(convert({**fields, "items": items}, BatchRequest), max_items)
 
 
 def _in_line(exc: RequestError, number: int, item: str) -> RequestError:
@@ -448,7 +418,7 @@ def parse_batch(body: bytes, max_items: int) -> BatchRequest:
     As for jobs, the address policy for urls and whether a `template_id` exists are
     checked by the caller.
     """
-    return _checked_batch(_convert(parse_json(body), BatchRequest), max_items)
+    return _checked_batch(convert(parse_json(body), BatchRequest), max_items)
 
 
 def _checked_batch(batch: BatchRequest, max_items: int) -> BatchRequest:
@@ -486,7 +456,7 @@ def _check_batch_source(batch: BatchRequest) -> None:
         field = "template_id" if batch.template_id is not None else "template_name"
         raise RequestError(f"give template or {field}, not both", field=field)
     if batch.template is not None:
-        _not_blank(batch.template, "template")
+        not_blank(batch.template, "template")
     _check_stored(batch)
     templated = batch.template is not None or _stored(batch)
     for index, item in enumerate(batch.items):
@@ -516,7 +486,7 @@ def _check_item_source(item: BatchItemRequest, name: str, templated: bool) -> No
 def _check_item_markdown(item: BatchItemRequest, name: str) -> None:
     """An item's Markdown: not blank, not with a url, its data leaving the wrapping
     template the names the Markdown fills in."""
-    _not_blank(item.markdown or "", f"{name}.markdown")
+    not_blank(item.markdown or "", f"{name}.markdown")
     if item.url is not None:
         raise RequestError(f"{name}: give url or markdown, not both", field=f"{name}.url")
     for reserved in markdown.RESERVED:

@@ -27,7 +27,7 @@ from typing import Any
 
 import msgspec
 
-from services.core import errors, finishingoptions, options
+from services.core import errors, errortypes, finishingoptions, options
 from services.gateway.auth import SCOPES
 
 VALUES: dict[tuple[str, str], tuple[object, ...]] = {
@@ -160,11 +160,11 @@ def _with_values(prop: dict[str, Any], values: list[object]) -> None:
 def error_types_text() -> str:
     """`ErrorType`'s description: its docstring's first paragraph, then each value with
     what it means (the error class's docstring, or `OTHER_TYPES`)."""
-    head = inspect.cleandoc(errors.ErrorType.__doc__ or "").split("\n\n")[0]
+    head = inspect.cleandoc(errortypes.ErrorType.__doc__ or "").split("\n\n")[0]
     lines = [" ".join(head.split()), ""]
     meanings = dict(_class_meanings())
-    meanings.update({str(k): v for k, v in errors.OTHER_TYPES.items()})  # they win
-    for member in errors.ErrorType:
+    meanings.update({str(k): v for k, v in errortypes.OTHER_TYPES.items()})  # they win
+    for member in errortypes.ErrorType:
         lines.append(f"- `{member}`: {meanings[str(member)]}")
     return "\n".join(lines)
 

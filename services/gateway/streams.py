@@ -39,7 +39,7 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.js.api import RawStreamMsg
 
-from services.core import bus, db, events, timeline
+from services.core import bus, db, events, subjects, timeline
 from services.core.errors import (
     Forbidden,
     NotFound,
@@ -84,9 +84,9 @@ class Bell:
         self._rang = asyncio.Event()
         self._subs: list[Subscription] = []
 
-    async def listen(self, nc: Client, subjects: Iterable[str]) -> None:
+    async def listen(self, nc: Client, wanted: Iterable[str]) -> None:
         with bus.map_bus_errors("cannot follow the log"):
-            for subject in subjects:
+            for subject in wanted:
                 self._subs.append(await nc.subscribe(subject, cb=self._on_message))
 
     async def _on_message(self, msg: Msg) -> None:
@@ -125,8 +125,8 @@ class Streams:
         return self._open[tenant]
 
     @contextlib.asynccontextmanager
-    async def open(self, caller: Caller, nc: Client, subjects: list[str]) -> AsyncIterator[Bell]:
-        """A slot of the caller's tenant and a bell on `subjects`, both given back on
+    async def open(self, caller: Caller, nc: Client, wanted: list[str]) -> AsyncIterator[Bell]:
+        """A slot of the caller's tenant and a bell on `wanted` (subjects), both given back on
         exit; the bell also rings when the caller's key changes (`keys_changed`)."""
         tenant = caller.tenant
         if self.closing:
@@ -141,7 +141,7 @@ class Streams:
         self._bells.add(bell)
         self._by_key[caller.key_id or ""].add(bell)
         try:
-            await bell.listen(nc, subjects)
+            await bell.listen(nc, wanted)
             yield bell
         finally:
             self._bells.discard(bell)
@@ -251,8 +251,8 @@ async def _follow(request: web.Request, sse: Sse, bell: Bell, step: Step) -> Non
         read_at = time.monotonic() if woke else read_at
 
 
-async def _serve(request: web.Request, subjects: list[str], step: Step) -> web.StreamResponse:
-    async with request.app[STREAMS].open(caller_of(request), request.app[NATS], subjects) as bell:
+async def _serve(request: web.Request, wanted: list[str], step: Step) -> web.StreamResponse:
+    async with request.app[STREAMS].open(caller_of(request), request.app[NATS], wanted) as bell:
         sse = Sse(request)
         await sse.start()
         try:
@@ -313,8 +313,8 @@ class JobFeed:
     async def step(self, sse: Sse, woke: bool) -> bool:
         if not woke:
             return False
-        subjects = events.subject(self.job_id, ">")
-        async for raw in timeline.messages(self.request.app[JS], subjects, self.next_seq):
+        wanted = subjects.subject(self.job_id, ">")
+        async for raw in timeline.messages(self.request.app[JS], wanted, self.next_seq):
             seq, at = _stored(raw)
             self.next_seq = seq + 1
             event = _decoded(raw)
@@ -353,7 +353,7 @@ async def job_stream(request: web.Request) -> web.StreamResponse:
     after = _last_event_id(request)
     await _check_job(request, job_id)
     feed = JobFeed(request, job_id, after)
-    return await _serve(request, [events.subject(job_id, ">")], feed.step)
+    return await _serve(request, [subjects.subject(job_id, ">")], feed.step)
 
 
 # --- batches ------------------------------------------------------------------------------
@@ -409,8 +409,8 @@ class BatchFeed:
         return False
 
     async def _events(self, sse: Sse) -> bool:
-        subjects = events.batch_subject(self.submitted.batch_id, ">")
-        async for raw in timeline.messages(self.request.app[JS], subjects, self.next_seq):
+        wanted = subjects.batch_subject(self.submitted.batch_id, ">")
+        async for raw in timeline.messages(self.request.app[JS], wanted, self.next_seq):
             seq, at = _stored(raw)
             self.next_seq = seq + 1
             event = _decoded(raw)
@@ -469,8 +469,8 @@ async def _submission(request: web.Request, batch_id: str) -> events.BatchSubmit
 
 def _batch_subjects(batch_id: str) -> list[str]:
     """The batch's own events, and its items' ends (which move its counts)."""
-    ends = [events.subject(f"{batch_id}.*", str(tag)) for tag in sorted(TERMINAL)]
-    return [events.batch_subject(batch_id, ">"), *ends]
+    ends = [subjects.subject(f"{batch_id}.*", str(tag)) for tag in sorted(TERMINAL)]
+    return [subjects.batch_subject(batch_id, ">"), *ends]
 
 
 async def batch_stream(request: web.Request) -> web.StreamResponse:

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import msgspec
 
+from services.gateway.fieldchecks import convert, no_nul, not_blank
 from services.gateway.jsonbody import parse_json
-from services.gateway.requests import AssetNames, TemplateName, _convert, _no_nul, _not_blank
+from services.gateway.requests import AssetNames, TemplateName
 
 
 class TemplateRequest(msgspec.Struct, forbid_unknown_fields=True):
@@ -34,18 +35,18 @@ class RenameRequest(msgspec.Struct, forbid_unknown_fields=True):
 
 def parse_rename(body: bytes) -> RenameRequest:
     """Validate a rename: a non-blank name without NUL."""
-    renamed = _convert(parse_json(body), RenameRequest)
-    _not_blank(renamed.name, "name")
-    _no_nul(renamed.name, "name")
+    renamed = convert(parse_json(body), RenameRequest)
+    not_blank(renamed.name, "name")
+    no_nul(renamed.name, "name")
     return renamed
 
 
 def parse_template(body: bytes) -> TemplateRequest:
     """Validate a stored-template request: a non-blank name and body, no NUL. Whether the
     body, header and footer compile is checked apart (`templating.check_jinja`, in a jail)."""
-    template = _convert(parse_json(body), TemplateRequest)
-    _not_blank(template.name, "name")
-    _not_blank(template.body, "body")
+    template = convert(parse_json(body), TemplateRequest)
+    not_blank(template.name, "name")
+    not_blank(template.body, "body")
     for field in ("name", "body", "header", "footer"):
-        _no_nul(getattr(template, field), field)
+        no_nul(getattr(template, field), field)
     return template

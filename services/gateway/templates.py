@@ -19,8 +19,8 @@ from msgspec.structs import replace
 
 from services.core import assetdb, events, pageoptions, templatedb
 from services.core.errors import Conflict, NotFound, RequestError
-from services.core.events import DEFAULT_TENANT
 from services.core.files import FileRef, blob_key
+from services.core.subjects import DEFAULT_TENANT
 from services.gateway import answers, templatefiles
 from services.gateway.auth import caller_of, guarded
 from services.gateway.keys import COMPILER, POOL, SETTINGS, STORAGE
@@ -80,7 +80,7 @@ async def create_template(request: web.Request) -> web.Response:
     texts = {"body": template.body, "header": template.header, "footer": template.footer}
     await request.app[COMPILER].check(tenant, texts)
     template_id = await _id_for_name(request.app[POOL], tenant, template.name)
-    await templatefiles.store_own(request, tenant, files)
+    await templatefiles.store_own(request, tenant, template_id, files)
     with unavailable_without_postgres("cannot store the template"):
         created = await templatedb.create_template_version(
             request.app[POOL],

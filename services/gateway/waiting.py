@@ -22,7 +22,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
-from services.core import bus, events, timeline
+from services.core import bus, events, subjects, timeline
 
 RECHECK = 5.0
 """Seconds between reads of the log while no bell rings."""
@@ -50,7 +50,7 @@ async def job_end(
             rang.set()
 
     with bus.map_bus_errors("cannot follow the job"):
-        sub = await nc.subscribe(events.job_filter(job_id), cb=on_message)
+        sub = await nc.subscribe(subjects.job_filter(job_id), cb=on_message)
     try:
         async with asyncio.timeout(timeout):
             pause = 0.0

@@ -29,7 +29,18 @@ import msgspec
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
-from services.core import bus, db, events, logs, metrics, runtime, signing, timeline, tracing
+from services.core import (
+    bus,
+    db,
+    events,
+    logs,
+    metrics,
+    runtime,
+    signing,
+    subjects,
+    timeline,
+    tracing,
+)
 from services.core.errors import NotFound, Refused, StorageError, Unavailable
 from services.core.settings import Settings
 from services.core.storage import Storage
@@ -351,6 +362,6 @@ async def track_backlog(js: JetStreamContext, stop: asyncio.Event, every: float 
     """Keep `pressroom_webhook_backlog` current from the notifier consumer's state."""
     while not stop.is_set():
         with contextlib.suppress(Unavailable, NotFound), bus.map_bus_errors():
-            info = await js.consumer_info(events.STREAM, events.NOTIFIER)
+            info = await js.consumer_info(subjects.STREAM, subjects.NOTIFIER)
             metrics.WEBHOOK_BACKLOG.set(bus.outstanding(info))
         await runtime.pause(stop, every)

@@ -23,7 +23,7 @@ import time
 
 import asyncpg
 
-from services.core import crypto, events, signing, tenancy
+from services.core import crypto, events, signing, subjects, tenancy
 from services.core.errors import SecretUnreadable, Unavailable
 from services.core.settings import Settings
 
@@ -61,7 +61,7 @@ class Keyring:
 
     async def tenant_keys(self, tenant: str) -> list[bytes]:
         """Every secret of `tenant` that signs now (the server's if it has none)."""
-        if tenant == events.DEFAULT_TENANT:
+        if tenant == subjects.DEFAULT_TENANT:
             return self.default
         cached = self.cache.get(tenant)
         if cached is not None and time.monotonic() - cached[0] < TTL:

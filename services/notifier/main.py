@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from services.core import bus, db, events, metrics, runtime, sealed, signing, worker
+from services.core import bus, db, metrics, runtime, sealed, signing, subjects, worker
 from services.core.busaccess import Role
 from services.core.settings import Settings, SettingsError
 from services.core.storage import open_storage
@@ -26,12 +26,15 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
     async with (
         metrics.serve(settings.host, settings.metrics_port) as health,
         bus.open_bus(settings, name="notifier", role=Role.NOTIFIER) as (nc, js),
-        db.open_pool(settings, size=2) as pool,
-        db.watched(pool, settings) as postgres,
+        # started while PostgreSQL is down: its secrets are read, and the keyring checked,
+        # once it answers
+        db.open_pool(settings, size=2, lazy=True) as pool,
+        db.watched(pool, settings, sealed.check_keyring_later(keys)) as postgres,
         open_storage(settings) as storage,
         delivery.open_session(allow_private=settings.allow_private_networks) as session,
     ):
-        await sealed.check_keyring(pool, keys)  # a wrong one: stop now, not at each webhook
+        if pool.migrated:  # a wrong keyring: stop now, not at each webhook
+            await sealed.check_keyring(pool, keys)
         health.check("nats", lambda: nc.is_connected)
         health.inform("postgres", lambda: postgres.up)  # cached secrets sign meanwhile
         notifier = Notifier(settings, js, storage, session, Keyring(settings, pool), pool)
@@ -39,7 +42,7 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
         try:
             await worker.work(
                 js,
-                events.NOTIFIER,
+                subjects.NOTIFIER,
                 notifier.handle,
                 limit=settings.webhook_concurrency,
                 stop=stop,

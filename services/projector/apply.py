@@ -16,7 +16,7 @@ import asyncpg
 import msgspec
 
 from services.core import events
-from services.core.errors import known_type
+from services.core.errortypes import known_type
 from services.core.holds import HoldKind, HoldState
 from services.core.status import TERMINAL, JobStatus
 

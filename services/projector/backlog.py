@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from nats.js import JetStreamContext
 from nats.js.api import ConsumerInfo
 
-from services.core import bus, events, metrics, runtime
+from services.core import bus, metrics, runtime, subjects
 from services.core.errors import NotFound, Unavailable
 
 log = logging.getLogger(__name__)
@@ -39,7 +39,7 @@ def lane_of(info: ConsumerInfo) -> str | None:
     """`singles` or `bulk` for a renderers' durable, None for any other."""
     if not bus.renders_waiting(info):
         return None
-    return "bulk" if (info.name or "").startswith(events.bulk_durable("")) else "singles"
+    return "bulk" if (info.name or "").startswith(subjects.bulk_durable("")) else "singles"
 
 
 @dataclass
@@ -57,7 +57,7 @@ async def read(js: JetStreamContext, now: float | None = None) -> Reading:
     floors: list[int] = []
     async for info in bus.durables(js):
         waiting = bus.outstanding(info)
-        if info.name == events.PROJECTOR:
+        if info.name == subjects.PROJECTOR:
             reading.projection_lag = waiting
         lane = lane_of(info)
         if lane is None or waiting == 0:
@@ -75,7 +75,7 @@ async def _age_after(js: JetStreamContext, floor: int, now: float) -> float:
     job older than that (it may be another lane's event, which is only younger, so the
     age is never overstated)."""
     with contextlib.suppress(NotFound), bus.map_bus_errors("cannot read the log"):
-        msg = await js.get_msg(events.STREAM, seq=floor + 1, next=True)
+        msg = await js.get_msg(subjects.STREAM, seq=floor + 1, next=True)
         if msg.time is not None:
             return max(0.0, now - msg.time.timestamp())
     return 0.0

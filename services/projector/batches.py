@@ -22,8 +22,9 @@ from typing import Any, cast
 import asyncpg
 from nats.js import JetStreamContext
 
-from services.core import bus, events
-from services.core.errors import NotFound, known_type
+from services.core import bus, events, subjects
+from services.core.errors import NotFound
+from services.core.errortypes import known_type
 from services.core.holds import HoldKind, HoldState
 from services.core.status import BATCH_TERMINAL, BatchStatus, JobStatus
 from services.projector.apply import Applied
@@ -205,7 +206,7 @@ async def follow_item(
     `total` in a transaction that committed without publishing (none should) still
     completes on a replay; `publish_complete` makes the repeats harmless.
     """
-    batch = events.batch_of(event.job_id)
+    batch = subjects.batch_of(event.job_id)
     if batch is None:
         return None
     batch_id = batch[0]
@@ -242,7 +243,7 @@ async def _logged(js: JetStreamContext, subject: str) -> bool:
     """Whether the log holds a message on `subject`; `Unavailable` if NATS does not say."""
     try:
         with bus.map_bus_errors("cannot read the batch's complete event"):
-            await js.get_last_msg(events.STREAM, subject)
+            await js.get_last_msg(subjects.STREAM, subject)
     except NotFound:
         return False
     return True

@@ -12,7 +12,7 @@ import msgspec
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
-from services.core import bus, db, events, metrics, runtime
+from services.core import bus, db, events, metrics, runtime, subjects
 from services.core.errors import Refused, Unavailable
 from services.projector import batches, usage
 from services.projector.apply import apply
@@ -139,7 +139,7 @@ async def run(target: Projection, stop: asyncio.Event) -> None:
     While Postgres is down the batch is held and retried, so nothing is skipped; JetStream
     redelivers whatever this process held if it dies.
     """
-    sub = await bus.subscribe(target.js, events.PROJECTOR)
+    sub = await bus.subscribe(target.js, subjects.PROJECTOR)
     try:
         while not stop.is_set():
             msgs = await _next_batch(sub, stop)
@@ -177,7 +177,7 @@ async def _apply_or_skip(target: Projection, msgs: list[Msg]) -> None:
                 # U+FFFD instead rather than leave the job without its event.
                 await apply_batch(target, [msg], clean=True)
         except Refused as exc:
-            kind = events.kind_of(msg.subject)
+            kind = subjects.kind_of(msg.subject)
             log.error(
                 "skipping event %d (%s): PostgreSQL refuses it: %s",
                 msg.metadata.sequence.stream, msg.subject, exc,

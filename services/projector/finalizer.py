@@ -26,8 +26,9 @@ import msgspec
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
-from services.core import bus, db, events, metrics
-from services.core.errors import ErrorType, NotFound, Unavailable
+from services.core import bus, db, events, metrics, subjects
+from services.core.errors import NotFound, Unavailable
+from services.core.errortypes import ErrorType
 from services.core.status import TERMINAL
 
 log = logging.getLogger(__name__)
@@ -110,7 +111,7 @@ async def _submitted(js: JetStreamContext, seq: int) -> events.JobSubmitted | No
     (aged out: then the reconciler, which reads Postgres, is the one to act)."""
     try:
         with bus.map_bus_errors():
-            raw = await js.get_msg(events.STREAM, seq)
+            raw = await js.get_msg(subjects.STREAM, seq)
     except NotFound:
         log.warning("advisory for stream seq %d: the message is no longer in the log", seq)
         return None

@@ -29,7 +29,7 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
     async with (
         metrics.serve(settings.host, settings.metrics_port) as health,
         bus.open_bus(settings, name="projector", role=Role.PROJECTOR) as (nc, js),
-        db.open_pool(settings, size=POOL_SIZE) as pool,
+        db.open_pool(settings, size=POOL_SIZE, lazy=True) as pool,  # PostgreSQL may come later
         db.watched(pool, settings) as postgres,
     ):
         health.check("nats", lambda: nc.is_connected)

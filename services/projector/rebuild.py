@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import asyncpg
 from nats.js import JetStreamContext
 
-from services.core import bus, db, events, runtime
+from services.core import bus, db, runtime, subjects
 from services.core.busaccess import Role
 from services.core.errors import NotFound, Unavailable
 from services.core.settings import Settings
@@ -85,9 +85,9 @@ async def _restart(
 ) -> None:
     """Delete the durable, empty the tables, recreate the durable at the first message."""
     with contextlib.suppress(NotFound), bus.map_bus_errors():
-        await js.delete_consumer(events.STREAM, events.PROJECTOR)
+        await js.delete_consumer(subjects.STREAM, subjects.PROJECTOR)
     with bus.map_bus_errors():
-        first = (await js.stream_info(events.STREAM)).state.first_seq if keep_history else 0
+        first = (await js.stream_info(subjects.STREAM)).state.first_seq if keep_history else 0
     await truncate_projection(pool, keep_before=first)
     # `ensure_stream` recreates the missing durable (DeliverPolicy.ALL) with its usual config.
     await bus.ensure_stream(js, settings, Role.PROJECTOR)
@@ -108,7 +108,7 @@ async def _watch(js: JetStreamContext, stop: asyncio.Event, caught_up: asyncio.E
 async def _drained(js: JetStreamContext) -> bool:
     try:
         with bus.map_bus_errors():
-            info = await js.consumer_info(events.STREAM, events.PROJECTOR)
+            info = await js.consumer_info(subjects.STREAM, subjects.PROJECTOR)
     except (Unavailable, NotFound) as exc:  # reconnecting: look again at the next poll
         log.warning("cannot read the projector's backlog: %s", exc)
         return False

@@ -37,8 +37,9 @@ import msgspec
 from nats.js import JetStreamContext
 from nats.js.api import ConsumerInfo
 
-from services.core import bus, db, events, metrics, runtime
-from services.core.errors import ErrorType, NotFound, Unavailable
+from services.core import bus, db, events, metrics, runtime, subjects
+from services.core.errors import NotFound, Unavailable
+from services.core.errortypes import ErrorType
 from services.core.settings import Settings
 from services.projector import quota
 from services.projector.consumer import BATCH as PROJECTOR_BATCH
@@ -88,7 +89,7 @@ def _floor(info: ConsumerInfo) -> Floor:
 async def log_floor(js: JetStreamContext, durable: str) -> Floor:
     """One durable's floor now (a batch's items')."""
     with bus.map_bus_errors():
-        info = await js.consumer_info(events.STREAM, durable)
+        info = await js.consumer_info(subjects.STREAM, durable)
     return _floor(info)
 
 
@@ -117,9 +118,9 @@ async def singles_floors(js: JetStreamContext) -> Floors:
     tenants: dict[str, int] = {}
     async for info in bus.durables(js):
         name = info.name or ""
-        if name == events.RENDERER:
+        if name == subjects.RENDERER:
             legacy = _floor(info).seq
-        elif name.startswith(events.SINGLES):
+        elif name.startswith(subjects.SINGLES):
             tenant = ((info.config.metadata if info.config else None) or {}).get("tenant")
             seq = _floor(info).seq
             if tenant is not None and seq is not None:
@@ -172,7 +173,7 @@ async def _stale_items(
     just since had its `started` projected moments ago, so it is not old enough to be
     stale anyway."""
     try:
-        floor = await log_floor(js, events.bulk_durable(batch_id))
+        floor = await log_floor(js, subjects.bulk_durable(batch_id))
     except NotFound:
         floor = Floor(None)
     return await db.stale_jobs(
@@ -252,5 +253,5 @@ def stalled(row: db.StaleJob, *, has_input: bool) -> events.JobFailed:
 async def _projection_lags(js: JetStreamContext) -> bool:
     """Whether the projector has more than a batch of the log still to apply."""
     with bus.map_bus_errors():
-        info = await js.consumer_info(events.STREAM, events.PROJECTOR)
+        info = await js.consumer_info(subjects.STREAM, subjects.PROJECTOR)
     return (info.num_pending or 0) > PROJECTOR_BATCH

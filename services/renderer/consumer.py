@@ -8,7 +8,7 @@ the message; a transient one publishes `retrying` and naks with an exponential d
 until the last attempt, which publishes `failed` ("gave up after N attempts: …") and
 terms.
 
-A batch's item is a job like any other (`events.item_job_id`) and goes the same way; its
+A batch's item is a job like any other (`subjects.item_job_id`) and goes the same way; its
 submission carries no template, which is read once per batch from the batch's `submitted`
 event. An item whose batch is paused or cancelled (`states.py`) is handed back unstarted.
 """
@@ -28,7 +28,7 @@ import msgspec
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
-from services.core import bus, events, logs, metrics, pageoptions, timeline, tracing
+from services.core import bus, events, jobsecrets, logs, metrics, pageoptions, timeline, tracing
 from services.core.errors import (
     InvalidEvent,
     PageCrashed,
@@ -374,6 +374,7 @@ class Renderer:
         self, job: events.JobSubmitted, attempt: int, report: PageReport
     ) -> events.JobDone:
         started = time.perf_counter()
+        job = jobsecrets.opened(job, self.settings.server_keys())  # sealed by the gateway
         if job.pdf is not None:
             return await self._pdf_job(job, attempt, started)
         job = await self.templates.fill(job)

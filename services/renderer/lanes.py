@@ -10,7 +10,7 @@ each batch in turn.
 
 A tenant's flood of single jobs waits in its own durable, so another tenant's job is taken
 at the next free slot, not behind the flood. Which tenants may have work is learnt three
-ways (`Singles`): the gateway's bell (`events.LANE_BELL`, core NATS) right after it stores a
+ways (`Singles`): the gateway's bell (`subjects.LANE_BELL`, core NATS) right after it stores a
 job; a sweep every `SWEEP` seconds that asks every lane (a retry's delay ending, a message
 redelivered after a renderer died, a lost bell); and a listing of the durables every
 `DISCOVER` seconds (a tenant's first job, made while this renderer was away). A lane that
@@ -45,7 +45,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
-from services.core import bus, events, metrics, worker
+from services.core import bus, metrics, subjects, worker
 from services.core.errors import NotFound, Unavailable
 from services.renderer.states import BatchStates
 
@@ -141,12 +141,12 @@ class Singles:
         self._next_sweep = 0.0
         self._next_discover = 0.0
         self._bells: Any = None
-        self.add(events.RENDERER)
+        self.add(subjects.RENDERER)
 
     async def open(self) -> None:
         """Listen for bells; once NATS has the subscription (a bell rung from now on is
         heard), the renderer counts as taking work."""
-        self._bells = await self.nc.subscribe(f"{events.LANE_BELL}.*", cb=self._bell)
+        self._bells = await self.nc.subscribe(f"{subjects.LANE_BELL}.*", cb=self._bell)
         with contextlib.suppress(Exception):  # disconnected: the sweep covers the gap
             await self.nc.flush(timeout=2)
 
@@ -160,7 +160,7 @@ class Singles:
 
     async def _bell(self, msg: Msg) -> None:
         token = msg.subject.rsplit(".", 1)[-1]
-        durable = f"{events.SINGLES}{token}"
+        durable = f"{subjects.SINGLES}{token}"
         self.flag(durable)
         self._fresh.add(durable)
         self._wake.set()
@@ -186,7 +186,7 @@ class Singles:
             self._next_discover = now + DISCOVER
             try:
                 async for info in bus.durables(self.js):
-                    if (info.name or "").startswith(events.SINGLES):
+                    if (info.name or "").startswith(subjects.SINGLES):
                         self.add(info.name or "")
             except (Unavailable, NotFound) as exc:
                 log.warning("cannot list the tenants' lanes: %s", exc)
@@ -346,7 +346,7 @@ class Lanes:
     async def _take_from(self, batch_id: str) -> list[Msg]:
         lane = self._lanes.get(batch_id)
         if lane is None:
-            lane = self._lanes[batch_id] = bus.Lane(self.nc, events.bulk_durable(batch_id))
+            lane = self._lanes[batch_id] = bus.Lane(self.nc, subjects.bulk_durable(batch_id))
         try:
             return await lane.take(1)
         except NotFound:

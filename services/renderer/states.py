@@ -17,7 +17,7 @@ from typing import Any
 import msgspec
 from nats.js import JetStreamContext
 
-from services.core import bus, events, runtime
+from services.core import bus, events, runtime, subjects
 from services.core.status import BatchStatus
 
 log = logging.getLogger(__name__)
@@ -39,10 +39,10 @@ def parse(key: str, value: bytes | None, operation: str | None) -> events.BatchS
     try:
         found = _decoder.decode(value)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        log.warning("%s: ignoring the value of %s: %s", events.BATCH_STATE, key, exc)
+        log.warning("%s: ignoring the value of %s: %s", subjects.BATCH_STATE, key, exc)
         return None
     if found.state not in STATES:
-        log.warning("%s: ignoring %s's unknown state %r", events.BATCH_STATE, key, found.state)
+        log.warning("%s: ignoring %s's unknown state %r", subjects.BATCH_STATE, key, found.state)
         return None
     return found
 
@@ -129,14 +129,14 @@ async def follow(js: JetStreamContext, states: BatchStates) -> None:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # anything: NATS away, a bucket not made yet
-            log.warning("watching %s failed (%s); again in %g s", events.BATCH_STATE, exc,
+            log.warning("watching %s failed (%s); again in %g s", subjects.BATCH_STATE, exc,
                         REWATCH_DELAY)  # fmt: skip
         await asyncio.sleep(REWATCH_DELAY)
 
 
 async def _watch(js: JetStreamContext, states: BatchStates) -> None:
-    with bus.map_bus_errors(f"cannot watch {events.BATCH_STATE}"):
-        kv = await js.key_value(events.BATCH_STATE)
+    with bus.map_bus_errors(f"cannot watch {subjects.BATCH_STATE}"):
+        kv = await js.key_value(subjects.BATCH_STATE)
         watcher = await kv.watchall()
     try:
         current: dict[str, events.BatchState] | None = {}

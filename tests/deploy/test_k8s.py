@@ -32,7 +32,7 @@ import yaml
 
 from services import cli
 from services.bus_cli import seed_name
-from services.core import events, metrics
+from services.core import metrics, subjects
 from services.core.busaccess import Role
 from services.core.settings import Settings
 from services.core.valuefiles import FILE_SUFFIX
@@ -292,8 +292,8 @@ def test_renderers_scale_on_what_the_code_creates_and_exports() -> None:
     assert len(nats) == 1
     meta = nats[0]["metadata"]
     assert config_data(docs, "pressroom-config")["PRESSROOM_AUTH"] == "disabled"
-    assert meta["stream"] == events.STREAM
-    assert meta["consumer"] == events.singles_durable(events.DEFAULT_TENANT)
+    assert meta["stream"] == subjects.STREAM
+    assert meta["consumer"] == subjects.singles_durable(subjects.DEFAULT_TENANT)
     assert meta["account"] == "$G"
     host = meta["natsServerMonitoringEndpoint"].split(":")[0]
     stateful = named(docs, "StatefulSet", "nats")

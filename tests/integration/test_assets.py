@@ -159,23 +159,6 @@ async def test_one_tenant_can_never_list_use_or_delete_anothers_assets(stack: St
     assert len(mine["versions"]) == 1  # still there
 
 
-async def test_deleting_an_asset_removes_its_versions_and_bytes(
-    stack: Stack, settings: Settings
-) -> None:
-    tenant = stack.tenant
-    _, stored = await call(
-        tenant.http, "POST", f"{stack.url}/assets", data=form({"a.png": png(3, 3)})
-    )
-    digest = stored["assets"][0]["digest"]
-    blob = Path(settings.storage_dir) / "files" / tenant.id / "sha256" / digest
-    assert blob.exists()
-    status, removed = await call(tenant.http, "DELETE", f"{stack.url}/assets/a.png")
-    assert (status, removed) == (200, {"name": "a.png", "versions": 1})
-    assert not blob.exists()
-    status, _ = await call(tenant.http, "GET", f"{stack.url}/assets/a.png")
-    assert status == 404
-
-
 @pytest.mark.parametrize(
     ("name", "data", "words"),
     [

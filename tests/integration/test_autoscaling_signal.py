@@ -19,7 +19,7 @@ import aiohttp
 import pytest
 from prometheus_client import REGISTRY
 
-from services.core import events
+from services.core import subjects
 from services.core.settings import Settings
 from services.projector import backlog
 from tests.conftest import NatsServer, Stack, eventually, free_port
@@ -46,7 +46,7 @@ async def keda_lag(server: NatsServer) -> dict[str, int]:
     lag: dict[str, int] = {}
     for account in jsz.get("account_details", []):
         for stream in account.get("stream_detail", []):
-            if stream["name"] != events.STREAM:
+            if stream["name"] != subjects.STREAM:
                 continue
             for consumer in stream.get("consumer_detail", []):
                 lag[consumer["name"]] = consumer["num_pending"] + consumer["num_ack_pending"]
@@ -78,11 +78,11 @@ async def test_the_backlog_gauge_counts_what_keda_counts_over_every_renderers_la
 
         async def expanded() -> dict[str, int] | None:
             lag = await keda_lag(nats_server)
-            return lag if lag.get(events.bulk_durable(batch_id)) == 4 else None
+            return lag if lag.get(subjects.bulk_durable(batch_id)) == 4 else None
 
         lag = await eventually(expanded, 30, "the batch's items in its durable")
-        assert lag[events.singles_durable(stack.tenant.id)] == 5, lag
-        assert lag[events.singles_durable(bob.id)] == 3, lag
+        assert lag[subjects.singles_durable(stack.tenant.id)] == 5, lag
+        assert lag[subjects.singles_durable(bob.id)] == 3, lag
 
         async def gauges() -> tuple[float | None, float | None] | None:
             read = (

@@ -23,7 +23,7 @@ import asyncpg
 import pytest
 from nats.js import JetStreamContext
 
-from services.core import bus, db, events
+from services.core import bus, db, events, subjects
 from services.core.settings import Settings
 from services.projector import rebuild
 from tests.conftest import Stack, eventually
@@ -45,19 +45,19 @@ def submitted(batch: str, total: int, **fields: Any) -> events.BatchSubmitted:
 
 def item(batch: str, index: int) -> events.JobSubmitted:
     return events.JobSubmitted(
-        job_id=events.item_job_id(batch, index), tenant=TENANT, batch_id=batch, index=index,
+        job_id=subjects.item_job_id(batch, index), tenant=TENANT, batch_id=batch, index=index,
         filename=f"{index}.pdf", data={"n": index},
     )  # fmt: skip
 
 
 def started(batch: str, index: int) -> events.JobStarted:
     return events.JobStarted(
-        job_id=events.item_job_id(batch, index), tenant=TENANT, attempt=1, worker="w"
+        job_id=subjects.item_job_id(batch, index), tenant=TENANT, attempt=1, worker="w"
     )
 
 
 def done(batch: str, index: int) -> events.JobDone:
-    job = events.item_job_id(batch, index)
+    job = subjects.item_job_id(batch, index)
     return events.JobDone(job_id=job, tenant=TENANT, attempt=1, object_key=f"jobs/{job}.pdf",
                           bytes=100, pages=1, render_ms=5)  # fmt: skip
 
@@ -65,7 +65,7 @@ def done(batch: str, index: int) -> events.JobDone:
 def failed(batch: str, index: int) -> events.JobFailed:
     error = events.ErrorInfo("template", "undefined n")
     return events.JobFailed(
-        job_id=events.item_job_id(batch, index), tenant=TENANT, attempt=1, error=error
+        job_id=subjects.item_job_id(batch, index), tenant=TENANT, attempt=1, error=error
     )
 
 
@@ -131,8 +131,8 @@ async def recorded_all(pool: asyncpg.Pool, batch: str, count: int) -> None:
 
 async def completes(js: JetStreamContext, batch: str) -> int:
     """How many `complete` events of the batch the log holds."""
-    subject = events.batch_subject(batch, "complete")
-    info = await js.stream_info(events.STREAM, subjects_filter=subject)
+    subject = subjects.batch_subject(batch, "complete")
+    info = await js.stream_info(subjects.STREAM, subjects_filter=subject)
     return (info.state.subjects or {}).get(subject, 0)
 
 
@@ -175,10 +175,10 @@ async def test_items_move_their_batch_count_once_and_complete_it_once(settings: 
 
         # A second end of an item stored after the dedup window (another Nats-Msg-Id)
         # changes no count and completes nothing again.
-        late = events.JobCancelled(job_id=events.item_job_id(batch, 0), tenant=TENANT)
-        await js.publish(events.subject_of(late), events.encode(late), stream=events.STREAM,
+        late = events.JobCancelled(job_id=subjects.item_job_id(batch, 0), tenant=TENANT)
+        await js.publish(events.subject_of(late), events.encode(late), stream=subjects.STREAM,
                          headers={"Nats-Msg-Id": "a-late-copy"})  # fmt: skip
-        await job_events_recorded(pool, events.item_job_id(batch, 0), 4)
+        await job_events_recorded(pool, subjects.item_job_id(batch, 0), 4)
 
         await publish(js, batch_done(batch))
         final = await row_when(pool, batch, "a done batch", status="done")
@@ -271,7 +271,7 @@ async def snapshot(pool: asyncpg.Pool) -> dict[str, Any]:
 
 
 async def drained(js: JetStreamContext) -> bool:
-    info = await js.consumer_info(events.STREAM, events.PROJECTOR)
+    info = await js.consumer_info(subjects.STREAM, subjects.PROJECTOR)
     return info.num_pending == 0 and info.num_ack_pending == 0
 
 
@@ -295,7 +295,7 @@ async def test_replaying_the_log_counts_nothing_twice_and_completes_once(short_w
 
     # Every event delivered again into the same tables, as after a crash before the acks.
     async with bus.open_bus(settings, name="test") as (_, js):
-        await js.delete_consumer(events.STREAM, events.PROJECTOR)
+        await js.delete_consumer(subjects.STREAM, subjects.PROJECTOR)
     async with projector(settings) as (js, pool):
         await eventually(lambda: drained(js), 15, "the projector replayed the log")
         assert await snapshot(pool) == before

@@ -26,7 +26,7 @@ from nats.js import JetStreamContext
 from prometheus_client import REGISTRY
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-from services.core import bus, events, signing
+from services.core import bus, events, signing, subjects
 from services.core.settings import Settings
 from tests.conftest import Postgres, Receiver, Stack, eventually
 from tests.integration.test_templates import database_refusing_connections
@@ -58,7 +58,7 @@ async def notifier(settings: Settings) -> AsyncIterator[JetStreamContext]:
 
 
 async def job_events_logged(js: JetStreamContext) -> int:
-    info = await js.stream_info(events.STREAM, subjects_filter="jobs.>")
+    info = await js.stream_info(subjects.STREAM, subjects_filter="jobs.>")
     return sum((info.state.subjects or {}).values())
 
 
@@ -116,7 +116,7 @@ async def test_a_batch_without_webhook_url_sends_nothing(settings: Settings, rec
         await eventually(lambda: receiver.requests, 15, "the failed batch's webhook")
 
         async def drained() -> bool:
-            info = await js.consumer_info(events.STREAM, events.NOTIFIER)
+            info = await js.consumer_info(subjects.STREAM, subjects.NOTIFIER)
             return info.num_pending == 0 and info.num_ack_pending == 0
 
         await eventually(drained, 15, "the notifier read every terminal event")

@@ -22,7 +22,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from services.core import bus, events, timeline
+from services.core import bus, events, subjects, timeline
 from services.core.settings import Settings
 from tests.conftest import Stack
 
@@ -60,12 +60,12 @@ async def submission(settings: Settings, batch_id: str) -> events.BatchSubmitted
 
 async def batch_events_in_log(settings: Settings, batch_id: str) -> int:
     async with bus.open_bus(settings, name="test") as (_, js):
-        info = await js.stream_info(events.STREAM, subjects_filter=f"batches.{batch_id}.>")
+        info = await js.stream_info(subjects.STREAM, subjects_filter=f"batches.{batch_id}.>")
         return sum((info.state.subjects or {}).values())
 
 
 def stored_items(settings: Settings, tenant: str, batch_id: str) -> list[dict[str, Any]]:
-    path = Path(settings.storage_dir) / events.batch_items_key(tenant, batch_id)
+    path = Path(settings.storage_dir) / subjects.batch_items_key(tenant, batch_id)
     return [json.loads(line) for line in path.read_bytes().splitlines()]
 
 
@@ -92,7 +92,7 @@ async def test_an_accepted_batch_is_stored_logged_and_reads_back_queued(api: Sta
     event = await submission(api.settings, batch_id)
     assert event is not None
     assert (event.tenant, event.total, event.template) == (api.tenant.id, 3, INVOICE)
-    assert event.items_key == events.batch_items_key(api.tenant.id, batch_id)
+    assert event.items_key == subjects.batch_items_key(api.tenant.id, batch_id)
     assert event.webhook_secret is not None and "whsec_" not in event.webhook_secret  # sealed
 
     status, view = await get_batch(api, batch_id)
@@ -198,7 +198,7 @@ async def test_a_projected_batch_reads_back_with_its_counts_and_archive(api: Sta
     status, accepted, _ = await post_batch(api, {"template": INVOICE, "items": invoices(10)})
     assert status == 202
     batch_id, now = accepted["id"], dt.datetime.now(dt.UTC)
-    key = events.batch_archive_key(api.tenant.id, batch_id)
+    key = subjects.batch_archive_key(api.tenant.id, batch_id)
     conn = await asyncpg.connect(api.settings.database_url)
     try:  # the projector's row, written by hand: this test is about reading it
         await conn.execute(

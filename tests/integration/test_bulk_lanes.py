@@ -22,7 +22,7 @@ import pypdf
 import pytest
 from nats.js import JetStreamContext
 
-from services.core import bus, events, timeline, topology
+from services.core import bus, events, subjects, timeline, topology
 from services.core.settings import Settings
 from services.renderer import consumer
 from services.renderer.states import BatchStates
@@ -39,11 +39,11 @@ class Batch:
     total: int
 
     def job_ids(self) -> list[str]:
-        return [events.item_job_id(self.id, index) for index in range(self.total)]
+        return [subjects.item_job_id(self.id, index) for index in range(self.total)]
 
 
 async def set_state(js: JetStreamContext, batch: Batch, state: str) -> None:
-    kv = await js.key_value(events.BATCH_STATE)
+    kv = await js.key_value(subjects.BATCH_STATE)
     await kv.put(batch.id, msgspec.json.encode(events.BatchState(batch.tenant, state)))
 
 
@@ -66,11 +66,11 @@ async def add_batch(
                 batch_id=batch.id,
                 tenant=tenant,
                 total=total,
-                items_key=events.batch_items_key(tenant, batch.id),
+                items_key=subjects.batch_items_key(tenant, batch.id),
                 template=TEMPLATE,
             ),
         )
-    await js.add_consumer(events.STREAM, topology.bulk_config(settings, batch.id))
+    await js.add_consumer(subjects.STREAM, topology.bulk_config(settings, batch.id))
     for index, job_id in enumerate(batch.job_ids()):
         item = events.JobSubmitted(
             job_id=job_id,
@@ -88,7 +88,7 @@ async def add_batch(
 async def first_seqs(js: JetStreamContext, batch: Batch, event: str) -> dict[str, int]:
     """Item job id -> stream sequence of its first `event` in the log."""
     found: dict[str, int] = {}
-    async for raw in timeline.messages(js, events.subject(f"{batch.id}.*", event)):
+    async for raw in timeline.messages(js, subjects.subject(f"{batch.id}.*", event)):
         job_id = ".".join((raw.subject or "").split(".")[1:3])
         found.setdefault(job_id, int(raw.seq or 0))
     return found
@@ -116,7 +116,7 @@ async def single_done(stack: Stack, js: JetStreamContext) -> tuple[int, int]:
         return None if ended is None else await timeline.first_terminal_seq(js, job_id)
 
     seq: int = await eventually(done, 60, "the single job done")
-    submitted = await anext(timeline.messages(js, events.subject(job_id, ">")))
+    submitted = await anext(timeline.messages(js, subjects.subject(job_id, ">")))
     return int(submitted.seq or 0), seq
 
 
@@ -221,7 +221,7 @@ async def test_an_item_in_hand_when_its_batch_pauses_waits_there_using_no_attemp
     settings = replace(settings, ack_wait=1.0)
     async with bus.open_bus(settings, name="test") as (nc, js):
         batch = await add_batch(js, settings, "held", 1)
-        lane = bus.Lane(nc, events.bulk_durable(batch.id))
+        lane = bus.Lane(nc, subjects.bulk_durable(batch.id))
         [msg] = await lane.take(1)
         renderer = holder(settings, js, batch, "paused")
         handling = asyncio.create_task(renderer.handle(msg))
@@ -229,7 +229,7 @@ async def test_an_item_in_hand_when_its_batch_pauses_waits_there_using_no_attemp
         # What must not happen (a redelivery) can only be waited for: three ack waits.
         await asyncio.sleep(3 * settings.ack_wait)
         assert not handling.done()
-        info = await js.consumer_info(events.STREAM, events.bulk_durable(batch.id))
+        info = await js.consumer_info(subjects.STREAM, subjects.bulk_durable(batch.id))
         assert (info.num_ack_pending, info.num_redelivered, info.num_pending) == (1, 0, 0)
         renderer.batches.set(batch.id, events.BatchState(batch.tenant, "cancelled"))
         job_id = batch.job_ids()[0]
@@ -238,7 +238,7 @@ async def test_an_item_in_hand_when_its_batch_pauses_waits_there_using_no_attemp
         assert renderer.batches.parked == set()
 
         async def settled() -> bool:
-            info = await js.consumer_info(events.STREAM, events.bulk_durable(batch.id))
+            info = await js.consumer_info(subjects.STREAM, subjects.bulk_durable(batch.id))
             return (info.num_pending, info.num_ack_pending) == (0, 0)
 
         await eventually(settled, 10, "the item acked")
@@ -255,7 +255,7 @@ async def test_an_item_held_while_paused_renders_when_its_batch_runs_again(
     renderer has no browser, which is beside the point): `started` with attempt 1."""
     async with bus.open_bus(settings, name="test") as (nc, js):
         batch = await add_batch(js, settings, "resumed", 1)
-        lane = bus.Lane(nc, events.bulk_durable(batch.id))
+        lane = bus.Lane(nc, subjects.bulk_durable(batch.id))
         [msg] = await lane.take(1)
         renderer = holder(settings, js, batch, "paused")
         handling = asyncio.create_task(renderer.handle(msg))

@@ -7,9 +7,9 @@ know, is refused at connect; each service's identity can publish the events its 
 publishes (through `bus`) and is refused every other kind — a renderer cannot submit,
 cancel or end a batch, a gateway cannot finish a job — and nothing refused reaches the
 log; no identity can delete, purge or reconfigure the log, take another service's
-messages, write another's bucket, forge an advisory or read another's replies; and a
-payload cannot pass for another kind than its subject's: a renderer's `done` subject
-carrying a submission creates no job.
+messages, write another's bucket, read the gateways' copy of the API keys, forge an
+advisory or read another's replies; and a payload cannot pass for another kind than its
+subject's: a renderer's `done` subject carrying a submission creates no job.
 
 That the services' identities have every permission they need is what every other
 integration test shows: the `stack` runs each service as its own identity, and the
@@ -27,9 +27,10 @@ import pytest
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
-from services.core import bus, buskeys, events
+from services.core import bus, buskeys, events, subjects
 from services.core.busaccess import SERVICES, Role
 from services.core.settings import Settings
+from services.gateway import keymirror
 from tests.conftest import NATS_SEEDS, NatsServer, Stack, eventually
 
 G, R, P, N, C = Role.GATEWAY, Role.RENDERER, Role.PROJECTOR, Role.NOTIFIER, Role.CONDUCTOR
@@ -41,7 +42,7 @@ def samples(job: str) -> dict[str, tuple[set[Role], events.LogEvent]]:
     """One event of each kind the log holds, for job `job` (a batch `b<job>`, its item
     0), with the services whose code publishes that kind: the policy, stated here
     independently of `busaccess`."""
-    item, batch = events.item_job_id(f"b{job}", 0), f"b{job}"
+    item, batch = subjects.item_job_id(f"b{job}", 0), f"b{job}"
     counts = {"total": 1, "done": 1, "failed": 0, "cancelled": 0}
     return {
         "submitted": ({G, P}, events.JobSubmitted(job_id=job, tenant="t1")),
@@ -176,11 +177,11 @@ async def test_each_identity_publishes_its_own_events_and_is_refused_every_other
 
     def all_logged() -> bool:
         logged = "\n".join(bus_server.refusals())
-        return all(f'Subject "{s}"' in logged for subjects in refused.values() for s in subjects)
+        return all(f'Subject "{s}"' in logged for names in refused.values() for s in names)
 
     await eventually(all_logged, 10)
-    for role, subjects in refused.items():
-        for subject in subjects:
+    for role, names in refused.items():
+        for subject in names:
             if subject.startswith(("jobs.", "batches.")):
                 assert not await _stored(log, subject), (role, subject)
 
@@ -217,7 +218,7 @@ def _encoded(event: events.LogEvent) -> bytes:
 
 async def _stored(js: JetStreamContext, subject: str) -> bool:
     try:
-        await js.get_last_msg(events.STREAM, subject)
+        await js.get_last_msg(subjects.STREAM, subject)
     except nats.js.errors.NotFoundError:
         return False
     return True
@@ -231,10 +232,10 @@ async def test_no_identity_reads_another_s_replies_or_the_whole_bus(bus_server: 
         N: ["_INBOX_conductor.>", "batches.>"],
         C: ["_INBOX_gateway.>", "pressroom.lanes.*"],
     }
-    for role, subjects in forbidden.items():
+    for role, names in forbidden.items():
         nc = await connect_as(bus_server, role)
         try:
-            for subject in subjects:
+            for subject in names:
                 await nc.subscribe(subject)
             await nc.flush()
         finally:
@@ -242,10 +243,33 @@ async def test_no_identity_reads_another_s_replies_or_the_whole_bus(bus_server: 
 
     def all_logged() -> bool:
         logged = "\n".join(bus_server.refusals())
-        wanted = [s for subjects in forbidden.values() for s in subjects]
+        wanted = [s for names in forbidden.values() for s in names]
         return all(f'Subscription Violation - Subject "{s}"' in logged for s in wanted)
 
     await eventually(all_logged, 10)
+
+
+async def test_only_gateways_may_read_the_copy_of_the_api_keys(bus_server: NatsServer):
+    gateway = await connect_as(bus_server, G)
+    try:
+        copy = await keymirror.open_bucket(gateway.jetstream(timeout=5), Settings())
+        await copy.put("key.k1", b"{}")
+        assert (await copy.get("key.k1")).value == b"{}"
+    finally:
+        await gateway.close()
+    for role in (R, P, N, C):
+        nc = await connect_as(bus_server, role)
+        try:
+            with pytest.raises(Exception):  # noqa: B017  # refused: a timeout or an error
+                await nc.jetstream(timeout=2).key_value(subjects.KEY_DIRECTORY)
+        finally:
+            await nc.close()
+
+    def refused() -> bool:
+        logged = "\n".join(bus_server.refusals())
+        return logged.count(f'Subject "$JS.API.STREAM.INFO.KV_{subjects.KEY_DIRECTORY}"') >= 4
+
+    await eventually(refused, 10, "every other identity refused")
 
 
 async def test_a_renderer_cannot_pass_a_submission_off_as_its_result(stack: Stack):
@@ -257,7 +281,7 @@ async def test_a_renderer_cannot_pass_a_submission_off_as_its_result(stack: Stac
     nc = await bus.connect(renderer, name="forger", role=R)
     try:
         js = nc.jetstream(timeout=2)
-        ack = await js.publish(events.quiet_ends(forged_id, "done"), events.encode(forged))
+        ack = await js.publish(subjects.quiet_ends(forged_id, "done"), events.encode(forged))
         assert ack.seq
     finally:
         await nc.close()

@@ -25,8 +25,8 @@ from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
 
 from services.conductor import pack
-from services.core import bus, db, events, pageoptions, storage
-from services.core.errors import ErrorType
+from services.core import bus, db, events, pageoptions, storage, subjects
+from services.core.errortypes import ErrorType
 from services.core.settings import Settings
 from services.core.status import JobStatus
 from services.core.storage import Storage, open_storage
@@ -46,7 +46,7 @@ class Conductor:
     async def submit(self, items: list[dict[str, Any]], **fields: Any) -> events.BatchSubmitted:
         """Store an item list and publish its batch, as the gateway does."""
         batch_id = "b" + uuid.uuid4().hex[:31]
-        key = events.batch_items_key(TENANT, batch_id)
+        key = subjects.batch_items_key(TENANT, batch_id)
         lines = b"".join(msgspec.json.encode(item) + b"\n" for item in items)
         await self.storage.put(key, lines, "application/x-ndjson")
         batch = events.BatchSubmitted(
@@ -57,9 +57,9 @@ class Conductor:
         return batch
 
     async def submission(self, batch_id: str, index: int) -> events.JobSubmitted | None:
-        subject = events.subject(events.item_job_id(batch_id, index), "submitted")
+        subject = subjects.subject(subjects.item_job_id(batch_id, index), "submitted")
         try:
-            raw = await self.js.get_last_msg(events.STREAM, subject)
+            raw = await self.js.get_last_msg(subjects.STREAM, subject)
         except NotFoundError:
             return None
         event = events.decode(raw.data or b"", subject=raw.subject or "")
@@ -77,7 +77,7 @@ class Conductor:
         return result
 
     async def state(self, batch_id: str) -> str | None:
-        kv = await self.js.key_value(events.BATCH_STATE)
+        kv = await self.js.key_value(subjects.BATCH_STATE)
         try:
             entry = await kv.get(batch_id)
         except NotFoundError:  # never set, or deleted (KeyDeletedError)
@@ -93,20 +93,22 @@ class Conductor:
     async def pending_items(self, batch_id: str) -> int | None:
         """Submissions waiting in the batch's bulk durable; None if it does not exist."""
         try:
-            info = await self.js.consumer_info(events.STREAM, events.bulk_durable(batch_id))
+            info = await self.js.consumer_info(subjects.STREAM, subjects.bulk_durable(batch_id))
         except NotFoundError:
             return None
         return int(info.num_pending or 0)
 
     async def handled_all(self) -> bool:
         """Whether the conductor has acked everything published to it so far."""
-        info = await self.js.consumer_info(events.STREAM, events.CONDUCTOR)
+        info = await self.js.consumer_info(subjects.STREAM, subjects.CONDUCTOR)
         return not info.num_pending and not info.num_ack_pending
 
     async def ended(self, batch_id: str, tag: str) -> events.BatchTerminal:
         async def get() -> events.BatchTerminal | None:
             try:
-                raw = await self.js.get_last_msg(events.STREAM, events.batch_subject(batch_id, tag))
+                raw = await self.js.get_last_msg(
+                    subjects.STREAM, subjects.batch_subject(batch_id, tag)
+                )
             except NotFoundError:
                 return None
             event = events.decode_log(raw.data or b"", subject=raw.subject or "")
@@ -122,14 +124,14 @@ class Conductor:
             """INSERT INTO jobs (id, tenant_id, status, attempts, error_type, error_message,
                                  object_key, input, created_at, batch_id, item_index)
                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now(), $9, $10)""",
-            events.item_job_id(batch_id, index), TENANT, status, row.get("attempts", 1),
+            subjects.item_job_id(batch_id, index), TENANT, status, row.get("attempts", 1),
             row.get("error_type"), row.get("error_message"), row.get("object_key"),
             {"filename": row.get("filename")}, batch_id, index,
         )  # fmt: skip
 
     async def done(self, batch_id: str, index: int, filename: str, data: bytes) -> None:
         """A rendered item: its document stored where a renderer stores it."""
-        key = storage.object_key(TENANT, events.item_job_id(batch_id, index))
+        key = storage.object_key(TENANT, subjects.item_job_id(batch_id, index))
         await self.storage.put(key, data, "application/pdf")
         await self.record(batch_id, index, "done", object_key=key, filename=filename)
 
@@ -171,8 +173,8 @@ async def test_a_submitted_batch_becomes_one_job_per_item_once(conductor: Conduc
     assert await eventually(lambda: conductor.pending_items(batch.batch_id)) == 300
 
     await conductor.js.publish(
-        events.batch_subject(batch.batch_id, "submitted"), events.encode_batch(batch),
-        stream=events.STREAM, headers={"Nats-Msg-Id": "a-second-copy"},
+        subjects.batch_subject(batch.batch_id, "submitted"), events.encode_batch(batch),
+        stream=subjects.STREAM, headers={"Nats-Msg-Id": "a-second-copy"},
     )  # fmt: skip
     await eventually(conductor.handled_all, what="the copy handled")
     assert await conductor.pending_items(batch.batch_id) == 300
@@ -189,7 +191,7 @@ async def test_a_batch_paused_before_its_expansion_stays_paused(conductor: Condu
     batch_id = "b" + uuid.uuid4().hex[:31]
     await bus.publish_batch(conductor.js, events.BatchPaused(batch_id=batch_id, tenant=TENANT))
     assert await eventually(lambda: conductor.state(batch_id)) == "paused"
-    key = events.batch_items_key(TENANT, batch_id)
+    key = subjects.batch_items_key(TENANT, batch_id)
     await conductor.storage.put(key, b'{"filename":"a.pdf"}\n', "application/x-ndjson")
     batch = events.BatchSubmitted(batch_id=batch_id, tenant=TENANT, total=1, items_key=key)
     await bus.publish_batch(conductor.js, batch)
@@ -243,7 +245,7 @@ async def test_a_complete_batch_is_packed_with_every_document_and_a_manifest(
 
     done = await conductor.ended(b, "done")
     assert isinstance(done, events.BatchDone)
-    assert done.object_key == events.batch_archive_key(TENANT, b)
+    assert done.object_key == subjects.batch_archive_key(TENANT, b)
     assert (done.total, done.done, done.failed, done.cancelled) == (5, 3, 2, 0)
     assert done.webhook_url == "http://x/h"
     archive = await conductor.archive(done.object_key)
@@ -272,8 +274,8 @@ async def test_a_complete_batch_is_packed_with_every_document_and_a_manifest(
     # A pause, or a copy of the submission, after the end does not bring it back.
     await bus.publish_batch(conductor.js, events.BatchPaused(batch_id=b, tenant=TENANT))
     await conductor.js.publish(
-        events.batch_subject(b, "submitted"), events.encode_batch(batch),
-        stream=events.STREAM, headers={"Nats-Msg-Id": "a-late-copy"},
+        subjects.batch_subject(b, "submitted"), events.encode_batch(batch),
+        stream=subjects.STREAM, headers={"Nats-Msg-Id": "a-late-copy"},
     )  # fmt: skip
     await eventually(conductor.handled_all, what="the late events handled")
     assert await conductor.state(b) is None
@@ -311,9 +313,11 @@ async def test_a_cancelled_batch_cancels_its_open_items_and_ends_cancelled(
     await conductor.done(b, 0, "invoice-0.pdf", b"%PDF zero")
     await bus.publish_batch(conductor.js, events.BatchCancel(batch_id=b, tenant=TENANT))
     for index in (1, 2, 3):
-        subject = events.subject(events.item_job_id(b, index), "cancelled")
+        subject = subjects.subject(subjects.item_job_id(b, index), "cancelled")
         await eventually(lambda s=subject: _stored(conductor.js, s), what=subject)
-    assert not await _stored(conductor.js, events.subject(events.item_job_id(b, 0), "cancelled"))
+    assert not await _stored(
+        conductor.js, subjects.subject(subjects.item_job_id(b, 0), "cancelled")
+    )
     assert await conductor.state(b) == "cancelled"
     await bus.publish_batch(conductor.js, events.BatchResumed(batch_id=b, tenant=TENANT))
     await eventually(conductor.handled_all, what="the resume handled")
@@ -346,7 +350,7 @@ async def test_a_merged_batch_is_one_pdf_of_its_documents_in_order(conductor: Co
     )
     done = await conductor.ended(batch.batch_id, "done")
     assert isinstance(done, events.BatchDone)
-    assert done.object_key == events.batch_archive_key(TENANT, batch.batch_id, "pdf")
+    assert done.object_key == subjects.batch_archive_key(TENANT, batch.batch_id, "pdf")
     merged = pypdf.PdfReader(io.BytesIO(await conductor.archive(done.object_key)))
     assert [float(page.mediabox.width) for page in merged.pages] == [100, 101, 102]
 
@@ -363,7 +367,7 @@ def _pdf(widths: list[int]) -> bytes:
 
 async def _stored(js: JetStreamContext, subject: str) -> bool:
     try:
-        await js.get_last_msg(events.STREAM, subject)
+        await js.get_last_msg(subjects.STREAM, subject)
     except NotFoundError:
         return False
     return True

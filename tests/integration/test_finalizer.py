@@ -20,7 +20,7 @@ import pytest
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js import JetStreamContext
 
-from services.core import events, topology
+from services.core import subjects, topology
 from services.core.settings import Settings
 from tests.conftest import Stack, eventually
 
@@ -60,15 +60,15 @@ async def advisories_handled(js: JetStreamContext, count: int) -> bool:
 async def test_crash_loop_job_ends_failed_worker_lost_once(crash_stack: Stack, js):
     accepted = await crash_stack.submit({"template": "<p>never rendered</p>"})
     job_id = accepted["id"]
-    durable = events.singles_durable(crash_stack.tenant.id)
-    dying_worker = await js.pull_subscribe_bind(durable, stream=events.STREAM)
+    durable = subjects.singles_durable(crash_stack.tenant.id)
+    dying_worker = await js.pull_subscribe_bind(durable, stream=subjects.STREAM)
 
     async def take_delivery_then_die() -> dict | None:
         # Each pull also lets the server notice that the last delivery expired: nats-server
         # emits MAX_DELIVERIES when the consumer next handles a pull request.
         with contextlib.suppress(NatsTimeout):
             for msg in await dying_worker.fetch(1, timeout=0.3):
-                assert msg.subject == events.submitted_subject(job_id, crash_stack.tenant.id)
+                assert msg.subject == subjects.submitted_subject(job_id, crash_stack.tenant.id)
         job = await crash_stack.job(job_id)
         return job if job["status"] == "failed" else None
 

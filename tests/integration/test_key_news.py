@@ -16,7 +16,7 @@ from dataclasses import replace
 import aiohttp
 import nats
 
-from services.core import events
+from services.core import subjects
 from services.core.settings import Settings
 from tests.conftest import Stack, admin_call, eventually, free_port
 
@@ -77,8 +77,8 @@ async def _refused(base_url: str, key: str) -> bool:
 async def _notice_of_unknown_key(settings: Settings) -> None:
     nc = await nats.connect(settings.nats_url)
     try:
-        await nc.publish(events.KEY_NEWS, b'{"revoked":["key_0000000000000000"]}')
-        await nc.publish(events.KEY_NEWS, b"not json")
+        await nc.publish(subjects.KEY_NEWS, b'{"revoked":["key_0000000000000000"]}')
+        await nc.publish(subjects.KEY_NEWS, b"not json")
         await nc.flush()
     finally:
         await nc.close()

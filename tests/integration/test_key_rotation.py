@@ -33,7 +33,7 @@ import asyncpg
 import pytest
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-from services.core import bus, crypto, events, timeline
+from services.core import bus, crypto, events, subjects, timeline
 from services.core.settings import Settings, SettingsError
 from services.notifier.main import serve as serve_notifier
 from tests.conftest import SERVER_KEY, Receiver, Stack, Tenant, eventually
@@ -186,7 +186,7 @@ async def test_a_wrong_server_key_stops_start_and_never_signs_with_another_secre
 
 
 async def _retried(js: Any) -> bool:
-    info = await js.consumer_info(events.STREAM, events.NOTIFIER)
+    info = await js.consumer_info(subjects.STREAM, subjects.NOTIFIER)
     return bool(info.num_redelivered >= 1)
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import nats
 import pytest
 
-from services.core import bus, events
+from services.core import bus, events, subjects
 from services.core.errors import EventTooLarge, LogFull
 from services.core.settings import Settings, SettingsError
 from services.gateway.logroom import LogRoom
@@ -38,7 +38,7 @@ async def fill(stack: Stack, most: int) -> tuple[list[str], tuple[int, dict, dic
 async def stream_first_seq(settings: Settings) -> int:
     nc = await nats.connect(settings.nats_url)
     try:
-        return int((await nc.jetstream().stream_info(events.STREAM)).state.first_seq)
+        return int((await nc.jetstream().stream_info(subjects.STREAM)).state.first_seq)
     finally:
         await nc.close()
 
@@ -93,7 +93,7 @@ async def test_the_stream_itself_refuses_what_does_not_fit_and_keeps_the_rest(
                 stored += 1
         with pytest.raises(EventTooLarge, match="PRESSROOM_STREAM_MAX_MSG_SIZE"):
             await bus.publish(js, events.JobSubmitted(job_id="big", template="x" * 5000))
-        info = await js.stream_info(events.STREAM)
+        info = await js.stream_info(subjects.STREAM)
     assert 50 < stored < 1000
     assert (info.state.first_seq, info.state.messages) == (1, stored)
 

@@ -21,7 +21,7 @@ import asyncpg
 import nats
 import pytest
 
-from services.core import events
+from services.core import subjects
 from services.core.settings import Settings
 from tests.conftest import BIN, Stack, eventually, free_port, nats_port, reported_port
 
@@ -112,7 +112,7 @@ async def stream_leader(urls: str) -> str | None:
     """The server name of the JOBS stream's leader (None during an election)."""
     nc = await nats.connect(urls.split(","), connect_timeout=1, max_reconnect_attempts=0)
     try:
-        info = await nc.jetstream(timeout=2).stream_info(events.STREAM)
+        info = await nc.jetstream(timeout=2).stream_info(subjects.STREAM)
     finally:
         await nc.close()
     return info.cluster.leader if info.cluster is not None else None

@@ -13,7 +13,7 @@ from dataclasses import replace
 
 import pytest
 
-from services.core import bus, events, timeline
+from services.core import bus, events, subjects, timeline
 from services.core.settings import Settings
 from tests.conftest import Receiver, Stack, eventually
 
@@ -70,7 +70,7 @@ async def test_a_second_end_in_the_log_sends_no_second_webhook(
         assert await bus.publish(js, late) is True
 
         async def notifier_idle() -> bool:
-            info = await js.consumer_info(events.STREAM, events.NOTIFIER)
+            info = await js.consumer_info(subjects.STREAM, subjects.NOTIFIER)
             return (info.num_pending, info.num_ack_pending) == (0, 0)
 
         await eventually(notifier_idle, 15, "the notifier has taken the late event")

@@ -9,7 +9,7 @@ import asyncpg
 import msgspec
 from prometheus_client import REGISTRY
 
-from services.core import bus, db, events
+from services.core import bus, db, events, subjects
 from services.core.settings import Settings
 from services.projector import consumer
 from services.projector.apply import apply
@@ -131,7 +131,7 @@ async def test_an_event_logged_with_a_nul_is_stored_with_a_replacement_character
         poison = events.JobSubmitted(job_id="bad", template="t", data={"x": "a\x00b"})
         raw = msgspec.json.encode(poison)  # as logged before events.encode sanitised
         assert b"\\u0000" in raw
-        await js.publish(events.subject_of(poison), raw, stream=events.STREAM)
+        await js.publish(events.subject_of(poison), raw, stream=subjects.STREAM)
         for job_id in ("ok1", "ok2"):
             await bus.publish(js, events.JobSubmitted(job_id=job_id, template="t"))
         target = consumer.Projection(js, pool, settings.free_tier)
@@ -147,7 +147,7 @@ async def test_an_event_logged_with_a_nul_is_stored_with_a_replacement_character
             await projector
         statuses = {r["id"]: r["status"] for r in await pool.fetch("SELECT id, status FROM jobs")}
         bad = await pool.fetchval("SELECT input FROM jobs WHERE id = 'bad'")
-        info = await js.consumer_info(events.STREAM, events.PROJECTOR)
+        info = await js.consumer_info(subjects.STREAM, subjects.PROJECTOR)
     assert statuses == {"bad": "queued", "ok1": "queued", "ok2": "queued"}
     assert bad["data"] == {"x": "a\ufffdb"}
     after = REGISTRY.get_sample_value("pressroom_events_skipped_total", {"type": "submitted"})
@@ -162,7 +162,7 @@ async def test_the_log_never_carries_a_nul(nats_server: NatsServer) -> None:
         error = events.ErrorInfo(type="wait_timeout", message="last error: Error: a\x00b")
         failed = events.JobFailed(job_id="j", attempt=1, error=error)
         await bus.publish(js, failed)
-        msg = await js.get_last_msg(events.STREAM, events.subject_of(failed))
+        msg = await js.get_last_msg(subjects.STREAM, events.subject_of(failed))
     assert b"\\u0000" not in msg.data
     failed = events.decode(msg.data, subject=msg.subject)
     assert isinstance(failed, events.JobFailed)

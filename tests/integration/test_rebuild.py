@@ -17,7 +17,7 @@ import asyncio
 import asyncpg
 import pytest
 
-from services.core import bus, events
+from services.core import bus, subjects
 from services.core.settings import Settings
 from services.projector import main as projector_main
 from services.projector import rebuild
@@ -134,7 +134,7 @@ async def test_a_rebuild_keeping_history_keeps_the_jobs_the_log_has_aged_out_of(
     finally:
         await conn.close()
     async with bus.open_bus(settings, name="test") as (_, js):
-        await js.purge_stream(events.STREAM, seq=first_of_new)  # what retention would do
+        await js.purge_stream(subjects.STREAM, seq=first_of_new)  # what retention would do
 
     summary = await rebuild.rebuild(settings, asyncio.Event(), keep_history=True)
     assert await snapshot(settings.database_url) == before

@@ -22,7 +22,7 @@ import pytest
 from nats.js import JetStreamContext
 from prometheus_client import REGISTRY
 
-from services.core import bus, db, events
+from services.core import bus, db, subjects
 from services.core.errors import NotFound
 from services.core.settings import Settings
 from services.projector import reconciler
@@ -81,7 +81,7 @@ def actions(action: str) -> float:
 
 
 async def last_submission_id(js: JetStreamContext, job_id: str) -> str:
-    msg = await js.get_last_msg(events.STREAM, events.subject(job_id, "submitted.*"))
+    msg = await js.get_last_msg(subjects.STREAM, subjects.subject(job_id, "submitted.*"))
     return str((msg.headers or {}).get("Nats-Msg-Id"))
 
 
@@ -107,7 +107,7 @@ async def black_hole(nc: nats.NATS, tenant: str, stop: asyncio.Event) -> None:
     """A "renderer" that takes every message of `tenant`'s single jobs and acknowledges it
     without doing anything: the log then no longer drives those jobs. The tenant's durable
     is made by the first re-drive."""
-    lane = bus.Lane(nc, events.singles_durable(tenant))
+    lane = bus.Lane(nc, subjects.singles_durable(tenant))
     try:
         while not stop.is_set():
             try:
@@ -254,7 +254,7 @@ async def test_a_batch_s_items_are_judged_by_their_own_durable(fast_settings, js
                 return bool((await response.json())["status"] == "paused")
 
         await eventually(paused, 10)
-        await js.delete_consumer(events.STREAM, events.bulk_durable(batch_id))
+        await js.delete_consumer(subjects.STREAM, subjects.bulk_durable(batch_id))
         await asyncio.sleep(4 * fast_settings.stale_after)  # paused: still nothing
         rows = await batch_items_rows(fast_settings.database_url, batch_id)
         assert [r["redrives"] for r in rows] == [0] * 3

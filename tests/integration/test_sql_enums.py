@@ -9,7 +9,7 @@ import asyncpg
 import pytest
 
 from services.core import db
-from services.core.errors import ErrorType
+from services.core.errortypes import ErrorType
 from services.core.schema import MIGRATIONS
 from services.core.status import BatchStatus, JobStatus
 

@@ -9,7 +9,7 @@ import asyncpg
 import pytest
 from nats.aio.msg import Msg
 
-from services.core import bus, events, timeline, topology
+from services.core import bus, events, subjects, timeline, topology
 from services.core.settings import Settings
 from tests.conftest import NatsServer, Stack, eventually
 
@@ -38,7 +38,7 @@ async def test_an_end_is_found_with_and_without_a_webhook_and_for_an_item(
     hook = "https://example.com/hook"
     error = events.ErrorInfo(type="template", message="x")
     async with bus.open_bus(settings, name="test") as (_, js):
-        item = events.item_job_id("b1", 0)
+        item = subjects.item_job_id("b1", 0)
         for job_id in ("quiet", "hooked", item):
             await bus.publish(js, events.JobSubmitted(job_id=job_id, template="<p>x</p>"))
         await bus.publish(js, events.JobFailed(job_id="quiet", attempt=1, error=error))
@@ -57,7 +57,7 @@ async def test_an_end_is_found_with_and_without_a_webhook_and_for_an_item(
             job_id: await timeline.first_terminal_seq(js, job_id)
             for job_id in ("quiet", "hooked", item)
         }
-        subjects = {raw.seq: raw.subject async for raw in timeline.messages(js, "jobs.>")}
+        seen = {raw.seq: raw.subject async for raw in timeline.messages(js, "jobs.>")}
     assert {type(event).__name__ for (job_id, _), event in found.items() if job_id == "hooked"} == {
         "JobFailed"
     }
@@ -65,9 +65,9 @@ async def test_an_end_is_found_with_and_without_a_webhook_and_for_an_item(
         "JobCancelled"
     }
     assert all(found["quiet", direct] is not None for direct in (False, True))
-    assert subjects[firsts["quiet"]] == "jobs.quiet.failed.quiet"
-    assert subjects[firsts["hooked"]] == "jobs.hooked.failed"
-    assert subjects[firsts[item]] == "jobs.b1.0.cancelled"
+    assert seen[firsts["quiet"]] == "jobs.quiet.failed.quiet"
+    assert seen[firsts["hooked"]] == "jobs.hooked.failed"
+    assert seen[firsts[item]] == "jobs.b1.0.cancelled"
 
 
 async def test_a_conditional_publish_is_stored_only_while_nothing_came_after(
@@ -82,7 +82,9 @@ async def test_a_conditional_publish_is_stored_only_while_nothing_came_after(
         for job_id in ("j1", "b1.1", "b1.2"):
             submitted = events.JobSubmitted(job_id=job_id, template="<p>x</p>")
             await bus.publish(js, submitted)
-            seqs[job_id] = (await js.get_last_msg(events.STREAM, events.subject_of(submitted))).seq
+            seqs[job_id] = (
+                await js.get_last_msg(subjects.STREAM, events.subject_of(submitted))
+            ).seq
         await bus.publish(js, events.JobSubmitted(job_id="j10", template="<p>x</p>"))
         await bus.publish(js, events.JobCancelled(job_id="b1.2", reason="batch cancelled"))
         started = events.JobStarted(job_id="j1", attempt=1, worker="w")
@@ -111,9 +113,9 @@ async def test_a_stream_made_before_direct_get_gets_it_at_start(nats_server: Nat
     async with bus.open_bus(settings, name="test") as (_, js):
         old = dataclasses.replace(topology.stream_config(settings), allow_direct=False)
         await js.update_stream(old)
-        assert (await js.stream_info(events.STREAM)).config.allow_direct is False
+        assert (await js.stream_info(subjects.STREAM)).config.allow_direct is False
     async with bus.open_bus(settings, name="test") as (_, js):
-        assert (await js.stream_info(events.STREAM)).config.allow_direct is True
+        assert (await js.stream_info(subjects.STREAM)).config.allow_direct is True
 
 
 async def test_a_timeline_is_read_in_order_and_leaves_no_consumer_behind(
@@ -133,10 +135,10 @@ async def test_a_timeline_is_read_in_order_and_leaves_no_consumer_behind(
         await bus.publish(js, events.JobSubmitted(job_id="j10", template="<p>y</p>"))
         await bus.publish(js, events.JobStarted(job_id="j1", attempt=1, worker="w"))
         await bus.publish(js, events.JobCancelled(job_id="j1", reason="not needed"))
-        consumers = (await js.stream_info(events.STREAM)).state.consumer_count
+        consumers = (await js.stream_info(subjects.STREAM)).state.consumer_count
         for _ in range(100):
             found = await timeline.job_events(js, "j1")
-        after = (await js.stream_info(events.STREAM)).state.consumer_count
+        after = (await js.stream_info(subjects.STREAM)).state.consumer_count
         missing = await timeline.job_events(js, "nope")
         await nc.flush()
         await watch.unsubscribe()

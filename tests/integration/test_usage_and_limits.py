@@ -25,7 +25,7 @@ import msgspec
 import nats
 import pytest
 
-from services.core import bus, events
+from services.core import bus, events, subjects
 from services.core.settings import Settings
 from services.gateway import idempotency
 from tests.conftest import ADMIN, Stack, Tenant, admin_call, eventually
@@ -65,10 +65,10 @@ async def usage_messages(settings: Settings) -> list[events.DocumentUsed]:
     nc = await nats.connect(settings.nats_url)
     try:
         js = nc.jetstream()
-        info = await js.stream_info(events.USAGE_STREAM)
+        info = await js.stream_info(subjects.USAGE_STREAM)
         found = []
         for seq in range(info.state.first_seq, info.state.last_seq + 1):
-            raw = await js.get_msg(events.USAGE_STREAM, seq)
+            raw = await js.get_msg(subjects.USAGE_STREAM, seq)
             found.append(msgspec.json.decode(raw.data, type=events.DocumentUsed))
         return found
     finally:
@@ -95,6 +95,8 @@ async def test_usage_counts_each_job_once_and_bills_beyond_the_free_tier(stack: 
     assert usage["render_seconds"] > 0
     # The free tier is 2 successful documents: the failed job used none of it.
     assert (usage["free_tier"], usage["billable"]) == (2, 1)
+    # No quota: nothing is held, nothing is left to count down.
+    assert (usage["monthly_quota"], usage["held"], usage["quota_left"]) == (None, 0, None)
     assert (await usage_of(stack, other))["succeeded"] == 1
 
     billed = await usage_messages(stack.settings)
@@ -135,7 +137,7 @@ async def test_usage_counts_each_job_once_and_bills_beyond_the_free_tier(stack: 
 async def _projector_idle(stack: Stack) -> bool:
     nc = await nats.connect(stack.settings.nats_url)
     try:
-        info = await nc.jetstream().consumer_info(events.STREAM, events.PROJECTOR)
+        info = await nc.jetstream().consumer_info(subjects.STREAM, subjects.PROJECTOR)
     finally:
         await nc.close()
     return bool(info.num_pending == 0 and info.num_ack_pending == 0)

@@ -17,7 +17,7 @@ import nats
 import pytest
 from aiohttp import web
 
-from services.core import events, timeline
+from services.core import subjects, timeline
 from services.core.settings import Settings
 from tests.conftest import Receiver, Stack, eventually, free_port
 from tests.integration.test_pipeline import HELLO
@@ -299,10 +299,10 @@ async def test_the_notifier_is_never_handed_the_end_of_a_job_without_a_webhook(
     nc = await nats.connect(stack.settings.nats_url)
     try:
         js = nc.jetstream()
-        notifier = await js.consumer_info(events.STREAM, events.NOTIFIER)
+        notifier = await js.consumer_info(subjects.STREAM, subjects.NOTIFIER)
         ends = {
             job_id: [
-                raw.subject async for raw in timeline.messages(js, events.subject(job_id, ">"))
+                raw.subject async for raw in timeline.messages(js, subjects.subject(job_id, ">"))
             ]
             for job_id in (quiet["id"], cancelled, hooked["id"])
         }

@@ -28,12 +28,13 @@ from services.core.errors import (
     PressroomError,
     RenderTimeout,
 )
+from services.core.options import check_header_footer
 from services.core.outputs import CONTENT_TYPES, is_image
 from services.core.pageoptions import PageOptions
 from services.core.settings import Settings
 from services.renderer.browser.diagnosis import PageReport, diagnose
 from services.renderer.browser.documents import PDF, Html, RenderResult, Source
-from services.renderer.browser.limits import Limits, check_templates
+from services.renderer.browser.limits import Limits, check_template_sizes
 from services.renderer.browser.outcome import outcome
 from services.renderer.browser.params import (
     Emulation,
@@ -214,9 +215,10 @@ class BrowserPool:
         `jobfiles.DOCUMENT` and its relative names are served from them; `AssetMissing`
         if the page asked for one the job does not carry.
         """
-        check_templates(options, self.limits)  # before a tab is taken for it
+        check_template_sizes(options, self.limits)  # before a tab is taken for it
         if files is not None:
             options = await files.inlined(options)  # headers and footers load nothing
+        check_header_footer(options, files=False)  # nothing left to fetch: it would crash
         async with self._slots:
             chromium = await self._current()
             chromium.in_flight += 1

@@ -8,7 +8,8 @@ explained in `OTHER_TYPES`; a stored type no member has is shown as `internal`.
 from __future__ import annotations
 
 from services.core import errors
-from services.core.errors import OTHER_TYPES, ErrorType, PressroomError, known_type
+from services.core.errors import PressroomError
+from services.core.errortypes import OTHER_TYPES, ErrorType, known_type
 
 
 def every_error_class() -> list[type[PressroomError]]:

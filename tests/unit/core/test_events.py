@@ -5,7 +5,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from services.core import events, pageoptions
+from services.core import events, pageoptions, subjects
 
 
 def test_terminal_events_share_one_dedup_id():
@@ -18,7 +18,7 @@ def test_terminal_events_share_one_dedup_id():
 def test_an_end_without_a_webhook_has_a_subject_the_notifier_does_not_take():
     done = events.JobDone(job_id="j", attempt=1, object_key="k", bytes=1, pages=1, render_ms=1)
     hooked = msgspec.structs.replace(done, webhook_url="https://example.com/hook")
-    item = msgspec.structs.replace(done, job_id=events.item_job_id("b", 3))
+    item = msgspec.structs.replace(done, job_id=subjects.item_job_id("b", 3))
     cancelled = events.JobCancelled(job_id="j", reason="x")
     assert events.subject_of(done) == "jobs.j.done.quiet"
     assert events.subject_of(cancelled) == "jobs.j.cancelled.quiet"
@@ -28,8 +28,8 @@ def test_an_end_without_a_webhook_has_a_subject_the_notifier_does_not_take():
         "jobs.j.started"
     )
     for event in (done, cancelled, hooked, item):
-        assert events.kind_of(events.subject_of(event)) == events.event_name(event)
-    assert events.kind_of("jobs.j.submitted.lane") == "submitted"
+        assert subjects.kind_of(events.subject_of(event)) == events.event_name(event)
+    assert subjects.kind_of("jobs.j.submitted.lane") == "submitted"
 
 
 def test_events_round_trip_and_tolerate_unknown_fields():
@@ -60,14 +60,14 @@ def test_a_single_job_s_submission_carries_its_tenant_s_lane_and_an_item_s_does_
     item = events.JobSubmitted(job_id="b1.7", tenant="ten_ab12", batch_id="b1", template="")
     assert events.subject_of(single) == "jobs.j1.submitted.ten_ab12"
     assert events.subject_of(item) == "jobs.b1.7.submitted"
-    assert events.singles_durable("ten_ab12") == "singles-ten_ab12"
+    assert subjects.singles_durable("ten_ab12") == "singles-ten_ab12"
     # An id that could not be one subject token gets a digest of itself, stable.
-    odd = events.lane_token("a.b *>")
-    assert odd == events.lane_token("a.b *>") and odd.isalnum() and odd != "a.b *>"
-    assert events.kind_of(events.subject_of(single)) == "submitted"
-    assert events.kind_of(events.subject_of(item)) == "submitted"
-    assert events.kind_of("jobs.j1.done") == "done"
-    assert events.kind_of("jobs.b1.7.done") == "done"
+    odd = subjects.lane_token("a.b *>")
+    assert odd == subjects.lane_token("a.b *>") and odd.isalnum() and odd != "a.b *>"
+    assert subjects.kind_of(events.subject_of(single)) == "submitted"
+    assert subjects.kind_of(events.subject_of(item)) == "submitted"
+    assert subjects.kind_of("jobs.j1.done") == "done"
+    assert subjects.kind_of("jobs.b1.7.done") == "done"
 
 
 def test_an_event_stands_only_on_its_own_job_s_subject_of_its_own_kind():

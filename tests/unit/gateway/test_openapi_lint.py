@@ -20,7 +20,8 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from services.core import options as option_rules
-from services.core.errors import ErrorType, RequestError
+from services.core.errors import RequestError
+from services.core.errortypes import ErrorType
 from services.core.settings import Settings
 from services.core.status import BatchStatus, JobStatus
 from services.gateway import contract, openapi, schemadocs, streamdocs

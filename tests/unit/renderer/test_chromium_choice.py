@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from services.core import settings as settings_module
+from services.core import browsersettings
 from services.core.settings import Settings, SettingsError
 
 
@@ -21,7 +21,7 @@ def executable(path: Path) -> str:
 
 def test_the_setting_wins_over_everything(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     shell = executable(tmp_path / "chromium-headless-shell")
-    monkeypatch.setattr(settings_module, "HEADLESS_SHELLS", (shell,))
+    monkeypatch.setattr(browsersettings, "HEADLESS_SHELLS", (shell,))
     assert Settings(chromium="/opt/chrome/chrome").chromium_path() == "/opt/chrome/chrome"
 
 
@@ -33,7 +33,7 @@ def test_the_headless_shell_comes_before_a_chromium_on_path(
     bin_dir.mkdir()
     executable(bin_dir / "chromium")
     monkeypatch.setenv("PATH", str(bin_dir))
-    monkeypatch.setattr(settings_module, "HEADLESS_SHELLS", (str(tmp_path / "absent"), shell))
+    monkeypatch.setattr(browsersettings, "HEADLESS_SHELLS", (str(tmp_path / "absent"), shell))
     assert Settings(chromium="").chromium_path() == shell
 
 
@@ -46,7 +46,7 @@ def test_without_a_headless_shell_the_chromium_on_path(
     bin_dir.mkdir()
     chromium = executable(bin_dir / "chromium")
     monkeypatch.setenv("PATH", str(bin_dir))
-    monkeypatch.setattr(settings_module, "HEADLESS_SHELLS", (str(not_executable),))
+    monkeypatch.setattr(browsersettings, "HEADLESS_SHELLS", (str(not_executable),))
     assert Settings(chromium="").chromium_path() == chromium
 
 
@@ -54,7 +54,7 @@ def test_no_chromium_at_all_says_what_to_install(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
-    monkeypatch.setattr(settings_module, "HEADLESS_SHELLS", ())
+    monkeypatch.setattr(browsersettings, "HEADLESS_SHELLS", ())
     with pytest.raises(SettingsError, match="apt-get install chromium-headless-shell"):
         Settings(chromium="").chromium_path()
 
@@ -62,8 +62,8 @@ def test_no_chromium_at_all_says_what_to_install(
 def test_debian_s_headless_shell_is_its_binary_not_the_wrapper_script() -> None:
     """/usr/bin/chromium-headless-shell runs the binary without `exec`: Chromium would not
     be the launcher's child, and would outlive a renderer that died."""
-    assert all(not path.startswith("/usr/bin/") for path in settings_module.HEADLESS_SHELLS)
-    for path in settings_module.HEADLESS_SHELLS:
+    assert all(not path.startswith("/usr/bin/") for path in browsersettings.HEADLESS_SHELLS)
+    for path in browsersettings.HEADLESS_SHELLS:
         if os.path.exists(path):
             with open(path, "rb") as binary:
                 assert binary.read(4) == b"\x7fELF"

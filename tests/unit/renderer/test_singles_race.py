@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from services.core import bus, events
+from services.core import bus, subjects
 from services.renderer import lanes
 
 ANSWERS: dict[str, list[list[str]]] = {}
@@ -49,13 +49,13 @@ def scripted(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 async def test_an_empty_answer_after_a_bell_is_asked_again_soon(scripted: None) -> None:
-    bob = events.singles_durable("bob")
+    bob = subjects.singles_durable("bob")
     ANSWERS[bob] = [[], ["bob's job"]]  # the race, then the message
     wake = asyncio.Event()
     singles = lanes.Singles(None, None, wake)  # type: ignore[arg-type]
     await singles.take(2)  # the first sweep and listing: nothing anywhere
     wake.clear()
-    await singles._bell(Bell(f"{events.LANE_BELL}.bob"))  # type: ignore[arg-type]
+    await singles._bell(Bell(f"{subjects.LANE_BELL}.bob"))  # type: ignore[arg-type]
     assert await singles.take(1) == []
     wake.clear()
     await asyncio.wait_for(wake.wait(), 1.0)  # woken to ask again, long before a sweep
@@ -63,12 +63,12 @@ async def test_an_empty_answer_after_a_bell_is_asked_again_soon(scripted: None) 
 
 
 async def test_a_lane_that_stays_empty_is_asked_again_once_only(scripted: None) -> None:
-    carol = events.singles_durable("carol")
+    carol = subjects.singles_durable("carol")
     ANSWERS[carol] = [[], [], ["carol's job"]]
     wake = asyncio.Event()
     singles = lanes.Singles(None, None, wake)  # type: ignore[arg-type]
     await singles.take(1)
-    await singles._bell(Bell(f"{events.LANE_BELL}.carol"))  # type: ignore[arg-type]
+    await singles._bell(Bell(f"{subjects.LANE_BELL}.carol"))  # type: ignore[arg-type]
     assert await singles.take(1) == []
     wake.clear()
     await asyncio.wait_for(wake.wait(), 1.0)
