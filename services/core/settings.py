@@ -24,6 +24,7 @@ from services.core.browsersettings import BrowserSettings
 from services.core.crypto import ServerKeys, read_keyring
 from services.core.gotenbergsettings import GotenbergSettings
 from services.core.pdfsettings import PdfSettings
+from services.core.previewsettings import PreviewSettings
 from services.core.settingvalues import boolean as _bool
 from services.core.settingvalues import choice as _choice
 from services.core.settingvalues import float_in as _float
@@ -37,7 +38,7 @@ from services.core.valuefiles import raw_value
 
 
 @dataclass(frozen=True)
-class Settings(AssetSettings, BrowserSettings, PdfSettings, GotenbergSettings):
+class Settings(AssetSettings, BrowserSettings, PdfSettings, GotenbergSettings, PreviewSettings):
     """Every setting of every service; each field is one `PRESSROOM_*` variable."""
 
     host: str = _var("PRESSROOM_HOST", "127.0.0.1", doc="address the gateway listens on")

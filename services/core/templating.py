@@ -12,6 +12,7 @@ This module imports only Jinja2, so a jail's workers start fast.
 from __future__ import annotations
 
 import functools
+import traceback
 from typing import Any
 
 import jinja2
@@ -74,15 +75,28 @@ def render_html(template: str, data: dict[str, Any], max_chars: int | None = Non
 
     Raises `TemplateError` carrying Jinja2's own message for anything the template gets
     wrong: a syntax error (prefixed "template syntax error at line N: "), an undefined
-    variable ("'name' is undefined"), a sandbox violation, or an error raised while
-    evaluating an expression.
+    variable ("line N: 'name' is undefined"), a sandbox violation, or an error raised
+    while evaluating an expression (prefixed "line N: " when the line is known), so an
+    editor can point at the line.
     """
     try:
         return _generate(_compile(template), data, max_chars)
     except jinja2.TemplateSyntaxError as exc:
         raise TemplateError(f"template syntax error at line {exc.lineno}: {exc.message}") from exc
     except _RENDER_ERRORS as exc:
-        raise TemplateError(str(exc)) from exc
+        line = template_line(exc)
+        raise TemplateError(str(exc) if line is None else f"line {line}: {exc}") from exc
+
+
+def template_line(exc: BaseException) -> int | None:
+    """The template's line a render error was raised at: Jinja2 rewrites the traceback of
+    an error it handles so that its innermost template frame (file `<template>` for a
+    template from a string) carries the template's own line number."""
+    found = None
+    for frame, line in traceback.walk_tb(exc.__traceback__):
+        if frame.f_code.co_filename == "<template>":
+            found = line
+    return found
 
 
 def _generate(template: jinja2.Template, data: dict[str, Any], max_chars: int | None) -> str:

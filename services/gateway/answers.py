@@ -476,6 +476,9 @@ class BundledFile(Answer, kw_only=True):
     """Its size in bytes."""
     content_type: str
     """Its type, sniffed from its bytes."""
+    url: str | None = None
+    """A signed link to its bytes, valid for `PRESSROOM_URL_TTL` seconds (`GET
+    /templates/{id}` only)."""
 
 
 # Account -----------------------------------------------------------------------------

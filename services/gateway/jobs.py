@@ -165,7 +165,8 @@ async def _as_preview(
     if not job.preview:
         return event, []
     event = msgspec.structs.replace(event, preview=previews.preview_of(caller_of(request), event))
-    return event, await previews.admit(request.app[POOL], event)
+    limit = request.app[SETTINGS].preview_limit
+    return event, await previews.admit(request.app[POOL], event, limit)
 
 
 async def _supersede(request: web.Request, older: list[str], tenant: str) -> None:

@@ -37,6 +37,7 @@ from services.core.errors import (
     PrintKeepsTimingOut,
     PrintTimeout,
     StorageError,
+    TemplateError,
     TransientError,
     Unavailable,
 )
@@ -103,13 +104,23 @@ async def options_of(job: events.JobSubmitted, jail: Jail) -> pageoptions.PageOp
         return options
     return msgspec.structs.replace(
         options,
-        header_template=await _render_optional(jail, options.header_template, job.data),
-        footer_template=await _render_optional(jail, options.footer_template, job.data),
+        header_template=await _render_optional(jail, options, "header_template", job.data),
+        footer_template=await _render_optional(jail, options, "footer_template", job.data),
     )
 
 
-async def _render_optional(jail: Jail, template: str | None, data: dict[str, Any]) -> str | None:
-    return None if template is None else await rendered(jail, template, data)
+async def _render_optional(
+    jail: Jail, options: pageoptions.PageOptions, part: str, data: dict[str, Any]
+) -> str | None:
+    """The header or footer (`part`) rendered; a `TemplateError` in it names the part
+    ("header_template: line 2: …"), so an editor marks the line in the right one."""
+    template = getattr(options, part)
+    if template is None:
+        return None
+    try:
+        return await rendered(jail, template, data)
+    except TemplateError as exc:
+        raise TemplateError(f"{part}: {exc.message}") from exc
 
 
 def document_key(job: events.JobSubmitted, result: RenderResult) -> str:

@@ -31,7 +31,15 @@ def test_same_template_renders_with_different_data() -> None:
 def test_undefined_variable_is_a_template_error() -> None:
     with pytest.raises(TemplateError) as info:
         render_html("<p>{{ name }}</p>", {})
-    assert info.value.message == "'name' is undefined"
+    assert info.value.message == "line 1: 'name' is undefined"
+
+
+def test_an_undefined_variable_names_its_line() -> None:
+    """What the console's template editor marks: the line of the template that used it."""
+    template = "<p>ok</p>\n{% for i in [1] %}\n  <p>{{ i }} {{ name }}</p>\n{% endfor %}"
+    with pytest.raises(TemplateError) as info:
+        render_html(template, {})
+    assert info.value.message == "line 3: 'name' is undefined"
 
 
 def test_undefined_attribute_is_a_template_error() -> None:
