@@ -26,8 +26,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from services.core.settings import Settings  # noqa: E402
-from services.core.signing import new_secret  # noqa: E402
+from services.core.runtime.settings import Settings  # noqa: E402
+from services.core.secrets.signing import new_secret  # noqa: E402
 from services.dev import embedded_nats, embedded_postgres, free_port  # noqa: E402
 from tests.browser import Page, open_page  # noqa: E402
 from tests.conftest import ADMIN_KEY, SERVER_KEY, Stack, eventually  # noqa: E402

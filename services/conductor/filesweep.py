@@ -3,7 +3,7 @@
 named it, every `PRESSROOM_FILE_SWEEP_INTERVAL` seconds.
 
 What "needs" means, and why a new job uploading the same bytes at the same moment is
-safe, is `core/fileclaims.py`'s contract: each candidate blob is judged and deleted in
+safe, is `core/database/fileclaims.py`'s contract: each candidate blob is judged and deleted in
 one transaction under its lock. Several conductors may sweep at once: they take turns
 on each blob's lock, and deleting a blob twice is harmless.
 
@@ -19,12 +19,13 @@ import logging
 
 import asyncpg
 
-from services.core import fileclaims, metrics, runtime
-from services.core.db import map_db_errors
-from services.core.errors import PressroomError
-from services.core.files import blob_key
-from services.core.settings import Settings
-from services.core.storage import Storage
+from services.core.database import fileclaims
+from services.core.database.db import map_db_errors
+from services.core.model.errors import PressroomError
+from services.core.model.files import blob_key
+from services.core.objectstore.storage import Storage
+from services.core.runtime import lifecycle, metrics
+from services.core.runtime.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +56,7 @@ async def run(
     """Sweep every `file_sweep_interval` seconds until `stop` is set; PostgreSQL or
     storage trouble only skips a sweep (what it would have deleted is found again)."""
     while True:
-        await runtime.pause(stop, settings.file_sweep_interval)
+        await lifecycle.pause(stop, settings.file_sweep_interval)
         if stop.is_set():
             return
         try:

@@ -11,10 +11,13 @@ from nats.js import JetStreamContext
 from services.conductor import filesweep
 from services.conductor.consumer import Conductor
 from services.conductor.state import open_states
-from services.core import bus, db, metrics, runtime, subjects, worker
-from services.core.busaccess import Role
-from services.core.settings import Settings
-from services.core.storage import open_storage
+from services.core.database import db
+from services.core.log import bus, worker
+from services.core.log.busaccess import Role
+from services.core.model import subjects
+from services.core.objectstore.storage import open_storage
+from services.core.runtime import lifecycle, metrics
+from services.core.runtime.settings import Settings
 
 CONCURRENCY = 4
 """Batch events handled at once: expansions and packs are long, but few at a time keep
@@ -36,7 +39,7 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
         try:
             await _work(settings, js, conductor, stop)
         finally:
-            await runtime.cancelled(sweeping)
+            await lifecycle.cancelled(sweeping)
 
 
 async def _work(
@@ -53,4 +56,4 @@ async def _work(
 
 
 def main() -> None:
-    runtime.run("conductor", serve)
+    lifecycle.run("conductor", serve)

@@ -1,6 +1,6 @@
 """A tenant's own account: its usage and its webhook signing secrets.
 
-Signing secrets are sealed with the server key (`core/crypto`) before they are stored,
+Signing secrets are sealed with the server key (`core/secrets/crypto`) before they are stored,
 shown once when created, and every one that exists signs the tenant's webhooks, so a
 receiver can move to a new secret before the old one is deleted. A rotation in one call:
 `POST /webhook-secrets` with `retire_others_after` makes the new secret and lets the
@@ -17,9 +17,10 @@ from typing import Annotated, Any
 import msgspec
 from aiohttp import web
 
-from services.core import crypto, holds, tenancy
-from services.core.errors import Conflict, NotFound, RequestError
-from services.core.signing import new_secret, parse_secrets
+from services.core.database import holds, tenancy
+from services.core.model.errors import Conflict, NotFound, RequestError
+from services.core.secrets import crypto
+from services.core.secrets.signing import new_secret, parse_secrets
 from services.gateway import answers
 from services.gateway.auth import caller_of, guarded
 from services.gateway.keys import POOL, SETTINGS
@@ -61,7 +62,7 @@ def usage_view(used: tenancy.MonthUsage | None, free_tier: int) -> dict[str, Any
 
 async def get_usage(request: web.Request) -> web.Response:
     """`GET /usage?month=YYYY-MM`: the caller's tenant's usage of that month, and for this
-    month what its unfinished work holds of its quota (`core/holds`)."""
+    month what its unfinished work holds of its quota (`core/database/holds`)."""
     month = month_param(request)
     tenant = caller_of(request).tenant
     quota = request.app[LIMITS].quota_of(tenant) or None

@@ -23,9 +23,9 @@ from typing import Annotated, Any, Literal
 import msgspec
 from aiohttp import web
 
-from services.core import diagnosis
-from services.core.errortypes import ErrorType
-from services.core.status import BatchStatus, JobStatus
+from services.core.model.errortypes import ErrorType
+from services.core.model.status import BatchStatus, JobStatus
+from services.core.objectstore import diagnosis
 
 Timestamp = Annotated[str, msgspec.Meta(extra_json_schema={"format": "date-time"})]
 Count = Annotated[int, msgspec.Meta(ge=0)]

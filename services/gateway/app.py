@@ -11,13 +11,15 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
 
-from services.core import bus, db, metrics, sealed
-from services.core.busaccess import Role
-from services.core.errors import PayloadTooLarge, PressroomError, RequestTimeout
-from services.core.errortypes import ErrorType
-from services.core.jail import Jail, TemplateLimits
-from services.core.settings import Settings
-from services.core.storage import open_storage
+from services.core.database import db, sealed
+from services.core.log import bus
+from services.core.log.busaccess import Role
+from services.core.model.errors import PayloadTooLarge, PressroomError, RequestTimeout
+from services.core.model.errortypes import ErrorType
+from services.core.objectstore.storage import open_storage
+from services.core.runtime import metrics
+from services.core.runtime.settings import Settings
+from services.core.sandbox.jail import Jail, TemplateLimits
 from services.gateway import (
     accesslog,
     account,

@@ -34,10 +34,11 @@ from dataclasses import dataclass
 import asyncpg
 from aiohttp import web
 
-from services.core import crypto, tenancy
-from services.core.errors import Forbidden, Unauthorized, Unavailable
-from services.core.settings import Settings
-from services.core.subjects import DEFAULT_TENANT
+from services.core.database import tenancy
+from services.core.model.errors import Forbidden, Unauthorized, Unavailable
+from services.core.model.subjects import DEFAULT_TENANT
+from services.core.runtime.settings import Settings
+from services.core.secrets import crypto
 from services.gateway.headers import header
 
 log = logging.getLogger(__name__)

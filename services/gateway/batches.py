@@ -16,8 +16,12 @@ from typing import Any, Literal
 import msgspec
 from aiohttp import web
 
-from services.core import bus, db, events, jobsecrets, netpolicy, subjects, timeline
-from services.core.errors import (
+from services.core.database import db
+from services.core.database.fileclaims import ClaimKind
+from services.core.database.holds import HoldKind
+from services.core.log import bus, jobsecrets, timeline
+from services.core.model import events, subjects
+from services.core.model.errors import (
     Conflict,
     EventTooLarge,
     NotFound,
@@ -25,9 +29,8 @@ from services.core.errors import (
     RequestError,
     Unavailable,
 )
-from services.core.fileclaims import ClaimKind
-from services.core.holds import HoldKind
-from services.core.status import BatchStatus, JobStatus
+from services.core.model.status import BatchStatus, JobStatus
+from services.core.sandbox import netpolicy
 from services.gateway import answers, idempotency, jobfiles, templates
 from services.gateway.auth import caller_of, guarded
 from services.gateway.headers import header

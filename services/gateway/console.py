@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
-from services.core.errortypes import ErrorType
+from services.core.model.errortypes import ErrorType
 from services.gateway.keys import SETTINGS, STORAGE
 
 FOLDER = "console"

@@ -5,7 +5,7 @@ whose other parts are files (`uploads.read_form`), each named by its filename as
 refers to it. `with_files` gives the job's `submitted` event its `files`: its own parts,
 then the stored assets it names (`assets`), then its stored template's bundle; the
 first of these wins on a name (`assets.merged`). `keep_files` claims them all for the
-job (`core/fileclaims`: no sweep deletes them while it may still render) and then writes
+job (`core/database/fileclaims`: no sweep deletes them while it may still render) and then writes
 its own parts to storage (the others are stored already); the log carries `FileRef`s,
 never bytes.
 """
@@ -17,11 +17,12 @@ import hashlib
 from aiohttp import web
 from msgspec.structs import replace
 
-from services.core import assetdb, events, fileclaims
-from services.core.errors import AssetMissing, RequestError
-from services.core.fileclaims import ClaimKind
-from services.core.files import FileRef, blob_key
-from services.core.filestore import file_ref
+from services.core.database import assetdb, fileclaims
+from services.core.database.fileclaims import ClaimKind
+from services.core.model import events
+from services.core.model.errors import AssetMissing, RequestError
+from services.core.model.files import FileRef, blob_key
+from services.core.objectstore.filestore import file_ref
 from services.gateway import assets
 from services.gateway.keys import POOL, SETTINGS, STORAGE
 from services.gateway.postgres import unavailable_without_postgres
@@ -96,7 +97,7 @@ async def keep_files(
 ) -> None:
     """Claim `files` for `owner` (a job, a batch, a template version, an upload of
     assets), then write the bytes of `own` (the request's parts): claim first, so a sweep
-    cannot delete bytes between their writing and the claim (`core/fileclaims`). The
+    cannot delete bytes between their writing and the claim (`core/database/fileclaims`). The
     others must still be an asset's or a template's: `AssetMissing` naming the first
     that no longer is (deleted since it was looked up)."""
     own = own or []

@@ -12,14 +12,19 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
-from services.core import bus, db, diagnosis, events, jobsecrets, metrics, netpolicy, timeline
-from services.core.errors import Conflict, NotFound, PressroomError, Unavailable
-from services.core.errortypes import known_type
-from services.core.fileclaims import ClaimKind
-from services.core.holds import HoldKind
-from services.core.pagesecrets import seal_secrets
-from services.core.pdfwork import report_key
-from services.core.status import JobStatus
+from services.core.database import db
+from services.core.database.fileclaims import ClaimKind
+from services.core.database.holds import HoldKind
+from services.core.log import bus, jobsecrets, timeline
+from services.core.log.pagesecrets import seal_secrets
+from services.core.model import events
+from services.core.model.errors import Conflict, NotFound, PressroomError, Unavailable
+from services.core.model.errortypes import known_type
+from services.core.model.pdfwork import report_key
+from services.core.model.status import JobStatus
+from services.core.objectstore import diagnosis
+from services.core.runtime import metrics
+from services.core.sandbox import netpolicy
 from services.gateway import answers, idempotency, jobfiles, pdfjobs, previews, templates
 from services.gateway.auth import caller_of, guarded
 from services.gateway.headers import header
@@ -337,7 +342,7 @@ async def healthz(request: web.Request) -> web.Response:
 
 async def readyz(request: web.Request) -> web.Response:
     """Ready while the gateway can take jobs: NATS connected. PostgreSQL's state is
-    reported (the watch's, `core/pgwatch`) but not required: submissions need only NATS,
+    reported (the watch's, `core/database/pgwatch`) but not required: submissions need only NATS,
     and what needs PostgreSQL answers 503 with `Retry-After` by itself. No I/O, so the
     probe answers at once whatever either server does."""
     checks = answers.Checks(nats=request.app[NATS].is_connected, postgres=request.app[PG_WATCH].up)

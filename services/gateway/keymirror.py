@@ -10,7 +10,7 @@ once it answers: the first reload then reads every key and drops any the databas
 longer has (`auth.Directory.seed`).
 
 Whoever could write the bucket could grant itself a key, so only the gateway's identity
-may read or write it (`core/busaccess`). Gateways that reload at slightly different
+may read or write it (`core/log/busaccess`). Gateways that reload at slightly different
 moments may write an older copy of a key after a newer one; the next reload of either
 writes the newer again, so the copy converges within `PRESSROOM_AUTH_REFRESH`.
 """
@@ -27,9 +27,11 @@ from nats.js import JetStreamContext
 from nats.js.api import KeyValueConfig, StorageType
 from nats.js.kv import KeyValue
 
-from services.core import bus, subjects, tenancy
-from services.core.errors import NotFound, Unavailable
-from services.core.settings import Settings
+from services.core.database import tenancy
+from services.core.log import bus
+from services.core.model import subjects
+from services.core.model.errors import NotFound, Unavailable
+from services.core.runtime.settings import Settings
 
 log = logging.getLogger(__name__)
 

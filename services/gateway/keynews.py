@@ -14,7 +14,7 @@ A gateway whose admin API changes a key or a tenant publishes `KeyNews` on
 A notice can only take access away: a new key or a wider scope is only ever read from
 PostgreSQL (or, at a start without it, from the gateways' copy, which only their identity
 may read or write), so whoever could publish a notice could not grant itself anything
-(and only the gateway's identity may publish one, `core/busaccess`). A lost notice costs nothing
+(and only the gateway's identity may publish one, `core/log/busaccess`). A lost notice costs nothing
 but time: the refresh still runs every `PRESSROOM_AUTH_REFRESH` seconds, and while
 PostgreSQL is down it is skipped without a word (the watch has said so once).
 """
@@ -31,8 +31,9 @@ from aiohttp import web
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
-from services.core import bus, subjects
-from services.core.errors import Unavailable
+from services.core.log import bus
+from services.core.model import subjects
+from services.core.model.errors import Unavailable
 from services.gateway.auth import DIRECTORY
 from services.gateway.keys import KEY_MIRROR, NATS, PG_WATCH, POOL, SETTINGS
 

@@ -8,10 +8,10 @@ from nats.aio.client import Client
 from nats.js import JetStreamContext
 from nats.js.kv import KeyValue
 
-from services.core import bus
-from services.core.pgwatch import Watch
-from services.core.settings import Settings
-from services.core.storage import Storage
+from services.core.database.pgwatch import Watch
+from services.core.log import bus
+from services.core.objectstore.storage import Storage
+from services.core.runtime.settings import Settings
 from services.gateway.compiles import Compiler, FairJail
 from services.gateway.keymirror import Mirror
 from services.gateway.logroom import LogRoom

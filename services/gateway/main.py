@@ -14,8 +14,8 @@ import logging
 
 from aiohttp import web
 
-from services.core import metrics, runtime
-from services.core.settings import Settings
+from services.core.runtime import lifecycle, metrics
+from services.core.runtime.settings import Settings
 from services.gateway.app import init_app
 from services.gateway.keys import NATS, PG_WATCH
 
@@ -99,4 +99,4 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
 
 
 def main() -> None:
-    runtime.run("gateway", serve)
+    lifecycle.run("gateway", serve)

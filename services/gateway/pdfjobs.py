@@ -15,11 +15,12 @@ from __future__ import annotations
 import msgspec
 from aiohttp import web
 
-from services.core import db, events
-from services.core.errors import AssetMissing, Conflict, NotFound, RequestError
-from services.core.files import FileRef
-from services.core.pdfwork import PdfInput, PdfWork
-from services.core.status import JobStatus
+from services.core.database import db
+from services.core.model import events
+from services.core.model.errors import AssetMissing, Conflict, NotFound, RequestError
+from services.core.model.files import FileRef
+from services.core.model.pdfwork import PdfInput, PdfWork
+from services.core.model.status import JobStatus
 from services.gateway import assets
 from services.gateway.keys import POOL, SETTINGS
 from services.gateway.pdfrequests import PdfWorkRequest, fail, steps_checked

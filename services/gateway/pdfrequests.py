@@ -10,8 +10,8 @@ from typing import Annotated
 
 import msgspec
 
-from services.core.errors import NotFound, RequestError
-from services.core.files import name_problem
+from services.core.model.errors import NotFound, RequestError
+from services.core.model.files import name_problem
 from services.pdftools.requests import StepRequest
 from services.pdftools.rules import check_steps
 from services.pdftools.steps import Attach, Stamp, Watermark

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import asyncpg
 
-from services.core.db import map_db_errors
-from services.core.errors import RateLimited
-from services.core.events import JobSubmitted
+from services.core.database.db import map_db_errors
+from services.core.model.errors import RateLimited
+from services.core.model.events import JobSubmitted
 from services.gateway.auth import Caller
 from services.gateway.postgres import unavailable_without_postgres
 

@@ -17,14 +17,16 @@ from typing import Annotated, Any, Literal, TypeVar
 import msgspec
 from aiohttp import web
 
-from services.core import crypto, filenames, markdown, outputs, pageoptions
-from services.core.errors import RequestError
-from services.core.events import BatchItem
-from services.core.numbers import bounded_int
-from services.core.options import check_options
-from services.core.pageoptions import Margin, Mark, Metadata, PageOptions, WaitFor
-from services.core.pagesecrets import check_secrets
-from services.core.signing import parse_secrets
+from services.core.log.pagesecrets import check_secrets
+from services.core.model import filenames, outputs, pageoptions
+from services.core.model.errors import RequestError
+from services.core.model.events import BatchItem
+from services.core.model.numbers import bounded_int
+from services.core.model.options import check_options
+from services.core.model.pageoptions import Margin, Mark, Metadata, PageOptions, WaitFor
+from services.core.sandbox import markdown
+from services.core.secrets import crypto
+from services.core.secrets.signing import parse_secrets
 from services.gateway.fieldchecks import convert, no_nul, not_blank
 from services.gateway.headers import header
 from services.gateway.jsonbody import parse_json

@@ -1,11 +1,11 @@
-"""`page_secrets` as `POST /jobs` takes it: the strict forms of `core/pagesecrets`'
+"""`page_secrets` as `POST /jobs` takes it: the strict forms of `core/log/pagesecrets`'
 structs (unknown fields are an error naming them), as `requests.py` has for `options`."""
 
 from __future__ import annotations
 
 import msgspec
 
-from services.core import pagesecrets
+from services.core.log import pagesecrets
 
 
 class CookieRequest(pagesecrets.Cookie, forbid_unknown_fields=True):

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from services.core.fileclaims import ClaimKind
-from services.core.files import FileRef
-from services.core.filestore import file_ref
+from services.core.database.fileclaims import ClaimKind
+from services.core.model.files import FileRef
+from services.core.objectstore.filestore import file_ref
 from services.gateway import assets, jobfiles
 from services.gateway.keys import SETTINGS
 from services.gateway.requests import read_json_body
@@ -41,7 +41,7 @@ async def read_template(request: web.Request, tenant: str) -> tuple[TemplateRequ
 
 
 async def store_own(request: web.Request, tenant: str, template_id: str, bundle: Bundle) -> None:
-    """Claim the version's files (`core/fileclaims`: kept until its rows hold them), then
+    """Claim the version's files (`core/database/fileclaims`: kept until its rows hold them), then
     write the bytes of those sent with the request (before the version's rows).
     `AssetMissing` for a named asset deleted since it was looked up."""
     own = [(ref, data) for ref, data in bundle if data is not None]

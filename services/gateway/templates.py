@@ -17,10 +17,11 @@ import asyncpg
 from aiohttp import web
 from msgspec.structs import replace
 
-from services.core import assetdb, events, pageoptions, templatedb
-from services.core.errors import Conflict, NotFound, RequestError
-from services.core.files import FileRef, blob_key
-from services.core.subjects import DEFAULT_TENANT
+from services.core.database import assetdb, templatedb
+from services.core.model import events, pageoptions
+from services.core.model.errors import Conflict, NotFound, RequestError
+from services.core.model.files import FileRef, blob_key
+from services.core.model.subjects import DEFAULT_TENANT
 from services.gateway import answers, templatefiles
 from services.gateway.auth import caller_of, guarded
 from services.gateway.keys import COMPILER, POOL, SETTINGS, STORAGE

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import asyncio
 
-from services.core import bus, db, metrics, runtime, sealed, signing, subjects, worker
-from services.core.busaccess import Role
-from services.core.settings import Settings, SettingsError
-from services.core.storage import open_storage
+from services.core.database import db, sealed
+from services.core.log import bus, worker
+from services.core.log.busaccess import Role
+from services.core.model import subjects
+from services.core.objectstore.storage import open_storage
+from services.core.runtime import lifecycle, metrics
+from services.core.runtime.settings import Settings, SettingsError
+from services.core.secrets import signing
 from services.notifier import delivery
 from services.notifier.consumer import Notifier, track_backlog
 from services.notifier.keyring import Keyring
@@ -49,8 +53,8 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
                 grace=settings.webhook_timeout,
             )
         finally:
-            await runtime.cancelled(backlog)
+            await lifecycle.cancelled(backlog)
 
 
 def main() -> None:
-    runtime.run("notifier", serve)
+    lifecycle.run("notifier", serve)

@@ -27,7 +27,7 @@ from typing import Any
 import pikepdf
 from pyhanko.pdf_utils.misc import PdfError as PyhankoPdfError
 
-from services.core.errors import (
+from services.core.model.errors import (
     OutputTooLarge,
     PayloadTooLarge,
     PdfActiveContent,

@@ -16,12 +16,12 @@ from __future__ import annotations
 import datetime
 from collections.abc import Callable, Collection, Sequence
 
-from services.core.errors import RequestError
-from services.core.finishingoptions import FACTURX_PROFILES, check_finishing
-from services.core.options import is_page_ranges
-from services.core.pageoptions import Encrypt as EncryptOptions
-from services.core.pageoptions import PageOptions
-from services.core.signoptions import check_sign
+from services.core.model.errors import RequestError
+from services.core.model.finishingoptions import FACTURX_PROFILES, check_finishing
+from services.core.model.options import is_page_ranges
+from services.core.model.pageoptions import Encrypt as EncryptOptions
+from services.core.model.pageoptions import PageOptions
+from services.core.model.signoptions import check_sign
 from services.pdftools.pdfa import LEVELS
 from services.pdftools.steps import (
     CHANGES_NOTHING,

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import msgspec
 
-from services.core.pageoptions import Encrypt as EncryptOptions
-from services.core.pageoptions import Mark
-from services.core.pageoptions import Sign as SignOptions
+from services.core.model.pageoptions import Encrypt as EncryptOptions
+from services.core.model.pageoptions import Mark
+from services.core.model.pageoptions import Sign as SignOptions
 
 
 class Step(msgspec.Struct, tag_field="step", omit_defaults=True, kw_only=True):

@@ -12,8 +12,11 @@ import msgspec
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
-from services.core import bus, db, events, metrics, runtime, subjects
-from services.core.errors import Refused, Unavailable
+from services.core.database import db
+from services.core.log import bus
+from services.core.model import events, subjects
+from services.core.model.errors import Refused, Unavailable
+from services.core.runtime import lifecycle, metrics
 from services.projector import batches, usage
 from services.projector.apply import apply
 
@@ -156,7 +159,7 @@ async def _next_batch(sub: JetStreamContext.PullSubscription, stop: asyncio.Even
     """The next events: a first few, then whatever else arrived within `LINGER`."""
     msgs = await bus.fetch(sub, BATCH)
     if msgs and len(msgs) < BATCH and not any(subjects.single_job_end(m.subject) for m in msgs):
-        await runtime.pause(stop, LINGER)
+        await lifecycle.pause(stop, LINGER)
         msgs += await bus.fetch(sub, BATCH - len(msgs), timeout=0.01)
     return msgs
 
@@ -199,7 +202,7 @@ async def _apply_until_stored(target: Projection, msgs: list[Msg], stop: asyncio
                 await msg.in_progress()
             if stop.is_set():
                 return  # unacked: JetStream redelivers them to the next projector
-            await runtime.pause(stop, delay)
+            await lifecycle.pause(stop, delay)
             delay = min(delay * 2, 10.0)
             continue
         await _ack_all(msgs)

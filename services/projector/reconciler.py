@@ -37,10 +37,13 @@ import msgspec
 from nats.js import JetStreamContext
 from nats.js.api import ConsumerInfo
 
-from services.core import bus, db, events, metrics, runtime, subjects
-from services.core.errors import NotFound, Unavailable
-from services.core.errortypes import ErrorType
-from services.core.settings import Settings
+from services.core.database import db
+from services.core.log import bus
+from services.core.model import events, subjects
+from services.core.model.errors import NotFound, Unavailable
+from services.core.model.errortypes import ErrorType
+from services.core.runtime import lifecycle, metrics
+from services.core.runtime.settings import Settings
 from services.projector import quota, staledb
 from services.projector.consumer import BATCH as PROJECTOR_BATCH
 
@@ -69,7 +72,7 @@ async def run(
             floors = reading
         except (Unavailable, NotFound) as exc:
             log.warning("reconciler: sweep skipped: %s", exc)
-        await runtime.pause(stop, settings.reconcile_interval)
+        await lifecycle.pause(stop, settings.reconcile_interval)
 
 
 @dataclass(frozen=True)

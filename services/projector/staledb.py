@@ -11,8 +11,8 @@ from typing import Any
 import asyncpg
 import msgspec
 
-from services.core.db import map_db_errors, typed
-from services.core.status import JobStatus
+from services.core.database.db import map_db_errors, typed
+from services.core.model.status import JobStatus
 
 RECONCILER_LOCK_ID = 0x7265636F6E  # "recon": one projector sweeps for stalled jobs at a time
 

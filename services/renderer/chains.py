@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from nats.js import JetStreamContext
 
-from services.core import events, timeline
-from services.core.errors import DeterministicError, TransientError
-from services.core.errortypes import ErrorType
+from services.core.log import timeline
+from services.core.model import events
+from services.core.model.errors import DeterministicError, TransientError
+from services.core.model.errortypes import ErrorType
 
 
 class InputJobFailed(DeterministicError):

@@ -28,8 +28,10 @@ import msgspec
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
-from services.core import bus, events, jobsecrets, logs, metrics, pageoptions, timeline, tracing
-from services.core.errors import (
+from services.core.log import bus, jobsecrets, timeline
+from services.core.log.pagesecrets import open_secrets
+from services.core.model import events, pageoptions
+from services.core.model.errors import (
     InvalidEvent,
     PageCrashed,
     PageKeepsCrashing,
@@ -41,14 +43,14 @@ from services.core.errors import (
     TransientError,
     Unavailable,
 )
-from services.core.files import FileRef
-from services.core.jail import Jail
-from services.core.markdown import markdown_document
-from services.core.pagesecrets import open_secrets
-from services.core.settings import Settings
-from services.core.status import BatchStatus
-from services.core.storage import Storage, object_key
-from services.core.templating import render_html
+from services.core.model.files import FileRef
+from services.core.model.status import BatchStatus
+from services.core.objectstore.storage import Storage, object_key
+from services.core.runtime import logs, metrics, tracing
+from services.core.runtime.settings import Settings
+from services.core.sandbox.jail import Jail
+from services.core.sandbox.markdown import markdown_document
+from services.core.sandbox.templating import render_html
 from services.renderer import chains, diagnostics, ends
 from services.renderer.browser import BrowserPool, Html, RenderResult, Source, Url
 from services.renderer.browser.diagnosis import PageReport

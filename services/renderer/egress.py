@@ -5,7 +5,7 @@ pauses (CDP `Fetch.requestPaused`, Request stage) is judged by `Egress.decide`:
 
 - `data:`, `blob:` and `about:` are allowed: they need no network.
 - `http`, `https`, `ws` and `wss` are allowed only when every address the host stands for
-  is public per the one address policy, `services.core.netpolicy.is_forbidden` (the
+  is public per the one address policy, `services.core.sandbox.netpolicy.is_forbidden` (the
   gateway and the notifier use it too: private, loopback, link-local, CGNAT, multicast,
   reserved, unspecified, and IPv6 forms that embed such an IPv4 address). Literal hosts
   are read the way a browser reads them (`netpolicy.literal_address`), so
@@ -68,14 +68,14 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from services.core.netpolicy import (
+from services.core.log.pagesecrets import Header, with_headers
+from services.core.sandbox.netpolicy import (
     PRIVATE_HINT,
     is_forbidden,
     is_localhost,
     literal_address,
     lookup,
 )
-from services.core.pagesecrets import Header, with_headers
 from services.renderer.evidence import Evidence, Refusal, clip
 from services.renderer.jobfiles import DOCUMENT, JobFiles
 

@@ -37,12 +37,12 @@ from typing import Any
 
 import msgspec
 
-from services.core import metrics
-from services.core.errors import AssetMissing, NotFound, PressroomError
-from services.core.files import FileRef
-from services.core.filestore import load_file
-from services.core.pageoptions import PageOptions
-from services.core.storage import Storage
+from services.core.model.errors import AssetMissing, NotFound, PressroomError
+from services.core.model.files import FileRef
+from services.core.model.pageoptions import PageOptions
+from services.core.objectstore.filestore import load_file
+from services.core.objectstore.storage import Storage
+from services.core.runtime import metrics
 from services.renderer.evidence import Evidence, Refusal, clip
 
 ORIGIN = "https://job.pressroom.invalid"
@@ -270,7 +270,7 @@ _REFERENCE = re.compile(
 
 _FONT_FACES = re.compile(r"@font-face\s*\{[^}]*\}", re.IGNORECASE)
 """A stylesheet's web fonts, which Chromium does not use in a header or footer (the
-text prints in the renderer's own fonts; `core/options.check_header_footer`)."""
+text prints in the renderer's own fonts; `core/model/options.check_header_footer`)."""
 
 _LINK = re.compile(r"<link\b[^>]*>", re.IGNORECASE)
 """A `<link>` element of a header or footer template."""

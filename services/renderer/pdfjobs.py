@@ -23,11 +23,11 @@ from dataclasses import dataclass
 
 import msgspec
 
-from services.core import events
-from services.core.errors import InvalidEvent, NotFound, PayloadTooLarge, PdfInvalid
-from services.core.files import FileRef, blob_key, digest_of
-from services.core.pdfwork import PdfInput, PdfWork, report_key
-from services.core.storage import Storage, object_key
+from services.core.model import events
+from services.core.model.errors import InvalidEvent, NotFound, PayloadTooLarge, PdfInvalid
+from services.core.model.files import FileRef, blob_key, digest_of
+from services.core.model.pdfwork import PdfInput, PdfWork, report_key
+from services.core.objectstore.storage import Storage, object_key
 from services.pdftools import archive
 from services.pdftools.pipeline import Input, mark_key
 from services.pdftools.report import Report

@@ -36,9 +36,9 @@ import asyncpg
 import nats
 import psutil
 
-from services.core import subjects
-from services.core.busaccess import Role
-from services.core.settings import Settings
+from services.core.log.busaccess import Role
+from services.core.model import subjects
+from services.core.runtime.settings import Settings
 from tests.conftest import NATS_SEEDS, Tenant, eventually, free_port, make_tenant
 
 REPO = Path(__file__).resolve().parents[2]

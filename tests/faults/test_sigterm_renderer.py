@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from services.core.runtime import STOP_MARGIN
+from services.core.runtime.lifecycle import STOP_MARGIN
 from tests.conftest import serving
 from tests.faults.harness import (
     Cluster,

@@ -16,7 +16,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from services.core.settings import Settings
+from services.core.runtime.settings import Settings
 from tests.conftest import Stack, Tenant
 from tests.integration.test_job_files import brand_font, images, png, poppler
 

@@ -27,9 +27,10 @@ import pytest
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
-from services.core import bus, buskeys, events, subjects
-from services.core.busaccess import SERVICES, Role
-from services.core.settings import Settings
+from services.core.log import bus, buskeys
+from services.core.log.busaccess import SERVICES, Role
+from services.core.model import events, subjects
+from services.core.runtime.settings import Settings
 from services.gateway import keymirror
 from tests.conftest import NATS_SEEDS, NatsServer, Stack, eventually
 

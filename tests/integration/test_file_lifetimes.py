@@ -18,10 +18,10 @@ import asyncpg
 import pytest
 
 from services.conductor import filesweep
-from services.core import db, fileclaims
-from services.core.files import blob_key, digest_of
-from services.core.settings import Settings
-from services.core.storage import open_storage
+from services.core.database import db, fileclaims
+from services.core.model.files import blob_key, digest_of
+from services.core.objectstore.storage import open_storage
+from services.core.runtime.settings import Settings
 from tests.conftest import Stack, eventually
 from tests.integration.test_assets import call, finished, form, pdf_of, submit
 from tests.integration.test_job_files import images, png

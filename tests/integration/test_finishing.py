@@ -25,9 +25,9 @@ import pikepdf
 import pytest
 import pytest_asyncio
 
-from services.core.errors import FinishingError, InvoiceInvalid, PdfInvalid
-from services.core.jail import Jail, TemplateLimits
-from services.core.pageoptions import Attachment, Encrypt, FacturX, Metadata, PageOptions
+from services.core.model.errors import FinishingError, InvoiceInvalid, PdfInvalid
+from services.core.model.pageoptions import Attachment, Encrypt, FacturX, Metadata, PageOptions
+from services.core.sandbox.jail import Jail, TemplateLimits
 from services.renderer import finishing
 from services.renderer.browser import BrowserPool, Html, RenderResult
 from services.renderer.finishing.worker import Finisher

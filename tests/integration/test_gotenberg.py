@@ -17,7 +17,7 @@ import pikepdf
 import pytest
 from aiohttp import web
 
-from services.core.settings import Settings
+from services.core.runtime.settings import Settings
 from tests.conftest import Stack, serving
 
 INDEX = "<!doctype html><title>Invoice</title><h1>Invoice INV-2026-004217</h1>"

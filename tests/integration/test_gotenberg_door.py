@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import aiohttp
 
-from services.core.settings import Settings
+from services.core.runtime.settings import Settings
 from tests.conftest import Stack, free_port
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pikepdf
 import pytest
 
-from services.core.settings import Settings
+from services.core.runtime.settings import Settings
 from tests.conftest import Stack
 from tests.integration.test_gotenberg import curl
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from services.core.errors import AssetMissing, RequestError
-from services.core.pageoptions import Margin, PageOptions
-from services.core.storage import LocalStorage
+from services.core.model.errors import AssetMissing, RequestError
+from services.core.model.pageoptions import Margin, PageOptions
+from services.core.objectstore.storage import LocalStorage
 from services.renderer.browser import BrowserPool, Html
 from services.renderer.jobfiles import FileCache, JobFiles
 from tests.conftest import Stack

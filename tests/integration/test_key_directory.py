@@ -14,10 +14,12 @@ import datetime as dt
 
 import pytest
 
-from services.core import bus, crypto, db, tenancy
-from services.core.busaccess import Role
-from services.core.errors import Unauthorized, Unavailable
-from services.core.settings import Settings
+from services.core.database import db, tenancy
+from services.core.log import bus
+from services.core.log.busaccess import Role
+from services.core.model.errors import Unauthorized, Unavailable
+from services.core.runtime.settings import Settings
+from services.core.secrets import crypto
 from services.gateway import keymirror
 from services.gateway.auth import Directory
 from tests.conftest import as_service

@@ -22,9 +22,9 @@ from urllib.parse import parse_qs, urlsplit
 import asyncpg
 import pytest
 
-from services.core import db
-from services.core.errors import Unavailable
-from services.core.settings import Settings
+from services.core.database import db
+from services.core.model.errors import Unavailable
+from services.core.runtime.settings import Settings
 from tests.conftest import eventually
 
 SOCKET = ".s.PGSQL.5432"

@@ -17,7 +17,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from services.core.settings import Settings
+from services.core.runtime.settings import Settings
 from tests.conftest import Stack, eventually
 from tests.integration.test_templates import create
 

@@ -25,8 +25,10 @@ import asyncpg
 import nats
 import pytest
 
-from services.core import bus, db, events, holds
-from services.core.settings import Settings
+from services.core.database import db, holds
+from services.core.log import bus
+from services.core.model import events
+from services.core.runtime.settings import Settings
 from services.projector import quota, rebuild
 from tests.conftest import Postgres, Stack, Tenant, eventually
 from tests.integration.test_templates import database_refusing_connections

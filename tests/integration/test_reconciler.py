@@ -22,9 +22,11 @@ import pytest
 from nats.js import JetStreamContext
 from prometheus_client import REGISTRY
 
-from services.core import bus, db, subjects
-from services.core.errors import NotFound
-from services.core.settings import Settings
+from services.core.database import db
+from services.core.log import bus
+from services.core.model import subjects
+from services.core.model.errors import NotFound
+from services.core.runtime.settings import Settings
 from services.projector import reconciler, staledb
 from tests.conftest import Stack, eventually
 

@@ -23,7 +23,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from services.core.settings import Settings
+from services.core.runtime.settings import Settings
 from services.gateway import streams
 from tests.conftest import Stack, eventually
 

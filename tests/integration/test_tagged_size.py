@@ -30,9 +30,9 @@ import pikepdf
 import pytest
 import pytest_asyncio
 
-from services.core.errors import FinishingError
-from services.core.jail import Jail, TemplateLimits
-from services.core.pageoptions import PageOptions
+from services.core.model.errors import FinishingError
+from services.core.model.pageoptions import PageOptions
+from services.core.sandbox.jail import Jail, TemplateLimits
 from services.renderer import finishing
 from services.renderer.browser import BrowserPool, Html
 from services.renderer.finishing.worker import Finisher

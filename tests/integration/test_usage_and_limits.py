@@ -25,8 +25,9 @@ import msgspec
 import nats
 import pytest
 
-from services.core import bus, events, subjects
-from services.core.settings import Settings
+from services.core.log import bus
+from services.core.model import events, subjects
+from services.core.runtime.settings import Settings
 from services.gateway import idempotency
 from tests.conftest import ADMIN, Stack, Tenant, admin_call, eventually
 from tests.integration.test_tenants import call

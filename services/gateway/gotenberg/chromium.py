@@ -17,11 +17,11 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
-from services.core import markdown
-from services.core.errors import RequestError
-from services.core.files import sniff
-from services.core.finishingoptions import PERMISSIONS
-from services.core.pagesecrets import PageSecrets
+from services.core.log.pagesecrets import PageSecrets
+from services.core.model.errors import RequestError
+from services.core.model.files import sniff
+from services.core.model.finishingoptions import PERMISSIONS
+from services.core.sandbox import markdown
 from services.gateway.compiles import FairJail
 from services.gateway.gotenberg import forms, pagefields
 from services.gateway.gotenberg.forms import Form, Upload

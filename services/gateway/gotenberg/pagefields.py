@@ -1,5 +1,5 @@
 """Gotenberg's `cookies` and `extraHttpHeaders` as a job's page secrets
-(`core/pagesecrets`): read from the form, checked, and sealed for the job on its way to
+(`core/log/pagesecrets`): read from the form, checked, and sealed for the job on its way to
 the log (`preparer`), so neither a cookie nor a header value is ever on the log or in the
 job's row in plain text.
 
@@ -16,10 +16,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from services.core import events
-from services.core.errors import RequestError
-from services.core.pagesecrets import Cookie, Header, PageSecrets, check_secrets, seal_secrets
-from services.core.settings import Settings
+from services.core.log.pagesecrets import Cookie, Header, PageSecrets, check_secrets, seal_secrets
+from services.core.model import events
+from services.core.model.errors import RequestError
+from services.core.runtime.settings import Settings
 from services.gateway.gotenberg.forms import Form
 
 SCOPE = "scope="

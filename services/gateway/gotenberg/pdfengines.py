@@ -13,9 +13,9 @@ import secrets
 from collections.abc import Callable
 from typing import Any
 
-from services.core.errors import RequestError
-from services.core.files import sniff
-from services.core.finishingoptions import PERMISSIONS
+from services.core.model.errors import RequestError
+from services.core.model.files import sniff
+from services.core.model.finishingoptions import PERMISSIONS
 from services.gateway.gotenberg.chromium import (
     KNOWN_METADATA,
     METADATA_KEYS,

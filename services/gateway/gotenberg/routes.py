@@ -20,8 +20,8 @@ import msgspec
 from aiohttp import web
 from opentelemetry.trace import SpanKind
 
-from services.core import events, filestore, tracing
-from services.core.errors import (
+from services.core.model import events
+from services.core.model.errors import (
     Conflict,
     Forbidden,
     NotFound,
@@ -29,8 +29,10 @@ from services.core.errors import (
     RequestError,
     Unauthorized,
 )
-from services.core.pdfwork import report_key
-from services.core.settings import Settings
+from services.core.model.pdfwork import report_key
+from services.core.objectstore import filestore
+from services.core.runtime import tracing
+from services.core.runtime.settings import Settings
 from services.gateway import jobfiles, jobs, waiting
 from services.gateway.auth import (
     API_KEY,

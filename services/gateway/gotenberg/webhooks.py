@@ -1,7 +1,7 @@
 """Gotenberg's webhook mode: `Gotenberg-Webhook-Url` (with `-Error-Url`, `-Method`,
 `-Error-Method` and `-Extra-Http-Headers`) makes the request answer `204` at once; the
 notifier then sends the file itself, or the failure, like every webhook (retried, logged,
-redeliverable, under the address policy): `core/hooks.FileWebhook`."""
+redeliverable, under the address policy): `core/model/hooks.FileWebhook`."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from services.core import events, netpolicy
-from services.core.errors import RequestError
-from services.core.hooks import METHODS, FileWebhook
-from services.core.settings import Settings
+from services.core.model import events
+from services.core.model.errors import RequestError
+from services.core.model.hooks import METHODS, FileWebhook
+from services.core.runtime.settings import Settings
+from services.core.sandbox import netpolicy
 from services.gateway.keys import SETTINGS
 
 URL = "Gotenberg-Webhook-Url"

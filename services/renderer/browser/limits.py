@@ -24,10 +24,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from services.core.errors import DomTooLarge, HeaderTooLarge, TocTooLarge, TooManyPrintedPages
-from services.core.options import page_intervals
-from services.core.pageoptions import PageOptions
-from services.core.settings import Settings
+from services.core.model.errors import DomTooLarge, HeaderTooLarge, TocTooLarge, TooManyPrintedPages
+from services.core.model.options import page_intervals
+from services.core.model.pageoptions import PageOptions
+from services.core.runtime.settings import Settings
 from services.renderer.browser.tablike import TabLike
 
 # The nodes of the document and of the frames whose documents it can reach (a srcdoc

@@ -1,5 +1,5 @@
 """What a job asks its page's requests to carry: its user agent, its cookies and its extra
-headers (`core/pagesecrets`), set on the job's own tab before anything loads.
+headers (`core/log/pagesecrets`), set on the job's own tab before anything loads.
 
 The tab lives alone in a browser context that is thrown away after its one job
 (`Tab`), so cookies set there (`Network.setCookies` on the tab's session: its context's
@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from services.core.diagnosis import PageError
-from services.core.errors import SourceError
-from services.core.pageoptions import PageOptions
-from services.core.pagesecrets import Cookie, PageSecrets
+from services.core.log.pagesecrets import Cookie, PageSecrets
+from services.core.model.errors import SourceError
+from services.core.model.pageoptions import PageOptions
+from services.core.objectstore.diagnosis import PageError
 from services.renderer.browser.tab import Tab
 
 

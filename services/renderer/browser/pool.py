@@ -21,18 +21,18 @@ from collections.abc import Coroutine
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
-from services.core import metrics
-from services.core.errors import (
+from services.core.log.pagesecrets import PageSecrets
+from services.core.model.errors import (
     BrowserError,
     OutputTooLarge,
     PressroomError,
     RenderTimeout,
 )
-from services.core.options import check_header_footer
-from services.core.outputs import CONTENT_TYPES, is_image
-from services.core.pageoptions import PageOptions
-from services.core.pagesecrets import PageSecrets
-from services.core.settings import Settings
+from services.core.model.options import check_header_footer
+from services.core.model.outputs import CONTENT_TYPES, is_image
+from services.core.model.pageoptions import PageOptions
+from services.core.runtime import metrics
+from services.core.runtime.settings import Settings
 from services.renderer.browser import pagerequests
 from services.renderer.browser.diagnosis import PageReport, diagnose
 from services.renderer.browser.documents import PDF, Html, RenderResult, Source

@@ -15,15 +15,15 @@ A job that asks for no step is still rewritten when its PDF is tagged, or untagg
 over `PRESSROOM_COMPACT_PDF_BYTES` (`compacts`): a tagged Chromium PDF's structure tree
 is thousands of small uncompressed objects, which object streams shrink several-fold,
 and it is most of a small tagged document's bytes too.
-`finish` runs in a finishing worker process (`worker.Finisher`, on `core/jail.py`).
+`finish` runs in a finishing worker process (`worker.Finisher`, on `core/sandbox/jail.py`).
 """
 
 from __future__ import annotations
 
-from services.core import filenames
-from services.core.errors import FinishingError
-from services.core.finishingoptions import FACTURX_FILE, data_url
-from services.core.pageoptions import PageOptions
+from services.core.model import filenames
+from services.core.model.errors import FinishingError
+from services.core.model.finishingoptions import FACTURX_FILE, data_url
+from services.core.model.pageoptions import PageOptions
 from services.pdftools import pipeline
 from services.pdftools.context import Context, Limits
 from services.pdftools.marks import asked

@@ -1,5 +1,5 @@
 """`Finisher`: the finishing steps run in worker processes of their own, with a memory
-and a time limit (`core/jail.py`, the mechanism that runs templates), so a hostile or
+and a time limit (`core/sandbox/jail.py`, the mechanism that runs templates), so a hostile or
 huge document cannot block the renderer's event loop or take its memory.
 
 Only a PDF whose options ask for a step goes there (`finishing.needed`), or a tagged one,
@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from services.core.errors import FinishingError, OutputTooLarge
-from services.core.jail import Jail, TemplateLimits
-from services.core.pageoptions import PageOptions
-from services.core.settings import Settings
+from services.core.model.errors import FinishingError, OutputTooLarge
+from services.core.model.pageoptions import PageOptions
+from services.core.runtime.settings import Settings
+from services.core.sandbox.jail import Jail, TemplateLimits
 from services.renderer import finishing
 from services.renderer.browser.documents import PDF, RenderResult
 
