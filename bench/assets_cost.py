@@ -36,10 +36,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from services.core.filestore import store_file  # noqa: E402
-from services.core.pageoptions import PageOptions  # noqa: E402
-from services.core.settings import Settings  # noqa: E402
-from services.core.storage import LocalStorage  # noqa: E402
+from services.core.model.pageoptions import PageOptions  # noqa: E402
+from services.core.objectstore.filestore import store_file  # noqa: E402
+from services.core.objectstore.storage import LocalStorage  # noqa: E402
+from services.core.runtime.settings import Settings  # noqa: E402
 from services.renderer.browser import BrowserPool, Html  # noqa: E402
 from services.renderer.jobfiles import FileCache, JobFiles  # noqa: E402
 from tests.integration.test_job_files import brand_font  # noqa: E402

@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from pool_ab import tree_parts  # noqa: E402
 
-from services.core.settings import Settings  # noqa: E402
+from services.core.runtime.settings import Settings  # noqa: E402
 from services.renderer.browser import BrowserPool, launch, process, tab  # noqa: E402
 from services.renderer.browser.process import Chromium  # noqa: E402
 from services.renderer.proxy import BYPASS_NOTHING  # noqa: E402

@@ -37,7 +37,7 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from services.core.settings import Settings  # noqa: E402
+from services.core.runtime.settings import Settings  # noqa: E402
 from services.renderer.browser import BrowserPool, launch  # noqa: E402
 
 _FORK = re.compile(r"PERF_RECORD_FORK\((\d+):(\d+)\):\((\d+):(\d+)\)")

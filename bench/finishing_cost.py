@@ -23,16 +23,16 @@ import jinja2
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from services.core.errors import FinishingError
-from services.core.jail import Jail, TemplateLimits
-from services.core.pageoptions import (
+from services.core.model.errors import FinishingError
+from services.core.model.pageoptions import (
     Attachment,
     Encrypt,
     FacturX,
     Metadata,
     PageOptions,
 )
-from services.core.settings import Settings
+from services.core.runtime.settings import Settings
+from services.core.sandbox.jail import Jail, TemplateLimits
 from services.renderer import finishing
 from services.renderer.browser import BrowserPool, Html, RenderResult
 from services.renderer.finishing.worker import Finisher

@@ -46,7 +46,7 @@ from render_throughput import (  # noqa: E402
     wait_ready,
 )
 
-from services.core.templating import render_html  # noqa: E402
+from services.core.sandbox.templating import render_html  # noqa: E402
 
 GOTENBERG_OPTIONS = {
     "width": "8.5in", "height": "11in", "print_background": False, "tagged": False,

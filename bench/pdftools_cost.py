@@ -33,10 +33,10 @@ import pikepdf.pdfa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from services.core.errors import FinishingError
-from services.core.jail import Jail, TemplateLimits
-from services.core.pageoptions import PageOptions
-from services.core.settings import Settings
+from services.core.model.errors import FinishingError
+from services.core.model.pageoptions import PageOptions
+from services.core.runtime.settings import Settings
+from services.core.sandbox.jail import Jail, TemplateLimits
 from services.pdftools.context import Context, Limits
 from services.pdftools.pipeline import Input
 from services.pdftools.steps import Merge, PdfA

@@ -54,10 +54,10 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from render_throughput import TunedLoop  # noqa: E402
 
-from services.core.events import PageOptions  # noqa: E402
-from services.core.jail import Jail, TemplateLimits  # noqa: E402
-from services.core.settings import Settings  # noqa: E402
-from services.core.templating import render_html  # noqa: E402
+from services.core.model.events import PageOptions  # noqa: E402
+from services.core.runtime.settings import Settings  # noqa: E402
+from services.core.sandbox.jail import Jail, TemplateLimits  # noqa: E402
+from services.core.sandbox.templating import render_html  # noqa: E402
 from services.renderer.browser import BrowserPool, Html, launch, process, tab  # noqa: E402
 from services.renderer.browser import pool as pool_module  # noqa: E402
 from services.renderer.browser.params import print_params  # noqa: E402

@@ -28,10 +28,10 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from services.core.errors import FinishingError
-from services.core.jail import Jail, TemplateLimits
-from services.core.pageoptions import Mark, PageOptions
-from services.core.settings import Settings
+from services.core.model.errors import FinishingError
+from services.core.model.pageoptions import Mark, PageOptions
+from services.core.runtime.settings import Settings
+from services.core.sandbox.jail import Jail, TemplateLimits
 from services.renderer import finishing
 from services.renderer.browser import BrowserPool, Html
 from services.renderer.finishing.worker import Finisher

@@ -78,8 +78,8 @@ from websockets.legacy.client import connect as websocket_connect
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from services.core.settings import Settings  # noqa: E402
-from services.core.templating import render_html  # noqa: E402
+from services.core.runtime.settings import Settings  # noqa: E402
+from services.core.sandbox.templating import render_html  # noqa: E402
 from services.dev import embedded_nats, embedded_postgres, free_port  # noqa: E402
 from services.renderer.browser import CHROMIUM_ARGS  # noqa: E402
 from services.renderer.browser.launch import start_browser  # noqa: E402

@@ -24,10 +24,10 @@ from cryptography.x509.oid import NameOID
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.finishing_cost import printed
-from services.core.errors import FinishingError
-from services.core.jail import Jail, TemplateLimits
-from services.core.pageoptions import PageOptions, Sign
-from services.core.settings import Settings
+from services.core.model.errors import FinishingError
+from services.core.model.pageoptions import PageOptions, Sign
+from services.core.runtime.settings import Settings
+from services.core.sandbox.jail import Jail, TemplateLimits
 from services.renderer import finishing
 from services.renderer.finishing.worker import Finisher
 

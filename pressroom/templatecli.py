@@ -5,7 +5,7 @@ command line, through `Client`.
     pressroom templates show invoice [--version N]
     pressroom templates push ./invoice [--name invoice]   # body.html, header.html,
                                                           # footer.html, assets/…
-    pressroom templates pull invoice [DIR] [--version N]  # body/header/footer, template.json
+    pressroom templates pull invoice [DIR] [--version N]  # texts, assets/…, template.json
     pressroom templates preview ./invoice | invoice [--data FILE] [-o FILE] [--open]
     pressroom templates diff invoice 1 [2]                # unified diff, default the latest
     pressroom templates rename invoice invoice-2027       # id and versions kept
@@ -147,9 +147,24 @@ def push(client: Client, args: argparse.Namespace, io: Io) -> Outcome:
     return Outcome(to_dict(stored), f"{stored.name}  version {stored.version}  {stored.id}")
 
 
+def _pull_files(client: Client, template: Template, folder: Path) -> list[str]:
+    """Download the files the version bundles into `folder/assets/`, each at its name
+    (a name that would land outside it is refused); their paths in the folder."""
+    assets = (folder / ASSETS).resolve()
+    written = []
+    for file in template.files:
+        path = (assets / file.name).resolve()
+        if not path.is_relative_to(assets):
+            raise UsageError(f"the bundled file {file.name!r} would be written outside {assets}")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        client.download_file(file, path)
+        written.append(f"{ASSETS}/{file.name}")
+    return written
+
+
 def pull(client: Client, args: argparse.Namespace, io: Io) -> Outcome:
-    """Write a version's body, header and footer into a folder, with `template.json`
-    (its id, name, version and the files it bundles)."""
+    """Write a version's body, header and footer into a folder, with the files it bundles
+    under `assets/` and `template.json` (its id, name, version and those files)."""
     template = client.template_named(args.name, args.version)
     folder = Path(args.dir) if args.dir else Path(_safe_name(args.name, "the template name"))
     try:
@@ -160,7 +175,10 @@ def pull(client: Client, args: argparse.Namespace, io: Io) -> Outcome:
             if text is not None:
                 (folder / f"{part}.html").write_text(text)
                 written.append(f"{part}.html")
+        written += _pull_files(client, template, folder)
         manifest = {k: v for k, v in to_dict(template).items() if k not in PARTS}
+        for entry in manifest.get("files", []):
+            entry.pop("url", None)  # a signed link that expires: not worth keeping
         (folder / "template.json").write_text(json.dumps(manifest, indent=2, default=str) + "\n")
     except OSError as exc:
         raise UsageError(f"cannot write {folder}: {exc.strerror or exc}") from None

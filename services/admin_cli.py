@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from services.core.settings import Settings, SettingsError
+from services.core.runtime.settings import Settings, SettingsError
 
 TIMEOUT = 30.0
 OK, USAGE, API_ERROR, UNAVAILABLE = 0, 2, 3, 4

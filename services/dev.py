@@ -9,7 +9,7 @@ even after SIGKILL, keeps every job. A variable set in the environment wins: wit
 
 The embedded NATS lets no client in without credentials: each service connects as its own
 identity, an NKey generated on first start and kept in `secrets.json` (`nats_seed_<name>`;
-`nats_seed_admin` is for an operator's `nats --nkey`), with what `core/busaccess` grants it.
+`nats_seed_admin` is for an operator's `nats --nkey`), with what `core/log/busaccess` grants it.
 
 Once the gateway is ready it makes sure there is a tenant `dev` with a working API key,
 kept in `api-key` (reused on the next start while it works), and writes the admin key to
@@ -43,12 +43,13 @@ from typing import Any
 import aiohttp
 import psutil
 
-from services.core import busaccess, buskeys, runtime
-from services.core.busaccess import Role
-from services.core.errors import Unavailable
-from services.core.settings import Settings, SettingsError
-from services.core.signing import new_secret
-from services.core.valuefiles import FILE_SUFFIX
+from services.core.log import busaccess, buskeys
+from services.core.log.busaccess import Role
+from services.core.model.errors import Unavailable
+from services.core.runtime import lifecycle
+from services.core.runtime.settings import Settings, SettingsError
+from services.core.runtime.valuefiles import FILE_SUFFIX
+from services.core.secrets.signing import new_secret
 
 log = logging.getLogger("dev")
 
@@ -256,7 +257,7 @@ async def supervise(name: str, env: dict[str, str], stop: asyncio.Event, grace: 
             await stop_process(proc, grace)
             return
         log.error("%s exited with status %s; restarting", name, proc.returncode)
-        await runtime.pause(stop, 1.0)
+        await lifecycle.pause(stop, 1.0)
 
 
 def service_env(
@@ -321,7 +322,7 @@ async def wait_healthy(url: str, stop: asyncio.Event) -> bool:
                 async with session.get(f"{url}/readyz") as response:
                     if response.status == 200:
                         return True
-            await runtime.pause(stop, 0.2)
+            await lifecycle.pause(stop, 0.2)
     return False
 
 
@@ -490,4 +491,4 @@ async def announce(settings: Settings, data: Path) -> None:
 
 
 def main() -> None:
-    runtime.run("dev", serve)
+    lifecycle.run("dev", serve)

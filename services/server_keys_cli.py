@@ -23,9 +23,10 @@ import secrets
 import sys
 from collections.abc import Sequence
 
-from services.core import crypto, db, sealed
-from services.core.errors import PressroomError
-from services.core.settings import Settings, SettingsError
+from services.core.database import db, sealed
+from services.core.model.errors import PressroomError
+from services.core.runtime.settings import Settings, SettingsError
+from services.core.secrets import crypto
 
 USAGE = "usage: pressroom server-keys new|status|rotate"
 

@@ -29,8 +29,8 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from services.core import busaccess, buskeys
-from services.core.settings import Settings
+from services.core.log import busaccess, buskeys
+from services.core.runtime.settings import Settings
 
 BIN = Path(sys.executable).parent
 ADMIN_KEY = "test-admin-key"

@@ -2,7 +2,7 @@
 writes deploy/grafana/pressroom.json; `--check` fails if that file differs from what this
 code makes (tests/deploy/test_prometheus.py runs it, so the two never drift).
 
-Every panel is a Prometheus query over the metrics of services/core/metrics.py (and the
+Every panel is a Prometheus query over the metrics of services/core/runtime/metrics.py (and the
 SLO recording rules of deploy/prometheus/alerts.yaml), grouped by `namespace` and `job`
 and filtered on the dashboard's `namespace` and `job` variables; the same queries are run
 against a live stack by the tests (each must parse and return data).

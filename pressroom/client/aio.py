@@ -19,6 +19,7 @@ from pressroom.client.models import (
     AssetSummary,
     Batch,
     BatchItem,
+    BundledFile,
     Job,
     JobEvent,
     Template,
@@ -180,6 +181,20 @@ class AsyncClient:
         url = calls.download_url(found)
         with calls.transport_errors(self.url):
             async with self._http.stream("GET", url) as response:
+                if response.status_code >= 400:
+                    await response.aread()
+                    calls.check(response)
+                with calls.Sink(to) as sink:
+                    async for chunk in response.aiter_bytes():
+                        sink.write(chunk)
+        return sink.written
+
+    async def download_file(self, file: BundledFile, to: str | os.PathLike[str] | BinaryIO) -> int:
+        """As `Client.download_file`."""
+        if not file.url:
+            raise ValueError(f"{file.name}: no link to its bytes; read the template again")
+        with calls.transport_errors(self.url):
+            async with self._http.stream("GET", file.url) as response:
                 if response.status_code >= 400:
                     await response.aread()
                     calls.check(response)

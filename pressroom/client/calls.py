@@ -416,10 +416,11 @@ def retry_wait(
 
 POLL_FIRST = 0.1
 """Seconds before the second look at a job that has not ended."""
-ENDED_POLL_FIRST = 0.02
+ENDED_POLL_FIRST = 0.005
 """The same once the job's stream told its end (read from the log): its row, projected
-into PostgreSQL, follows within milliseconds, and a merge that takes 0.3 s should not
-wait 0.1 s more for it."""
+into PostgreSQL, follows within milliseconds (the projector applies a single job's end
+at once), and a merge that takes 0.3 s should not wait tens of milliseconds more for
+it. The doubling keeps the extra looks to a few."""
 
 
 def backoff(first: float = POLL_FIRST, cap: float = 2.0) -> Iterator[float]:

@@ -139,6 +139,8 @@ class BundledFile(msgspec.Struct):
     digest: str
     size: int
     content_type: str
+    url: str | None = None
+    """A signed link to its bytes (`Client.download_file`), when read by `GET /templates/{id}`."""
 
 
 class Template(msgspec.Struct):

@@ -20,6 +20,7 @@ from pressroom.client.models import (
     AssetSummary,
     Batch,
     BatchItem,
+    BundledFile,
     Job,
     JobEvent,
     Template,
@@ -195,6 +196,20 @@ class Client:
         found = self.get(job) if isinstance(job, str) else job
         url = calls.download_url(found)
         with calls.transport_errors(self.url), self._http.stream("GET", url) as response:
+            if response.status_code >= 400:
+                response.read()
+                calls.check(response)
+            with calls.Sink(to) as sink:
+                for chunk in response.iter_bytes():
+                    sink.write(chunk)
+        return sink.written
+
+    def download_file(self, file: BundledFile, to: str | os.PathLike[str] | BinaryIO) -> int:
+        """Stream the bytes of a file a template version bundles (from `template()` or
+        `template_named()`, whose links expire) to a path or an open binary file."""
+        if not file.url:
+            raise ValueError(f"{file.name}: no link to its bytes; read the template again")
+        with calls.transport_errors(self.url), self._http.stream("GET", file.url) as response:
             if response.status_code >= 400:
                 response.read()
                 calls.check(response)

@@ -36,7 +36,7 @@ def resolve(url: str | None, key: str | None, environ: Mapping[str, str]) -> Tar
 
 def _dev_settings(environ: Mapping[str, str]) -> tuple[str, str]:
     """`pressroom dev`'s base URL and data folder under `environ`."""
-    from services.core.settings import Settings, SettingsError
+    from services.core.runtime.settings import Settings, SettingsError
 
     try:
         settings = Settings.from_env(environ)

@@ -2,7 +2,7 @@
 
 Pressroom signs `"<webhook-id>.<webhook-timestamp>.<raw body>"` with HMAC-SHA256 under
 each of the tenant's secrets (`whsec_<base64 key>`) and sends `webhook-signature:
-v1,<base64> v1,<base64> …` (see services/core/signing.py).
+v1,<base64> v1,<base64> …` (see services/core/secrets/signing.py).
 """
 
 from __future__ import annotations

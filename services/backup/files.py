@@ -16,8 +16,8 @@ from pathlib import Path
 
 import msgspec
 
-from services.core.errors import StorageError
-from services.core.storage import Storage
+from services.core.model.errors import StorageError
+from services.core.objectstore.storage import Storage
 
 FOLDER = "files"
 CHUNK = 1 << 20

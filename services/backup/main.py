@@ -31,11 +31,13 @@ from pathlib import Path
 import msgspec
 
 from services.backup import files, postgres, streams
-from services.core import bus, db, runtime, sealed
-from services.core.errors import PressroomError
-from services.core.schema import MIGRATIONS
-from services.core.settings import Settings, SettingsError
-from services.core.storage import open_storage
+from services.core.database import db, sealed
+from services.core.database.schema import MIGRATIONS
+from services.core.log import bus
+from services.core.model.errors import PressroomError
+from services.core.objectstore.storage import open_storage
+from services.core.runtime import lifecycle
+from services.core.runtime.settings import Settings, SettingsError
 from services.projector import rebuild
 
 log = logging.getLogger("backup")
@@ -158,7 +160,7 @@ async def run(command: str, args: argparse.Namespace, settings: Settings) -> Non
 def main() -> None:
     command = sys.argv[1]
     args = parse_args(command, sys.argv[2:])
-    settings = runtime.load_settings()
+    settings = lifecycle.load_settings()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         asyncio.run(run(command, args, settings))

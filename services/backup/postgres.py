@@ -17,9 +17,9 @@ from pathlib import Path
 
 import asyncpg
 
-from services.core.db import map_db_errors
-from services.core.errors import Unavailable
-from services.core.settings import SettingsError
+from services.core.database.db import map_db_errors
+from services.core.model.errors import Unavailable
+from services.core.runtime.settings import SettingsError
 
 DUMP = "postgres.dump"
 

@@ -24,8 +24,8 @@ import msgspec
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
-from services.core import bus
-from services.core.errors import Unavailable
+from services.core.log import bus
+from services.core.model.errors import Unavailable
 
 log = logging.getLogger(__name__)
 

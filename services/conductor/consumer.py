@@ -28,17 +28,19 @@ from nats.js import JetStreamContext
 
 from services.conductor import expand, pack
 from services.conductor.state import CANCELLED, PAUSED, RUNNING, BatchStates
-from services.core import bus, events, logs, runtime, subjects, timeline, topology, tracing
-from services.core.errors import (
+from services.core.log import bus, timeline, topology
+from services.core.model import events, subjects
+from services.core.model.errors import (
     DeterministicError,
     InvalidEvent,
     NotFound,
     TransientError,
     Unavailable,
 )
-from services.core.errortypes import ErrorType
-from services.core.settings import Settings
-from services.core.storage import Storage
+from services.core.model.errortypes import ErrorType
+from services.core.objectstore.storage import Storage
+from services.core.runtime import lifecycle, logs, tracing
+from services.core.runtime.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +123,7 @@ class Conductor:
             log.exception("%s: unexpected failure; handled again later", msg.subject)
             await _settle(msg.nak(delay=RETRY_DELAY))
         finally:
-            await runtime.cancelled(alive)
+            await lifecycle.cancelled(alive)
 
     async def _dispatch(self, event: events.LogEvent) -> None:
         if isinstance(event, events.BatchSubmitted):

@@ -14,9 +14,10 @@ from collections.abc import AsyncIterator
 import msgspec
 from nats.js import JetStreamContext
 
-from services.core import bus, events, subjects
-from services.core.errors import InvalidEvent
-from services.core.storage import Storage
+from services.core.log import bus
+from services.core.model import events, subjects
+from services.core.model.errors import InvalidEvent
+from services.core.objectstore.storage import Storage
 
 IN_FLIGHT = 128
 """Publishes awaited together: enough to hide the round trip, few enough that a log that

@@ -19,11 +19,12 @@ import asyncpg
 import msgspec
 
 from services.conductor.merge import Merger, NotMergeable
-from services.core import db, filenames
-from services.core.errors import NotFound
-from services.core.errortypes import ErrorType
-from services.core.status import JobStatus
-from services.core.storage import Sink, Storage
+from services.core.database import db
+from services.core.model import filenames
+from services.core.model.errors import NotFound
+from services.core.model.errortypes import ErrorType
+from services.core.model.status import JobStatus
+from services.core.objectstore.storage import Sink, Storage
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +120,7 @@ class Spool:
 
 
 class Names:
-    """Entry names safe to unpack anywhere (`core/filenames`: no path, drive, device,
+    """Entry names safe to unpack anywhere (`core/model/filenames`: no path, drive, device,
     control or bidi character, at most 255 bytes) and unique ignoring case and
     normalisation: a document whose name is taken already (or is the manifest's) gets
     ` (2)`, ` (3)`… before its extension, so no document hides another on any disk. The

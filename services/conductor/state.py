@@ -14,8 +14,9 @@ from nats.js import JetStreamContext
 from nats.js.errors import KeyNotFoundError
 from nats.js.kv import KeyValue
 
-from services.core import bus, events, subjects
-from services.core.errors import Conflict, NotFound, Unavailable
+from services.core.log import bus
+from services.core.model import events, subjects
+from services.core.model.errors import Conflict, NotFound, Unavailable
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from services.core import logs, tracing
+from services.core.runtime import logs, tracing
 from services.gateway.auth import CALLER_KEY
 from services.gateway.headers import text_headers
 

@@ -1,6 +1,6 @@
 """A tenant's own account: its usage and its webhook signing secrets.
 
-Signing secrets are sealed with the server key (`core/crypto`) before they are stored,
+Signing secrets are sealed with the server key (`core/secrets/crypto`) before they are stored,
 shown once when created, and every one that exists signs the tenant's webhooks, so a
 receiver can move to a new secret before the old one is deleted. A rotation in one call:
 `POST /webhook-secrets` with `retire_others_after` makes the new secret and lets the
@@ -17,12 +17,14 @@ from typing import Annotated, Any
 import msgspec
 from aiohttp import web
 
-from services.core import crypto, tenancy
-from services.core.errors import Conflict, NotFound, RequestError
-from services.core.signing import new_secret, parse_secrets
+from services.core.database import holds, tenancy
+from services.core.model.errors import Conflict, NotFound, RequestError
+from services.core.secrets import crypto
+from services.core.secrets.signing import new_secret, parse_secrets
 from services.gateway import answers
 from services.gateway.auth import caller_of, guarded
 from services.gateway.keys import POOL, SETTINGS
+from services.gateway.limits import LIMITS
 from services.gateway.postgres import unavailable_without_postgres
 from services.gateway.requests import parse_struct, read_json_body
 
@@ -59,15 +61,22 @@ def usage_view(used: tenancy.MonthUsage | None, free_tier: int) -> dict[str, Any
 
 
 async def get_usage(request: web.Request) -> web.Response:
-    """`GET /usage?month=YYYY-MM`: the caller's tenant's usage of that month."""
+    """`GET /usage?month=YYYY-MM`: the caller's tenant's usage of that month, and for this
+    month what its unfinished work holds of its quota (`core/database/holds`)."""
     month = month_param(request)
     tenant = caller_of(request).tenant
+    quota = request.app[LIMITS].quota_of(tenant) or None
+    now = month == dt.datetime.now(dt.UTC).date().replace(day=1) and quota is not None
     with unavailable_without_postgres("usage is unavailable"):
         rows = await tenancy.usage(request.app[POOL], month, tenant)
+        held = await holds.held(request.app[POOL], tenant) if now else 0
     view = usage_view(rows[0] if rows else None, request.app[SETTINGS].free_tier)
-    return answers.respond(
-        answers.TenantUsage(month=month.strftime("%Y-%m"), tenant=tenant, **view)
-    )
+    left = max(0, quota - view["succeeded"] - held) if now and quota is not None else None
+    answer = answers.TenantUsage(
+        month=month.strftime("%Y-%m"), tenant=tenant, monthly_quota=quota, held=held,
+        quota_left=left, **view,
+    )  # fmt: skip
+    return answers.respond(answer)
 
 
 MAX_GRACE = 30 * 86400

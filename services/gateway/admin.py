@@ -15,8 +15,9 @@ from typing import Annotated, Any
 import msgspec
 from aiohttp import web
 
-from services.core import crypto, tenancy
-from services.core.errors import Conflict, NotFound, RequestError
+from services.core.database import tenancy
+from services.core.model.errors import Conflict, NotFound, RequestError
+from services.core.secrets import crypto
 from services.gateway import account, adminanswers, answers, keynews
 from services.gateway.auth import DIRECTORY, SCOPES, admin_only
 from services.gateway.keys import POOL, SETTINGS

@@ -23,9 +23,9 @@ from typing import Annotated, Any, Literal
 import msgspec
 from aiohttp import web
 
-from services.core import diagnosis
-from services.core.errortypes import ErrorType
-from services.core.status import BatchStatus, JobStatus
+from services.core.model.errortypes import ErrorType
+from services.core.model.status import BatchStatus, JobStatus
+from services.core.objectstore import diagnosis
 
 Timestamp = Annotated[str, msgspec.Meta(extra_json_schema={"format": "date-time"})]
 Count = Annotated[int, msgspec.Meta(ge=0)]
@@ -476,6 +476,9 @@ class BundledFile(Answer, kw_only=True):
     """Its size in bytes."""
     content_type: str
     """Its type, sniffed from its bytes."""
+    url: str | None = None
+    """A signed link to its bytes, valid for `PRESSROOM_URL_TTL` seconds (`GET
+    /templates/{id}` only)."""
 
 
 # Account -----------------------------------------------------------------------------
@@ -510,6 +513,17 @@ class TenantUsage(Usage, kw_only=True):
     """The month, `YYYY-MM` (UTC)."""
     tenant: str
     """The tenant's id."""
+    monthly_quota: int | None
+    """Successful documents a month the tenant may have (its own limit, or
+    `PRESSROOM_MONTHLY_QUOTA`); null for none."""
+    held: Count
+    """Documents held against the quota now by accepted work that has not finished yet
+    (one per job, one per batch item not ended); they turn into `succeeded` or come back
+    when the work fails or is cancelled. 0 without a quota (nothing is held) and for any
+    month but this one."""
+    quota_left: Count | None
+    """Documents that can still be accepted this month: the quota less `succeeded` and
+    `held`; null without a quota and for any month but this one."""
 
 
 class SecretCreated(Answer, kw_only=True):

@@ -11,13 +11,15 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
 
-from services.core import bus, db, metrics, sealed
-from services.core.busaccess import Role
-from services.core.errors import PayloadTooLarge, PressroomError, RequestTimeout
-from services.core.errortypes import ErrorType
-from services.core.jail import Jail, TemplateLimits
-from services.core.settings import Settings
-from services.core.storage import open_storage
+from services.core.database import db, sealed
+from services.core.log import bus
+from services.core.log.busaccess import Role
+from services.core.model.errors import PayloadTooLarge, PressroomError, RequestTimeout
+from services.core.model.errortypes import ErrorType
+from services.core.objectstore.storage import open_storage
+from services.core.runtime import metrics
+from services.core.runtime.settings import Settings
+from services.core.sandbox.jail import Jail, TemplateLimits
 from services.gateway import (
     accesslog,
     account,
@@ -31,6 +33,7 @@ from services.gateway import (
     idempotency,
     joblist,
     jobs,
+    keymirror,
     keynews,
     logroom,
     openapi,
@@ -43,10 +46,12 @@ from services.gateway import (
 from services.gateway.auth import AUTH_SETTINGS, CALLER_KEY, DIRECTORY, Directory
 from services.gateway.compiles import Compiler, FairJail, Share
 from services.gateway.console import add_routes as add_console_routes
+from services.gateway.gotenberg.door import door as gotenberg_door
 from services.gateway.keys import (
     COMPILER,
     IDEMPOTENCY,
     JS,
+    KEY_MIRROR,
     LOG_ROOM,
     NATS,
     PG_WATCH,
@@ -176,10 +181,19 @@ async def _nats_ctx(app: web.Application) -> AsyncIterator[None]:
 
 
 async def _db_ctx(app: web.Application) -> AsyncIterator[None]:
-    """The pool, and the watch that makes it refuse at once while PostgreSQL is down."""
+    """The pool, and the watch that makes it refuse at once while PostgreSQL is down. A
+    gateway starts without PostgreSQL too: what needs it is `503` until it answers, and
+    the keyring is checked then (`sealed.check_keyring_later`)."""
     settings = app[SETTINGS]
-    async with db.open_pool(settings, size=POOL_SIZE) as pool, db.watched(pool, settings) as watch:
-        await sealed.check_keyring(pool, settings.server_keys())
+    keyring = sealed.check_keyring_later(settings.server_keys())
+    async with (
+        db.open_pool(settings, size=POOL_SIZE, lazy=True) as pool,
+        db.watched(pool, settings, keyring) as watch,
+    ):
+        if pool.migrated:
+            await sealed.check_keyring(pool, settings.server_keys())
+        else:
+            log.error("PostgreSQL cannot be reached: starting without it (%s)", watch.error)
         app[POOL], app[PG_WATCH] = pool, watch
         yield
 
@@ -211,15 +225,16 @@ async def _storage_ctx(app: web.Application) -> AsyncIterator[None]:
 
 
 async def _auth_ctx(app: web.Application) -> AsyncIterator[None]:
-    """Load every key and tenant before the first request; keep them current after
-    (`keynews`)."""
+    """Load every key and tenant before the first request (from the bus copy while
+    PostgreSQL is down); keep them current after (`keynews`)."""
     settings = app[SETTINGS]
     if not settings.auth_enabled:
         log.warning(
             "PRESSROOM_AUTH=disabled: no API keys are checked and every request acts for "
             "the one tenant 'default'; run this only on a trusted network"
         )
-    await app[DIRECTORY].refresh(app[POOL])
+    app[KEY_MIRROR] = keymirror.Mirror(await keymirror.open_bucket(app[JS], settings))
+    await keynews.first_load(app)
     async with keynews.kept_current(app):
         yield
 
@@ -233,7 +248,7 @@ async def _rate_headers(request: web.Request, response: web.StreamResponse) -> N
 
 def init_app(settings: Settings) -> web.Application:
     app = web.Application(
-        middlewares=[accesslog.observed, route_body_limit, errors_as_json],
+        middlewares=[accesslog.observed, route_body_limit, errors_as_json, gotenberg_door],
         client_max_size=settings.max_body_bytes,
     )
     settings.server_keys()  # fail at start, naming the variable, if it is not set

@@ -3,7 +3,8 @@
 
 An asset is a name with versions: the same name stored again with other bytes is the
 next version, with the same bytes the same one. The bytes are in storage under the
-tenant and their digest (`core/filestore`), the versions in PostgreSQL (`core/assetdb`).
+tenant and their digest (`core/objectstore/filestore`), the versions in PostgreSQL
+(`core/database/assetdb`).
 Quotas per tenant: `PRESSROOM_ASSET_QUOTA_FILES` versions, `PRESSROOM_ASSET_QUOTA_BYTES`
 bytes. Reading them needs `templates:read`, storing and deleting `templates:write`:
 assets are configuration, as templates are.
@@ -20,12 +21,13 @@ from collections.abc import Iterable
 
 from aiohttp import web
 
-from services.core import assetdb
-from services.core.errors import AssetMissing, NotFound, PayloadTooLarge, RequestError
-from services.core.files import FileRef, blob_key
-from services.core.filestore import checked_name, file_ref
-from services.core.settings import Settings
-from services.core.storage import Storage
+from services.core.database import assetdb, fileclaims
+from services.core.database.fileclaims import ClaimKind
+from services.core.model.errors import AssetMissing, NotFound, PayloadTooLarge, RequestError
+from services.core.model.files import FileRef, blob_key
+from services.core.objectstore.filestore import checked_name, file_ref
+from services.core.objectstore.storage import Storage
+from services.core.runtime.settings import Settings
 from services.gateway import answers, assetanswers
 from services.gateway.auth import caller_of, guarded
 from services.gateway.keys import POOL, SETTINGS, STORAGE
@@ -101,15 +103,17 @@ async def store_assets(request: web.Request) -> web.Response:
                 field=name,
             )
     refs = [file_ref(name, data) for name, data in upload.files]
+    # Claimed first, bytes last: no sweep deletes them between (`core/database/fileclaims`).
     with unavailable_without_postgres("cannot store the assets"):
+        await fileclaims.claim(
+            pool, tenant, ClaimKind.STORE, "assets", [ref.digest for ref in refs]
+        )
         try:
             stored = await assetdb.store_versions(
                 pool, tenant, refs, settings.asset_quota_files, settings.asset_quota_bytes
             )
         except assetdb.QuotaFull as full:
             raise _quota_full(settings, full.usage, len(refs), upload.size) from None
-    # Bytes after rows: a delete racing this upload removes rows first, then bytes no row
-    # names; so a row that stays always has its bytes (written again, if they were there).
     await _put_all(request.app[STORAGE], tenant, refs, [data for _, data in upload.files])
     body = assetanswers.AssetsStored(assets=[_stored_view(s) for s in stored])
     return answers.respond(body, 201)
@@ -170,16 +174,15 @@ async def get_asset(request: web.Request) -> web.Response:
 
 
 async def delete_asset(request: web.Request) -> web.Response:
-    """`DELETE /assets/{name}`: delete every version of the asset, and the bytes no
-    other asset or template of the tenant uses; 404 if the tenant has none."""
+    """`DELETE /assets/{name}`: delete every version of the asset at once; its bytes go
+    with the conductor's next sweep, once no other asset, template or unfinished job
+    needs them (`core/database/fileclaims`); 404 if the tenant has none."""
     name = _name_of(request)
     tenant = caller_of(request).tenant
     with unavailable_without_postgres("cannot delete the asset"):
-        count, unused = await assetdb.delete_asset(request.app[POOL], tenant, name)
+        count = await assetdb.delete_asset(request.app[POOL], tenant, name)
     if not count:
         raise NotFound(f"no asset {name!r}")
-    for digest in unused:
-        await request.app[STORAGE].delete(blob_key(tenant, digest))
     return answers.respond(assetanswers.AssetRemoved(name=name, versions=count))
 
 

@@ -5,7 +5,9 @@ Every gateway keeps every key's hash (and every tenant) in memory: `Directory` l
 at start and reloads what changed every `PRESSROOM_AUTH_REFRESH` seconds; a change made
 through any gateway is told to every gateway over NATS at once (`keynews.py`), so a
 revocation is refused everywhere within a round trip. While PostgreSQL is down the last
-copy keeps serving: known keys keep getting their `202`, revoked keys stay refused.
+copy keeps serving: known keys keep getting their `202`, revoked keys stay refused. A
+gateway that starts while PostgreSQL is down takes its first copy from the bus instead
+(`seed`, from `keymirror.py`); until it has one, every key is answered `503`, not `401`.
 Last-use times are collected in memory and written in one statement every few seconds.
 
 A request is authenticated when it arrives, but an answer that lasts (a live-update
@@ -32,10 +34,11 @@ from dataclasses import dataclass
 import asyncpg
 from aiohttp import web
 
-from services.core import crypto, tenancy
-from services.core.errors import Forbidden, Unauthorized
-from services.core.settings import Settings
-from services.core.subjects import DEFAULT_TENANT
+from services.core.database import tenancy
+from services.core.model.errors import Forbidden, Unauthorized, Unavailable
+from services.core.model.subjects import DEFAULT_TENANT
+from services.core.runtime.settings import Settings
+from services.core.secrets import crypto
 from services.gateway.headers import header
 
 log = logging.getLogger(__name__)
@@ -88,6 +91,8 @@ class Directory:
         self._keys_seen: dt.datetime | None = None
         self._tenants_seen: dt.datetime | None = None
         self._watchers: list[Callable[[set[str]], None]] = []
+        self.loaded = False  # from PostgreSQL or the bus copy
+        self._seeded = False  # from the bus copy, not yet reconciled with PostgreSQL
 
     def watch(self, changed: Callable[[set[str]], None]) -> None:
         """Call `changed(key_ids)` whenever keys that were known change what they allow
@@ -119,10 +124,33 @@ class Directory:
             self.tenants[tenant.id] = tenant
             self._tenants_seen = max(self._tenants_seen or tenant.updated_at, tenant.updated_at)
 
-    async def refresh(self, pool: asyncpg.Pool) -> None:
-        """Load what changed since the last refresh (everything the first time)."""
+    def seed(self, keys: list[tenancy.ApiKey], tenants: list[tenancy.Tenant]) -> None:
+        """Serve a copy (the bus's, while PostgreSQL is away) until the first refresh,
+        which then reads everything and drops what PostgreSQL does not have."""
+        self.add_tenants(tenants)
+        self.add_keys(keys)
+        self._keys_seen = self._tenants_seen = None
+        self.loaded = self._seeded = True
+
+    async def refresh(self, pool: asyncpg.Pool) -> list[str]:
+        """Load what changed since the last refresh (everything the first time); the ids
+        of keys dropped because PostgreSQL does not have them (after `seed` only)."""
         self.add_tenants(await tenancy.tenants_changed(pool, self._tenants_seen))
-        self.add_keys(await tenancy.keys_changed(pool, self._keys_seen))
+        everything = self._keys_seen is None
+        keys = await tenancy.keys_changed(pool, self._keys_seen)
+        self.add_keys(keys)
+        self.loaded = True
+        if not (everything and self._seeded):
+            return []
+        self._seeded = False
+        gone = set(self.by_id) - {key.id for key in keys}
+        for key_id in gone:
+            self.keys.pop(self.by_id[key_id].hash, None)
+            self.callers.pop(self.by_id.pop(key_id).hash, None)
+        if gone:
+            for watcher in self._watchers:
+                watcher(gone)
+        return sorted(gone)
 
     async def flush_use(self, pool: asyncpg.Pool) -> None:
         """Write the last-use times collected since the last flush."""
@@ -141,6 +169,8 @@ class Directory:
             raise Unauthorized("missing API key: send the header Authorization: Bearer <key>")
         digest = crypto.hash_key(token)
         key = self.keys.get(digest)
+        if key is None and not self.loaded:
+            raise Unavailable("API keys are not loaded yet: PostgreSQL and NATS cannot say")
         if key is None or not crypto.same_hash(key.hash, digest):
             raise Unauthorized("unknown API key")
         if key.revoked_at is not None:

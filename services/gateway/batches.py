@@ -16,8 +16,12 @@ from typing import Any, Literal
 import msgspec
 from aiohttp import web
 
-from services.core import bus, db, events, netpolicy, subjects, timeline
-from services.core.errors import (
+from services.core.database import db
+from services.core.database.fileclaims import ClaimKind
+from services.core.database.holds import HoldKind
+from services.core.log import bus, jobsecrets, timeline
+from services.core.model import events, subjects
+from services.core.model.errors import (
     Conflict,
     EventTooLarge,
     NotFound,
@@ -25,8 +29,8 @@ from services.core.errors import (
     RequestError,
     Unavailable,
 )
-from services.core.holds import HoldKind
-from services.core.status import BatchStatus, JobStatus
+from services.core.model.status import BatchStatus, JobStatus
+from services.core.sandbox import netpolicy
 from services.gateway import answers, idempotency, jobfiles, templates
 from services.gateway.auth import caller_of, guarded
 from services.gateway.headers import header
@@ -150,6 +154,7 @@ async def _submitted_event(
             request.app[POOL], event, tenant, batch.template_id, batch.template_version
         )
     event = await jobfiles.batch_files(request, event, batch.assets)
+    event = jobsecrets.sealed_batch(event, request.app[SETTINGS].server_keys())
     size = len(events.encode_batch(event))
     if size > request.app[SETTINGS].stream_max_msg_size:
         raise EventTooLarge(
@@ -201,6 +206,7 @@ async def _store_and_publish(
     limits, pool = request.app[LIMITS], request.app[POOL]
     held = await limits.hold(pool, tenant, batch_id, HoldKind.BATCH, len(lines))
     try:
+        await jobfiles.keep_files(request, tenant, (ClaimKind.BATCH, batch_id), event.files)
         items = b"".join(lines)
         await request.app[STORAGE].put(event.items_key, items, "application/x-ndjson")
         fresh = await bus.publish_batch(request.app[JS], event)

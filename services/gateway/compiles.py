@@ -27,10 +27,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from services.core.errors import CompileLimited, RequestError, RetryLater, TemplateError
-from services.core.jail import Jail
-from services.core.settings import Settings
-from services.core.templating import check_jinja
+from services.core.model.errors import CompileLimited, RequestError, RetryLater, TemplateError
+from services.core.runtime.settings import Settings
+from services.core.sandbox.jail import Jail
+from services.core.sandbox.templating import check_jinja
 from services.gateway.limits import Bucket
 
 T = TypeVar("T")

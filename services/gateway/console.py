@@ -6,8 +6,14 @@ plain HTML, CSS and JavaScript modules, read once at start: no build step, nothi
 fetched from elsewhere at run time. Every answer here carries a strict
 Content-Security-Policy: scripts and styles from this origin only, no inline code, no
 framing, no form posts, so a value that slipped into the page as markup could not run.
-Images may also come from the storage's origin: a template preview is shown through the
-signed URL the API gives, which with S3 points at the bucket, not at the gateway.
+Images and fetches may also come from the storage's origin: a template preview is shown
+through the signed URL the API gives, which with S3 points at the bucket, not at the
+gateway (the template editor fetches a preview PDF's bytes there and draws its pages with
+the vendored pdf.js, whose worker is served from here too: `worker-src 'self'`).
+
+The template editor's CodeMirror 6 and pdf.js are vendored (built from pinned npm
+packages in console/editor-src/, their licences in `vendor-licenses.txt`): the running
+service needs no npm and fetches nothing from elsewhere.
 """
 
 from __future__ import annotations
@@ -18,19 +24,22 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
-from services.core.errortypes import ErrorType
+from services.core.model.errortypes import ErrorType
 from services.gateway.keys import SETTINGS, STORAGE
 
 FOLDER = "console"
 """The static files' folder, inside this package (package data in pyproject.toml)."""
 
 
-def policy(image_origins: tuple[str, ...] = ()) -> str:
-    """The console's Content-Security-Policy; images also from `image_origins`."""
-    images = " ".join(("'self'", "data:", "blob:", *image_origins))
+def policy(storage_origins: tuple[str, ...] = ()) -> str:
+    """The console's Content-Security-Policy; images and fetches also from
+    `storage_origins` (where the storage's signed URLs point)."""
+    images = " ".join(("'self'", "data:", "blob:", *storage_origins))
+    connects = " ".join(("'self'", *storage_origins))
     return (
-        "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
-        f"img-src {images}; form-action 'none'; base-uri 'none'; frame-ancestors 'none'"
+        "default-src 'none'; script-src 'self'; style-src 'self'; "
+        f"connect-src {connects}; worker-src 'self'; img-src {images}; "
+        "form-action 'none'; base-uri 'none'; frame-ancestors 'none'"
     )
 
 
@@ -59,9 +68,10 @@ TYPES = {
     ".html": "text/html; charset=utf-8",
     ".js": "text/javascript; charset=utf-8",
     ".css": "text/css; charset=utf-8",
+    ".txt": "text/plain; charset=utf-8",
 }
 
-_NAME = re.compile(r"[a-z][a-z0-9-]*\.(?:html|js|css)")
+_NAME = re.compile(r"[a-z][a-z0-9-]*\.(?:html|js|css|txt)")
 
 Files = dict[str, tuple[bytes, str]]
 FILES = web.AppKey("console_files", Files)

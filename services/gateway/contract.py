@@ -12,8 +12,8 @@ route needs, and its scope, are read from the route's own guard (`auth.guard_of`
 
 from __future__ import annotations
 
-from services.core import outputs
-from services.core.status import BatchStatus, JobStatus
+from services.core.model import outputs
+from services.core.model.status import BatchStatus, JobStatus
 from services.gateway import (
     account,
     admin,

@@ -1,6 +1,7 @@
 """`GET /jobs/{id}/diagnostics`: what the page did on each attempt that kept a diagnosis.
 
-The renderer stores one JSON per attempt beside the job's file (`services.core.diagnosis`);
+The renderer stores one JSON per attempt beside the job's file
+(`services.core.objectstore.diagnosis`);
 the projected row says how many attempts there were, so each is read by its key, with no
 listing of the bucket. Screenshots are answered as signed URLs, like the job's file.
 """
@@ -9,9 +10,10 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from services.core import db, diagnosis
-from services.core.errors import NoDiagnosis, NotFound
-from services.core.storage import Storage
+from services.core.database import db
+from services.core.model.errors import NoDiagnosis, NotFound
+from services.core.objectstore import diagnosis
+from services.core.objectstore.storage import Storage
 from services.gateway import answers
 from services.gateway.auth import guarded
 from services.gateway.jobs import job_id_of, job_or_404

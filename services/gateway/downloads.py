@@ -3,7 +3,7 @@
 permission: no API key.
 
 A download is a file to save, never a page to render or sniff, nor to share from a
-cache; it is named by `core/filenames.content_disposition`. One `Range` is served (206);
+cache; it is named by `core/model/filenames.content_disposition`. One `Range` is served (206);
 one aiohttp's file answer cannot read, or one past the end, is a problem naming `Range`.
 """
 
@@ -13,9 +13,9 @@ import os
 
 from aiohttp import web
 
-from services.core import filenames, outputs
-from services.core.errors import NotFound, RangeNotSatisfiable, RequestError
-from services.core.storage import LocalStorage
+from services.core.model import filenames, outputs
+from services.core.model.errors import NotFound, RangeNotSatisfiable, RequestError
+from services.core.objectstore.storage import LocalStorage
 from services.gateway.headers import header
 from services.gateway.keys import STORAGE
 

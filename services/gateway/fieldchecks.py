@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from services.core.errors import RequestError
+from services.core.model.errors import RequestError
 
 _PATH = re.compile(r"at `\$\.?([^`]*)`")
 _NAMED = re.compile(r"(?:required|unknown) field `([^`]*)`")

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 from aiohttp import web
 
-from services.core.errors import RequestError
+from services.core.model.errors import RequestError
 
 
 def _is_text(value: str) -> bool:

@@ -18,15 +18,15 @@ from nats.js import JetStreamContext
 from nats.js.api import KeyValueConfig, StorageType
 from nats.js.kv import KeyValue
 
-from services.core import bus
-from services.core.errors import (
+from services.core.log import bus
+from services.core.model.errors import (
     Conflict,
     IdempotencyConflict,
     NotFound,
     PressroomError,
     Unavailable,
 )
-from services.core.settings import Settings
+from services.core.runtime.settings import Settings
 
 BUCKET = "IDEMPOTENCY"
 

@@ -4,8 +4,10 @@
 whose other parts are files (`uploads.read_form`), each named by its filename as the page
 refers to it. `with_files` gives the job's `submitted` event its `files`: its own parts,
 then the stored assets it names (`assets`), then its stored template's bundle; the
-first of these wins on a name (`assets.merged`). Only the job's own parts are written to
-storage here (the others are stored already); the log carries `FileRef`s, never bytes.
+first of these wins on a name (`assets.merged`). `keep_files` claims them all for the
+job (`core/database/fileclaims`: no sweep deletes them while it may still render) and then writes
+its own parts to storage (the others are stored already); the log carries `FileRef`s,
+never bytes.
 """
 
 from __future__ import annotations
@@ -15,10 +17,12 @@ import hashlib
 from aiohttp import web
 from msgspec.structs import replace
 
-from services.core import assetdb, events
-from services.core.errors import RequestError
-from services.core.files import FileRef, blob_key
-from services.core.filestore import file_ref
+from services.core.database import assetdb, fileclaims
+from services.core.database.fileclaims import ClaimKind
+from services.core.model import events
+from services.core.model.errors import AssetMissing, RequestError
+from services.core.model.files import FileRef, blob_key
+from services.core.objectstore.filestore import file_ref
 from services.gateway import assets
 from services.gateway.keys import POOL, SETTINGS, STORAGE
 from services.gateway.postgres import unavailable_without_postgres
@@ -74,19 +78,45 @@ def job_fingerprint(job: JobRequest, own: Own) -> str:
 async def with_files(
     request: web.Request, event: events.JobSubmitted, job: JobRequest, own: Own
 ) -> events.JobSubmitted:
-    """`event` with the job's files (its own, named assets, its template's bundle); its
-    own written to storage. `AssetMissing` for a named asset the tenant lacks,
+    """`event` with the job's files (its own, named assets, its template's bundle), none
+    written yet (`keep_files`). `AssetMissing` for a named asset the tenant lacks,
     `PayloadTooLarge` over the per-job limits."""
     tenant = event.tenant
     named = await assets.named_assets(request, tenant, job.assets) if job.assets else []
     bundled = await _bundled(request, event)
     files = assets.merged(request.app[SETTINGS], [ref for ref, _ in own], named, bundled)
-    if not files:
-        return event
+    return replace(event, files=files) if files else event
+
+
+async def keep_files(
+    request: web.Request,
+    tenant: str,
+    owner: tuple[ClaimKind, str],
+    files: list[FileRef],
+    own: Own | None = None,
+) -> None:
+    """Claim `files` for `owner` (a job, a batch, a template version, an upload of
+    assets), then write the bytes of `own` (the request's parts): claim first, so a sweep
+    cannot delete bytes between their writing and the claim (`core/database/fileclaims`). The
+    others must still be an asset's or a template's: `AssetMissing` naming the first
+    that no longer is (deleted since it was looked up)."""
+    own = own or []
+    written = {ref.digest for ref, _ in own}
+    stored = [ref.digest for ref in files if ref.digest not in written]
+    with unavailable_without_postgres("cannot keep the files"):
+        gone = await fileclaims.claim(
+            request.app[POOL],
+            tenant,
+            *owner,
+            [ref.digest for ref in files] + list(written),
+            stored,
+        )
+    if gone:
+        name = next(ref.name for ref in files if ref.digest in gone)
+        raise AssetMissing(f"the stored asset {name!r} was deleted meanwhile", field=name)
     storage = request.app[STORAGE]
     for ref, data in own:
         await storage.put(blob_key(tenant, ref.digest), data, ref.content_type)
-    return replace(event, files=files)
 
 
 async def batch_files(

@@ -11,9 +11,9 @@ import re
 
 from aiohttp import web
 
-from services.core import db
-from services.core.errors import RequestError
-from services.core.status import JobStatus
+from services.core.database import db
+from services.core.model.errors import RequestError
+from services.core.model.status import JobStatus
 from services.gateway import answers
 from services.gateway.auth import caller_of, guarded
 from services.gateway.jobs import job_answer

@@ -12,12 +12,19 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
-from services.core import bus, db, diagnosis, events, metrics, netpolicy, timeline
-from services.core.errors import Conflict, NotFound, PressroomError, Unavailable
-from services.core.errortypes import known_type
-from services.core.holds import HoldKind
-from services.core.pdfwork import report_key
-from services.core.status import JobStatus
+from services.core.database import db
+from services.core.database.fileclaims import ClaimKind
+from services.core.database.holds import HoldKind
+from services.core.log import bus, jobsecrets, timeline
+from services.core.log.pagesecrets import seal_secrets
+from services.core.model import events
+from services.core.model.errors import Conflict, NotFound, PressroomError, Unavailable
+from services.core.model.errortypes import known_type
+from services.core.model.pdfwork import report_key
+from services.core.model.status import JobStatus
+from services.core.objectstore import diagnosis
+from services.core.runtime import metrics
+from services.core.sandbox import netpolicy
 from services.gateway import answers, idempotency, jobfiles, pdfjobs, previews, templates
 from services.gateway.auth import caller_of, guarded
 from services.gateway.headers import header
@@ -64,7 +71,8 @@ async def _submitted_event(
     request: web.Request, job: JobRequest, tenant: str, job_id: str, key: str | None
 ) -> events.JobSubmitted:
     """The `submitted` event of a valid request: its tenant, a stored template resolved
-    into it, and a per-job webhook secret sealed (never in plain text on the log)."""
+    into it, and a per-job webhook secret and page secrets sealed (never in plain text on
+    the log)."""
     secret = job.webhook_secret
     if secret is not None:
         secret = request.app[SETTINGS].server_keys().seal(secret, job_id)
@@ -82,6 +90,9 @@ async def _submitted_event(
         webhook_secret=secret,
         idempotency_key=key,
     )
+    if job.page_secrets:
+        keys = request.app[SETTINGS].server_keys()
+        event.page_secrets = seal_secrets(job.page_secrets, keys, job_id)
     if job.template_name is not None:
         return await templates.resolve_named(
             request.app[POOL], event, tenant, job.template_name, job.template_version
@@ -159,7 +170,8 @@ async def _as_preview(
     if not job.preview:
         return event, []
     event = msgspec.structs.replace(event, preview=previews.preview_of(caller_of(request), event))
-    return event, await previews.admit(request.app[POOL], event)
+    limit = request.app[SETTINGS].preview_limit
+    return event, await previews.admit(request.app[POOL], event, limit)
 
 
 async def _supersede(request: web.Request, older: list[str], tenant: str) -> None:
@@ -175,8 +187,8 @@ async def enqueue(
     own: jobfiles.Own | None = None,
     prepare: Callable[[events.JobSubmitted], None] | None = None,
 ) -> str:
-    """Publish a valid job request for the caller's tenant, with its own files (stored
-    by `jobfiles.with_files`); its id once the log holds it. Every door that makes a
+    """Publish a valid job request for the caller's tenant, with its own files (claimed
+    and stored by `jobfiles.keep_files`); its id once the log holds it. Every door that makes a
     job (`POST /jobs`, the Gotenberg-compatible forms) comes through here, after
     `admit`; `prepare` completes the event once its id is known (a door's own fields)."""
     settings = request.app[SETTINGS]
@@ -197,6 +209,9 @@ async def enqueue(
         if prepare is not None:
             prepare(event)
         event, superseded = await _as_preview(request, job, event)
+        event = jobsecrets.sealed(event, settings.server_keys())  # no password in plain text
+        owner = (ClaimKind.JOB, job_id)
+        await jobfiles.keep_files(request, tenant, owner, event.files, own)
         fresh = await _hold_and_publish(request, event)
     except PressroomError:  # not in the log: the key is free for the same request again
         if key is not None:
@@ -327,7 +342,7 @@ async def healthz(request: web.Request) -> web.Response:
 
 async def readyz(request: web.Request) -> web.Response:
     """Ready while the gateway can take jobs: NATS connected. PostgreSQL's state is
-    reported (the watch's, `core/pgwatch`) but not required: submissions need only NATS,
+    reported (the watch's, `core/database/pgwatch`) but not required: submissions need only NATS,
     and what needs PostgreSQL answers 503 with `Retry-After` by itself. No I/O, so the
     probe answers at once whatever either server does."""
     checks = answers.Checks(nats=request.app[NATS].is_connected, postgres=request.app[PG_WATCH].up)

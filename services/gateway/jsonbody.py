@@ -11,8 +11,8 @@ from typing import Any
 
 import msgspec
 
-from services.core.errors import RequestError
-from services.core.numbers import bounded_int
+from services.core.model.errors import RequestError
+from services.core.model.numbers import bounded_int
 
 MAX_DEPTH = 32
 """How deeply a request's JSON may nest: far more than any document needs, and far less

@@ -3,7 +3,7 @@ and a monthly quota of successful documents, decided in PostgreSQL.
 
 Buckets belong to one gateway: with N gateways behind a load balancer a tenant can submit
 up to N times its rate. The quota is one ledger for every gateway: a submission of a
-tenant with a quota holds its documents (`core/holds.py`) before it is published, and is
+tenant with a quota holds its documents (`core/database/holds.py`) before it is published, and is
 refused if this month's successes and the tenant's unfinished work leave no room for
 them. A tenant without a quota costs no PostgreSQL round trip, so its submissions go on
 while PostgreSQL is away; one with a quota then gets a 503 saying why.
@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 import asyncpg
 from aiohttp import web
 
-from services.core import holds
-from services.core.errors import QuotaExceeded, RateLimited, RetryLater, Unavailable
-from services.core.holds import Committed, HoldKind
-from services.core.settings import Settings
+from services.core.database import holds
+from services.core.database.holds import Committed, HoldKind
+from services.core.model.errors import QuotaExceeded, RateLimited, RetryLater, Unavailable
+from services.core.runtime.settings import Settings
 from services.gateway.auth import Directory
 
 log = logging.getLogger(__name__)

@@ -20,8 +20,10 @@ from dataclasses import dataclass
 
 from nats.js import JetStreamContext
 
-from services.core import bus, events, runtime, subjects
-from services.core.errors import LogFull, NotFound, Unavailable
+from services.core.log import bus
+from services.core.model import events, subjects
+from services.core.model.errors import LogFull, NotFound, Unavailable
+from services.core.runtime import lifecycle
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +116,7 @@ def _word(full: bool) -> str:
 async def _watch(room: LogRoom, js: JetStreamContext, stop: asyncio.Event) -> None:
     while not stop.is_set():
         await room.read(js)
-        await runtime.pause(stop, CHECK_EVERY)
+        await lifecycle.pause(stop, CHECK_EVERY)
 
 
 @contextlib.asynccontextmanager

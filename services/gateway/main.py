@@ -14,8 +14,8 @@ import logging
 
 from aiohttp import web
 
-from services.core import metrics, runtime
-from services.core.settings import Settings
+from services.core.runtime import lifecycle, metrics
+from services.core.runtime.settings import Settings
 from services.gateway.app import init_app
 from services.gateway.keys import NATS, PG_WATCH
 
@@ -44,8 +44,11 @@ class _Busy(asyncio.Protocol):
         transport.close()
 
 
-async def listen(runner: web.AppRunner, settings: Settings) -> asyncio.Server:
-    """The API's listening socket, with the connection cap in front of aiohttp's server."""
+async def listen(
+    runner: web.AppRunner, settings: Settings, port: int | None = None
+) -> asyncio.Server:
+    """The API's listening socket (or the one on `port`), with the connection cap in
+    front of aiohttp's server."""
     server = runner.server
     assert server is not None, "runner is not set up"
     cap = settings.max_connections
@@ -56,7 +59,8 @@ async def listen(runner: web.AppRunner, settings: Settings) -> asyncio.Server:
         return server()
 
     loop = asyncio.get_running_loop()
-    return await loop.create_server(protocol, settings.host, settings.port, reuse_address=True)
+    where = settings.port if port is None else port
+    return await loop.create_server(protocol, settings.host, where, reuse_address=True)
 
 
 async def serve(settings: Settings, stop: asyncio.Event) -> None:
@@ -76,17 +80,23 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
     try:
         async with metrics.serve(settings.host, settings.metrics_port) as health:
             listener = await listen(runner, settings)
+            apart = settings.gotenberg_apart(settings.port)
+            door = await listen(runner, settings, settings.gotenberg_port) if apart else None
             nc, postgres = runner.app[NATS], runner.app[PG_WATCH]
             health.check("nats", lambda: nc.is_connected)
             health.inform("postgres", lambda: postgres.up)  # submissions go on without it
             try:
                 log.info("gateway listening on %s", settings.base_url)
+                if door is not None:
+                    log.info("Gotenberg-compatible routes on port %d", settings.gotenberg_port)
                 await stop.wait()
             finally:
                 listener.close()
+                if door is not None:
+                    door.close()
     finally:
         await runner.cleanup()
 
 
 def main() -> None:
-    runtime.run("gateway", serve)
+    lifecycle.run("gateway", serve)

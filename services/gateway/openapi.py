@@ -22,7 +22,7 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
-from services.core.errortypes import ErrorType
+from services.core.model.errortypes import ErrorType
 from services.gateway import answers, schemadocs, streamdocs
 from services.gateway.auth import ADMIN_KEY, API_KEY, Guard, Handler, guard_of
 from services.gateway.contract import ROUTES, TAGS

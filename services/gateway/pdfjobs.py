@@ -15,11 +15,12 @@ from __future__ import annotations
 import msgspec
 from aiohttp import web
 
-from services.core import db, events
-from services.core.errors import AssetMissing, Conflict, NotFound, RequestError
-from services.core.files import FileRef
-from services.core.pdfwork import PdfInput, PdfWork
-from services.core.status import JobStatus
+from services.core.database import db
+from services.core.model import events
+from services.core.model.errors import AssetMissing, Conflict, NotFound, RequestError
+from services.core.model.files import FileRef
+from services.core.model.pdfwork import PdfInput, PdfWork
+from services.core.model.status import JobStatus
 from services.gateway import assets
 from services.gateway.keys import POOL, SETTINGS
 from services.gateway.pdfrequests import PdfWorkRequest, fail, steps_checked
@@ -32,6 +33,7 @@ async def resolved(
     """`job` with the work as the log carries it, checked against the job's files (its
     own parts) and the caller's earlier jobs; a named asset joins the job's files."""
     files = {ref.name: ref for ref in job.files}
+    earlier = await _earlier_jobs(request, [g.job for g in work.inputs if g.job is not None])
     inputs = []
     for index, given in enumerate(work.inputs):
         where = f"pdf.inputs[{index}]"
@@ -49,7 +51,7 @@ async def resolved(
             if own.content_type != "application/pdf":
                 raise fail(f"{where}.file", f"{given.file!r} is not a PDF ({own.content_type})")
         elif given.job is not None:
-            await _earlier_pdf(request, given.job, job.tenant, f"{where}.job")
+            _earlier_pdf(earlier.get(given.job), given.job, job.tenant, f"{where}.job", given.after)
         inputs.append(entry)
     steps_checked(work, files)
     steps = [msgspec.to_builtins(step) for step in work.steps]
@@ -71,12 +73,24 @@ async def _asset(request: web.Request, tenant: str, name: str, field: str) -> Fi
     return ref
 
 
-async def _earlier_pdf(request: web.Request, job_id: str, tenant: str, field: str) -> None:
-    """Refuse an input job that is not the tenant's, not done, or made no PDF."""
+async def _earlier_jobs(request: web.Request, job_ids: list[str]) -> dict[str, db.JobRow]:
+    """The rows of the earlier jobs the inputs name, in one query (a merge may name the
+    same job a hundred times)."""
+    if not job_ids:
+        return {}
     with unavailable_without_postgres("earlier jobs cannot be looked up"):
-        row = await db.get_job(request.app[POOL], job_id)
+        return await db.get_jobs(request.app[POOL], list(dict.fromkeys(job_ids)))
+
+
+def _earlier_pdf(
+    row: db.JobRow | None, job_id: str, tenant: str, field: str, after: bool = False
+) -> None:
+    """Refuse an input job that is not the tenant's, not done, or made no PDF (`after`:
+    not yet done is allowed, the renderer waits for it)."""
     if row is None or row.tenant_id != tenant:
         raise NotFound(f"{field}: no job {job_id!r}", field=field)
+    if after and row.status in (JobStatus.QUEUED, JobStatus.RUNNING):
+        return
     if row.status != JobStatus.DONE or not row.object_key:
         raise Conflict(
             f"{field}: job {job_id} is {row.status}; only a done job's PDF can be used",

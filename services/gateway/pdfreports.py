@@ -7,9 +7,9 @@ from __future__ import annotations
 import msgspec
 from aiohttp import web
 
-from services.core.errors import Conflict, NotFound
-from services.core.pdfwork import report_key
-from services.core.status import JobStatus
+from services.core.model.errors import Conflict, NotFound
+from services.core.model.pdfwork import report_key
+from services.core.model.status import JobStatus
 from services.gateway import answers
 from services.gateway.auth import guarded
 from services.gateway.jobs import job_id_of, job_or_404

@@ -10,8 +10,8 @@ from typing import Annotated
 
 import msgspec
 
-from services.core.errors import NotFound, RequestError
-from services.core.files import name_problem
+from services.core.model.errors import NotFound, RequestError
+from services.core.model.files import name_problem
 from services.pdftools.requests import StepRequest
 from services.pdftools.rules import check_steps
 from services.pdftools.steps import Attach, Stamp, Watermark
@@ -34,6 +34,9 @@ class PdfInputRequest(msgspec.Struct, forbid_unknown_fields=True):
     """The id of an earlier job of yours whose document is a PDF."""
     password: Annotated[str, msgspec.Meta(max_length=MAX_PASSWORD)] | None = None
     """The password that opens the input, if it is encrypted."""
+    after: bool = False
+    """With `job`: a job that may not have ended yet (submitted just before this one); this
+    job waits for its end, and fails with its failure."""
 
 
 class PdfWorkRequest(msgspec.Struct, forbid_unknown_fields=True):
@@ -64,6 +67,8 @@ def check_work(work: PdfWorkRequest) -> None:
             problem = name_problem(value) if value is not None else None
             if problem is not None:
                 raise fail(f"{where}.{name}", problem)
+        if given.after and given.job is None:
+            raise fail(f"{where}.after", "needs job")
         if given.job is not None and not _LOOKS_LIKE_ID.fullmatch(given.job):
             raise NotFound(f"{where}.job: no job {given.job!r}", field=f"{where}.job")
     steps_checked(work, files=None)

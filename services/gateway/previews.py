@@ -2,7 +2,7 @@
 on the same renderers as jobs but are not work the tenant pays for.
 
 A preview is never billed (the projector counts no usage for it, and it holds no quota),
-never listed by `GET /jobs`, at most `PREVIEW_LIMIT` unfinished per tenant, and
+never listed by `GET /jobs`, at most `PRESSROOM_PREVIEW_LIMIT` unfinished per tenant, and
 superseded: a newer preview of the same template through the same API key cancels the
 older ones still unfinished. Its `preview` value on the log says which: the key's id and
 the template previewed (`inline` for a template given in the request).
@@ -12,14 +12,11 @@ from __future__ import annotations
 
 import asyncpg
 
-from services.core.db import map_db_errors
-from services.core.errors import RateLimited
-from services.core.events import JobSubmitted
+from services.core.database.db import map_db_errors
+from services.core.model.errors import RateLimited
+from services.core.model.events import JobSubmitted
 from services.gateway.auth import Caller
 from services.gateway.postgres import unavailable_without_postgres
-
-PREVIEW_LIMIT = 4
-"""A tenant's unfinished previews at most; the next is a 429 until one ends."""
 
 _UNFINISHED = (
     "SELECT id FROM jobs WHERE tenant_id = $1 AND status IN ('queued', 'running') "
@@ -39,16 +36,16 @@ async def _unfinished(pool: asyncpg.Pool, tenant: str, key: str | None, job_id: 
     return [str(row["id"]) for row in rows]
 
 
-async def admit(pool: asyncpg.Pool, event: JobSubmitted) -> list[str]:
+async def admit(pool: asyncpg.Pool, event: JobSubmitted, limit: int) -> list[str]:
     """The unfinished previews the new one supersedes (to cancel once it is in the log);
-    `RateLimited` if the tenant has `PREVIEW_LIMIT` unfinished others."""
+    `RateLimited` if the tenant has `limit` unfinished others (`preview_limit`)."""
     assert event.preview is not None
     with unavailable_without_postgres("previews are unavailable"):
         superseded = await _unfinished(pool, event.tenant, event.preview, event.job_id)
         others = await _unfinished(pool, event.tenant, None, event.job_id)
-    if len(others) - len(superseded) >= PREVIEW_LIMIT:
+    if len(others) - len(superseded) >= limit:
         raise RateLimited(
-            f"{PREVIEW_LIMIT} previews are still rendering; wait for one to end",
+            f"{limit} previews are still rendering; wait for one to end",
             retry_after=1,
         )
     return superseded

@@ -17,17 +17,21 @@ from typing import Annotated, Any, Literal, TypeVar
 import msgspec
 from aiohttp import web
 
-from services.core import crypto, filenames, markdown, outputs, pageoptions
-from services.core.errors import RequestError
-from services.core.events import BatchItem
-from services.core.numbers import bounded_int
-from services.core.options import check_options
-from services.core.pageoptions import Margin, Mark, Metadata, PageOptions, WaitFor
-from services.core.signing import parse_secrets
+from services.core.log.pagesecrets import check_secrets
+from services.core.model import filenames, outputs, pageoptions
+from services.core.model.errors import RequestError
+from services.core.model.events import BatchItem
+from services.core.model.numbers import bounded_int
+from services.core.model.options import check_options
+from services.core.model.pageoptions import Margin, Mark, Metadata, PageOptions, WaitFor
+from services.core.sandbox import markdown
+from services.core.secrets import crypto
+from services.core.secrets.signing import parse_secrets
 from services.gateway.fieldchecks import convert, no_nul, not_blank
 from services.gateway.headers import header
 from services.gateway.jsonbody import parse_json
 from services.gateway.pdfrequests import PdfWorkRequest, check_work
+from services.gateway.secretrequests import PageSecretsRequest
 
 # Matched whole (`fullmatch`): `$` alone lets a final newline through, into a NATS subject.
 JOB_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}(\.[0-9]{1,7})?$")  # `<batch_id>.<index>`: an item
@@ -147,6 +151,9 @@ class JobRequest(msgspec.Struct, forbid_unknown_fields=True):
     """Stored assets (`POST /assets`) the page may refer to by relative name: `logo.png`
     (the latest version) or `brand.woff2@2`; files sent with a multipart request win over
     them by name. Only with `html`, `template` or `template_id`."""
+    page_secrets: PageSecretsRequest | None = None
+    """Cookies and extra headers the page's requests carry (`scope`d headers only where
+    their expression matches the URL), sealed with the server key on the log."""
 
 
 class BatchItemRequest(BatchItem, forbid_unknown_fields=True):
@@ -314,6 +321,8 @@ def parse_job(body: bytes) -> JobRequest:
     _check_source(job)
     _check_webhook_secret(job.webhook_secret, job.webhook_url)
     check_options(job.options)
+    if job.page_secrets is not None:
+        check_secrets(job.page_secrets, "page_secrets", pdf=job.pdf is not None)
     return job
 
 

@@ -11,7 +11,7 @@ docstring, PEP 257's term, as Sphinx and pydantic read them):
 msgspec keeps no such string at run time, so `field_docs` reads the class's source with
 `ast`, through its bases (a request's fields are often its event Struct's). A field's
 own `msgspec.Meta(description=…)` wins, as msgspec already wrote it. A string option whose
-values are checked by `core/options.py` (not typed as a `Literal`, so events still
+values are checked by `core/model/options.py` (not typed as a `Literal`, so events still
 decode a newer value) gets those values as its `enum` from `VALUES`, the very tuples the
 checks use.
 """
@@ -27,7 +27,7 @@ from typing import Any
 
 import msgspec
 
-from services.core import errors, errortypes, finishingoptions, options
+from services.core.model import errors, errortypes, finishingoptions, options
 from services.gateway.auth import SCOPES
 
 VALUES: dict[tuple[str, str], tuple[object, ...]] = {

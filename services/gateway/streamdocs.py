@@ -12,7 +12,7 @@ from __future__ import annotations
 import typing
 from typing import Any
 
-from services.core import events
+from services.core.model import events
 
 STREAM_ERROR = "error"
 """The last message of a stream whose key was revoked: its data is an error body."""

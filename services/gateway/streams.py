@@ -43,8 +43,10 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.js.api import RawStreamMsg
 
-from services.core import bus, db, events, subjects, timeline
-from services.core.errors import (
+from services.core.database import db
+from services.core.log import bus, timeline
+from services.core.model import events, subjects
+from services.core.model.errors import (
     Forbidden,
     NotFound,
     RequestError,
@@ -52,8 +54,8 @@ from services.core.errors import (
     Unauthorized,
     Unavailable,
 )
-from services.core.numbers import bounded_int
-from services.core.status import TERMINAL, BatchStatus, JobStatus
+from services.core.model.numbers import bounded_int
+from services.core.model.status import TERMINAL, BatchStatus, JobStatus
 from services.gateway import batches, jobs
 from services.gateway.auth import DIRECTORY, Caller, caller_of, guarded
 from services.gateway.headers import header

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from services.core.files import FileRef, blob_key
-from services.core.filestore import file_ref
-from services.gateway import assets
-from services.gateway.keys import SETTINGS, STORAGE
+from services.core.database.fileclaims import ClaimKind
+from services.core.model.files import FileRef
+from services.core.objectstore.filestore import file_ref
+from services.gateway import assets, jobfiles
+from services.gateway.keys import SETTINGS
 from services.gateway.requests import read_json_body
 from services.gateway.templaterequests import TemplateRequest, parse_template
 from services.gateway.uploads import UploadLimits, is_multipart, read_form
@@ -39,8 +40,10 @@ async def read_template(request: web.Request, tenant: str) -> tuple[TemplateRequ
     return template, [(ref, data.get(ref.name)) for ref in refs]
 
 
-async def store_own(request: web.Request, tenant: str, bundle: Bundle) -> None:
-    """Write the bytes of the files sent with the request (before the version's rows)."""
-    for ref, data in bundle:
-        if data is not None:
-            await request.app[STORAGE].put(blob_key(tenant, ref.digest), data, ref.content_type)
+async def store_own(request: web.Request, tenant: str, template_id: str, bundle: Bundle) -> None:
+    """Claim the version's files (`core/database/fileclaims`: kept until its rows hold them), then
+    write the bytes of those sent with the request (before the version's rows).
+    `AssetMissing` for a named asset deleted since it was looked up."""
+    own = [(ref, data) for ref, data in bundle if data is not None]
+    owner = (ClaimKind.STORE, f"template:{template_id}")
+    await jobfiles.keep_files(request, tenant, owner, [ref for ref, _ in bundle], own)

@@ -17,13 +17,14 @@ import asyncpg
 from aiohttp import web
 from msgspec.structs import replace
 
-from services.core import assetdb, events, pageoptions, templatedb
-from services.core.errors import Conflict, NotFound, RequestError
-from services.core.files import FileRef
-from services.core.subjects import DEFAULT_TENANT
+from services.core.database import assetdb, templatedb
+from services.core.model import events, pageoptions
+from services.core.model.errors import Conflict, NotFound, RequestError
+from services.core.model.files import FileRef, blob_key
+from services.core.model.subjects import DEFAULT_TENANT
 from services.gateway import answers, templatefiles
 from services.gateway.auth import caller_of, guarded
-from services.gateway.keys import COMPILER, POOL
+from services.gateway.keys import COMPILER, POOL, SETTINGS, STORAGE
 from services.gateway.postgres import unavailable_without_postgres
 from services.gateway.requests import (
     MAX_VERSION,
@@ -80,7 +81,7 @@ async def create_template(request: web.Request) -> web.Response:
     texts = {"body": template.body, "header": template.header, "footer": template.footer}
     await request.app[COMPILER].check(tenant, texts)
     template_id = await _id_for_name(request.app[POOL], tenant, template.name)
-    await templatefiles.store_own(request, tenant, files)
+    await templatefiles.store_own(request, tenant, template_id, files)
     with unavailable_without_postgres("cannot store the template"):
         created = await templatedb.create_template_version(
             request.app[POOL],
@@ -124,7 +125,7 @@ async def list_templates(request: web.Request) -> web.Response:
 def _template_view(
     row: templatedb.TemplateVersion,
     versions: list[templatedb.VersionStamp],
-    files: list[FileRef],
+    files: list[tuple[FileRef, str]],
 ) -> answers.Template:
     return answers.Template(
         id=row.id,
@@ -139,9 +140,9 @@ def _template_view(
         ],
         files=[
             answers.BundledFile(
-                name=f.name, digest=f.digest, size=f.size, content_type=f.content_type
+                name=f.name, digest=f.digest, size=f.size, content_type=f.content_type, url=url
             )
-            for f in files
+            for f, url in files
         ],
     )
 
@@ -161,7 +162,9 @@ async def get_template(request: web.Request) -> web.Response:
     if row is None:
         which = f"version {version} of template" if version is not None else "template"
         raise NotFound(f"no {which} {template_id!r}")
-    return answers.respond(_template_view(row, versions, files))
+    storage, ttl = request.app[STORAGE], request.app[SETTINGS].url_ttl
+    signed = [(f, await storage.url(blob_key(tenant, f.digest), ttl)) for f in files]
+    return answers.respond(_template_view(row, versions, signed))
 
 
 async def _missing(

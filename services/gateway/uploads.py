@@ -30,9 +30,9 @@ from typing import Any
 from aiohttp import BodyPartReader, MultipartReader, web
 from aiohttp.http_exceptions import HttpProcessingError
 
-from services.core.errors import PayloadTooLarge, RequestError, RequestTimeout
-from services.core.files import name_problem
-from services.core.settings import Settings
+from services.core.model.errors import PayloadTooLarge, RequestError, RequestTimeout
+from services.core.model.files import name_problem
+from services.core.runtime.settings import Settings
 from services.gateway.headers import header
 from services.gateway.jsonbody import parse_json
 

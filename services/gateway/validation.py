@@ -17,9 +17,9 @@ import re
 
 from aiohttp import web
 
-from services.core.errors import PayloadTooLarge, RequestError
-from services.core.files import sniff
-from services.core.settings import Settings
+from services.core.model.errors import PayloadTooLarge, RequestError
+from services.core.model.files import sniff
+from services.core.runtime.settings import Settings
 from services.gateway import answers
 from services.gateway.auth import caller_of, guarded
 from services.gateway.headers import header

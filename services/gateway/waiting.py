@@ -22,7 +22,8 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
-from services.core import bus, events, subjects, timeline
+from services.core.log import bus, timeline
+from services.core.model import events, subjects
 from services.gateway.settle import Settle
 
 RECHECK = 5.0

@@ -29,21 +29,14 @@ import msgspec
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
-from services.core import (
-    bus,
-    db,
-    events,
-    logs,
-    metrics,
-    runtime,
-    signing,
-    subjects,
-    timeline,
-    tracing,
-)
-from services.core.errors import NotFound, Refused, StorageError, Unavailable
-from services.core.settings import Settings
-from services.core.storage import Storage
+from services.core.database import db
+from services.core.log import bus, timeline
+from services.core.model import events, subjects
+from services.core.model.errors import NotFound, Refused, StorageError, Unavailable
+from services.core.objectstore.storage import Storage
+from services.core.runtime import lifecycle, logs, metrics, tracing
+from services.core.runtime.settings import Settings
+from services.core.secrets import signing
 from services.notifier import delivery, filehooks
 from services.notifier.keyring import Keyring
 
@@ -364,4 +357,4 @@ async def track_backlog(js: JetStreamContext, stop: asyncio.Event, every: float 
         with contextlib.suppress(Unavailable, NotFound), bus.map_bus_errors():
             info = await js.consumer_info(subjects.STREAM, subjects.NOTIFIER)
             metrics.WEBHOOK_BACKLOG.set(bus.outstanding(info))
-        await runtime.pause(stop, every)
+        await lifecycle.pause(stop, every)

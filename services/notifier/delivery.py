@@ -10,7 +10,7 @@ from typing import ClassVar
 
 import aiohttp
 
-from services.core import netpolicy
+from services.core.sandbox import netpolicy
 
 SNIPPET_BYTES = 1024
 """Only this much of a receiver's response is read: enough for a log, not a memory bomb."""

@@ -8,9 +8,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from services.core import events, filenames
-from services.core.hooks import FileWebhook, content_type, failure_status
-from services.core.storage import Storage
+from services.core.model import events, filenames
+from services.core.model.hooks import FileWebhook, content_type, failure_status
+from services.core.objectstore.storage import Storage
 from services.notifier.keyring import Keyring
 
 

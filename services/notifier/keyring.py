@@ -23,9 +23,11 @@ import time
 
 import asyncpg
 
-from services.core import crypto, events, signing, subjects, tenancy
-from services.core.errors import SecretUnreadable, Unavailable
-from services.core.settings import Settings
+from services.core.database import tenancy
+from services.core.model import events, subjects
+from services.core.model.errors import SecretUnreadable, Unavailable
+from services.core.runtime.settings import Settings
+from services.core.secrets import crypto, signing
 
 log = logging.getLogger(__name__)
 

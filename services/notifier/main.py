@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import asyncio
 
-from services.core import bus, db, metrics, runtime, sealed, signing, subjects, worker
-from services.core.busaccess import Role
-from services.core.settings import Settings, SettingsError
-from services.core.storage import open_storage
+from services.core.database import db, sealed
+from services.core.log import bus, worker
+from services.core.log.busaccess import Role
+from services.core.model import subjects
+from services.core.objectstore.storage import open_storage
+from services.core.runtime import lifecycle, metrics
+from services.core.runtime.settings import Settings, SettingsError
+from services.core.secrets import signing
 from services.notifier import delivery
 from services.notifier.consumer import Notifier, track_backlog
 from services.notifier.keyring import Keyring
@@ -26,12 +30,15 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
     async with (
         metrics.serve(settings.host, settings.metrics_port) as health,
         bus.open_bus(settings, name="notifier", role=Role.NOTIFIER) as (nc, js),
-        db.open_pool(settings, size=2) as pool,
-        db.watched(pool, settings) as postgres,
+        # started while PostgreSQL is down: its secrets are read, and the keyring checked,
+        # once it answers
+        db.open_pool(settings, size=2, lazy=True) as pool,
+        db.watched(pool, settings, sealed.check_keyring_later(keys)) as postgres,
         open_storage(settings) as storage,
         delivery.open_session(allow_private=settings.allow_private_networks) as session,
     ):
-        await sealed.check_keyring(pool, keys)  # a wrong one: stop now, not at each webhook
+        if pool.migrated:  # a wrong keyring: stop now, not at each webhook
+            await sealed.check_keyring(pool, keys)
         health.check("nats", lambda: nc.is_connected)
         health.inform("postgres", lambda: postgres.up)  # cached secrets sign meanwhile
         notifier = Notifier(settings, js, storage, session, Keyring(settings, pool), pool)
@@ -46,8 +53,8 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
                 grace=settings.webhook_timeout,
             )
         finally:
-            await runtime.cancelled(backlog)
+            await lifecycle.cancelled(backlog)
 
 
 def main() -> None:
-    runtime.run("notifier", serve)
+    lifecycle.run("notifier", serve)

@@ -2,7 +2,7 @@
 EmbeddedFiles name tree), each with its MIME type and its /AFRelationship. In a PDF/A-3
 file each is also listed in the catalog's /AF array (`pdfa.py` has pikepdf add it).
 
-Every embedded file's name is made safe (`core/filenames.safe_name`: a reader saves it
+Every embedded file's name is made safe (`core/model/filenames.safe_name`: a reader saves it
 under that name) and unique in the PDF ignoring case; rendering's mapping keeps
 `factur-x.xml` for the invoice (`renderer/finishing.steps_of`)."""
 
@@ -12,8 +12,8 @@ from collections.abc import Mapping
 
 import pikepdf
 
-from services.core import filenames
-from services.core.errors import FinishingError
+from services.core.model import filenames
+from services.core.model.errors import FinishingError
 from services.pdftools import xmp
 from services.pdftools.document import Document
 from services.pdftools.steps import Attach

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from services.core.settings import Settings
+from services.core.runtime.settings import Settings
 from services.pdftools.signer import SigningKey, signing_key_of
 
 

@@ -21,7 +21,7 @@ from typing import Any
 import pikepdf
 import pikepdf.settings
 
-from services.core.errors import PdfEncrypted, PdfInvalid
+from services.core.model.errors import PdfEncrypted, PdfInvalid
 from services.pdftools import metadata
 
 DECODE_LIMIT = 256 * 2**20

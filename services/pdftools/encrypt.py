@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pikepdf
 
-from services.core.pageoptions import Encrypt
+from services.core.model.pageoptions import Encrypt
 from services.pdftools.document import Document
 
 _GRANTS = {

@@ -7,7 +7,7 @@ e-invoicing software finds the invoice."""
 
 from __future__ import annotations
 
-from services.core.finishingoptions import FACTURX_FILE
+from services.core.model.finishingoptions import FACTURX_FILE
 from services.pdftools import invoice, pdfa
 from services.pdftools.attachments import embed
 from services.pdftools.document import Document

@@ -13,8 +13,8 @@ from __future__ import annotations
 import facturx
 from lxml import etree
 
-from services.core.errors import InvoiceInvalid
-from services.core.finishingoptions import invoice_problem
+from services.core.model.errors import InvoiceInvalid
+from services.core.model.finishingoptions import invoice_problem
 
 PROFILES = {
     "minimum": "MINIMUM",

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 import pikepdf
 
-from services.core.errors import PdfInvalid
-from services.core.options import page_numbers
-from services.core.pageoptions import Mark, PageOptions
+from services.core.model.errors import PdfInvalid
+from services.core.model.options import page_numbers
+from services.core.model.pageoptions import Mark, PageOptions
 from services.pdftools.document import open_pdf
 
 KINDS = ("watermark", "stamp")

@@ -98,10 +98,19 @@ def write(pdf: pikepdf.Pdf, step: Metadata) -> None:
                 meta[prefixed] = datetime.datetime.fromisoformat(value).isoformat()
             else:
                 meta[prefixed] = value
-        if step.trapped is not None:  # pikepdf's Info mapping leaves /Trapped out
-            meta["pdf:Trapped"] = step.trapped
+        _xmp_only(meta, step)
     if step.trapped is not None:
         pdf.docinfo[pikepdf.Name.Trapped] = pikepdf.Name(f"/{step.trapped}")
+
+
+def _xmp_only(meta: Any, step: Metadata) -> None:
+    """The properties the Info has no entry for (or that pikepdf's mapping leaves out)."""
+    if step.trapped is not None:  # pikepdf's Info mapping leaves /Trapped out
+        meta["pdf:Trapped"] = step.trapped
+    if step.rights is not None:
+        meta["dc:rights"] = step.rights
+    if step.marked is not None:
+        meta["xmpRights:Marked"] = "True" if step.marked else "False"
 
 
 def read(pdf: pikepdf.Pdf, name: str) -> MetadataFacts:

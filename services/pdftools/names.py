@@ -1,4 +1,4 @@
-"""File names of the documents a pipeline writes: `core/filenames`' rule (safe to save
+"""File names of the documents a pipeline writes: `core/model/filenames`' rule (safe to save
 or unpack anywhere, unique ignoring case, a later `a.pdf` becoming `a (2).pdf`), and
 ending in `.pdf`."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from services.core import filenames
+from services.core.model import filenames
 
 FALLBACK = "document.pdf"
 

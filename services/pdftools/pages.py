@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from services.core.options import page_numbers
+from services.core.model.options import page_numbers
 from services.pdftools.document import Document
 from services.pdftools.steps import Rotate
 

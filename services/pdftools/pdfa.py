@@ -27,7 +27,7 @@ from collections.abc import Sequence
 import pikepdf
 import pikepdf.pdfa
 
-from services.core.errors import FinishingError, PdfaNotPossible
+from services.core.model.errors import FinishingError, PdfaNotPossible
 from services.pdftools import pdfua, xmp
 from services.pdftools.document import Document
 

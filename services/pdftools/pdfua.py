@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pikepdf
 
-from services.core.errors import PdfUaNotPossible
+from services.core.model.errors import PdfUaNotPossible
 from services.pdftools import xmp
 from services.pdftools.document import Document
 from services.pdftools.steps import PdfUA

@@ -27,7 +27,7 @@ from typing import Any
 import pikepdf
 from pyhanko.pdf_utils.misc import PdfError as PyhankoPdfError
 
-from services.core.errors import (
+from services.core.model.errors import (
     OutputTooLarge,
     PayloadTooLarge,
     PdfActiveContent,
@@ -38,6 +38,7 @@ from services.core.errors import (
 from services.pdftools import (
     active,
     attachments,
+    bookmarks,
     encrypt,
     facturx,
     invoice,
@@ -68,6 +69,7 @@ from services.pdftools.steps import (
     Optimise,
     PdfA,
     PdfUA,
+    ReadBookmarks,
     ReadMetadata,
     Rotate,
     Sign,
@@ -76,6 +78,7 @@ from services.pdftools.steps import (
     Step,
     Validate,
     Watermark,
+    WriteBookmarks,
     kind_of,
     name_of,
 )
@@ -294,6 +297,17 @@ def _optimise(doc: Document, step: Any, work: Work) -> None:
     work.notes += optimise.optimise(doc, step)
 
 
+def _metadata(doc: Document, step: Any, work: Work) -> None:
+    metadata.write(doc.pdf(), step)
+    if step.version is not None and "force_version" not in doc.save_kwargs:
+        doc.save_kwargs = {**doc.save_kwargs, "min_version": step.version}
+
+
+def _write_bookmarks(doc: Document, step: Any, work: Work) -> None:
+    if step.document is None or step.document == doc.name:
+        work.notes += bookmarks.write(doc, step.bookmarks)
+
+
 def _sign(doc: Document, step: Any, work: Work) -> None:
     sign.apply(doc, step, work.context.signing, work.label)
 
@@ -305,7 +319,7 @@ _FLOWS: dict[type[Step], Callable[[list[Document], Any, Work], list[Document]]] 
 _EACH: dict[type[Step], Callable[[Document, Any, Work], None]] = {
     Rotate: lambda doc, step, work: pages.rotate(doc, step),
     Flatten: _flatten,
-    Metadata: lambda doc, step, work: metadata.write(doc.pdf(), step),
+    Metadata: _metadata,
     ReadMetadata: lambda doc, step, work: work.report.metadata.append(
         metadata.read(doc.view(), doc.name)
     ),
@@ -319,4 +333,6 @@ _EACH: dict[type[Step], Callable[[Document, Any, Work], None]] = {
     Sign: _sign,
     Optimise: _optimise,
     Validate: lambda doc, step, work: work.report.validations.append(validate.validate(doc)),
+    ReadBookmarks: lambda doc, step, work: work.report.bookmarks.append(bookmarks.read(doc)),
+    WriteBookmarks: _write_bookmarks,
 }

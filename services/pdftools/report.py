@@ -11,6 +11,8 @@ import enum
 
 import msgspec
 
+from services.pdftools.steps import Bookmark
+
 
 class Status(enum.StrEnum):
     """A check's outcome: it holds, it does not, or it does not apply to this document."""
@@ -122,6 +124,15 @@ class MetadataFacts(msgspec.Struct, omit_defaults=True):
     """Where they disagree."""
 
 
+class BookmarkFacts(msgspec.Struct, omit_defaults=True):
+    """A document's outline, as `read_bookmarks` read it."""
+
+    document: str
+    """The document's file name."""
+    bookmarks: list[Bookmark]
+    """Its top-level entries, each with its children."""
+
+
 class StepRecord(msgspec.Struct, omit_defaults=True):
     """A step run: its name and index, the documents it made, what it noted, its time."""
 
@@ -161,5 +172,7 @@ class Report(msgspec.Struct, omit_defaults=True):
     """What `read_metadata` read."""
     validations: list[Validation] = msgspec.field(default_factory=list)
     """What `validate` found."""
+    bookmarks: list[BookmarkFacts] = msgspec.field(default_factory=list)
+    """What `read_bookmarks` read."""
     warnings: list[str] = msgspec.field(default_factory=list)
     """Repairs and other things worth knowing."""

@@ -4,6 +4,8 @@ with, as `gateway/requests.py` does for `options`. Events keep the tolerant form
 
 from __future__ import annotations
 
+import msgspec
+
 from services.pdftools import steps
 
 
@@ -72,6 +74,20 @@ class OptimiseStep(steps.Optimise, forbid_unknown_fields=True):
     __doc__ = steps.Optimise.__doc__
 
 
+class ReadBookmarksStep(steps.ReadBookmarks, forbid_unknown_fields=True):
+    __doc__ = steps.ReadBookmarks.__doc__
+
+
+class BookmarkItem(steps.Bookmark, forbid_unknown_fields=True):
+    __doc__ = steps.Bookmark.__doc__
+    children: list[BookmarkItem] = msgspec.field(default_factory=list)  # type: ignore[assignment]
+
+
+class WriteBookmarksStep(steps.WriteBookmarks, forbid_unknown_fields=True):
+    __doc__ = steps.WriteBookmarks.__doc__
+    bookmarks: list[BookmarkItem]  # type: ignore[assignment]  # strict items (msgspec)
+
+
 class ValidateStep(steps.Validate, forbid_unknown_fields=True):
     __doc__ = steps.Validate.__doc__
 
@@ -93,5 +109,7 @@ StepRequest = (
     | SignStep
     | OptimiseStep
     | ValidateStep
+    | ReadBookmarksStep
+    | WriteBookmarksStep
 )
 """Every step, as a request's `steps` list holds them."""

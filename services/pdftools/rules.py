@@ -16,16 +16,17 @@ from __future__ import annotations
 import datetime
 from collections.abc import Callable, Collection, Sequence
 
-from services.core.errors import RequestError
-from services.core.finishingoptions import FACTURX_PROFILES, check_finishing
-from services.core.options import is_page_ranges
-from services.core.pageoptions import Encrypt as EncryptOptions
-from services.core.pageoptions import PageOptions
-from services.core.signoptions import check_sign
+from services.core.model.errors import RequestError
+from services.core.model.finishingoptions import FACTURX_PROFILES, check_finishing
+from services.core.model.options import is_page_ranges
+from services.core.model.pageoptions import Encrypt as EncryptOptions
+from services.core.model.pageoptions import PageOptions
+from services.core.model.signoptions import check_sign
 from services.pdftools.pdfa import LEVELS
 from services.pdftools.steps import (
     CHANGES_NOTHING,
     Attach,
+    Bookmark,
     Encrypt,
     FacturX,
     Metadata,
@@ -36,6 +37,7 @@ from services.pdftools.steps import (
     Stamp,
     Step,
     Watermark,
+    WriteBookmarks,
     kind_of,
     name_of,
 )
@@ -89,6 +91,8 @@ def _split(index: int, step: Step, files: Collection[str]) -> None:
 
 TRAPPED = ("True", "False", "Unknown")
 """The values of a document's `/Trapped` (ISO 32000-1, 14.3.3)."""
+VERSIONS = ("1.4", "1.5", "1.6", "1.7", "2.0")
+"""PDF versions a `metadata` step may state (Chromium writes 1.4)."""
 
 
 def _metadata(index: int, step: Step, files: Collection[str]) -> None:
@@ -102,6 +106,8 @@ def _metadata(index: int, step: Step, files: Collection[str]) -> None:
             raise _fail(index, name, "must be an ISO 8601 date and time") from None
     if step.trapped is not None and step.trapped not in TRAPPED:
         raise _fail(index, "trapped", "must be one of " + ", ".join(TRAPPED))
+    if step.version is not None and step.version not in VERSIONS:
+        raise _fail(index, "version", "must be one of " + ", ".join(VERSIONS))
 
 
 def _pdfa(index: int, step: Step, files: Collection[str]) -> None:
@@ -135,6 +141,32 @@ def _mark(index: int, step: Step, files: Collection[str]) -> None:
     _ranges(index, "pages", step.pages)
 
 
+MAX_BOOKMARKS = 10_000
+"""Entries one `write_bookmarks` may write, all levels counted."""
+MAX_BOOKMARK_DEPTH = 32
+MAX_TITLE = 1000
+
+
+def _bookmarks(index: int, step: Step, files: Collection[str]) -> None:
+    assert isinstance(step, WriteBookmarks)
+    seen = 0
+    level: list[tuple[str, list[Bookmark], int]] = [("bookmarks", step.bookmarks, 1)]
+    while level:
+        where, marks, depth = level.pop()
+        if depth > MAX_BOOKMARK_DEPTH:
+            raise _fail(index, where, f"nests deeper than {MAX_BOOKMARK_DEPTH} levels")
+        for number, mark in enumerate(marks):
+            seen += 1
+            if seen > MAX_BOOKMARKS:
+                raise _fail(index, "bookmarks", f"has more than {MAX_BOOKMARKS} entries")
+            if mark.page < 1:
+                raise _fail(index, f"{where}[{number}].page", "must be a page number from 1")
+            if not 0 < len(mark.title) <= MAX_TITLE:
+                raise _fail(index, f"{where}[{number}].title", f"must be 1 to {MAX_TITLE} "
+                            "characters")  # fmt: skip
+            level.append((f"{where}[{number}].children", mark.children, depth + 1))
+
+
 def _options(index: int, step: Step, files: Collection[str]) -> None:
     """`encrypt` and `sign` obey the rules of their finishing options."""
     options = PageOptions(
@@ -151,6 +183,7 @@ def _options(index: int, step: Step, files: Collection[str]) -> None:
 
 
 _CHECKS: dict[type[Step], Callable[[int, Step, Collection[str]], None]] = {
+    WriteBookmarks: _bookmarks,
     Rotate: _rotate,
     Split: _split,
     Metadata: _metadata,

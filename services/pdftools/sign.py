@@ -29,13 +29,13 @@ from pyhanko.sign.timestamps import HTTPTimeStamper, TimeStamper
 from pyhanko.sign.timestamps.common_utils import TimestampRequestError
 from pyhanko.stamp import TextStampStyle
 
-from services.core.errors import (
+from services.core.model.errors import (
     PdfaNotPossible,
     RequestError,
     SigningNotConfigured,
     TimestampUnavailable,
 )
-from services.core.pageoptions import Sign
+from services.core.model.pageoptions import Sign
 from services.pdftools import xmp  # noqa: F401  (registers the XMP prefixes pyHanko writes)
 from services.pdftools.document import Document
 from services.pdftools.signer import SigningKey, pyhanko_signer

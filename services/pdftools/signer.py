@@ -23,7 +23,7 @@ from pyhanko.sign import signers
 from pyhanko_certvalidator.registry import SimpleCertificateStore
 from pyhanko_certvalidator.util import get_pyca_cryptography_hash
 
-from services.core.settings import Settings, SettingsError
+from services.core.runtime.settings import Settings, SettingsError
 
 _DER = serialization.Encoding.DER
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pikepdf
 
-from services.core.errors import OutputTooLarge
-from services.core.options import page_numbers
+from services.core.model.errors import OutputTooLarge
+from services.core.model.options import page_numbers
 from services.pdftools import outlines
 from services.pdftools.document import Document
 from services.pdftools.names import stem

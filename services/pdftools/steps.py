@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import msgspec
 
-from services.core.pageoptions import Encrypt as EncryptOptions
-from services.core.pageoptions import Mark
-from services.core.pageoptions import Sign as SignOptions
+from services.core.model.pageoptions import Encrypt as EncryptOptions
+from services.core.model.pageoptions import Mark
+from services.core.model.pageoptions import Sign as SignOptions
 
 
 class Step(msgspec.Struct, tag_field="step", omit_defaults=True, kw_only=True):
@@ -84,6 +84,13 @@ class Metadata(Step, tag="metadata"):
     trapped: str | None = None
     """Whether it was trapped for print: `True`, `False` or `Unknown` (Info `/Trapped`,
     XMP `pdf:Trapped`)."""
+    rights: str | None = None
+    """The copyright notice (XMP `dc:rights`)."""
+    marked: bool | None = None
+    """Whether the document is rights-managed (XMP `xmpRights:Marked`)."""
+    version: str | None = None
+    """The lowest PDF version the file's header states (`1.4` to `2.0`); a later version
+    the file already states or needs is kept."""
 
 
 class ReadMetadata(Step, tag="read_metadata"):
@@ -175,6 +182,32 @@ class Optimise(Step, tag="optimise"):
     """Drop page resources nothing uses."""
 
 
+class Bookmark(msgspec.Struct, omit_defaults=True):
+    """An outline entry: its title, the page it goes to (from 1) and its children."""
+
+    title: str
+    """What the reader shows."""
+    page: int
+    """The page it goes to, from 1 (0 when read: no page of the document)."""
+    children: list[Bookmark] = msgspec.field(default_factory=list)
+    """The entries under it."""
+
+
+class ReadBookmarks(Step, tag="read_bookmarks"):
+    """Report each document's outline as a tree of bookmarks (the documents are
+    unchanged)."""
+
+
+class WriteBookmarks(Step, tag="write_bookmarks"):
+    """Replace the outline of each document (only `document`, when given) with
+    `bookmarks`; an entry past the last page is left out, with a note."""
+
+    bookmarks: list[Bookmark]
+    """The new outline."""
+    document: str | None = None
+    """Only the document of this file name (default: every one)."""
+
+
 class Validate(Step, tag="validate"):
     """Report what each document claims and whether it holds (`report.Validation`)."""
 
@@ -196,10 +229,12 @@ AnyStep = (
     | Sign
     | Optimise
     | Validate
+    | ReadBookmarks
+    | WriteBookmarks
 )
 """Every step, as events decode them."""
 
-CHANGES_NOTHING = (ReadMetadata, Validate)
+CHANGES_NOTHING = (ReadMetadata, Validate, ReadBookmarks)
 """Steps that only report: allowed after `sign`, and in pipelines on signed inputs."""
 
 

@@ -14,7 +14,9 @@ bytes even with object streams. `slim`:
   elements get the parent as `/P`; the page's entries in the `/ParentTree` that named the
   lifted element name its parent;
 - drops `/Type /StructElem` and table attributes at their defaults, and attribute
-  dictionaries left with nothing but their owner.
+  dictionaries left with nothing but their owner;
+- makes identical attribute dictionaries one shared object (every cell of a column
+  names the same header: one dictionary per column instead of one per cell).
 
 Every page's marked content keeps exactly one parent element, so readers (screen
 readers, PDF/UA checkers) see the same tree, less the elements without meaning. The tree
@@ -46,6 +48,7 @@ def slim(pdf: pikepdf.Pdf) -> int:
     for _ in pdf.objects:  # resolved in file order: far faster than one by one, later
         pass
     lifted: dict[tuple[int, int], Dictionary] = {}
+    shared: dict[bytes, Dictionary] = {}
     seen: set[tuple[int, int]] = set()
     todo = [k for k in _kids(root) if _is_element(k)]
     while todo and len(seen) < MAX_ELEMENTS:
@@ -55,6 +58,7 @@ def slim(pdf: pikepdf.Pdf) -> int:
                 continue
             seen.add(element.objgen)
         _trim(element)
+        _share(pdf, element, shared)
         kids = _kids(element)
         elements = [k for k in kids if _is_element(k)]
         todo += elements
@@ -143,6 +147,18 @@ def _trim(element: Dictionary) -> None:
         element.A = kept[0]
     elif len(kept) != len(attributes):
         element.A = Array(kept)
+
+
+def _share(pdf: pikepdf.Pdf, element: Dictionary, shared: dict[bytes, Dictionary]) -> None:
+    """`element`'s direct attribute dictionary as the one object all its equals are."""
+    given = element.get("/A")
+    if not isinstance(given, Dictionary) or given.is_indirect:
+        return
+    key = given.unparse()
+    found = shared.get(key)
+    if found is None:
+        found = shared[key] = pdf.make_indirect(given)
+    element.A = found
 
 
 def _emptied(attribute: Any) -> bool:

@@ -23,7 +23,7 @@ import re
 import pikepdf
 import pikepdf.pdfa
 
-from services.core.errors import InvoiceInvalid, PdfaNotPossible
+from services.core.model.errors import InvoiceInvalid, PdfaNotPossible
 from services.pdftools import active, invoice, metadata, signatures, xmp
 from services.pdftools.document import Document, open_pdf
 from services.pdftools.pdfa import check_fonts, declared_by_extension

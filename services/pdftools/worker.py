@@ -1,4 +1,4 @@
-"""`Tools`: pipelines run in worker processes (`core/jail.py`, the mechanism that runs
+"""`Tools`: pipelines run in worker processes (`core/sandbox/jail.py`, the mechanism that runs
 templates and finishing), with a memory and a time limit, so a hostile or huge PDF can
 neither block an event loop nor take a service's memory.
 
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from services.core.errors import FinishingError
-from services.core.jail import Jail, TemplateLimits
-from services.core.settings import Settings
+from services.core.model.errors import FinishingError
+from services.core.runtime.settings import Settings
+from services.core.sandbox.jail import Jail, TemplateLimits
 from services.pdftools.context import Context, Limits
 from services.pdftools.pipeline import Input, Result, run
 from services.pdftools.steps import Step

@@ -15,10 +15,10 @@ from typing import Any
 import asyncpg
 import msgspec
 
-from services.core import events
-from services.core.errortypes import known_type
-from services.core.holds import HoldKind, HoldState
-from services.core.status import TERMINAL, JobStatus
+from services.core.database.holds import HoldKind, HoldState
+from services.core.model import events
+from services.core.model.errortypes import known_type
+from services.core.model.status import TERMINAL, JobStatus
 
 # Every event is one statement, so one round trip: record it (keyed by stream sequence),
 # then, only if it was new, upsert its job row. A job row is created by whichever of its
@@ -42,7 +42,7 @@ _TERMINAL = ", ".join(f"'{status}'" for status in sorted(TERMINAL))
 _NOT_TERMINAL = f"WHERE j.status NOT IN ({_TERMINAL})"
 
 # A job's submission, the first time it is recorded, marks the job's quota hold as seen in
-# the log (`core/holds.py`): the sweep of holds whose submission never arrived passes it
+# the log (`core/database/holds.py`): the sweep of holds whose submission never arrived passes it
 # by. An item's hold is its batch's (`batches.py` marks it).
 _LOGGED = f"""logged AS (
     UPDATE quota_holds AS h SET state = '{HoldState.LOGGED}' FROM new
@@ -105,7 +105,7 @@ _PROGRESS = f"""{_RECORD}, row AS (
 # and `ended`: the status this event ended its job with (NULL if the job had already
 # ended). Usage outlives a rebuild (`usage_documents` is kept), the job row does not: so a
 # batch counts its items' ends by `ended`, which a replay into emptied tables gives again.
-# The job's quota hold (`core/holds.py`) is released by the same new usage row, never
+# The job's quota hold (`core/database/holds.py`) is released by the same new usage row, never
 # by `ended`: a replay into emptied tables ends the job again, but counts nothing new, so
 # it releases nothing twice. A single job's hold is its own (deleted); an item's is its
 # batch's, which gives back one unit (the item's id is `<batch_id>.<index>`).

@@ -23,8 +23,10 @@ from dataclasses import dataclass, field
 from nats.js import JetStreamContext
 from nats.js.api import ConsumerInfo
 
-from services.core import bus, metrics, runtime, subjects
-from services.core.errors import NotFound, Unavailable
+from services.core.log import bus
+from services.core.model import subjects
+from services.core.model.errors import NotFound, Unavailable
+from services.core.runtime import lifecycle, metrics
 
 log = logging.getLogger(__name__)
 
@@ -93,4 +95,4 @@ async def track(js: JetStreamContext, stop: asyncio.Event) -> None:
                 metrics.RENDER_BACKLOG.labels(lane).set(count)
             metrics.RENDER_OLDEST_SECONDS.set(reading.oldest)
             metrics.PROJECTION_LAG.set(reading.projection_lag)
-        await runtime.pause(stop, EVERY)
+        await lifecycle.pause(stop, EVERY)

@@ -22,11 +22,12 @@ from typing import Any, cast
 import asyncpg
 from nats.js import JetStreamContext
 
-from services.core import bus, events, subjects
-from services.core.errors import NotFound
-from services.core.errortypes import known_type
-from services.core.holds import HoldKind, HoldState
-from services.core.status import BATCH_TERMINAL, BatchStatus, JobStatus
+from services.core.database.holds import HoldKind, HoldState
+from services.core.log import bus
+from services.core.model import events, subjects
+from services.core.model.errors import NotFound
+from services.core.model.errortypes import known_type
+from services.core.model.status import BATCH_TERMINAL, BatchStatus, JobStatus
 from services.projector.apply import Applied
 
 # Parameters $1-$6 are always the event's record (sequence, batch, tenant, type, time,
@@ -46,7 +47,7 @@ _OPEN = f"b.status NOT IN ({_TERMINAL})"
 _RECORD_ONLY = f"{_RECORD} {_NEW}"
 
 # A later copy of a submission changes nothing: the first one made the batch, and marked
-# its quota hold (`core/holds.py`) as seen in the log.
+# its quota hold (`core/database/holds.py`) as seen in the log.
 _SUBMITTED = f"""{_RECORD}, row AS (
     INSERT INTO batches (id, tenant_id, status, total, output, webhook_url, idempotency_key,
                          template_id, template_version, created_at, updated_at, last_seq,

@@ -12,8 +12,11 @@ import msgspec
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
-from services.core import bus, db, events, metrics, runtime, subjects
-from services.core.errors import Refused, Unavailable
+from services.core.database import db
+from services.core.log import bus
+from services.core.model import events, subjects
+from services.core.model.errors import Refused, Unavailable
+from services.core.runtime import lifecycle, metrics
 from services.projector import batches, usage
 from services.projector.apply import apply
 
@@ -22,8 +25,11 @@ log = logging.getLogger(__name__)
 BATCH = 256
 LINGER = 0.05
 """Seconds a partial batch waits for more events: one transaction then carries several
-events (a job's `started` and `done` often arrive within it), which costs the projector
-and PostgreSQL far less CPU per event than one transaction each, for a lag of 50 ms."""
+events (a job's `started` and `progress` often arrive within it), which costs the
+projector and PostgreSQL far less CPU per event than one transaction each, for a lag of
+50 ms. A batch holding a single job's end does not wait: its client may be waiting for
+the row (`GET /jobs/{id}` after the stream said `done`), and a batch item's end, the
+bulk of a busy log's ends, still lingers."""
 
 
 def _decode(msg: Msg) -> events.LogEvent | None:
@@ -152,8 +158,8 @@ async def run(target: Projection, stop: asyncio.Event) -> None:
 async def _next_batch(sub: JetStreamContext.PullSubscription, stop: asyncio.Event) -> list[Msg]:
     """The next events: a first few, then whatever else arrived within `LINGER`."""
     msgs = await bus.fetch(sub, BATCH)
-    if msgs and len(msgs) < BATCH:
-        await runtime.pause(stop, LINGER)
+    if msgs and len(msgs) < BATCH and not any(subjects.single_job_end(m.subject) for m in msgs):
+        await lifecycle.pause(stop, LINGER)
         msgs += await bus.fetch(sub, BATCH - len(msgs), timeout=0.01)
     return msgs
 
@@ -196,7 +202,7 @@ async def _apply_until_stored(target: Projection, msgs: list[Msg], stop: asyncio
                 await msg.in_progress()
             if stop.is_set():
                 return  # unacked: JetStream redelivers them to the next projector
-            await runtime.pause(stop, delay)
+            await lifecycle.pause(stop, delay)
             delay = min(delay * 2, 10.0)
             continue
         await _ack_all(msgs)

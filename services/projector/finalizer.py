@@ -26,10 +26,13 @@ import msgspec
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
-from services.core import bus, db, events, metrics, subjects
-from services.core.errors import NotFound, Unavailable
-from services.core.errortypes import ErrorType
-from services.core.status import TERMINAL
+from services.core.database import db
+from services.core.log import bus
+from services.core.model import events, subjects
+from services.core.model.errors import NotFound, Unavailable
+from services.core.model.errortypes import ErrorType
+from services.core.model.status import TERMINAL
+from services.core.runtime import metrics
 
 log = logging.getLogger(__name__)
 

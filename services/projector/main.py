@@ -15,9 +15,11 @@ import sys
 from collections.abc import Coroutine
 from typing import Any
 
-from services.core import bus, db, metrics, runtime
-from services.core.busaccess import Role
-from services.core.settings import Settings
+from services.core.database import db
+from services.core.log import bus
+from services.core.log.busaccess import Role
+from services.core.runtime import lifecycle, metrics
+from services.core.runtime.settings import Settings
 from services.projector import backlog, consumer, finalizer, rebuild, reconciler
 
 POOL_SIZE = 4
@@ -29,7 +31,7 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
     async with (
         metrics.serve(settings.host, settings.metrics_port) as health,
         bus.open_bus(settings, name="projector", role=Role.PROJECTOR) as (nc, js),
-        db.open_pool(settings, size=POOL_SIZE) as pool,
+        db.open_pool(settings, size=POOL_SIZE, lazy=True) as pool,  # PostgreSQL may come later
         db.watched(pool, settings) as postgres,
     ):
         health.check("nats", lambda: nc.is_connected)
@@ -52,7 +54,7 @@ async def run_together(*loops: Coroutine[Any, Any, None]) -> None:
     try:
         done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
     finally:
-        await runtime.cancelled(*tasks)
+        await lifecycle.cancelled(*tasks)
     for task in done:
         error = None if task.cancelled() else task.exception()
         if error is not None:
@@ -75,4 +77,4 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def main() -> None:
     # `pressroom projector …`: the CLI leaves sys.argv as it was, so our flags start at [2].
     args = parse_args(sys.argv[2:])
-    runtime.run("projector", rebuild.main if args.rebuild else serve)
+    lifecycle.run("projector", rebuild.main if args.rebuild else serve)

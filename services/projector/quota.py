@@ -1,4 +1,4 @@
-"""The reconciler's sweep of quota holds (`core/holds.py`): no hold outlives its work.
+"""The reconciler's sweep of quota holds (`core/database/holds.py`): no hold outlives its work.
 
 The projector releases a hold as its work ends. Two kinds can slip past it, and each
 sweep releases them:
@@ -18,8 +18,9 @@ import logging
 import asyncpg
 from nats.js import JetStreamContext
 
-from services.core import holds, timeline
-from services.core.holds import HoldKind, PendingHold
+from services.core.database import holds
+from services.core.database.holds import HoldKind, PendingHold
+from services.core.log import timeline
 
 log = logging.getLogger(__name__)
 

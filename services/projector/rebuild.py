@@ -27,10 +27,13 @@ from dataclasses import dataclass, field
 import asyncpg
 from nats.js import JetStreamContext
 
-from services.core import bus, db, runtime, subjects
-from services.core.busaccess import Role
-from services.core.errors import NotFound, Unavailable
-from services.core.settings import Settings
+from services.core.database import db
+from services.core.log import bus
+from services.core.log.busaccess import Role
+from services.core.model import subjects
+from services.core.model.errors import NotFound, Unavailable
+from services.core.runtime import lifecycle
+from services.core.runtime.settings import Settings
 from services.projector import consumer
 
 log = logging.getLogger(__name__)
@@ -74,7 +77,7 @@ async def rebuild(
         try:
             await consumer.run(consumer.Projection(js, pool, settings.free_tier), caught_up)
         finally:
-            await runtime.cancelled(watcher)
+            await lifecycle.cancelled(watcher)
         events_applied, jobs = await projection_counts(pool)
         batches = await batch_counts(pool)
     return Summary(events_applied, jobs, complete=not stop.is_set(), batches=batches)
@@ -101,7 +104,7 @@ async def _watch(js: JetStreamContext, stop: asyncio.Event, caught_up: asyncio.E
     every message delivered so far is in Postgres.
     """
     while not stop.is_set() and not await _drained(js):
-        await runtime.pause(stop, POLL)
+        await lifecycle.pause(stop, POLL)
     caught_up.set()
 
 

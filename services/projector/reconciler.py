@@ -37,11 +37,14 @@ import msgspec
 from nats.js import JetStreamContext
 from nats.js.api import ConsumerInfo
 
-from services.core import bus, db, events, metrics, runtime, subjects
-from services.core.errors import NotFound, Unavailable
-from services.core.errortypes import ErrorType
-from services.core.settings import Settings
-from services.projector import quota
+from services.core.database import db
+from services.core.log import bus
+from services.core.model import events, subjects
+from services.core.model.errors import NotFound, Unavailable
+from services.core.model.errortypes import ErrorType
+from services.core.runtime import lifecycle, metrics
+from services.core.runtime.settings import Settings
+from services.projector import quota, staledb
 from services.projector.consumer import BATCH as PROJECTOR_BATCH
 
 log = logging.getLogger(__name__)
@@ -69,7 +72,7 @@ async def run(
             floors = reading
         except (Unavailable, NotFound) as exc:
             log.warning("reconciler: sweep skipped: %s", exc)
-        await runtime.pause(stop, settings.reconcile_interval)
+        await lifecycle.pause(stop, settings.reconcile_interval)
 
 
 @dataclass(frozen=True)
@@ -142,10 +145,10 @@ async def sweep(
         log.info("reconciler: the projection is catching up with the log; sweep skipped")
         return None
     async with db.connection(pool) as conn:
-        if not await db.try_advisory_lock(conn, db.RECONCILER_LOCK_ID):
+        if not await staledb.try_advisory_lock(conn, staledb.RECONCILER_LOCK_ID):
             return None
         try:
-            rows = await db.stale_jobs(
+            rows = await staledb.stale_jobs(
                 conn,
                 settings.stale_after,
                 SWEEP_LIMIT,
@@ -153,7 +156,7 @@ async def sweep(
                 tenant_floors=floors.of_tenants(),
             )
             acted = {row.id: await reconcile(js, conn, settings, row) for row in rows}
-            for batch_id in await db.batches_with_stale_items(
+            for batch_id in await staledb.batches_with_stale_items(
                 conn, settings.stale_after, BATCHES_PER_SWEEP
             ):
                 items = await _stale_items(js, conn, settings, batch_id)
@@ -161,12 +164,12 @@ async def sweep(
             await quota.sweep(js, conn)
             return acted
         finally:
-            await db.advisory_unlock(conn, db.RECONCILER_LOCK_ID)
+            await staledb.advisory_unlock(conn, staledb.RECONCILER_LOCK_ID)
 
 
 async def _stale_items(
     js: JetStreamContext, conn: asyncpg.Connection, settings: Settings, batch_id: str
-) -> list[db.StaleJob]:
+) -> list[staledb.StaleJob]:
     """The stale items of one batch, judged by its own durable: items past its ack floor
     wait in it (a long batch, or one behind others), which is no stall. A durable that is
     gone drives nothing. Read now rather than an interval earlier: an item acknowledged
@@ -176,13 +179,13 @@ async def _stale_items(
         floor = await log_floor(js, subjects.bulk_durable(batch_id))
     except NotFound:
         floor = Floor(None)
-    return await db.stale_jobs(
+    return await staledb.stale_jobs(
         conn, settings.stale_after, SWEEP_LIMIT, up_to_seq=floor.seq, batch_id=batch_id
     )
 
 
 async def reconcile(
-    js: JetStreamContext, conn: asyncpg.Connection, settings: Settings, row: db.StaleJob
+    js: JetStreamContext, conn: asyncpg.Connection, settings: Settings, row: staledb.StaleJob
 ) -> str:
     """Re-drive one stale job, or fail it once its re-drives are used up; returns which.
 
@@ -195,12 +198,12 @@ async def reconcile(
         if job.batch_id is None:  # its tenant's durable may have been deleted by hand
             await bus.SinglesLanes(settings).ensure(js, job.tenant)
         await bus.publish(js, job, msg_id=f"{job_id}.redrive.{redrives + 1}")
-        await db.mark_redriven(conn, job_id, redrives + 1)
+        await staledb.mark_redriven(conn, job_id, redrives + 1)
         action = "redrive"
     else:
         # Touched so that it is not found again before the projector applies the failure.
         await bus.publish_terminal(js, stalled(row, has_input=job is not None))
-        await db.touch_job(conn, job_id)
+        await staledb.touch_job(conn, job_id)
         action = "fail"
     metrics.RECONCILER_ACTIONS.labels(action).inc()
     log.warning(
@@ -213,7 +216,7 @@ async def reconcile(
     return action
 
 
-def resubmission(row: db.StaleJob) -> events.JobSubmitted | None:
+def resubmission(row: staledb.StaleJob) -> events.JobSubmitted | None:
     """The job's `submitted` event rebuilt from its row, None if the row lacks its input.
 
     `at` is the original creation time, so projecting the copy keeps `created_at`.
@@ -235,7 +238,7 @@ def resubmission(row: db.StaleJob) -> events.JobSubmitted | None:
         return None
 
 
-def stalled(row: db.StaleJob, *, has_input: bool) -> events.JobFailed:
+def stalled(row: staledb.StaleJob, *, has_input: bool) -> events.JobFailed:
     """The terminal event of a job the log no longer drives."""
     if has_input:
         message = f"no progress after {row.redrives} re-drives: the log no longer drives this job"

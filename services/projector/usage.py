@@ -8,8 +8,8 @@ free tier and are never billed.
 
 from __future__ import annotations
 
-from services.core import events
-from services.core.status import JobStatus
+from services.core.model import events
+from services.core.model.status import JobStatus
 from services.projector.apply import Counted
 
 

@@ -28,8 +28,10 @@ import msgspec
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
-from services.core import bus, events, logs, metrics, pageoptions, timeline, tracing
-from services.core.errors import (
+from services.core.log import bus, jobsecrets, timeline
+from services.core.log.pagesecrets import open_secrets
+from services.core.model import events, pageoptions
+from services.core.model.errors import (
     InvalidEvent,
     PageCrashed,
     PageKeepsCrashing,
@@ -37,17 +39,19 @@ from services.core.errors import (
     PrintKeepsTimingOut,
     PrintTimeout,
     StorageError,
+    TemplateError,
     TransientError,
     Unavailable,
 )
-from services.core.files import FileRef
-from services.core.jail import Jail
-from services.core.markdown import markdown_document
-from services.core.settings import Settings
-from services.core.status import BatchStatus
-from services.core.storage import Storage, object_key
-from services.core.templating import render_html
-from services.renderer import diagnostics, ends
+from services.core.model.files import FileRef
+from services.core.model.status import BatchStatus
+from services.core.objectstore.storage import Storage, object_key
+from services.core.runtime import logs, metrics, tracing
+from services.core.runtime.settings import Settings
+from services.core.sandbox.jail import Jail
+from services.core.sandbox.markdown import markdown_document
+from services.core.sandbox.templating import render_html
+from services.renderer import chains, diagnostics, ends
 from services.renderer.browser import BrowserPool, Html, RenderResult, Source, Url
 from services.renderer.browser.diagnosis import PageReport
 from services.renderer.decisions import Ack, Fail, Retry, Step, next_step
@@ -102,13 +106,23 @@ async def options_of(job: events.JobSubmitted, jail: Jail) -> pageoptions.PageOp
         return options
     return msgspec.structs.replace(
         options,
-        header_template=await _render_optional(jail, options.header_template, job.data),
-        footer_template=await _render_optional(jail, options.footer_template, job.data),
+        header_template=await _render_optional(jail, options, "header_template", job.data),
+        footer_template=await _render_optional(jail, options, "footer_template", job.data),
     )
 
 
-async def _render_optional(jail: Jail, template: str | None, data: dict[str, Any]) -> str | None:
-    return None if template is None else await rendered(jail, template, data)
+async def _render_optional(
+    jail: Jail, options: pageoptions.PageOptions, part: str, data: dict[str, Any]
+) -> str | None:
+    """The header or footer (`part`) rendered; a `TemplateError` in it names the part
+    ("header_template: line 2: …"), so an editor marks the line in the right one."""
+    template = getattr(options, part)
+    if template is None:
+        return None
+    try:
+        return await rendered(jail, template, data)
+    except TemplateError as exc:
+        raise TemplateError(f"{part}: {exc.message}") from exc
 
 
 def document_key(job: events.JobSubmitted, result: RenderResult) -> str:
@@ -363,13 +377,15 @@ class Renderer:
         self, job: events.JobSubmitted, attempt: int, report: PageReport
     ) -> events.JobDone:
         started = time.perf_counter()
+        job = jobsecrets.opened(job, self.settings.server_keys())  # sealed by the gateway
         if job.pdf is not None:
             return await self._pdf_job(job, attempt, started)
         job = await self.templates.fill(job)
         source = await source_of(job, self.jail)
         options = await options_of(job, self.jail)
         files = JobFiles(self.files, job.tenant, job.files) if job.files else None
-        page = await self.browser.render(source, options, report, files)
+        secrets = open_secrets(job.page_secrets, self.settings, job.job_id)
+        page = await self.browser.render(source, options, report, files, secrets)
         result = await self._with_finishing(page, options)
         key = document_key(job, result)
         await self.storage.put(key, result.data, result.content_type)
@@ -395,6 +411,7 @@ class Renderer:
         usage counts for it."""
         if self.pdfjobs is None:
             raise InvalidEvent("this renderer runs no PDF-tools jobs")
+        await chains.wait_for_inputs(self.js, job)
         made = await self.pdfjobs.run(job)
         elapsed = time.perf_counter() - started
         metrics.RENDER_SECONDS.observe(elapsed)

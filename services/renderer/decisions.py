@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from services.core import events
-from services.core.errors import DeterministicError, PressroomError
-from services.core.settings import Settings
+from services.core.model import events
+from services.core.model.errors import DeterministicError, PressroomError
+from services.core.runtime.settings import Settings
 
 
 @dataclass(frozen=True)

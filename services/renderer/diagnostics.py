@@ -1,6 +1,6 @@
 """Storing an attempt's diagnosis beside the job's file (`keep`).
 
-The JSON (`services.core.diagnosis.Diagnosis`) and the screenshot go under keys derived
+The JSON (`services.core.objectstore.diagnosis.Diagnosis`) and the screenshot go under keys derived
 from the tenant, the job and the attempt, so a re-render overwrites them. The JSON is
 written last: a diagnosis that names a screenshot always has one. Storage failing here
 costs the diagnosis, never the job: it is logged and the attempt ends as it would have.
@@ -11,9 +11,10 @@ from __future__ import annotations
 import datetime as dt
 import logging
 
-from services.core import diagnosis, events
-from services.core.errors import PressroomError, StorageError
-from services.core.storage import Storage
+from services.core.model import events
+from services.core.model.errors import PressroomError, StorageError
+from services.core.objectstore import diagnosis
+from services.core.objectstore.storage import Storage
 from services.renderer.browser.diagnosis import PageReport
 
 log = logging.getLogger(__name__)

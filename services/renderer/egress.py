@@ -5,7 +5,7 @@ pauses (CDP `Fetch.requestPaused`, Request stage) is judged by `Egress.decide`:
 
 - `data:`, `blob:` and `about:` are allowed: they need no network.
 - `http`, `https`, `ws` and `wss` are allowed only when every address the host stands for
-  is public per the one address policy, `services.core.netpolicy.is_forbidden` (the
+  is public per the one address policy, `services.core.sandbox.netpolicy.is_forbidden` (the
   gateway and the notifier use it too: private, loopback, link-local, CGNAT, multicast,
   reserved, unspecified, and IPv6 forms that embed such an IPv4 address). Literal hosts
   are read the way a browser reads them (`netpolicy.literal_address`), so
@@ -68,7 +68,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from services.core.netpolicy import (
+from services.core.log.pagesecrets import Header, with_headers
+from services.core.sandbox.netpolicy import (
     PRIVATE_HINT,
     is_forbidden,
     is_localhost,
@@ -296,10 +297,12 @@ class RequestFilter:
         self.main_frame_id = main_frame_id
         self.evidence = evidence
         self.files: JobFiles | None = None  # the job's, set when the job takes the tab
+        self.headers: tuple[Header, ...] = ()  # the job's extra headers (`pagerequests`)
 
     async def answer(self, event: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
         """The CDP command (method, params) that settles a `Fetch.requestPaused` event:
-        `Fetch.continueRequest`, or `Fetch.failRequest` with `BlockedByClient` after the
+        `Fetch.continueRequest` (with the job's extra headers in scope of its URL), or
+        `Fetch.failRequest` with `BlockedByClient` after the
         refusal is recorded in the job's evidence and logged."""
         request_id = event["requestId"]
         url = str(event["request"]["url"])
@@ -310,7 +313,11 @@ class RequestFilter:
             return await self.files.answer(event, self.evidence)
         verdict = await self.egress.decide(url)
         if verdict.allowed:
-            return "Fetch.continueRequest", {"requestId": request_id}
+            go: dict[str, Any] = {"requestId": request_id}
+            headers = with_headers(url, event["request"].get("headers", {}), self.headers)
+            if headers is not None:
+                go["headers"] = headers
+            return "Fetch.continueRequest", go
         navigation = (
             event.get("resourceType") == "Document" and event.get("frameId") == self.main_frame_id
         )

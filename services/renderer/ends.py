@@ -16,7 +16,8 @@ import datetime as dt
 import logging
 import time
 
-from services.core import events, logs, metrics
+from services.core.model import events
+from services.core.runtime import logs, metrics
 
 log = logging.getLogger(__name__)
 

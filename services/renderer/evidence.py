@@ -21,7 +21,7 @@ What keeps one job's evidence out of another's:
   connection, before the slot's next context is made (`BrowserPool`).
 
 Recording is a small object per request and per console line, capped
-(`services.core.diagnosis`).
+(`services.core.objectstore.diagnosis`).
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ import dataclasses
 import time
 from typing import Any
 
-from services.core import metrics
-from services.core.diagnosis import (
+from services.core.model.pageoptions import WaitFor
+from services.core.objectstore.diagnosis import (
     MAX_CONSOLE,
     MAX_ERRORS,
     MAX_REQUESTS,
@@ -40,7 +40,7 @@ from services.core.diagnosis import (
     RequestLine,
     clipped,
 )
-from services.core.pageoptions import WaitFor
+from services.core.runtime import metrics
 
 REFUSALS_KEPT = 50
 """Refusals a `RefusedLog` keeps per render; the rest are only counted."""

@@ -9,7 +9,8 @@ filter (`egress.RequestFilter`) from the job's files, before it could reach any 
 file's bytes and its sniffed type. No host name is resolved, no socket opened, no
 server started; every other request meets the egress policy as before. Header and
 footer templates, which Chromium prints without loading anything, get the files they
-name written in as `data:` URLs (`JobFiles.inlined`).
+name written in: stylesheets as `<style>`, images as `data:` URLs
+(`JobFiles.inlined`).
 
 A name the page asks for that is not among the job's files is refused (recorded with
 its reason in the job's evidence) and fails the job (`AssetMissing` naming the first
@@ -31,17 +32,17 @@ import re
 import unicodedata
 import urllib.parse
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import msgspec
 
-from services.core import metrics
-from services.core.errors import AssetMissing, NotFound, PressroomError
-from services.core.files import FileRef
-from services.core.filestore import load_file
-from services.core.pageoptions import PageOptions
-from services.core.storage import Storage
+from services.core.model.errors import AssetMissing, NotFound, PressroomError
+from services.core.model.files import FileRef
+from services.core.model.pageoptions import PageOptions
+from services.core.objectstore.filestore import load_file
+from services.core.objectstore.storage import Storage
+from services.core.runtime import metrics
 from services.renderer.evidence import Evidence, Refusal, clip
 
 ORIGIN = "https://job.pressroom.invalid"
@@ -174,31 +175,66 @@ class JobFiles:
         return "Fetch.fulfillRequest", _fulfilled(request_id, data, ref.content_type)
 
     async def inlined(self, options: PageOptions) -> PageOptions:
-        """`options` with the job's files named in its header and footer templates
-        (`src="logo.png"`, `url(logo.png)`) written in as `data:` URLs: Chromium prints
-        those templates without loading anything. A name the job does not carry is
-        missing, as on the page."""
+        """`options` with the job's files its header and footer templates name written
+        in: Chromium prints those templates without loading anything, but honours what
+        they hold. A `<link rel="stylesheet" href="style.css">` becomes a `<style>` with
+        the stylesheet's text, and every `url()` in it (resolved against the
+        stylesheet's own name) or in the template, and every `src="logo.png"`, becomes a
+        `data:` URL (images). Its `@font-face` rules are dropped: Chromium uses no web
+        font there. `@import` is not followed. A name the job does not carry is missing,
+        as on the page."""
         changed = {}
         for field in ("header_template", "footer_template"):
             template = getattr(options, field)
             if template is not None and self.files:
-                changed[field] = await self._inline(template)
+                template = await _replaced(_LINK, template, self._stylesheet)
+                changed[field] = await self._inline(template, DOCUMENT)
         return msgspec.structs.replace(options, **changed) if changed else options
 
-    async def _inline(self, template: str) -> str:
+    async def _read(self, url: str) -> tuple[FileRef, bytes] | None:
+        """The job's file at `url` and its bytes; None for a URL elsewhere (left as it
+        is) and for a name the job does not carry (recorded as missing)."""
+        name = name_of(url)
+        if not name:
+            return None
+        ref = self.files.get(name)
+        if ref is None:
+            if name not in self.missing:
+                self.missing.append(name)
+            return None
+        return ref, await self.cache.get(self.tenant, ref)
+
+    async def _stylesheet(self, match: re.Match[str]) -> str:
+        """A `<link>` of a header or footer as a `<style>` holding the job's stylesheet
+        it names, its `url()`s written in; any other link as it is."""
+        attributes = {
+            found["name"].lower(): html.unescape(
+                found["value"] or found["single"] or found["bare"] or ""
+            )
+            for found in _ATTRIBUTE.finditer(match.group(0))
+        }
+        if "stylesheet" not in attributes.get("rel", "").lower().split():
+            return match.group(0)
+        url = urllib.parse.urljoin(DOCUMENT, attributes.get("href", "").strip())
+        read = await self._read(url)
+        if read is None:
+            return match.group(0) if name_of(url) is None else ""
+        css = _FONT_FACES.sub("", read[1].decode("utf-8", "replace"))  # unused there
+        css = await self._inline(css, url)
+        return "<style>" + re.sub("</(style)", r"<\/\1", css, flags=re.IGNORECASE) + "</style>"
+
+    async def _inline(self, template: str, base: str) -> str:
+        """`template` with every job's file it names (`src`, `url()`, relative to
+        `base`) as a `data:` URL."""
         found: dict[str, str] = {}
         for match in _REFERENCE.finditer(template):
             value = match.group("src") or match.group("url") or ""
-            name = name_of(urllib.parse.urljoin(DOCUMENT, html.unescape(value.strip())))
-            if not name or value in found:
+            if value in found:
                 continue
-            ref = self.files.get(name)
-            if ref is None:
-                if name not in self.missing:
-                    self.missing.append(name)
-                continue
-            data = await self.cache.get(self.tenant, ref)
-            found[value] = f"data:{ref.content_type};base64,{base64.b64encode(data).decode()}"
+            read = await self._read(urllib.parse.urljoin(base, html.unescape(value.strip())))
+            if read is not None:
+                ref, data = read
+                found[value] = f"data:{ref.content_type};base64,{base64.b64encode(data).decode()}"
         if not found:
             return template
 
@@ -214,12 +250,35 @@ class JobFiles:
         return _REFERENCE.sub(replaced, template)
 
 
+async def _replaced(
+    pattern: re.Pattern[str], text: str, change: Callable[[re.Match[str]], Awaitable[str]]
+) -> str:
+    """`text` with each match of `pattern` replaced by what `change` makes of it."""
+    parts, last = [], 0
+    for match in pattern.finditer(text):
+        parts += [text[last : match.start()], await change(match)]
+        last = match.end()
+    return "".join([*parts, text[last:]])
+
+
 _REFERENCE = re.compile(
     r"""\bsrc\s*=\s*(?P<q1>["'])(?P<src>[^"']*)(?P=q1)"""
     r"""|url\(\s*(?P<q2>["']?)(?P<url>[^"')]*)(?P=q2)\s*\)""",
     re.IGNORECASE,
 )
 """A file named in a header or footer template: an `src` attribute or a CSS `url()`."""
+
+_FONT_FACES = re.compile(r"@font-face\s*\{[^}]*\}", re.IGNORECASE)
+"""A stylesheet's web fonts, which Chromium does not use in a header or footer (the
+text prints in the renderer's own fonts; `core/model/options.check_header_footer`)."""
+
+_LINK = re.compile(r"<link\b[^>]*>", re.IGNORECASE)
+"""A `<link>` element of a header or footer template."""
+
+_ATTRIBUTE = re.compile(
+    r"""(?P<name>[a-zA-Z-]+)\s*=\s*(?:"(?P<value>[^"]*)"|'(?P<single>[^']*)'|(?P<bare>[^\s>]+))"""
+)
+"""One attribute of an element (its value double-quoted, single-quoted or bare)."""
 
 
 def _fulfilled(request_id: Any, data: bytes, content_type: str) -> dict[str, Any]:

@@ -45,8 +45,10 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
-from services.core import bus, metrics, subjects, worker
-from services.core.errors import NotFound, Unavailable
+from services.core.log import bus, worker
+from services.core.model import subjects
+from services.core.model.errors import NotFound, Unavailable
+from services.core.runtime import metrics
 from services.renderer.states import BatchStates
 
 log = logging.getLogger(__name__)

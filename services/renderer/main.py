@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import asyncio
 
-from services.core import bus, metrics, runtime
-from services.core.busaccess import Role
-from services.core.jail import Jail, TemplateLimits
-from services.core.settings import Settings
-from services.core.storage import open_storage
+from services.core.log import bus
+from services.core.log.busaccess import Role
+from services.core.objectstore.storage import open_storage
+from services.core.runtime import lifecycle, metrics
+from services.core.runtime.settings import Settings
+from services.core.sandbox.jail import Jail, TemplateLimits
 from services.pdftools.context import Limits
 from services.pdftools.worker import Tools
 from services.renderer import consumer, lanes, states
@@ -71,4 +72,4 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
 
 
 def main() -> None:
-    runtime.run("renderer", serve)
+    lifecycle.run("renderer", serve)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import html
 
-from services.core.pageoptions import Margin, Mark, PageOptions, WaitFor
+from services.core.model.pageoptions import Margin, Mark, PageOptions, WaitFor
 from services.pdftools.marks import asked, style_of
 from services.renderer.browser import BrowserPool, Html
 from services.renderer.finishing import Context

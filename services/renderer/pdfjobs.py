@@ -23,11 +23,11 @@ from dataclasses import dataclass
 
 import msgspec
 
-from services.core import events
-from services.core.errors import InvalidEvent, NotFound, PayloadTooLarge, PdfInvalid
-from services.core.files import FileRef, blob_key, digest_of
-from services.core.pdfwork import PdfInput, PdfWork, report_key
-from services.core.storage import Storage, object_key
+from services.core.model import events
+from services.core.model.errors import InvalidEvent, NotFound, PayloadTooLarge, PdfInvalid
+from services.core.model.files import FileRef, blob_key, digest_of
+from services.core.model.pdfwork import PdfInput, PdfWork, report_key
+from services.core.objectstore.storage import Storage, object_key
 from services.pdftools import archive
 from services.pdftools.pipeline import Input, mark_key
 from services.pdftools.report import Report
@@ -82,8 +82,9 @@ class PdfJobs:
         result = await self.tools.run(inputs, steps, files)
         data, content_type, _ = archive.packaged(result.documents)
         key = object_key(job.tenant, job.job_id, "pdf" if content_type == archive.PDF else "zip")
-        await self._store_report(job, result.report)
-        await self.storage.put(key, data, content_type)
+        await asyncio.gather(  # one after the other, the job would wait on both uploads
+            self._store_report(job, result.report), self.storage.put(key, data, content_type)
+        )
         return Made(key, len(data), result.report.pages_processed)
 
     async def _input(self, job: events.JobSubmitted, given: PdfInput, reader: _Reader) -> Input:

@@ -17,7 +17,7 @@ from pypdf.generic import (
     TextStringObject,
 )
 
-from services.core.pageoptions import Metadata
+from services.core.model.pageoptions import Metadata
 
 _STARTXREF = re.compile(rb"startxref\s+(\d+)\s+%%EOF")
 

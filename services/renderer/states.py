@@ -17,8 +17,10 @@ from typing import Any
 import msgspec
 from nats.js import JetStreamContext
 
-from services.core import bus, events, runtime, subjects
-from services.core.status import BatchStatus
+from services.core.log import bus
+from services.core.model import events, subjects
+from services.core.model.status import BatchStatus
+from services.core.runtime import lifecycle
 
 log = logging.getLogger(__name__)
 
@@ -169,4 +171,4 @@ async def watched(js: JetStreamContext) -> AsyncIterator[BatchStates]:
     try:
         yield states
     finally:
-        await runtime.cancelled(task)
+        await lifecycle.cancelled(task)

@@ -15,8 +15,8 @@ from typing import Any
 import yaml
 
 from services.bus_cli import KEYS, KEYS_INCLUDE, keys_conf
-from services.core import buskeys
-from services.core.busaccess import Role
+from services.core.log import buskeys
+from services.core.log.busaccess import Role
 from tests.conftest import BIN, nats_port, reported_port
 from tests.pki import CLIENT, SERVER, new_pki
 

@@ -9,7 +9,7 @@
   what to look at and what to do;
 - each SLO's error budget is the same in each of its burn-rate rules and the one
   docs/runbooks.md states; the failures counted against the job-success SLO are the
-  installation's error types as services/core/errors.py defines them; the time-to-done
+  installation's error types as services/core/model/errors.py defines them; the time-to-done
   threshold is a bucket of its histogram;
 - deploy/prometheus/scrape.yaml is a valid configuration, and a real Prometheus running
   its relabelling over pods as Kubernetes describes them labels them `namespace`, `job`
@@ -26,7 +26,8 @@ from typing import Any
 
 import yaml
 
-from services.core import errors, metrics
+from services.core.model import errors
+from services.core.runtime import metrics
 from tests.conftest import wait_until
 from tests.deploy.k8s import REPO
 from tests.deploy.test_prometheus import (

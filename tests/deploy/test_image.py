@@ -31,7 +31,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from services.core.settings import Settings
+from services.core.runtime.settings import Settings
 from tests.conftest import BIN, Stack, eventually, free_port, make_tenant
 from tests.deploy.k8s import REPO
 from tests.deploy.podman import container_logs, needs_podman, podman, postgres_over_tcp

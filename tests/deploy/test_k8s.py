@@ -32,10 +32,11 @@ import yaml
 
 from services import cli
 from services.bus_cli import seed_name
-from services.core import metrics, subjects
-from services.core.busaccess import Role
-from services.core.settings import Settings
-from services.core.valuefiles import FILE_SUFFIX
+from services.core.log.busaccess import Role
+from services.core.model import subjects
+from services.core.runtime import metrics
+from services.core.runtime.settings import Settings
+from services.core.runtime.valuefiles import FILE_SUFFIX
 from services.gateway.app import init_app
 from tests.conftest import free_port
 from tests.deploy.k8s import (

@@ -2,7 +2,7 @@
 
 Verifies: nats-server accepts every overlay's configuration (with the installation's
 public keys mounted from the Secret, and production's certificates); the permissions in
-the ConfigMap are those `core/busaccess` makes (so they cannot drift from the code), and
+the ConfigMap are those `core/log/busaccess` makes (so they cannot drift from the code), and
 every overlay's NATS reads them; each service's pod gets its own seed and no other (in
 production as a file), the NATS pods the public keys and no seed; the dev overlay's
 public keys are its seeds';
@@ -22,7 +22,7 @@ import nats
 import pytest
 
 from services.bus_cli import KEYS, KEYS_INCLUDE, keys_conf, kubernetes_authorization, seed_name
-from services.core.busaccess import Role
+from services.core.log.busaccess import Role
 from tests.conftest import BIN, eventually
 from tests.deploy.k8s import (
     OVERLAYS,

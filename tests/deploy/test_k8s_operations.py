@@ -28,8 +28,8 @@ from typing import Any
 
 import pytest
 
-from services.core.runtime import STOP_MARGIN
-from services.core.settings import Settings
+from services.core.runtime.lifecycle import STOP_MARGIN
+from services.core.runtime.settings import Settings
 from services.dev import nats_binary
 from services.gateway.app import POOL_SIZE as GATEWAY_POOL
 from services.projector.main import POOL_SIZE as PROJECTOR_POOL

@@ -28,7 +28,7 @@ import aiohttp
 import pytest
 import yaml
 
-from services.core.settings import Settings
+from services.core.runtime.settings import Settings
 from tests.conftest import eventually, free_port
 from tests.deploy.k8s import nats_files, of_kind, render, running_nats
 from tests.deploy.podman import container_logs, needs_podman, podman, postgres_over_tcp

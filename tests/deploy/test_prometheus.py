@@ -31,7 +31,7 @@ import requests
 import yaml
 from prometheus_client import REGISTRY
 
-import services.core.metrics  # noqa: F401  (registers every metric)
+import services.core.runtime.metrics  # noqa: F401  (registers every metric)
 from services.dev import TARGETS
 from tests.conftest import free_port, wait_until
 from tests.deploy.k8s import REPO

@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
-from services.core.settings import Settings
+from services.core.runtime.settings import Settings
 from tests.faults.harness import Cluster
+from tests.faults.postgres import OwnPostgres
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -41,3 +42,11 @@ async def cluster(
             print(f"\n[faults] service logs (test ran {time.monotonic() - started:.1f}s):")
             print(cluster.tails())
         await cluster.close()
+
+
+@pytest.fixture
+def own_postgres(tmp_path: Path) -> Iterator[OwnPostgres]:
+    """A PostgreSQL only this test uses, stopped and removed at the end."""
+    postgres = OwnPostgres(tmp_path / "pg")
+    yield postgres
+    postgres.close()

@@ -36,9 +36,9 @@ import asyncpg
 import nats
 import psutil
 
-from services.core import subjects
-from services.core.busaccess import Role
-from services.core.settings import Settings
+from services.core.log.busaccess import Role
+from services.core.model import subjects
+from services.core.runtime.settings import Settings
 from tests.conftest import NATS_SEEDS, Tenant, eventually, free_port, make_tenant
 
 REPO = Path(__file__).resolve().parents[2]
@@ -264,7 +264,7 @@ class Cluster:
             self.start(name)
         for _ in range(renderers):
             self.start("renderer")
-        await poll(self._ready, 45, "gateway /readyz")
+        await poll(self.gateway_ready, 45, "gateway /readyz")
         if self._tenant is None:
             await self._make_tenant()
         await self.wait_consuming(renderers)
@@ -284,7 +284,7 @@ class Cluster:
         assert self._tenant is not None, "up() makes the tenant"
         return self._tenant
 
-    async def _ready(self) -> bool:
+    async def gateway_ready(self) -> bool:
         self.check_alive()
         try:
             async with self.http.get(f"{self.url}/readyz") as response:

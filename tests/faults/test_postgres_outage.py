@@ -24,21 +24,14 @@ client submits inline jobs all the time and another asks for a job's status:
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-import aiohttp
-import psutil
 import pytest
 
-from services.dev import clear_stale_postgres
-from tests.conftest import admin_call
 from tests.faults.harness import Cluster, assert_no_job_left_behind, poll, small_job
+from tests.faults.postgres import OwnPostgres, revoked_key
 
 OUTAGE = 60.0
 """Seconds PostgreSQL stays away: "about a minute", as the issue asks."""
@@ -49,71 +42,6 @@ FAST = 2.0
 """Seconds within which an answer that needs no waiting on PostgreSQL must come."""
 READY_WITHIN = 1.0
 """Seconds a readiness probe may take, whatever PostgreSQL does."""
-
-
-def _running(pid: int) -> bool:
-    """Alive and not a zombie (this sandbox's init does not reap daemonised processes)."""
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
-class OwnPostgres:
-    """A pgserver instance only this test uses, so it can be frozen, stopped and started."""
-
-    def __init__(self, path: Path) -> None:
-        import pgserver
-
-        self.path = path
-        self.server: Any = pgserver.get_server(path, cleanup_mode="stop")
-        self.server.psql("CREATE DATABASE pressroom;")
-        self.url = str(self.server.get_uri("pressroom"))
-
-    def processes(self) -> list[psutil.Process]:
-        """The postmaster and every backend and helper it started."""
-        postmaster = psutil.Process(self.server.get_pid())
-        return [postmaster, *postmaster.children(recursive=True)]
-
-    def freeze(self) -> None:
-        """SIGSTOP every process: sockets stay open and connects still complete in the
-        kernel's backlog, but nothing answers (a hung VM, a stalled disk)."""
-        for proc in self.processes():
-            proc.send_signal(signal.SIGSTOP)
-
-    def thaw(self) -> None:
-        for proc in self.processes():
-            proc.send_signal(signal.SIGCONT)
-
-    def stop(self) -> None:
-        """Fast shutdown (SIGINT), waited for."""
-        pid = self.server.get_pid()
-        os.kill(pid, signal.SIGINT)
-        end = time.monotonic() + 30
-        while _running(pid):
-            assert time.monotonic() < end, "PostgreSQL did not stop within 30 s"
-            time.sleep(0.05)
-
-    def start(self) -> None:
-        from pgserver.utils import ensure_prefix_permissions
-
-        clear_stale_postgres(self.path)
-        # pgserver opened the folders above the data for its own user when it first
-        # started; a pytest session starting meanwhile closes `pytest-of-<user>` again
-        # (0700), and PostgreSQL, not root, must get through it.
-        ensure_prefix_permissions(self.path)
-        self.server.ensure_postgres_running()
-        assert str(self.server.get_uri("pressroom")) == self.url
-
-    def close(self) -> None:
-        self.server.cleanup()
-
-
-@pytest.fixture
-def own_postgres(tmp_path: Path) -> Iterator[OwnPostgres]:
-    postgres = OwnPostgres(tmp_path / "pg")
-    yield postgres
-    postgres.close()
 
 
 @dataclass
@@ -167,15 +95,6 @@ async def _submit_steadily(cluster: Cluster, stop: asyncio.Event) -> None:
         await asyncio.sleep(PACE)
 
 
-async def _revoked_key(cluster: Cluster) -> str:
-    """A second key of the cluster's tenant, revoked before the outage."""
-    url = f"{cluster.url}/admin/tenants/{cluster.tenant.id}/keys"
-    async with aiohttp.ClientSession() as http:
-        key = await admin_call(http, "POST", url, None, 201)
-        await admin_call(http, "DELETE", f"{cluster.url}/admin/keys/{key['id']}", None, 204)
-    return str(key["key"])
-
-
 @pytest.mark.parametrize("outage", ["frozen", "stopped"])
 async def test_postgres_away_for_a_minute_under_load_degrades_and_converges(
     cluster: Cluster, own_postgres: OwnPostgres, outage: str
@@ -183,7 +102,7 @@ async def test_postgres_away_for_a_minute_under_load_degrades_and_converges(
     await cluster.up(renderers=1, PRESSROOM_DATABASE_URL=own_postgres.url)
     first = await cluster.submit_many(5)
     await poll(lambda: _done_at_least(cluster, 5), 60, "the first jobs done")
-    watchers = Watchers(cluster, first[0], await _revoked_key(cluster))
+    watchers = Watchers(cluster, first[0], await revoked_key(cluster))
     stop_load = asyncio.Event()
     tasks = [asyncio.create_task(_submit_steadily(cluster, stop_load)), *watchers.tasks()]
     try:

@@ -35,8 +35,8 @@ import pytest
 from aiohttp import web
 from nats.aio.msg import Msg
 
-from services.core import subjects
-from services.core.runtime import STOP_MARGIN
+from services.core.model import subjects
+from services.core.runtime.lifecycle import STOP_MARGIN
 from tests.conftest import serving
 from tests.faults.harness import (
     Cluster,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import signal
 
-from services.core.runtime import STOP_MARGIN
+from services.core.runtime.lifecycle import STOP_MARGIN
 from tests.conftest import NatsServer
 from tests.faults.harness import Cluster, poll, session_members
 

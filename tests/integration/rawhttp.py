@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from services.core.settings import Settings
-from services.core.storage import LocalStorage
+from services.core.objectstore.storage import LocalStorage
+from services.core.runtime.settings import Settings
 from tests.conftest import ADMIN_KEY, Stack
 
 

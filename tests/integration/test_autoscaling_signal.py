@@ -19,8 +19,8 @@ import aiohttp
 import pytest
 from prometheus_client import REGISTRY
 
-from services.core import subjects
-from services.core.settings import Settings
+from services.core.model import subjects
+from services.core.runtime.settings import Settings
 from services.projector import backlog
 from tests.conftest import NatsServer, Stack, eventually, free_port
 

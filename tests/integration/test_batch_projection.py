@@ -23,8 +23,10 @@ import asyncpg
 import pytest
 from nats.js import JetStreamContext
 
-from services.core import bus, db, events, subjects
-from services.core.settings import Settings
+from services.core.database import db
+from services.core.log import bus
+from services.core.model import events, subjects
+from services.core.runtime.settings import Settings
 from services.projector import rebuild
 from tests.conftest import Stack, eventually
 

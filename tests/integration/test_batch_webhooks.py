@@ -26,8 +26,10 @@ from nats.js import JetStreamContext
 from prometheus_client import REGISTRY
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-from services.core import bus, events, signing, subjects
-from services.core.settings import Settings
+from services.core.log import bus
+from services.core.model import events, subjects
+from services.core.runtime.settings import Settings
+from services.core.secrets import signing
 from tests.conftest import Postgres, Receiver, Stack, eventually
 from tests.integration.test_templates import database_refusing_connections
 

@@ -22,8 +22,9 @@ from typing import Any
 import asyncpg
 import pytest
 
-from services.core import bus, events, subjects, timeline
-from services.core.settings import Settings
+from services.core.log import bus, timeline
+from services.core.model import events, subjects
+from services.core.runtime.settings import Settings
 from tests.conftest import Stack
 
 INVOICE = "<h1>Invoice {{ number }}</h1>"

@@ -26,7 +26,7 @@ import pytest
 import pytest_asyncio
 from pypdf import PdfReader
 
-from services.core.errors import (
+from services.core.model.errors import (
     BrowserError,
     OutputTooLarge,
     PageCrashed,
@@ -34,8 +34,8 @@ from services.core.errors import (
     RequestError,
     WaitTimeout,
 )
-from services.core.pageoptions import Margin, PageOptions, WaitFor
-from services.core.settings import Settings
+from services.core.model.pageoptions import Margin, PageOptions, WaitFor
+from services.core.runtime.settings import Settings
 from services.renderer.browser import BrowserPool, Html, count_pages, privileges
 from services.renderer.browser import output as output_module
 from services.renderer.browser.privileges import confine

@@ -22,8 +22,9 @@ import pypdf
 import pytest
 from nats.js import JetStreamContext
 
-from services.core import bus, events, subjects, timeline, topology
-from services.core.settings import Settings
+from services.core.log import bus, timeline, topology
+from services.core.model import events, subjects
+from services.core.runtime.settings import Settings
 from services.renderer import consumer
 from services.renderer.states import BatchStates
 from tests.conftest import Stack, eventually

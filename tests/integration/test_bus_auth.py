@@ -7,9 +7,9 @@ know, is refused at connect; each service's identity can publish the events its 
 publishes (through `bus`) and is refused every other kind — a renderer cannot submit,
 cancel or end a batch, a gateway cannot finish a job — and nothing refused reaches the
 log; no identity can delete, purge or reconfigure the log, take another service's
-messages, write another's bucket, forge an advisory or read another's replies; and a
-payload cannot pass for another kind than its subject's: a renderer's `done` subject
-carrying a submission creates no job.
+messages, write another's bucket, read the gateways' copy of the API keys, forge an
+advisory or read another's replies; and a payload cannot pass for another kind than its
+subject's: a renderer's `done` subject carrying a submission creates no job.
 
 That the services' identities have every permission they need is what every other
 integration test shows: the `stack` runs each service as its own identity, and the
@@ -27,9 +27,11 @@ import pytest
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
-from services.core import bus, buskeys, events, subjects
-from services.core.busaccess import SERVICES, Role
-from services.core.settings import Settings
+from services.core.log import bus, buskeys
+from services.core.log.busaccess import SERVICES, Role
+from services.core.model import events, subjects
+from services.core.runtime.settings import Settings
+from services.gateway import keymirror
 from tests.conftest import NATS_SEEDS, NatsServer, Stack, eventually
 
 G, R, P, N, C = Role.GATEWAY, Role.RENDERER, Role.PROJECTOR, Role.NOTIFIER, Role.CONDUCTOR
@@ -246,6 +248,29 @@ async def test_no_identity_reads_another_s_replies_or_the_whole_bus(bus_server: 
         return all(f'Subscription Violation - Subject "{s}"' in logged for s in wanted)
 
     await eventually(all_logged, 10)
+
+
+async def test_only_gateways_may_read_the_copy_of_the_api_keys(bus_server: NatsServer):
+    gateway = await connect_as(bus_server, G)
+    try:
+        copy = await keymirror.open_bucket(gateway.jetstream(timeout=5), Settings())
+        await copy.put("key.k1", b"{}")
+        assert (await copy.get("key.k1")).value == b"{}"
+    finally:
+        await gateway.close()
+    for role in (R, P, N, C):
+        nc = await connect_as(bus_server, role)
+        try:
+            with pytest.raises(Exception):  # noqa: B017  # refused: a timeout or an error
+                await nc.jetstream(timeout=2).key_value(subjects.KEY_DIRECTORY)
+        finally:
+            await nc.close()
+
+    def refused() -> bool:
+        logged = "\n".join(bus_server.refusals())
+        return logged.count(f'Subject "$JS.API.STREAM.INFO.KV_{subjects.KEY_DIRECTORY}"') >= 4
+
+    await eventually(refused, 10, "every other identity refused")
 
 
 async def test_a_renderer_cannot_pass_a_submission_off_as_its_result(stack: Stack):

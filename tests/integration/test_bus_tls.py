@@ -17,9 +17,10 @@ from pathlib import Path
 import nats
 import pytest
 
-from services.core import bus, events
-from services.core.busaccess import Role
-from services.core.settings import Settings, SettingsError
+from services.core.log import bus
+from services.core.log.busaccess import Role
+from services.core.model import events
+from services.core.runtime.settings import Settings, SettingsError
 from tests.conftest import NATS_SEEDS, NatsServer
 from tests.deploy.k8s import K8S
 from tests.pki import CLIENT, SERVER, Pki, new_pki

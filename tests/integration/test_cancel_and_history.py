@@ -13,8 +13,8 @@ import nats
 import pytest
 from aiohttp import web
 
-from services.core import bus
-from services.core.settings import Settings
+from services.core.log import bus
+from services.core.runtime.settings import Settings
 from tests.conftest import NatsServer, Receiver, Stack, eventually, serving
 from tests.integration.test_pipeline import HELLO, job_events
 

@@ -36,8 +36,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from services.core.pageoptions import PageOptions
-from services.core.settings import Settings
+from services.core.model.pageoptions import PageOptions
+from services.core.runtime.settings import Settings
 from services.renderer.browser import BrowserPool, Html, privileges
 from services.renderer.browser.privileges import Sandbox, Walls
 from tests.conftest import NatsServer, wait_until

@@ -29,7 +29,7 @@ import pytest
 
 from pressroom import cli
 from pressroom.client import AsyncClient, Client
-from services.core.settings import Settings
+from services.core.runtime.settings import Settings
 from tests.conftest import Stack, eventually
 
 PRESSROOM = Path(sys.executable).parent / "pressroom"

@@ -40,7 +40,7 @@ from pressroom.client import (
     WaitTimeout,
     verify_webhook,
 )
-from services.core.settings import Settings
+from services.core.runtime.settings import Settings
 from tests.conftest import NatsServer, Receiver, Stack, eventually
 
 HELLO = "<h1>Hi {{ name }}</h1>"

@@ -13,8 +13,9 @@ from typing import Any
 import asyncpg
 import pytest
 
-from services.core import bus, events
-from services.core.settings import Settings
+from services.core.log import bus
+from services.core.model import events
+from services.core.runtime.settings import Settings
 from services.gateway import auth
 from tests.conftest import Stack, admin_call, eventually
 

@@ -25,11 +25,14 @@ from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
 
 from services.conductor import pack
-from services.core import bus, db, events, pageoptions, storage, subjects
-from services.core.errortypes import ErrorType
-from services.core.settings import Settings
-from services.core.status import JobStatus
-from services.core.storage import Storage, open_storage
+from services.core.database import db
+from services.core.log import bus
+from services.core.model import events, pageoptions, subjects
+from services.core.model.errortypes import ErrorType
+from services.core.model.status import JobStatus
+from services.core.objectstore import storage
+from services.core.objectstore.storage import Storage, open_storage
+from services.core.runtime.settings import Settings
 from tests.conftest import Stack, eventually
 
 TENANT = "t-acme"

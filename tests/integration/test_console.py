@@ -33,7 +33,7 @@ import pyppeteer.connection
 import pytest
 from websockets.legacy.client import connect as websocket_connect
 
-from services.core.settings import Settings
+from services.core.runtime.settings import Settings
 from services.gateway.console import CSP
 from services.gateway.console import policy as console_policy
 from tests.conftest import Receiver, Stack, admin_call, eventually
@@ -41,7 +41,7 @@ from tests.conftest import Receiver, Stack, admin_call, eventually
 HOSTILE = "<img src=x onerror=window.pwned=1>"
 ENTITY_NAME = "&lt;img src=x onerror=window.pwned=1&gt;"
 """A batch item's file name that markup would turn into an element once its entities were
-decoded (file names cannot hold `<` itself: `core/filenames.py`); shown as text, it keeps
+decoded (file names cannot hold `<` itself: `core/model/filenames.py`); shown as text, it keeps
 its `&lt;` as typed."""
 
 SLOW_ITEM = (

@@ -30,8 +30,8 @@ import pypdf
 import pytest
 import requests
 
-from services.core import buskeys
-from services.core.busaccess import Role
+from services.core.log import buskeys
+from services.core.log.busaccess import Role
 from services.dev import load_secrets
 from tests.conftest import free_port, wait_until
 

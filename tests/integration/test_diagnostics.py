@@ -14,7 +14,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from services.core.settings import Settings
+from services.core.runtime.settings import Settings
 from tests.conftest import Stack
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

@@ -22,7 +22,7 @@ import pytest
 import pytest_asyncio
 from prometheus_client import REGISTRY
 
-from services.core.errors import (
+from services.core.model.errors import (
     DomTooLarge,
     HeaderTooLarge,
     PageCrashed,
@@ -30,8 +30,8 @@ from services.core.errors import (
     TocTooLarge,
     TooManyPrintedPages,
 )
-from services.core.pageoptions import Margin, PageOptions, WaitFor
-from services.core.settings import Settings
+from services.core.model.pageoptions import Margin, PageOptions, WaitFor
+from services.core.runtime.settings import Settings
 from services.renderer.browser import BrowserPool, Html
 from services.renderer.browser.diagnosis import PageReport
 from services.renderer.egress import Egress

@@ -41,7 +41,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from services.core.settings import Settings
+from services.core.runtime.settings import Settings
 from services.renderer.browser import CHROMIUM_ARGS
 from services.renderer.browser.interception import guard
 from services.renderer.browser.launch import start_browser

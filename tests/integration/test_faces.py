@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from services.core.settings import Settings
+from services.core.runtime.settings import Settings
 from tests.browser import Page, open_page
 from tests.conftest import Stack, eventually
 

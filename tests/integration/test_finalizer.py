@@ -20,8 +20,9 @@ import pytest
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js import JetStreamContext
 
-from services.core import subjects, topology
-from services.core.settings import Settings
+from services.core.log import topology
+from services.core.model import subjects
+from services.core.runtime.settings import Settings
 from tests.conftest import Stack, eventually
 
 

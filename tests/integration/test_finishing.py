@@ -25,9 +25,9 @@ import pikepdf
 import pytest
 import pytest_asyncio
 
-from services.core.errors import FinishingError, InvoiceInvalid, PdfInvalid
-from services.core.jail import Jail, TemplateLimits
-from services.core.pageoptions import Attachment, Encrypt, FacturX, Metadata, PageOptions
+from services.core.model.errors import FinishingError, InvoiceInvalid, PdfInvalid
+from services.core.model.pageoptions import Attachment, Encrypt, FacturX, Metadata, PageOptions
+from services.core.sandbox.jail import Jail, TemplateLimits
 from services.renderer import finishing
 from services.renderer.browser import BrowserPool, Html, RenderResult
 from services.renderer.finishing.worker import Finisher
@@ -231,11 +231,14 @@ async def test_encrypted_file_opens_with_either_password_only_and_grants_what_wa
     assert refused.returncode != 0 and "invalid password" in refused.stderr
 
 
-async def test_a_plain_job_does_not_reach_a_finishing_worker(printed: RenderResult) -> None:
+async def test_a_plain_untagged_job_does_not_reach_a_finishing_worker(
+    printed: RenderResult,
+) -> None:
+    """Only a small untagged job: a tagged one is always compacted (test_tagged_size)."""
     async with Jail(1, LIMITS, error=FinishingError) as jail:
         finisher = Finisher(jail, CONTEXT)
         await jail.__aexit__(None, None, None)  # no worker left: a call would fail
-        assert await finisher.finished(printed, PageOptions()) is printed
+        assert await finisher.finished(printed, PageOptions(tagged=False)) is printed
     assert not finishing.needed(PageOptions(metadata=Metadata(title="t"), outline=True))
 
 

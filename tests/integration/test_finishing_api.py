@@ -12,7 +12,7 @@ from typing import Any
 
 import pikepdf
 
-from services.core.settings import Settings
+from services.core.runtime.settings import Settings
 from tests.conftest import Stack
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,7 +15,7 @@ from pathlib import Path
 import pypdf
 from fontTools.ttLib import TTFont
 
-from services.core.pageoptions import PageOptions
+from services.core.model.pageoptions import PageOptions
 from services.renderer.browser import BrowserPool, Html
 
 DEJAVU = Path("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf")

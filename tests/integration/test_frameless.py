@@ -20,8 +20,8 @@ from aiohttp import web
 from PIL import Image
 from pypdf import PdfReader
 
-from services.core.pageoptions import PageOptions, WaitFor
-from services.core.settings import Settings
+from services.core.model.pageoptions import PageOptions, WaitFor
+from services.core.runtime.settings import Settings
 from services.renderer.browser import BrowserPool, Html
 from services.renderer.browser import pool as pool_module
 from tests.conftest import serving

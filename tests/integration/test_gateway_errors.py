@@ -10,7 +10,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from services.core.settings import Settings
+from services.core.runtime.settings import Settings
 from tests.conftest import Stack, free_port
 
 

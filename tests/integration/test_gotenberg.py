@@ -17,7 +17,7 @@ import pikepdf
 import pytest
 from aiohttp import web
 
-from services.core.settings import Settings
+from services.core.runtime.settings import Settings
 from tests.conftest import Stack, serving
 
 INDEX = "<!doctype html><title>Invoice</title><h1>Invoice INV-2026-004217</h1>"
@@ -109,9 +109,7 @@ async def test_paper_size_in_every_gotenberg_unit(
         ("paperWidth", "wide"),
         ("scale", "9"),
         ("landscape", "maybe"),
-        ("cookies", '[{"name":"a","value":"b","domain":"x"}]'),
-        ("failOnConsoleExceptions", "true"),
-        ("userAgent", "Bot/1"),
+        ("emulatedMediaFeatures", '[{"name":"prefers-color-scheme","value":"dark"}]'),
         ("pdfa", "PDF/A-1b"),
         ("noSuchField", "1"),
         ("metadata", "{not json"),

@@ -83,11 +83,11 @@ async def test_chromiumly_from_npm(stack: Stack, tmp_path: Path) -> None:
     env = {**os.environ, "ENDPOINT": stack.url, "KEY": stack.tenant.key, "OUT": str(tmp_path),
            "PAGE_URL": f"{stack.url}/docs"}  # fmt: skip
     done = await asyncio.to_thread(
-        subprocess.run, ["node", str(CHROMIUMLY / "convert.js"), "html", "url", "refused"],
+        subprocess.run, ["node", str(CHROMIUMLY / "convert.js"), "html", "url", "page", "refused"],
         env=env, capture_output=True, check=True, timeout=180,
     )  # fmt: skip
     results = {r["name"]: r for r in map(json.loads, done.stdout.decode().splitlines())}
-    assert results["html"]["ok"] and results["url"]["ok"], results
+    assert results["html"]["ok"] and results["url"]["ok"] and results["page"]["ok"], results
     html = (tmp_path / "html.pdf").read_bytes()
     assert near(size_pt(html), (841.9, 595.3))  # A4, landscape
     assert "INV-2026-0099" in pdftotext(html)

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from services.core.settings import Settings
+from services.core.runtime.settings import Settings
 from tests.conftest import Stack
 from tests.integration.test_pipeline import pdf_text
 

@@ -26,8 +26,8 @@ import pytest_asyncio
 from aiohttp import web
 from pypdf import PdfReader
 
-from services.core.pageoptions import PageOptions, WaitFor
-from services.core.settings import Settings
+from services.core.model.pageoptions import PageOptions, WaitFor
+from services.core.runtime.settings import Settings
 from services.renderer.browser import BrowserPool, Html, RenderResult, Url
 from services.renderer.egress import Egress
 from tests.conftest import eventually, serving

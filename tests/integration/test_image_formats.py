@@ -17,8 +17,8 @@ import pytest
 import pytest_asyncio
 from PIL import Image
 
-from services.core.errors import OutputTooLarge
-from services.core.pageoptions import PageOptions
+from services.core.model.errors import OutputTooLarge
+from services.core.model.pageoptions import PageOptions
 from services.renderer.browser import BrowserPool, Html
 from tests.conftest import Stack
 from tests.integration.test_browser import CHROMIUM

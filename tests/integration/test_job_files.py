@@ -20,11 +20,11 @@ import pytest
 from fontTools.ttLib import TTFont
 from prometheus_client import REGISTRY
 
-from services.core.errors import AssetMissing
-from services.core.files import FileRef, blob_key
-from services.core.filestore import store_file
-from services.core.pageoptions import Margin, PageOptions
-from services.core.storage import LocalStorage
+from services.core.model.errors import AssetMissing
+from services.core.model.files import FileRef, blob_key
+from services.core.model.pageoptions import Margin, PageOptions
+from services.core.objectstore.filestore import store_file
+from services.core.objectstore.storage import LocalStorage
 from services.renderer.browser import BrowserPool, Html
 from services.renderer.jobfiles import FileCache, JobFiles
 

@@ -15,7 +15,7 @@ import aiohttp
 import asyncpg
 import pytest
 
-from services.core.settings import Settings
+from services.core.runtime.settings import Settings
 from tests.conftest import Stack, eventually
 
 

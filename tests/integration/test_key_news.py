@@ -16,8 +16,8 @@ from dataclasses import replace
 import aiohttp
 import nats
 
-from services.core import subjects
-from services.core.settings import Settings
+from services.core.model import subjects
+from services.core.runtime.settings import Settings
 from tests.conftest import Stack, admin_call, eventually, free_port
 
 WITHIN = 5.0

@@ -33,8 +33,10 @@ import asyncpg
 import pytest
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-from services.core import bus, crypto, events, subjects, timeline
-from services.core.settings import Settings, SettingsError
+from services.core.log import bus, timeline
+from services.core.model import events, subjects
+from services.core.runtime.settings import Settings, SettingsError
+from services.core.secrets import crypto
 from services.notifier.main import serve as serve_notifier
 from tests.conftest import SERVER_KEY, Receiver, Stack, Tenant, eventually
 

@@ -10,9 +10,10 @@ from pathlib import Path
 import nats
 import pytest
 
-from services.core import bus, events, subjects
-from services.core.errors import EventTooLarge, LogFull
-from services.core.settings import Settings, SettingsError
+from services.core.log import bus
+from services.core.model import events, subjects
+from services.core.model.errors import EventTooLarge, LogFull
+from services.core.runtime.settings import Settings, SettingsError
 from services.gateway.logroom import LogRoom
 from tests.conftest import BIN, Stack, eventually, nats_port, reported_port
 

@@ -129,7 +129,7 @@ async def test_numbers_with_thousands_of_digits_are_a_400_naming_the_field(targe
 
 async def test_a_file_name_the_safe_name_rule_would_change_is_a_400_naming_it(target: Target):
     """A batch item's file name and an attachment's name are what the client gets back,
-    or a 400 saying why not (`core/filenames.problem`)."""
+    or a 400 saying why not (`core/model/filenames.problem`)."""
     names = ["CON.pdf", "a\u202efdp.pdf", "C:x.pdf", "a\uff0fb.pdf", "a.pdf.", "\u200b.pdf"]
     files = [[{"name": name, "content": "data:text/csv;base64,YSxi"}] for name in names]
     cases = [

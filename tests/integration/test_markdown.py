@@ -23,10 +23,10 @@ import pytest
 from aiohttp import web
 
 from pressroom.client import AsyncClient
-from services.core.markdown import markdown_document
-from services.core.pageoptions import PageOptions
-from services.core.settings import Settings
-from services.core.storage import LocalStorage
+from services.core.model.pageoptions import PageOptions
+from services.core.objectstore.storage import LocalStorage
+from services.core.runtime.settings import Settings
+from services.core.sandbox.markdown import markdown_document
 from services.renderer.browser import BrowserPool, Html
 from services.renderer.jobfiles import FileCache, JobFiles
 from tests.conftest import Stack, serving

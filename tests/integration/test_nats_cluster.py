@@ -21,8 +21,8 @@ import asyncpg
 import nats
 import pytest
 
-from services.core import subjects
-from services.core.settings import Settings
+from services.core.model import subjects
+from services.core.runtime.settings import Settings
 from tests.conftest import BIN, Stack, eventually, free_port, nats_port, reported_port
 
 CONFIG = """

@@ -13,8 +13,9 @@ from dataclasses import replace
 
 import pytest
 
-from services.core import bus, events, subjects, timeline
-from services.core.settings import Settings
+from services.core.log import bus, timeline
+from services.core.model import events, subjects
+from services.core.runtime.settings import Settings
 from tests.conftest import Receiver, Stack, eventually
 
 WINDOW = 1.0

@@ -32,7 +32,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from services.core.settings import Settings
+from services.core.runtime.settings import Settings
 from services.gateway.openapi import CSP
 from services.gateway.templates import template_id_for
 from tests.conftest import ADMIN, Stack

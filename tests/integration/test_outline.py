@@ -11,7 +11,7 @@ import pytest
 import pytest_asyncio
 from pypdf import PdfReader
 
-from services.core.pageoptions import Metadata, PageOptions
+from services.core.model.pageoptions import Metadata, PageOptions
 from services.renderer.browser import BrowserPool, Html
 from tests.integration.test_browser import CHROMIUM
 

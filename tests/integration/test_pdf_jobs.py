@@ -21,9 +21,10 @@ from typing import Any
 import aiohttp
 import pikepdf
 
-from services.core import bus, events
-from services.core.files import FileRef, digest_of
-from services.core.pdfwork import PdfInput, PdfWork
+from services.core.log import bus
+from services.core.model import events
+from services.core.model.files import FileRef, digest_of
+from services.core.model.pdfwork import PdfInput, PdfWork
 from tests.conftest import Receiver, Stack, eventually
 from tests.integration import hostile_pdfs
 from tests.integration.pdf_inputs import TOOLS, chapters, pdfinfo, pdftotext, qpdf_check

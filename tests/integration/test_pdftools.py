@@ -25,15 +25,15 @@ from pyhanko.pdf_utils.reader import PdfFileReader
 from pyhanko.sign.validation import async_validate_pdf_signature
 from pyhanko_certvalidator import ValidationContext
 
-from services.core.errors import (
+from services.core.model.errors import (
     FinishingError,
     InvoiceInvalid,
     PdfaNotPossible,
     PdfUaNotPossible,
 )
-from services.core.jail import Jail, TemplateLimits
-from services.core.pageoptions import Metadata as PrintMetadata
-from services.core.pageoptions import PageOptions
+from services.core.model.pageoptions import Metadata as PrintMetadata
+from services.core.model.pageoptions import PageOptions
+from services.core.sandbox.jail import Jail, TemplateLimits
 from services.pdftools import archive
 from services.pdftools.context import Context, Limits
 from services.pdftools.pipeline import Input, Result

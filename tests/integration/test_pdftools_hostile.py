@@ -28,7 +28,7 @@ import pikepdf
 import pytest
 import pytest_asyncio
 
-from services.core.errors import (
+from services.core.model.errors import (
     FinishingError,
     PdfActiveContent,
     PdfaNotPossible,
@@ -37,7 +37,7 @@ from services.core.errors import (
     PressroomError,
     TooManyPages,
 )
-from services.core.jail import Jail, TemplateLimits
+from services.core.sandbox.jail import Jail, TemplateLimits
 from services.pdftools.context import Context, Limits
 from services.pdftools.pipeline import Input, Result
 from services.pdftools.steps import Merge, Optimise, PdfA, Step, Validate

@@ -21,7 +21,7 @@ import pytest
 from prometheus_client import REGISTRY
 from standardwebhooks.webhooks import Webhook
 
-from services.core.settings import Settings
+from services.core.runtime.settings import Settings
 from tests.conftest import Receiver, Stack, eventually
 
 HELLO = {"template": "<h1>Hi {{name}}</h1>", "data": {"name": "Ana"}}

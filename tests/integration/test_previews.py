@@ -3,7 +3,8 @@
 Verifies: a preview renders and reads back by id like a job, but is not listed by
 `GET /jobs` and not counted in usage (a job beside it is); a newer preview of the same
 template through the same key cancels the older one still rendering, and a preview of
-another template does not; a tenant with `PREVIEW_LIMIT` previews rendering gets a 429
+another template does not; a tenant with `PRESSROOM_PREVIEW_LIMIT` previews rendering (2
+here, set as a setting; the default is 4) gets a 429
 for the next while its jobs are still accepted; `preview` with an html source is a 400
 naming the field.
 """
@@ -16,8 +17,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from services.core.settings import Settings
-from services.gateway.previews import PREVIEW_LIMIT
+from services.core.runtime.settings import Settings
 from tests.conftest import Stack, eventually
 from tests.integration.test_templates import create
 
@@ -87,9 +87,20 @@ async def test_a_newer_preview_of_the_same_template_cancels_the_older(stack: Sta
     assert (await stack.job(newer["id"]))["status"] in {"queued", "running"}
 
 
-async def test_a_tenant_has_a_few_previews_rendering_at_most(stack: Stack):
+async def test_a_tenant_has_a_few_previews_rendering_at_most(settings: Settings):
+    assert Settings.from_env({}).preview_limit == 4
+    assert Settings.from_env({"PRESSROOM_PREVIEW_LIMIT": "2"}).preview_limit == 2
+    stack = Stack(replace(settings, preview_limit=2))
+    await stack.start()
+    try:
+        await two_previews_then_a_429(stack)
+    finally:
+        await stack.close()
+
+
+async def two_previews_then_a_429(stack: Stack) -> None:
     ids = []
-    for index in range(PREVIEW_LIMIT):
+    for index in range(2):
         stored = await create(stack, name=f"t{index}", body="<p>x</p>")
         body = {"template_id": stored["id"], "options": SLOW, "preview": True}
         status, accepted = await post_job(stack, body)
@@ -100,7 +111,8 @@ async def test_a_tenant_has_a_few_previews_rendering_at_most(stack: Stack):
 
     status, refused = await post_job(stack, {"template": "<p>one more</p>", "preview": True})
     assert status == 429, refused
-    assert refused["error"]["type"] == "rate_limited" and "previews" in refused["error"]["message"]
+    assert refused["error"]["type"] == "rate_limited"
+    assert refused["error"]["message"].startswith("2 previews are still rendering")
     assert (await post_job(stack, {"template": "<p>a job</p>"}))[0] == 202
 
 

@@ -20,14 +20,14 @@ import pytest_asyncio
 from aiohttp import web
 from pypdf import PdfReader
 
-from services.core.errors import (
+from services.core.model.errors import (
     OutputTooLarge,
     RequestError,
     SourceError,
     SourceUnreachable,
     WaitTimeout,
 )
-from services.core.pageoptions import Margin, Metadata, PageOptions, WaitFor
+from services.core.model.pageoptions import Margin, Metadata, PageOptions, WaitFor
 from services.renderer.browser import PNG, BrowserPool, Html, RenderResult, Url
 from tests.conftest import free_port, serving
 from tests.integration.test_browser import CHROMIUM, text_of

@@ -9,8 +9,10 @@ import asyncpg
 import msgspec
 from prometheus_client import REGISTRY
 
-from services.core import bus, db, events, subjects
-from services.core.settings import Settings
+from services.core.database import db
+from services.core.log import bus
+from services.core.model import events, subjects
+from services.core.runtime.settings import Settings
 from services.projector import consumer
 from services.projector.apply import apply
 from tests.conftest import NatsServer, eventually

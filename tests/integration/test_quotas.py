@@ -25,8 +25,10 @@ import asyncpg
 import nats
 import pytest
 
-from services.core import bus, db, events, holds
-from services.core.settings import Settings
+from services.core.database import db, holds
+from services.core.log import bus
+from services.core.model import events
+from services.core.runtime.settings import Settings
 from services.projector import quota, rebuild
 from tests.conftest import Postgres, Stack, Tenant, eventually
 from tests.integration.test_templates import database_refusing_connections
@@ -171,6 +173,8 @@ async def test_a_batch_holds_every_item_and_its_cancel_gives_them_back(stack: St
     status, body, _ = await post(tenant, stack, "/batches", batch_of(1))
     assert (status, body["error"]["type"]) == (429, "quota_exceeded"), body
     assert "a batch of 1 document does not fit" in body["error"]["message"]
+    usage = await usage_of(stack, tenant)
+    assert (usage["monthly_quota"], usage["held"], usage["quota_left"]) == (5, 5, 0), usage
 
     async def cancelled() -> bool:
         url = f"{stack.url}/batches/{batch['id']}"
@@ -181,6 +185,10 @@ async def test_a_batch_holds_every_item_and_its_cancel_gives_them_back(stack: St
 
     await eventually(cancelled, 30, "the batch cancelled")
     assert await held_units(stack.settings, tenant) == (1, 1)
+    usage = await usage_of(stack, tenant)
+    assert (usage["held"], usage["quota_left"], usage["succeeded"]) == (1, 4, 0), usage
+    status, past, _ = await call(tenant.http, "GET", f"{stack.url}/usage?month=2020-01")
+    assert status == 200 and (past["held"], past["quota_left"]) == (0, None), past
     status, again, _ = await post(tenant, stack, "/batches", batch_of(4))
     assert status == 202, again
     assert await accepts_one_more(stack, tenant) is None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from services.core.settings import Settings
+from services.core.runtime.settings import Settings
 from tests.conftest import NatsServer, Stack, eventually
 from tests.integration.test_pipeline import HELLO
 

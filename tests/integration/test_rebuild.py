@@ -17,8 +17,9 @@ import asyncio
 import asyncpg
 import pytest
 
-from services.core import bus, subjects
-from services.core.settings import Settings
+from services.core.log import bus
+from services.core.model import subjects
+from services.core.runtime.settings import Settings
 from services.projector import main as projector_main
 from services.projector import rebuild
 from tests.conftest import Receiver, Stack, eventually

@@ -22,10 +22,12 @@ import pytest
 from nats.js import JetStreamContext
 from prometheus_client import REGISTRY
 
-from services.core import bus, db, subjects
-from services.core.errors import NotFound
-from services.core.settings import Settings
-from services.projector import reconciler
+from services.core.database import db
+from services.core.log import bus
+from services.core.model import subjects
+from services.core.model.errors import NotFound
+from services.core.runtime.settings import Settings
+from services.projector import reconciler, staledb
 from tests.conftest import Stack, eventually
 
 IDLE = reconciler.Floors()  # the renderers had nothing outstanding
@@ -180,9 +182,9 @@ async def test_sweep_waits_for_the_projector_holding_the_lock(fast_settings, js)
         job_id = await insert_lost_job(fast_settings.database_url, "ten_test")
         other = await asyncpg.connect(fast_settings.database_url)
         try:
-            assert await db.try_advisory_lock(other, db.RECONCILER_LOCK_ID)
+            assert await staledb.try_advisory_lock(other, staledb.RECONCILER_LOCK_ID)
             assert await reconciler.sweep(own_js, pool, fast_settings, IDLE) is None
-            await db.advisory_unlock(other, db.RECONCILER_LOCK_ID)
+            await staledb.advisory_unlock(other, staledb.RECONCILER_LOCK_ID)
         finally:
             await other.close()
         assert await reconciler.sweep(own_js, pool, fast_settings, IDLE) == {job_id: "redrive"}

@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 from aiohttp import web
 
-from services.core.settings import Settings
+from services.core.runtime.settings import Settings
 from tests.conftest import Stack, free_port, serving
 from tests.integration.test_pipeline import HELLO, job_events
 

@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import Any
 
-from services.core.settings import Settings
+from services.core.runtime.settings import Settings
 from tests.conftest import Stack, admin_call, eventually, free_port
 from tests.integration.test_streams import Opened, stream
 

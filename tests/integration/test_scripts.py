@@ -29,7 +29,7 @@ from typing import Any
 import pypdf
 import pytest
 
-from services.core.pageoptions import PageOptions
+from services.core.model.pageoptions import PageOptions
 from services.renderer.browser import BrowserPool, Html
 
 WORDS = {

@@ -30,7 +30,7 @@ from pyhanko.sign.timestamps.dummy_client import DummyTimeStamper
 from pyhanko.sign.validation import async_validate_pdf_signature
 from pyhanko_certvalidator import ValidationContext
 
-from services.core.settings import Settings, SettingsError
+from services.core.runtime.settings import Settings, SettingsError
 from services.renderer import main as renderer_main
 from tests.conftest import Stack, serving
 

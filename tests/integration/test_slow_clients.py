@@ -12,7 +12,7 @@ from dataclasses import replace
 
 import pytest
 
-from services.core.settings import Settings
+from services.core.runtime.settings import Settings
 from tests.conftest import Stack, eventually
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from services.core.settings import Settings
+from services.core.runtime.settings import Settings
 from tests.conftest import Stack, serving
 from tests.integration.test_pipeline import pdf_text
 

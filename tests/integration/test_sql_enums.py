@@ -8,10 +8,10 @@ from __future__ import annotations
 import asyncpg
 import pytest
 
-from services.core import db
-from services.core.errortypes import ErrorType
-from services.core.schema import MIGRATIONS
-from services.core.status import BatchStatus, JobStatus
+from services.core.database import db
+from services.core.database.schema import MIGRATIONS
+from services.core.model.errortypes import ErrorType
+from services.core.model.status import BatchStatus, JobStatus
 
 
 async def labels(conn: asyncpg.Connection, sql_type: str) -> list[str]:

@@ -10,9 +10,9 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from services.core.errors import NotFound
-from services.core.settings import Settings
-from services.core.storage import READ_CHUNK, S3Storage, open_storage, sign
+from services.core.model.errors import NotFound
+from services.core.objectstore.storage import READ_CHUNK, S3Storage, open_storage, sign
+from services.core.runtime.settings import Settings
 
 
 async def test_s3_upload_recreates_a_missing_bucket(s3_settings: Settings):

@@ -26,8 +26,8 @@ import msgspec
 import nats
 import pytest
 
-from services.core import events, subjects
-from services.core.settings import Settings
+from services.core.model import events, subjects
+from services.core.runtime.settings import Settings
 from services.gateway import streams
 from tests.conftest import Stack, eventually
 

@@ -64,6 +64,9 @@ async def test_push_list_show_pull_and_diff_a_template_folder(stack: Stack, tmp_
     assert not (tmp_path / "copy" / "header.html").exists()
     manifest = json.loads((tmp_path / "copy" / "template.json").read_text())
     assert (manifest["id"], manifest["version"]) == (pushed["id"], 1)
+    assert (tmp_path / "copy" / "assets" / "style.css").read_text() == "h1 { color: #123456 }"
+    assert [f["name"] for f in manifest["files"]] == ["style.css"]
+    assert "url" not in manifest["files"][0]  # a link that expires is not kept
 
     status, out, err = await pressroom(tmp_path, "templates", "diff", "invoice", "1", *flags(stack))
     assert status == 0, err

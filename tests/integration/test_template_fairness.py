@@ -17,7 +17,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from services.core.settings import Settings
+from services.core.runtime.settings import Settings
 from tests.conftest import Stack, Tenant, eventually
 from tests.integration.test_tenants import call
 

@@ -24,11 +24,11 @@ import psutil
 import pytest
 import uvloop
 
-from services.core import events
-from services.core.errors import TemplateError
-from services.core.jail import Jail, TemplateLimits
-from services.core.settings import Settings
-from services.core.templating import render_html
+from services.core.model import events
+from services.core.model.errors import TemplateError
+from services.core.runtime.settings import Settings
+from services.core.sandbox.jail import Jail, TemplateLimits
+from services.core.sandbox.templating import render_html
 from services.renderer.browser import Html, Url
 from services.renderer.consumer import source_of
 from tests.conftest import Stack

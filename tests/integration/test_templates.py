@@ -25,7 +25,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from services.core.settings import Settings
+from services.core.runtime.settings import Settings
 from tests.conftest import Postgres, Stack, eventually
 from tests.integration.test_pipeline import pdf_text
 

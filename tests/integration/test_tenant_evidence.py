@@ -41,7 +41,7 @@ from aiohttp import web
 from prometheus_client import REGISTRY
 from pypdf import PdfReader
 
-from services.core.settings import Settings
+from services.core.runtime.settings import Settings
 from tests.conftest import Receiver, Stack, Tenant, eventually, serving
 
 JOBS_EACH = 8

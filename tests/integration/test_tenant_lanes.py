@@ -23,8 +23,9 @@ import nats
 import pytest
 from nats.js import JetStreamContext
 
-from services.core import events, timeline
-from services.core.settings import Settings
+from services.core.log import timeline
+from services.core.model import events
+from services.core.runtime.settings import Settings
 from tests.conftest import Stack, Tenant, eventually
 
 FLOOD = 40

@@ -22,7 +22,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from services.core.settings import Settings
+from services.core.runtime.settings import Settings
 from tests.conftest import ADMIN, ADMIN_KEY, Stack, Tenant, admin_call, eventually, free_port
 
 HELLO = {"template": "<h1>Hi {{name}}</h1>", "data": {"name": "Ana"}}

@@ -9,8 +9,9 @@ import asyncpg
 import pytest
 from nats.aio.msg import Msg
 
-from services.core import bus, events, subjects, timeline, topology
-from services.core.settings import Settings
+from services.core.log import bus, timeline, topology
+from services.core.model import events, subjects
+from services.core.runtime.settings import Settings
 from tests.conftest import NatsServer, Stack, eventually
 
 

@@ -13,8 +13,8 @@ import pytest
 import pytest_asyncio
 from pypdf import PdfReader
 
-from services.core.errors import RequestError
-from services.core.pageoptions import PageOptions
+from services.core.model.errors import RequestError
+from services.core.model.pageoptions import PageOptions
 from services.renderer.browser import BrowserPool, Html
 from tests.conftest import Stack
 from tests.integration.test_browser import CHROMIUM

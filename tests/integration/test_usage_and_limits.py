@@ -25,8 +25,9 @@ import msgspec
 import nats
 import pytest
 
-from services.core import bus, events, subjects
-from services.core.settings import Settings
+from services.core.log import bus
+from services.core.model import events, subjects
+from services.core.runtime.settings import Settings
 from services.gateway import idempotency
 from tests.conftest import ADMIN, Stack, Tenant, admin_call, eventually
 from tests.integration.test_tenants import call
@@ -95,6 +96,8 @@ async def test_usage_counts_each_job_once_and_bills_beyond_the_free_tier(stack: 
     assert usage["render_seconds"] > 0
     # The free tier is 2 successful documents: the failed job used none of it.
     assert (usage["free_tier"], usage["billable"]) == (2, 1)
+    # No quota: nothing is held, nothing is left to count down.
+    assert (usage["monthly_quota"], usage["held"], usage["quota_left"]) == (None, 0, None)
     assert (await usage_of(stack, other))["succeeded"] == 1
 
     billed = await usage_messages(stack.settings)

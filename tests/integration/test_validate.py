@@ -10,7 +10,7 @@ from typing import Any
 
 import aiohttp
 
-from services.core.settings import Settings
+from services.core.runtime.settings import Settings
 from tests.conftest import Stack, Tenant
 from tests.integration import hostile_pdfs
 from tests.integration.test_tenants import call

@@ -17,8 +17,9 @@ import nats
 import pytest
 from aiohttp import web
 
-from services.core import subjects, timeline
-from services.core.settings import Settings
+from services.core.log import timeline
+from services.core.model import subjects
+from services.core.runtime.settings import Settings
 from tests.conftest import Receiver, Stack, eventually, free_port
 from tests.integration.test_pipeline import HELLO
 
@@ -225,7 +226,7 @@ async def test_per_job_secret_signs_instead_of_the_tenants_and_is_never_stored_p
 ):
     from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-    from services.core.signing import new_secret
+    from services.core.secrets.signing import new_secret
 
     own = new_secret()
     job = await stack.submit({**HELLO, "webhook_url": receiver.url, "webhook_secret": own})

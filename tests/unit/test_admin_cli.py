@@ -14,7 +14,7 @@ import pytest
 from services import admin_cli
 from services.admin_cli import CliError, admin_key, error_message, parse_args, run, table
 from services.cli import COMMANDS
-from services.core.settings import Settings
+from services.core.runtime.settings import Settings
 from tests.conftest import free_port
 
 

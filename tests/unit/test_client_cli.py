@@ -14,7 +14,7 @@ import pytest
 from pressroom import cli, progress
 from pressroom.client import calls, errors, target, webhooks
 from pressroom.client.models import Batch, Job
-from services.core import signing
+from services.core.secrets import signing
 
 
 def test_flags_beat_the_environment_which_beats_the_make_up_folder(tmp_path):

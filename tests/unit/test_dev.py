@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from services.core.settings import Settings
+from services.core.runtime.settings import Settings
 from services.dev import embedded_defaults, load_secrets, log_size_for, service_env
 
 GIB = 2**30

@@ -9,11 +9,19 @@ import { listJobs, showJob } from "./jobs.js";
 import { listTemplates, showTemplate } from "./templates.js";
 import { showUsage } from "./usage.js";
 
+/** The template editor, loaded when first opened: the other views never load CodeMirror
+ * and pdf.js. */
+async function editTemplate(main, params, signal) {
+  const { showEditor } = await import("./editor.js");
+  if (!signal.aborted) await showEditor(main, params, signal);
+}
+
 const ROUTES = [
   [/^\/jobs\/([^/]+)$/, "jobs", showJob],
   [/^\/jobs$/, "jobs", listJobs],
   [/^\/batches\/([^/]+)$/, "batches", showBatch],
   [/^\/batches$/, "batches", listBatches],
+  [/^\/templates\/([^/]+)\/edit$/, "templates", editTemplate],
   [/^\/templates\/([^/]+)$/, "templates", showTemplate],
   [/^\/templates$/, "templates", listTemplates],
   [/^\/usage$/, "usage", showUsage],

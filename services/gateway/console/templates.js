@@ -104,6 +104,7 @@ export async function showTemplate(main, params, signal) {
   fill(main,
     el("h1", {}, "Template ", el("q", {}, template.name)),
     facts([["Id", el("code", {}, template.id)], ["Version", template.version], ["Created", when(template.created_at)]]),
+    el("p", {}, el("a", { class: "button", id: "open-editor", href: `#/templates/${encodeURIComponent(template.id)}/edit${query({ version: template.version })}` }, "Open in the editor")),
     el("div", { class: "columns" },
       el("div", {},
         el("h2", {}, "Versions"), versionList(template),

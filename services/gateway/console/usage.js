@@ -7,6 +7,17 @@ function thisMonth() {
   return new Date().toISOString().slice(0, 7);
 }
 
+// A tenant with a monthly quota: the quota, what unfinished work holds of it now, and
+// what is left (the last two for this month only).
+function quotaFacts(usage) {
+  if (usage.monthly_quota === null) return [];
+  const rows = [["Monthly quota", number(usage.monthly_quota)]];
+  if (usage.quota_left !== null) {
+    rows.push(["Held by unfinished work", number(usage.held)], ["Left this month", number(usage.quota_left)]);
+  }
+  return rows;
+}
+
 export async function showUsage(main, params, signal) {
   const month = params.month || thisMonth();
   const input = el("input", { type: "month", id: "usage-month", value: month, required: true });
@@ -24,6 +35,7 @@ export async function showUsage(main, params, signal) {
       ["Cancelled", number(usage.cancelled)], ["Pages", number(usage.pages)],
       ["Bytes", number(usage.bytes)], ["Render seconds", number(usage.render_seconds, 1)],
       ["Free tier", number(usage.free_tier)], ["Billable", number(usage.billable)],
+      ...quotaFacts(usage),
     ]));
   } catch (error) {
     if (!signal.aborted) fill(region, errorBox(error));

@@ -17,12 +17,13 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
-from services.core import markdown
-from services.core.errors import RequestError
-from services.core.files import sniff
-from services.core.finishingoptions import PERMISSIONS
+from services.core.log.pagesecrets import PageSecrets
+from services.core.model.errors import RequestError
+from services.core.model.files import sniff
+from services.core.model.finishingoptions import PERMISSIONS
+from services.core.sandbox import markdown
 from services.gateway.compiles import FairJail
-from services.gateway.gotenberg import forms
+from services.gateway.gotenberg import forms, pagefields
 from services.gateway.gotenberg.forms import Form, Upload
 
 LETTER = (8.5, 11.0)
@@ -42,6 +43,9 @@ MORE_METADATA = {
     "CreationDate": "created",
     "ModDate": "modified",
     "Trapped": "trapped",
+    "Copyright": "rights",
+    "Marked": "marked",
+    "PDFVersion": "version",
 }
 """ExifTool-style keys the PDF tools' `metadata` step writes besides those four."""
 """ExifTool-style keys of `metadata` that the Chromium routes write (the document
@@ -66,10 +70,14 @@ class Mapped:
     fail_on_refused: bool = False
     report: bool = False
     """Answer with what the job's report read (`metadata/read`), not its document."""
-    later_metadata: dict[str, str] = field(default_factory=dict)
+    bookmarks: bool = False
+    """The report read is the bookmarks' (`bookmarks/read`), not the metadata's."""
+    later_metadata: dict[str, str | bool] = field(default_factory=dict)
     """Metadata the printed PDF gets from a PDF-tools step afterwards."""
     later: list[dict[str, Any]] = field(default_factory=list)
     """PDF-tools steps run on the printed PDF, as a second job (`postprocess`)."""
+    secrets: PageSecrets = field(default_factory=PageSecrets)
+    """Cookies and extra headers, sealed for the job on its way to the log (`pagefields`)."""
 
     def option(self, path: str, value: Any, source: str) -> None:
         """Set `options.<path>` (dotted) to `value`, told as form field `source`."""
@@ -223,16 +231,16 @@ def waiting(form: Form, mapped: Mapped) -> None:
 def network(form: Form, mapped: Mapped) -> None:
     """What Chromium sends and when a load fails the job."""
     for name, why in (
-        ("cookies", "Pressroom's pages carry no client cookies"),
-        ("extraHttpHeaders", "Pressroom's pages send no client headers"),
         ("emulatedMediaFeatures", "Pressroom emulates the media type only"),
         ("failOnResourceHttpStatusCodes", "Pressroom does not fail on a resource's status"),
         ("ignoreResourceHttpStatusDomains", "Pressroom does not fail on a resource's status"),
     ):
         if form.json(name):
             raise refuse(name, why)
-    if form.text("userAgent") is not None:
-        raise refuse("userAgent", "Pressroom's renderer keeps its own user agent")
+    mapped.secrets = pagefields.secrets(form)
+    agent = form.text("userAgent")
+    if agent:
+        mapped.option("user_agent", agent, "userAgent")
     if form.text("downloadFrom") is not None:
         raise refuse("downloadFrom", "Pressroom does not fetch a form's files from URLs")
     codes = form.json("failOnHttpStatusCodes")
@@ -244,7 +252,7 @@ def network(form: Form, mapped: Mapped) -> None:
             field="failOnHttpStatusCodes",
         )
     if form.flag("failOnConsoleExceptions", False):
-        raise refuse("failOnConsoleExceptions", "Pressroom does not fail on console exceptions")
+        mapped.option("fail_on_page_errors", True, "failOnConsoleExceptions")
     mapped.fail_on_refused = form.flag("failOnResourceLoadingFailed", False)
 
 
@@ -269,16 +277,33 @@ def metadata(form: Form, mapped: Mapped) -> None:
     for key, value in given.items():
         target = METADATA_KEYS.get(key) or MORE_METADATA.get(key)
         if target is None:
-            raise refuse(f"metadata.{key}", "Pressroom writes Title, Author, Subject, Keywords,"
-                         " Creator, Producer, CreationDate, ModDate and Trapped")  # fmt: skip
-        if key == "Keywords" and isinstance(value, list):
-            value = ", ".join(str(v) for v in value)
-        if not isinstance(value, str):
-            raise RequestError(f"metadata.{key} must be a string", field=f"metadata.{key}")
+            raise refuse(f"metadata.{key}", KNOWN_METADATA)
+        value = metadata_value(key, value)
         if key in METADATA_KEYS:
             mapped.option(f"metadata.{target}", value, f"metadata.{key}")
         else:  # written by a PDF-tools step after printing (`postprocess`)
             mapped.later_metadata[target] = value
+
+
+KNOWN_METADATA = f"Pressroom writes {', '.join([*METADATA_KEYS, *MORE_METADATA])}"
+
+
+def metadata_value(key: str, value: Any) -> str | bool:
+    """A `metadata` value as the PDF tools' `metadata` step takes it: text; a list of
+    `Keywords` joined; `Marked` true or false; `PDFVersion` such as `1.5` (a JSON number
+    or text)."""
+    where = f"metadata.{key}"
+    if key == "Keywords" and isinstance(value, list):
+        return ", ".join(str(v) for v in value)
+    if key == "Marked" and (isinstance(value, bool) or str(value).lower() in ("true", "false")):
+        return value if isinstance(value, bool) else str(value).lower() == "true"
+    if key == "Marked":
+        raise RequestError(f"{where} must be true or false", field=where)
+    if key == "PDFVersion" and isinstance(value, int | float) and not isinstance(value, bool):
+        return f"{value:.1f}"
+    if not isinstance(value, str):
+        raise RequestError(f"{where} must be a string", field=where)
+    return value
 
 
 def passwords(form: Form, mapped: Mapped) -> None:

@@ -26,7 +26,7 @@ def _form(summary: str) -> Route:
 
 PDF_ROUTES = (
     "merge", "split", "flatten", "convert", "metadata/write", "metadata/read", "encrypt",
-    "rotate", "watermark", "stamp", "embed", "optimize",
+    "rotate", "watermark", "stamp", "embed", "optimize", "bookmarks/write", "factur-x",
 )  # fmt: skip
 """The PDF engine routes (`pdfengines.ROUTES`), under `/forms/pdfengines/` (Gotenberg 8)
 and `/forms/pdf/` (Gotenberg 9)."""
@@ -36,6 +36,18 @@ FORMS: dict[tuple[str, str], Route] = {
         ("POST", f"/forms/{prefix}/{name}"): _form(f"Gotenberg: PDF engines, {name}")
         for prefix in ("pdfengines", "pdf")
         for name in PDF_ROUTES
+    },
+    **{
+        ("POST", f"/forms/{prefix}/bookmarks/read"): Route(
+            "Gotenberg: PDF engines, bookmarks/read",
+            "gotenberg",
+            {
+                200: Media(("application/json",), "each file's outline", {"type": "object"}),
+                **FORM_ERRORS,
+            },
+            description=FORM_TEXT,
+        )
+        for prefix in ("pdfengines", "pdf")
     },
     ("POST", "/forms/chromium/convert/html"): _form("Gotenberg: HTML (index.html) to PDF"),
     ("POST", "/forms/chromium/convert/url"): _form("Gotenberg: a URL to PDF"),

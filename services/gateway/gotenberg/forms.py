@@ -15,7 +15,7 @@ from typing import Any
 
 from aiohttp import web
 
-from services.core.errors import RequestError
+from services.core.model.errors import RequestError
 from services.gateway import uploads
 from services.gateway.keys import SETTINGS
 

@@ -13,10 +13,17 @@ import secrets
 from collections.abc import Callable
 from typing import Any
 
-from services.core.errors import RequestError
-from services.core.files import sniff
-from services.core.finishingoptions import PERMISSIONS
-from services.gateway.gotenberg.chromium import METADATA_KEYS, MORE_METADATA, Mapped, refuse
+from services.core.model.errors import RequestError
+from services.core.model.files import sniff
+from services.core.model.finishingoptions import PERMISSIONS
+from services.gateway.gotenberg.chromium import (
+    KNOWN_METADATA,
+    METADATA_KEYS,
+    MORE_METADATA,
+    Mapped,
+    metadata_value,
+    refuse,
+)
 from services.gateway.gotenberg.forms import Form
 
 PDFA_LEVELS = {"PDF/A-1b": "1b", "PDF/A-2b": "2b", "PDF/A-3b": "3b"}
@@ -25,7 +32,7 @@ _SPAN = re.compile(r"\s*([0-9]+)\s*(?:-\s*([0-9]+))?\s*")
 
 
 def _inputs(form: Form, mapped: Mapped) -> list[str]:
-    names = sorted(u.filename for u in form.files if u.part != "embeds")
+    names = sorted(u.filename for u in form.files if u.part not in ("embeds", "facturxXml"))
     pdfs = [n for n in names if n.lower().endswith(".pdf")]
     if not pdfs:
         raise RequestError("the form has no PDF file", field="files")
@@ -103,13 +110,8 @@ def metadata(form: Form, mapped: Mapped, *, required: bool = False) -> None:
     for key, value in given.items():
         target = METADATA_KEYS.get(key) or MORE_METADATA.get(key)
         if target is None:
-            raise refuse(f"metadata.{key}", "Pressroom writes Title, Author, Subject, Keywords,"
-                         " Creator, Producer, CreationDate, ModDate and Trapped")  # fmt: skip
-        if key == "Keywords" and isinstance(value, list):
-            value = ", ".join(str(v) for v in value)
-        if not isinstance(value, str):
-            raise RequestError(f"metadata.{key} must be a string", field=f"metadata.{key}")
-        step[target] = value
+            raise refuse(f"metadata.{key}", KNOWN_METADATA)
+        step[target] = metadata_value(key, value)
     _step(mapped, step, "metadata")
 
 
@@ -133,7 +135,8 @@ def finishing(form: Form, mapped: Mapped) -> None:
 
 def _route(build: Callable[[Form, Mapped], None], *, post: bool = True) -> Callable[[Form], Mapped]:
     def mapping(form: Form) -> Mapped:
-        mapped = Mapped(body={}, files=[], report=build is _read_metadata)
+        mapped = Mapped(body={}, files=[], report=build in (_read_metadata, _read_bookmarks))
+        mapped.bookmarks = build is _read_bookmarks
         _inputs(form, mapped)
         build(form, mapped)
         if post:
@@ -175,6 +178,25 @@ def _write_metadata(form: Form, mapped: Mapped) -> None:
 def _read_metadata(form: Form, mapped: Mapped) -> None:
     _step(mapped, {"step": "read_metadata"}, "files")
     _step(mapped, {"step": "validate"}, "files")
+
+
+def _read_bookmarks(form: Form, mapped: Mapped) -> None:
+    _step(mapped, {"step": "read_bookmarks"}, "files")
+
+
+def _write_bookmarks(form: Form, mapped: Mapped) -> None:
+    """`bookmarks`: a list written into every PDF, or an object of file names to lists
+    (the PDFs it does not name keep their outline), as Gotenberg takes them."""
+    given = form.json("bookmarks")
+    if isinstance(given, list):
+        _step(mapped, {"step": "write_bookmarks", "bookmarks": given}, "bookmarks")
+    elif isinstance(given, dict) and all(isinstance(v, list) for v in given.values()):
+        for name, marks in given.items():
+            step = {"step": "write_bookmarks", "bookmarks": marks, "document": name}
+            _step(mapped, step, "bookmarks")
+    else:
+        raise RequestError("form field 'bookmarks' must be a JSON list of bookmarks or an "
+                           "object of file names to lists", field="bookmarks")  # fmt: skip
 
 
 def _encrypt(form: Form, mapped: Mapped) -> None:
@@ -227,6 +249,35 @@ def _embed(form: Form, mapped: Mapped) -> None:
     _step(mapped, {"step": "attach", "files": attached}, "embeds")
 
 
+FACTURX_LEVELS = ("MINIMUM", "BASIC WL", "BASIC", "EN 16931", "EXTENDED")
+"""Gotenberg's `facturxConformanceLevel` values Pressroom embeds (its XRECHNUNG is not a
+Factur-X profile the XSDs Pressroom checks against know)."""
+
+
+def _facturx(form: Form, mapped: Mapped) -> None:
+    """`facturxXml` (a file part) at `facturxConformanceLevel`: a `facturx` step, which
+    makes each PDF a PDF/A-3b (`pdfa` may say so; another part is a 400, as in
+    Gotenberg)."""
+    xml = [u for u in form.files if u.part == "facturxXml"]
+    level = form.text("facturxConformanceLevel")
+    if not xml or not level:
+        missing = "facturxXml" if not xml else "facturxConformanceLevel"
+        raise RequestError("form fields 'facturxConformanceLevel' and 'facturxXml' are both "
+                           "required", field=missing)  # fmt: skip
+    if level not in FACTURX_LEVELS:
+        raise refuse("facturxConformanceLevel", f"Pressroom embeds {', '.join(FACTURX_LEVELS)}")
+    kind = form.text("facturxDocumentType") or "INVOICE"
+    if kind != "INVOICE":
+        raise refuse("facturxDocumentType", "Pressroom embeds invoices (INVOICE) only")
+    if (form.text("facturxVersion") or "1.0") != "1.0":
+        raise refuse("facturxVersion", "Pressroom writes Factur-X 1.0")
+    pdfa = form.text("pdfa")
+    if pdfa not in (None, "PDF/A-3b"):
+        raise refuse("pdfa", "Factur-X needs PDF/A-3 (PDF/A-3b)")
+    text = xml[0].data.decode("utf-8", errors="replace")
+    _step(mapped, {"step": "facturx", "xml": text, "profile": level}, "facturxXml")
+
+
 def _optimise(form: Form, mapped: Mapped) -> None:
     _step(mapped, {"step": "optimise"}, "files")
 
@@ -238,12 +289,16 @@ ROUTES: dict[str, Callable[[Form], Mapped]] = {
     "convert": _route(_convert),
     "metadata/write": _route(_write_metadata, post=False),
     "metadata/read": _route(_read_metadata, post=False),
+    "bookmarks/read": _route(_read_bookmarks, post=False),
+    "bookmarks/write": _route(_write_bookmarks, post=False),
     "encrypt": _route(_encrypt, post=False),
     "embed": _route(_embed),
     "optimize": _route(_optimise),
+    "factur-x": _route(_facturx, post=False),
     "rotate": _route(_rotate),
     "watermark": _route(_mark("watermark")),
     "stamp": _route(_mark("stamp")),
 }
 """Each PDF engine route (after `/forms/pdfengines/` or `/forms/pdf/`) and its mapping.
-`metadata/read` answers JSON from the job's report (`routes.metadata_answer`)."""
+`metadata/read` and `bookmarks/read` answer JSON from the job's report
+(`routes.answer`)."""

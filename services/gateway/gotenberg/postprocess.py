@@ -33,6 +33,8 @@ def _printed_metadata(mapped: Mapped) -> dict[str, str]:
     return dict(options.get("metadata", {}))
 
 
-def body(job_id: str, mapped: Mapped) -> dict[str, object]:
-    """The second job: the printed PDF through the steps."""
-    return {"pdf": {"inputs": [{"job": job_id}], "steps": mapped.later}}
+def body(job_id: str, mapped: Mapped, *, after: bool = False) -> dict[str, object]:
+    """The second job: the printed PDF through the steps (`after`: submitted before the
+    printed job ended, waiting for it)."""
+    given: dict[str, object] = {"job": job_id, "after": True} if after else {"job": job_id}
+    return {"pdf": {"inputs": [given], "steps": mapped.later}}

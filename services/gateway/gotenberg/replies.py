@@ -8,9 +8,9 @@ import uuid
 
 from aiohttp import web
 
-from services.core import events, filenames, hooks
-from services.core.errors import PressroomError, RequestError
-from services.core.storage import Storage
+from services.core.model import events, filenames, hooks
+from services.core.model.errors import PressroomError, RequestError
+from services.core.objectstore.storage import Storage
 
 TRACE = "Gotenberg-Trace"
 OUTPUT_FILENAME = "Gotenberg-Output-Filename"

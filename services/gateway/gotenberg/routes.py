@@ -20,8 +20,8 @@ import msgspec
 from aiohttp import web
 from opentelemetry.trace import SpanKind
 
-from services.core import events, filestore, tracing
-from services.core.errors import (
+from services.core.model import events
+from services.core.model.errors import (
     Conflict,
     Forbidden,
     NotFound,
@@ -29,7 +29,10 @@ from services.core.errors import (
     RequestError,
     Unauthorized,
 )
-from services.core.pdfwork import report_key
+from services.core.model.pdfwork import report_key
+from services.core.objectstore import filestore
+from services.core.runtime import tracing
+from services.core.runtime.settings import Settings
 from services.gateway import jobfiles, jobs, waiting
 from services.gateway.auth import (
     API_KEY,
@@ -44,8 +47,10 @@ from services.gateway.auth import (
 )
 from services.gateway.gotenberg import (
     chromium,
+    door,
     exiftool,
     forms,
+    pagefields,
     pdfengines,
     postprocess,
     replies,
@@ -62,8 +67,8 @@ SCOPE = "jobs:write"
 SETTLE = (0.05, 3.0)
 """First and longest pause, s, before submitting post-processing again while the
 projection has not yet seen the printed job's end."""
-FORM_ROUTE = "gotenberg."
-"""Prefix of the names of the form routes."""
+FORM_ROUTE = door.ROUTE_PREFIX
+"""Prefix of the names of the compatible routes (`door` serves them by it)."""
 
 Build = Callable[[forms.Form], chromium.Mapped]
 
@@ -125,26 +130,45 @@ async def run(request: web.Request, build: Build) -> web.StreamResponse:
         mapped = build(form)
         filename = replies.output_filename(request)
         webhook = await webhooks.asked(request, trace, filename)
-        if webhook is not None and mapped.later:
-            raise RequestError(
-                "splitMode, flatten, pdfua and metadata written after printing are not "
-                "available in webhook mode",
-                field=webhooks.URL,
-            )
-        if webhook is not None:
+        chained = webhook if webhook is not None and mapped.later else None
+        if chained is not None:  # the webhook goes with the post-processing job
+            await webhooks.check_url(request, chained)
+        elif webhook is not None:
             mapped.body["webhook_url"] = webhook.url
             mapped.origin["webhook_url"] = webhooks.URL
         job = as_job(mapped)
         own = own_files(mapped.files)
-        prepare = webhooks.preparer(webhook, request.app[SETTINGS]) if webhook else None
+        prepare = _preparer(request.app[SETTINGS], None if chained else webhook, mapped)
         with tracing.span("gotenberg form", replies.traceparent(trace), SpanKind.INTERNAL):
             job_id = await jobs.enqueue(request, job, None, own, prepare)
         headers[replies.JOB_HEADER] = job_id
+        if chained is not None:
+            headers[replies.JOB_HEADER] = await _post_process_later(
+                request, job_id, mapped, chained
+            )
         if webhook is not None:
             return web.Response(status=204, headers=headers)
         return await answer(request, job_id, mapped, headers)
     except PressroomError as exc:
         return replies.error(exc, headers)
+
+
+def _preparer(
+    settings: Settings, webhook: webhooks.Webhook | None, mapped: chromium.Mapped
+) -> Callable[[events.JobSubmitted], None] | None:
+    """What is sealed into the job's submission: its webhook's extra headers, its page's
+    cookies and headers."""
+    steps = [webhooks.preparer(webhook, settings)] if webhook else []
+    if mapped.secrets:
+        steps.append(pagefields.preparer(mapped.secrets, settings))
+    if not steps:
+        return None
+
+    def prepare(event: events.JobSubmitted) -> None:
+        for step in steps:
+            step(event)
+
+    return prepare
 
 
 async def answer(
@@ -162,6 +186,10 @@ async def answer(
         )
     if not isinstance(end, events.JobDone):
         return replies.failed(end, headers)
+    if mapped.report and mapped.bookmarks:
+        read = (await _report(request, end)).get("bookmarks", [])
+        found = {facts["document"]: facts.get("bookmarks", []) for facts in read}
+        return web.json_response(found, headers=headers)
     if mapped.report:
         report = await _report(request, end)
         sizes = {upload.filename: len(upload.data) for upload in mapped.files}
@@ -188,19 +216,41 @@ async def _then(
     projection: the log said so already, so a `Conflict` only means the projection is
     a moment behind, and the submission is tried again after a pause that doubles."""
     job = parse_job(msgspec.json.encode(postprocess.body(printed.job_id, mapped)))
+    job_id = await _submitted_after(request, job, None)
+    headers[replies.JOB_HEADER] = job_id
+    later = chromium.Mapped(body={}, files=[])
+    return await answer(request, job_id, later, headers)
+
+
+async def _submitted_after(
+    request: web.Request, job: JobRequest, prepare: Callable[[events.JobSubmitted], None] | None
+) -> str:
+    """Submit a job whose input is a job just submitted or just done: while PostgreSQL's
+    projection has not seen that one (or its end), submission is tried again after a
+    pause that doubles; the log has it already, so the projection is only a moment
+    behind."""
     pause = SETTLE[0]
     while True:
         try:
-            job_id = await jobs.enqueue(request, job, None)
-            break
-        except (Conflict, NotFound):  # the projection has not seen it end, or begin
+            return await jobs.enqueue(request, job, None, None, prepare)
+        except (Conflict, NotFound):
             if pause > SETTLE[1]:
                 raise
             await asyncio.sleep(pause)
             pause *= 2
-    headers[replies.JOB_HEADER] = job_id
-    later = chromium.Mapped(body={}, files=[])
-    return await answer(request, job_id, later, headers)
+
+
+async def _post_process_later(
+    request: web.Request, printed: str, mapped: chromium.Mapped, webhook: webhooks.Webhook
+) -> str:
+    """Webhook mode with post-processing: the second job is submitted at once, its input
+    the printed job, which it waits for (`after`, `renderer/chains`); the webhook is the
+    second job's, so the file it sends is the post-processed one, and a failure of either
+    job reaches the error URL."""
+    body = postprocess.body(printed, mapped, after=True)
+    body["webhook_url"] = webhook.url
+    job = parse_job(msgspec.json.encode(body))
+    return await _submitted_after(request, job, webhooks.preparer(webhook, request.app[SETTINGS]))
 
 
 async def _report(request: web.Request, done: events.JobDone) -> dict[str, Any]:
@@ -268,6 +318,7 @@ def add_routes(app: web.Application) -> None:
                 _route(_built(make, kind)),
                 name=f"{FORM_ROUTE}chromium.{action}.{kind}",
             )
-    app.router.add_post("/forms/libreoffice/convert", libreoffice)
-    app.router.add_get("/health", health)  # a HEAD is answered by the GET route
-    app.router.add_get("/version", version)
+    app.router.add_post("/forms/libreoffice/convert", libreoffice, name=f"{FORM_ROUTE}libreoffice")
+    # a HEAD is answered by the GET route
+    app.router.add_get("/health", health, name=f"{FORM_ROUTE}health")
+    app.router.add_get("/version", version, name=f"{FORM_ROUTE}version")

@@ -1,7 +1,7 @@
 """Gotenberg's webhook mode: `Gotenberg-Webhook-Url` (with `-Error-Url`, `-Method`,
 `-Error-Method` and `-Extra-Http-Headers`) makes the request answer `204` at once; the
 notifier then sends the file itself, or the failure, like every webhook (retried, logged,
-redeliverable, under the address policy): `core/hooks.FileWebhook`."""
+redeliverable, under the address policy): `core/model/hooks.FileWebhook`."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from services.core import events, netpolicy
-from services.core.errors import RequestError
-from services.core.hooks import METHODS, FileWebhook
-from services.core.settings import Settings
+from services.core.model import events
+from services.core.model.errors import RequestError
+from services.core.model.hooks import METHODS, FileWebhook
+from services.core.runtime.settings import Settings
+from services.core.sandbox import netpolicy
 from services.gateway.keys import SETTINGS
 
 URL = "Gotenberg-Webhook-Url"
@@ -81,6 +82,13 @@ async def asked(request: web.Request, trace: str, filename: str | None) -> Webho
         trace=trace,
     )
     return Webhook(url, hook, _extra(request))
+
+
+async def check_url(request: web.Request, webhook: Webhook) -> None:
+    """The webhook URL against the address policy, before any job is submitted for it."""
+    settings = request.app[SETTINGS]
+    await netpolicy.check_url(webhook.url, allow_private=settings.allow_private_networks,
+                              field=URL)  # fmt: skip
 
 
 def preparer(webhook: Webhook, settings: Settings) -> Callable[[events.JobSubmitted], None]:

@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from services.core.errors import BrowserError, RequestError
+from services.core.model.errors import BrowserError, RequestError
 from services.renderer.browser.tablike import TabLike
 
 _CONTENT_BOTTOM = """(() => {

@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from services.core.errors import BrowserError
+from services.core.model.errors import BrowserError
 
 log = logging.getLogger(__name__)
 

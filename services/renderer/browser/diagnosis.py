@@ -20,8 +20,8 @@ import dataclasses
 
 import msgspec
 
-from services.core.diagnosis import ConsoleLine, PageError, RequestLine, WaitPending
-from services.core.errors import PressroomError
+from services.core.model.errors import PressroomError
+from services.core.objectstore.diagnosis import ConsoleLine, PageError, RequestLine, WaitPending
 from services.renderer.browser.tablike import TabLike
 from services.renderer.evidence import Evidence, PageLog, RefusedLog
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from services.core.outputs import CONTENT_TYPES, Output, extension_of
+from services.core.model.outputs import CONTENT_TYPES, Output, extension_of
 
 PDF = CONTENT_TYPES[Output.PDF]
 PNG = CONTENT_TYPES[Output.PNG]

@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from xml.sax.saxutils import escape as xml_escape
 
-from services.core.errors import BrowserError
+from services.core.model.errors import BrowserError
 from services.renderer.browser import landlock
 from services.renderer.browser.cdp import Connection
 from services.renderer.browser.privileges import DROP_TO_UID, Confinement, confine, readable_by

@@ -24,10 +24,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from services.core.errors import DomTooLarge, HeaderTooLarge, TocTooLarge, TooManyPrintedPages
-from services.core.options import check_header_footer, page_intervals
-from services.core.pageoptions import PageOptions
-from services.core.settings import Settings
+from services.core.model.errors import DomTooLarge, HeaderTooLarge, TocTooLarge, TooManyPrintedPages
+from services.core.model.options import page_intervals
+from services.core.model.pageoptions import PageOptions
+from services.core.runtime.settings import Settings
 from services.renderer.browser.tablike import TabLike
 
 # The nodes of the document and of the frames whose documents it can reach (a srcdoc
@@ -59,9 +59,9 @@ class Limits:
     toc_entries: int = Settings.max_toc_entries
 
 
-def check_templates(options: PageOptions, limits: Limits) -> None:
-    """`HeaderTooLarge` for a header or footer template over `limits.header_bytes`, and
-    `RequestError` for one that would make Chromium fetch a stylesheet or font."""
+def check_template_sizes(options: PageOptions, limits: Limits) -> None:
+    """`HeaderTooLarge` for a header or footer template over `limits.header_bytes` (as
+    sent: the job's files written in later do not count)."""
     for name in ("header_template", "footer_template"):
         template = getattr(options, name)
         if template is None:
@@ -73,7 +73,6 @@ def check_templates(options: PageOptions, limits: Limits) -> None:
                 "(PRESSROOM_MAX_HEADER_BYTES; Chromium lays it out again on every page)",
                 field=f"options.{name}",
             )
-    check_header_footer(options)
 
 
 async def check_nodes(tab: TabLike, limits: Limits) -> None:

@@ -14,14 +14,14 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from services.core.errors import (
+from services.core.model.errors import (
     BrowserError,
     PageCrashed,
     PressroomError,
     PrintTimeout,
     RenderTimeout,
 )
-from services.core.pageoptions import PageOptions
+from services.core.model.pageoptions import PageOptions
 from services.renderer.browser.process import Chromium
 from services.renderer.browser.tab import Tab
 from services.renderer.browser.tasks import describe

@@ -15,9 +15,9 @@ from typing import Any
 
 import msgspec
 
-from services.core.errors import OutputTooLarge, RequestError
-from services.core.options import CSS_PX_PER_INCH, MAX_PAPER_INCHES
-from services.core.pageoptions import PageOptions
+from services.core.model.errors import OutputTooLarge, RequestError
+from services.core.model.options import CSS_PX_PER_INCH, MAX_PAPER_INCHES
+from services.core.model.pageoptions import PageOptions
 from services.renderer.browser.capture import element_clip, page_clip, viewport_clip
 from services.renderer.browser.cdp import CommandError
 from services.renderer.browser.limits import Limits, capped_ranges, check_pages, nth_selected

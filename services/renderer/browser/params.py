@@ -13,10 +13,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from services.core.errors import OutputTooLarge
-from services.core.options import CSS_PX_PER_INCH, css_px, inches, paper_inches
-from services.core.outputs import is_image
-from services.core.pageoptions import Margin, PageOptions
+from services.core.model.errors import OutputTooLarge
+from services.core.model.options import CSS_PX_PER_INCH, css_px, inches, paper_inches
+from services.core.model.outputs import is_image
+from services.core.model.pageoptions import Margin, PageOptions
 from services.renderer.browser.documents import Html, Source, Url
 
 # Skia writes one `/Type /Page` dictionary per page, and `/Type /Pages` for the tree.

@@ -21,20 +21,24 @@ from collections.abc import Coroutine
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
-from services.core import metrics
-from services.core.errors import (
+from services.core.log.pagesecrets import PageSecrets
+from services.core.model.errors import (
     BrowserError,
     OutputTooLarge,
     PressroomError,
     RenderTimeout,
 )
-from services.core.outputs import CONTENT_TYPES, is_image
-from services.core.pageoptions import PageOptions
-from services.core.settings import Settings
+from services.core.model.options import check_header_footer
+from services.core.model.outputs import CONTENT_TYPES, is_image
+from services.core.model.pageoptions import PageOptions
+from services.core.runtime import metrics
+from services.core.runtime.settings import Settings
+from services.renderer.browser import pagerequests
 from services.renderer.browser.diagnosis import PageReport, diagnose
 from services.renderer.browser.documents import PDF, Html, RenderResult, Source
-from services.renderer.browser.limits import Limits, check_templates
+from services.renderer.browser.limits import Limits, check_template_sizes
 from services.renderer.browser.outcome import outcome
+from services.renderer.browser.pagerequests import check_page_errors
 from services.renderer.browser.params import (
     Emulation,
     count_pages,
@@ -203,6 +207,7 @@ class BrowserPool:
         options: PageOptions,
         report: PageReport | None = None,
         files: JobFiles | None = None,
+        secrets: PageSecrets | None = None,
     ) -> RenderResult:
         """Render `source` (`Html` or `Url`) on a pooled tab as `options.output` says.
 
@@ -222,14 +227,17 @@ class BrowserPool:
         `jobfiles.DOCUMENT` and its relative names are served from them; `AssetMissing`
         if the page asked for one the job does not carry.
         """
-        check_templates(options, self.limits)  # before a tab is taken for it
+        check_template_sizes(options, self.limits)  # before a tab is taken for it
         if files is not None:
             options = await files.inlined(options)  # headers and footers load nothing
+        check_header_footer(options, files=False)  # nothing left to fetch: it would crash
         async with self._slots:
             chromium = await self._current()
             chromium.in_flight += 1
             try:
-                data, refused = await self._render(chromium, source, options, report, files)
+                data, refused = await self._render(
+                    chromium, source, options, report, files, secrets
+                )
             finally:
                 chromium.in_flight -= 1
                 self._close_if_idle(chromium)
@@ -273,6 +281,7 @@ class BrowserPool:
         options: PageOptions,
         report: PageReport | None,
         files: JobFiles | None,
+        secrets: PageSecrets | None = None,
     ) -> tuple[bytes, tuple[dict[str, str], ...]]:
         """The document's bytes and the requests refused while making it, on a tab made for
         this render alone; `report` is filled from the render's sealed evidence when the
@@ -285,6 +294,7 @@ class BrowserPool:
             files.serve(source.text)
             tab.gate.files = files  # the tab is this job's alone
         try:
+            await pagerequests.apply(tab, options, secrets)
             data = await self._produce(chromium, tab, source, options, emulation, report)
         except (RenderTimeout, BrowserError):
             # The page may still be busy (a loop, a hung renderer): its context is closed
@@ -341,6 +351,8 @@ class BrowserPool:
             await outcome(chromium, task, tab, options, self.timeout)
             if tab.gate.files is not None:
                 tab.gate.files.check()  # a file the page asked for and did not get
+            if options.fail_on_page_errors:
+                check_page_errors(tab.evidence.page.errors)
         except PressroomError:
             if report is not None:
                 await self._diagnose(chromium, tab, report)

@@ -31,9 +31,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from services.core.errors import BrowserError
-from services.core.settings import Settings
-from services.core.valuefiles import files_read
+from services.core.model.errors import BrowserError
+from services.core.runtime.settings import Settings
+from services.core.runtime.valuefiles import files_read
 from services.renderer.browser import landlock
 
 log = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ import subprocess
 from collections.abc import Coroutine
 from typing import Any
 
-from services.core.errors import BrowserError
+from services.core.model.errors import BrowserError
 from services.renderer.browser.cdp import ConnectionLost, Session
 from services.renderer.browser.interception import guard
 from services.renderer.browser.launch import Browser, launch_browser

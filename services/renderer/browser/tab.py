@@ -18,7 +18,7 @@ import time
 import urllib.parse
 from typing import Any
 
-from services.core.errors import (
+from services.core.model.errors import (
     BrowserError,
     RenderTimeout,
     RequestError,
@@ -26,8 +26,8 @@ from services.core.errors import (
     SourceUnreachable,
     WaitTimeout,
 )
-from services.core.outputs import is_image
-from services.core.pageoptions import PageOptions, WaitFor
+from services.core.model.outputs import is_image
+from services.core.model.pageoptions import PageOptions, WaitFor
 from services.renderer.browser.cdp import Session
 from services.renderer.browser.documents import Source, Url
 from services.renderer.browser.limits import (

@@ -28,7 +28,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from pypdf import PdfReader
 
-from services.core.errors import RequestError
+from services.core.model.errors import RequestError
 from services.renderer.browser.tablike import TabLike
 
 MAX_PASSES = 3

@@ -11,18 +11,19 @@ library's (`services/pdftools`): each finishing option is one of its steps, and
 The outline and the table of contents are not steps: Chromium writes the outline while
 printing, and the table of contents needs the browser (`browser/toc.py`).
 
-A job that asks for no step is still rewritten when its PDF is over
-`PRESSROOM_COMPACT_PDF_BYTES` (`compacts`): a tagged Chromium PDF's structure tree is
-thousands of small uncompressed objects, which object streams shrink several-fold.
-`finish` runs in a finishing worker process (`worker.Finisher`, on `core/jail.py`).
+A job that asks for no step is still rewritten when its PDF is tagged, or untagged and
+over `PRESSROOM_COMPACT_PDF_BYTES` (`compacts`): a tagged Chromium PDF's structure tree
+is thousands of small uncompressed objects, which object streams shrink several-fold,
+and it is most of a small tagged document's bytes too.
+`finish` runs in a finishing worker process (`worker.Finisher`, on `core/sandbox/jail.py`).
 """
 
 from __future__ import annotations
 
-from services.core import filenames
-from services.core.errors import FinishingError
-from services.core.finishingoptions import FACTURX_FILE, data_url
-from services.core.pageoptions import PageOptions
+from services.core.model import filenames
+from services.core.model.errors import FinishingError
+from services.core.model.finishingoptions import FACTURX_FILE, data_url
+from services.core.model.pageoptions import PageOptions
 from services.pdftools import pipeline
 from services.pdftools.context import Context, Limits
 from services.pdftools.marks import asked
@@ -89,10 +90,10 @@ def needed(options: PageOptions) -> bool:
     return bool(asked(options)) or any(option is not None and option != () for option in asks)
 
 
-def compacts(size: int, limit: int) -> bool:
-    """Whether a printed PDF of `size` bytes is rewritten compactly (`limit`: the
-    setting; 0 rewrites every one)."""
-    return size > limit
+def compacts(size: int, limit: int, tagged: bool) -> bool:
+    """Whether a printed PDF of `size` bytes is rewritten compactly: every tagged one,
+    an untagged one over `limit` (the setting; 0 rewrites every one)."""
+    return tagged or size > limit
 
 
 def finish(pdf: bytes, options: PageOptions, context: Context) -> bytes:

@@ -1,9 +1,10 @@
 """`Finisher`: the finishing steps run in worker processes of their own, with a memory
-and a time limit (`core/jail.py`, the mechanism that runs templates), so a hostile or
+and a time limit (`core/sandbox/jail.py`, the mechanism that runs templates), so a hostile or
 huge document cannot block the renderer's event loop or take its memory.
 
-Only a PDF whose options ask for a step goes there (`finishing.needed`), or one over
-`PRESSROOM_COMPACT_PDF_BYTES` (`finishing.compacts`): a small plain job pays nothing.
+Only a PDF whose options ask for a step goes there (`finishing.needed`), or a tagged one,
+or an untagged one over `PRESSROOM_COMPACT_PDF_BYTES` (`finishing.compacts`): a small
+untagged job pays nothing.
 A limit exceeded is a `FinishingError` (deterministic: the same document would exceed
 it again), as is a step refusing its input; a finished PDF over
 `PRESSROOM_MAX_OUTPUT_BYTES` is `OutputTooLarge`.
@@ -13,10 +14,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from services.core.errors import FinishingError, OutputTooLarge
-from services.core.jail import Jail, TemplateLimits
-from services.core.pageoptions import PageOptions
-from services.core.settings import Settings
+from services.core.model.errors import FinishingError, OutputTooLarge
+from services.core.model.pageoptions import PageOptions
+from services.core.runtime.settings import Settings
+from services.core.sandbox.jail import Jail, TemplateLimits
 from services.renderer import finishing
 from services.renderer.browser.documents import PDF, RenderResult
 
@@ -48,7 +49,7 @@ class Finisher:
         if result.content_type != PDF:
             return result
         if not finishing.needed(options) and not finishing.compacts(
-            len(result.data), self.compact_bytes
+            len(result.data), self.compact_bytes, options.tagged
         ):
             return result
         data = await self.jail.call(finishing.finish, result.data, options, self.context)

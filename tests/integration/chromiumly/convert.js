@@ -31,7 +31,16 @@ const calls = {
       trace: "chromiumly-trace",
     }),
   url: () => new UrlConverter().convert({ url: process.env.PAGE_URL, emulatedMediaType: "screen" }),
-  refused: () => new HtmlConverter().convert({ html, userAgent: "Bot/1" }),
+  page: () =>
+    new HtmlConverter().convert({
+      html,
+      assets: [{ file: logo, name: "logo.svg" }],
+      userAgent: "Bot/1",
+      extraHttpHeaders: { "X-Tenant": "acme;scope=^https://assets\\.example\\.com/" },
+      cookies: [{ name: "session", value: "s1", domain: "assets.example.com" }],
+      failOnConsoleExceptions: true,
+    }),
+  refused: () => new HtmlConverter().convert({ html, pdfFormat: "PDF/A-1b" }),
 };
 
 (async () => {

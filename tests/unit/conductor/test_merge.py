@@ -27,10 +27,10 @@ from pypdf.generic import ArrayObject, NameObject, NumberObject
 
 from services.conductor import pack
 from services.conductor.merge import Merger, NotMergeable
-from services.core.pageoptions import PageOptions
-from services.core.status import JobStatus
-from services.core.storage import LocalStorage
-from services.core.templating import render_html
+from services.core.model.pageoptions import PageOptions
+from services.core.model.status import JobStatus
+from services.core.objectstore.storage import LocalStorage
+from services.core.sandbox.templating import render_html
 from services.renderer.browser import BrowserPool, Html
 
 KEY = "batches/t/b.pdf"

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from services.core.errors import LogFull, RequestError
+from services.core.model.errors import LogFull, RequestError
 from services.gateway.batches import check_addresses
 from services.gateway.logroom import RESERVE_PER_JOB, LogRoom
 from services.gateway.requests import (

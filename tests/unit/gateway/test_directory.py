@@ -13,9 +13,9 @@ import datetime as dt
 
 import pytest
 
-from services.core import crypto
-from services.core.errors import Forbidden, Unauthorized
-from services.core.tenancy import ApiKey
+from services.core.database.tenancy import ApiKey
+from services.core.model.errors import Forbidden, Unauthorized
+from services.core.secrets import crypto
 from services.gateway.auth import IMPLICIT, Directory
 
 NOW = dt.datetime(2026, 12, 3, tzinfo=dt.UTC)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from services.core import hooks
-from services.core.errors import RequestError
+from services.core.model import hooks
+from services.core.model.errors import RequestError
 from services.gateway.gotenberg import exiftool, forms, pdfengines
 from services.gateway.gotenberg.forms import Form
 

@@ -8,7 +8,7 @@ import pytest
 from multidict import CIMultiDict
 from opentelemetry import propagate
 
-from services.core.errors import RequestError
+from services.core.model.errors import RequestError
 from services.gateway.headers import header_of, text_headers
 
 NOT_UTF8 = b"\xff\xfe".decode("utf-8", "surrogateescape")  # as aiohttp decodes them

@@ -21,8 +21,8 @@ import pytest
 from aiohttp import web
 from openapi_spec_validator import OpenAPIV31SpecValidator
 
-from services.core.settings import Settings
-from services.core.status import JobStatus
+from services.core.model.status import JobStatus
+from services.core.runtime.settings import Settings
 from services.gateway import answers, contract, openapi
 from services.gateway.app import init_app
 from services.gateway.requests import parse_batch, parse_batch_lines, parse_job

@@ -19,11 +19,11 @@ import msgspec
 import pytest
 from jsonschema import Draft202012Validator
 
-from services.core import options as option_rules
-from services.core.errors import RequestError
-from services.core.errortypes import ErrorType
-from services.core.settings import Settings
-from services.core.status import BatchStatus, JobStatus
+from services.core.model import options as option_rules
+from services.core.model.errors import RequestError
+from services.core.model.errortypes import ErrorType
+from services.core.model.status import BatchStatus, JobStatus
+from services.core.runtime.settings import Settings
 from services.gateway import contract, openapi, schemadocs, streamdocs
 from services.gateway.app import init_app
 from services.gateway.requests import parse_job

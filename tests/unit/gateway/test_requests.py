@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.core.errors import RequestError
+from services.core.model.errors import RequestError
 from services.gateway.requests import job_id_for, parse_job
 
 

@@ -17,7 +17,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from services.core.settings import Settings
+from services.core.runtime.settings import Settings
 from services.gateway.app import errors_as_json
 from services.gateway.keys import SETTINGS
 from services.gateway.uploads import UploadLimits, read_form

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from services.core import events
+from services.core.model import events
 from services.notifier.consumer import batch_data, batch_webhook_id
 
 COUNTS = {"total": 3, "done": 2, "failed": 1, "cancelled": 0}

@@ -9,7 +9,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from services.core.errors import RequestError
+from services.core.model.errors import RequestError
 from services.pdftools.names import pdf_name, unique
 from services.pdftools.requests import StepRequest
 from services.pdftools.rules import check_steps

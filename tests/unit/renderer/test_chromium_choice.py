@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from services.core import browsersettings
-from services.core.settings import Settings, SettingsError
+from services.core.runtime import browsersettings
+from services.core.runtime.settings import Settings, SettingsError
 
 
 def executable(path: Path) -> str:

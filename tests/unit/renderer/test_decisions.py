@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.core.errors import (
+from services.core.model.errors import (
     BrowserError,
     OutputTooLarge,
     PageKeepsCrashing,
@@ -12,8 +12,8 @@ from services.core.errors import (
     RenderTimeout,
     TemplateError,
 )
-from services.core.events import ErrorInfo
-from services.core.settings import Settings
+from services.core.model.events import ErrorInfo
+from services.core.runtime.settings import Settings
 from services.renderer.decisions import Ack, Fail, Retry, Step, next_step, retry_delay
 
 SETTINGS = Settings(max_attempts=3, retry_base=2.0, retry_cap=3.0)

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
-from services.core.netpolicy import is_forbidden, literal_address
+from services.core.sandbox.netpolicy import is_forbidden, literal_address
 from services.renderer.egress import Egress, RequestFilter, refused_scheme
 from services.renderer.evidence import Evidence, Refusal, RefusedLog
 

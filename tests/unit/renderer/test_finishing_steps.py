@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.core.pageoptions import (
+from services.core.model.pageoptions import (
     Attachment,
     Encrypt,
     FacturX,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import msgspec
 
-from services.core import events
+from services.core.model import events
 from services.renderer.lanes import Rotation, bulk_room
 from services.renderer.states import BatchStates, parse
 

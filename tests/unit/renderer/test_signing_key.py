@@ -13,7 +13,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from services.core.settings import Settings, SettingsError
+from services.core.runtime.settings import Settings, SettingsError
 from services.pdftools.signer import signing_key_of
 from services.renderer.finishing import Context
 

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from services.core import bus, subjects
+from services.core.log import bus
+from services.core.model import subjects
 from services.renderer import lanes
 
 ANSWERS: dict[str, list[list[str]]] = {}

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from services.core.errors import BrowserError
-from services.core.settings import Settings
+from services.core.model.errors import BrowserError
+from services.core.runtime.settings import Settings
 from services.renderer.browser import CHROMIUM_ARGS, landlock, privileges
 from services.renderer.browser.privileges import (
     Confinement,

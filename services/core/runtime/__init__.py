@@ -1,0 +1,3 @@
+"""What every service runs on: settings, start-up and shutdown, logs, metrics, traces, the
+error boundary.
+"""

@@ -1,0 +1,3 @@
+"""Running what clients send: the template jail, templates and Markdown to HTML, the address
+policy.
+"""

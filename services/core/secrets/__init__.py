@@ -1,0 +1,3 @@
+"""Keys and signatures: API keys, sealed values, webhook signatures. Imports nothing of the
+project's.
+"""
