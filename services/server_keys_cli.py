@@ -1,17 +1,21 @@
 """`pressroom server-keys new|status|rotate`: the server key's rotation.
 
     pressroom server-keys new      a fresh key (32 random bytes, base64) and its id
-    pressroom server-keys status   the keyring's ids, and what PostgreSQL holds sealed
-                                   with each key; exit 1 if a key it needs is missing
+    pressroom server-keys status   the keyring's ids, what PostgreSQL holds sealed with
+                                   each key (exit 1 if a key it needs is missing), and
+                                   the log's oldest message (what it may still need)
     pressroom server-keys rotate   seal again, with the first key, everything another key
-                                   sealed; exit 1 if something did not open
+                                   sealed (an ended job's passwords and page secrets are
+                                   removed instead); exit 1 if something did not open
 
-They read `PRESSROOM_SERVER_KEY` and `PRESSROOM_DATABASE_URL` (or their `_FILE` forms)
-as the services do. The steps of a rotation (docs/operations.md, "Rotating keys"):
+They read `PRESSROOM_SERVER_KEY`, `PRESSROOM_DATABASE_URL` and (`status`) NATS's settings
+(or their `_FILE` forms) as the services do. The steps of a rotation
+(docs/operations.md, "Rotating keys"):
 put the new key *after* the current one everywhere (it opens, nothing seals with it
 yet); then *first* everywhere (it seals, the old one still opens); run `rotate`; after
-`PRESSROOM_STREAM_MAX_AGE`, when the log no longer holds what the old key sealed and
-`status` shows PostgreSQL needs it no more, remove it.
+`PRESSROOM_STREAM_MAX_AGE`, when the log no longer holds what the old key sealed (its
+oldest message is newer than the moment the new key became first) and `status` shows
+PostgreSQL needs it no more, remove it.
 """
 
 from __future__ import annotations
