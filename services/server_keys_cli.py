@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import datetime as dt
+import logging
 import os
 import secrets
 import sys
@@ -74,6 +75,9 @@ async def status(settings: Settings) -> int:
 async def _log_line(settings: Settings, keys: crypto.ServerKeys) -> str:
     """When the log no longer needs the retiring keys: its messages cannot be re-sealed,
     so a submission sealed before `keys.primary` became first stays until it ages out."""
+    # the client's own notices ("disconnected, reconnecting" when it closes) are a
+    # service's; a failure here is said once, below
+    logging.getLogger(bus.__name__).setLevel(logging.ERROR)
     try:
         async with asyncio.timeout(LOG_TIMEOUT):
             nc = await bus.connect(settings, name="server-keys")
@@ -105,6 +109,8 @@ async def rotate(settings: Settings) -> int:
         print(f"{where}: {n} value(s) sealed again with {primary}")
     if result.dropped:
         print(f"jobs: {result.dropped} password(s) and page secret(s) of ended jobs removed")
+    if result.hidden:
+        print(f"job_events: sealed passwords hidden in {result.hidden} submission(s)")
     bad = {where: n for where, n in result.unreadable.items() if n}
     if bad:
         listed = ", ".join(f"{where}: {n}" for where, n in bad.items())

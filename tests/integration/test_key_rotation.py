@@ -240,6 +240,33 @@ async def _job_input(settings: Settings, job_id: str) -> dict[str, Any] | None:
     return None if found is None else dict(json.loads(found))
 
 
+async def _legacy_timeline(settings: Settings, tenant: str) -> str:
+    """A submission recorded in a job's timeline as before timelines hid `options.encrypt`
+    passwords (sealed, with the current key)."""
+    job_id = uuid.uuid4().hex
+    encrypt = {"owner_password": settings.server_keys().seal("r0tated-owner", job_id)}
+    conn = await asyncpg.connect(settings.database_url)
+    try:
+        await conn.execute(
+            "INSERT INTO job_events (stream_seq, job_id, type, at, body, tenant_id) "
+            "VALUES ((SELECT coalesce(max(stream_seq), 0) + 10000 FROM job_events), $1, "
+            "'submitted', now(), $2::jsonb, $3)",
+            job_id, json.dumps({"options": {"encrypt": encrypt}}), tenant,
+        )  # fmt: skip
+    finally:
+        await conn.close()
+    return job_id
+
+
+async def _timeline(settings: Settings, job_id: str) -> str:
+    conn = await asyncpg.connect(settings.database_url)
+    try:
+        found = await conn.fetchval("SELECT body::text FROM job_events WHERE job_id = $1", job_id)
+        return str(found)
+    finally:
+        await conn.close()
+
+
 async def _queued_and_cancelled(settings: Settings, base: str) -> tuple[str, str, Tenant]:
     """Two jobs with a password and page secrets, sealed with the stack's key, recorded in
     PostgreSQL: one left queued (no renderer), one cancelled; then their submissions leave
@@ -254,6 +281,10 @@ async def _queued_and_cancelled(settings: Settings, base: str) -> tuple[str, str
             assert response.status == 200, await response.text()
         assert (await stack.finished(cancelled))["status"] == "cancelled"
         await eventually(lambda: _job_input(settings, queued), 30, "the queued job's row")
+        async with stack.client.get(f"{stack.url}/jobs/{queued}/events") as response:
+            timeline = await response.text()
+        assert response.status == 200 and "(hidden)" in timeline, timeline
+        assert "sealed" not in timeline, timeline  # nothing a rotation must re-seal
         tenant = stack.tenant
     finally:
         await stack.close()
@@ -278,6 +309,8 @@ async def test_a_queued_job_s_password_and_page_secrets_survive_a_rotation(
         quiet = replace(settings, stale_after=3600.0)  # nothing re-driven before the rotation
         queued, cancelled, tenant = await _queued_and_cancelled(quiet, base)
 
+        legacy = await _legacy_timeline(settings, tenant.id)
+
         both = replace(settings, server_key=f"{NEW} {SERVER_KEY}")
         code, shown = await _cli(both, "status")
         # the tenant's webhook secret, and three values of each job
@@ -286,9 +319,11 @@ async def test_a_queued_job_s_password_and_page_secrets_survive_a_rotation(
         code, shown = await _cli(both, "rotate")
         assert code == 0 and "jobs: 3 value(s) sealed again" in shown, shown
         assert "3 password(s) and page secret(s) of ended jobs removed" in shown, shown
+        assert "job_events: sealed passwords hidden in 1 submission(s)" in shown, shown
+        assert "sealed" not in await _timeline(settings, legacy)
         code, shown = await _cli(both, "status")
         assert code == 0 and f"sealed with {OLD_ID}" not in shown, shown
-        assert f"sealed with {NEW_ID}: 4 value(s)" in shown, shown
+        assert f"sealed with {NEW_ID}: 4 value(s)" in shown and "nats" not in shown, shown
         gone = await _job_input(settings, cancelled)
         assert gone is not None and "page_secrets" not in gone, gone
         assert not set(PASSWORDS) & set(gone["options"]["encrypt"]), gone

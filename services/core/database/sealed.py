@@ -109,6 +109,8 @@ class Resealed:
     unreadable: dict[str, int] = field(default_factory=lambda: {"webhook_secrets": 0, "jobs": 0})
     dropped: int = 0
     """Passwords and page secrets removed from ended jobs' rows."""
+    hidden: int = 0
+    """Submissions in `job_events` whose sealed passwords were replaced by `(hidden)`."""
 
 
 async def reseal(pool: asyncpg.Pool, keys: crypto.ServerKeys) -> Resealed:
@@ -118,7 +120,23 @@ async def reseal(pool: asyncpg.Pool, keys: crypto.ServerKeys) -> Resealed:
     result = Resealed()
     await _reseal_secrets(pool, keys, result)
     await _reseal_jobs(pool, keys, result)
+    result.hidden = await _hide_in_timelines(pool)
     return result
+
+
+@map_db_errors()
+async def _hide_in_timelines(pool: asyncpg.Pool) -> int:
+    """Replace by `(hidden)` the sealed `options.encrypt` passwords that submissions
+    recorded in `job_events` before timelines hid them (nothing opens them there)."""
+    status = await pool.execute(
+        "UPDATE job_events SET body = jsonb_set(body, '{options,encrypt}', ("
+        "SELECT jsonb_object_agg(k, CASE WHEN k IN ('owner_password', 'user_password') "
+        "THEN to_jsonb('(hidden)'::text) ELSE v END) "
+        "FROM jsonb_each(body -> 'options' -> 'encrypt') AS e(k, v))) "
+        "WHERE type = 'submitted' AND jsonb_path_exists(body, "
+        '\'$.options.encrypt.* ? (@.type() == "string" && @ starts with "sealed")\')'
+    )
+    return int(status.split()[-1])
 
 
 def _other_key(value: str, keys: crypto.ServerKeys) -> str:
