@@ -11,6 +11,11 @@ Verifies, with real gateways and notifiers over one NATS and one database:
   running notifier meeting a job whose own secret does not open never sends its webhook
   (not signed with the tenant's or the installation's secret instead), records no
   attempt, and tries again later, while other webhooks go out;
+- a job's passwords and page secrets: a queued job's (`options.encrypt`, cookies and a
+  header) and a cancelled one's, sealed with OLD, are counted by `status`; `rotate` seals
+  the queued job's again with NEW and removes the cancelled job's; once the log no longer
+  holds the submission, a stack holding NEW alone re-drives the job from its row and
+  renders it with its cookie, its header and its password;
 - a tenant's webhook secret: `POST /webhook-secrets` with `retire_others_after` makes a
   new secret; both sign each webhook (two signatures) until the old one expires, then
   the new one alone does, and the listing shows the old one's end.
@@ -21,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import json
 import os
 import sys
 import uuid
@@ -31,6 +37,8 @@ from typing import Any
 import aiohttp
 import asyncpg
 import pytest
+from aiohttp import web
+from pypdf import PdfReader
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from services.core.log import bus, timeline
@@ -38,7 +46,7 @@ from services.core.model import events, subjects
 from services.core.runtime.settings import Settings, SettingsError
 from services.core.secrets import crypto
 from services.notifier.main import serve as serve_notifier
-from tests.conftest import SERVER_KEY, Receiver, Stack, Tenant, eventually
+from tests.conftest import SERVER_KEY, Receiver, Stack, Tenant, eventually, serving
 
 NEW = base64.b64encode(os.urandom(32)).decode()
 OLD_ID = crypto.key_id(base64.b64decode(SERVER_KEY))
@@ -109,6 +117,7 @@ async def _cli(settings: Settings, command: str) -> tuple[int, str]:
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("PRESSROOM_")},
         "PRESSROOM_DATABASE_URL": settings.database_url,
+        "PRESSROOM_NATS_URL": settings.nats_url,
         "PRESSROOM_SERVER_KEY": settings.server_key,
     }
     proc = await asyncio.create_subprocess_exec(
@@ -213,3 +222,125 @@ async def test_a_rotated_webhook_secret_signs_beside_its_successor_until_it_expi
             return _verifies(made["secret"], request) and not _verifies(old, request)
 
         await eventually(new_alone, 30, "the old secret retired", interval=0.5)
+
+
+SECRETS = {
+    "cookies": [{"name": "sid", "value": "r0tated-c00kie", "domain": "127.0.0.1"}],
+    "headers": [{"name": "X-Key", "value": "r0tated-k3y"}],
+}
+PASSWORDS = {"owner_password": "r0tated-owner", "user_password": "r0tated-user"}
+
+
+async def _job_input(settings: Settings, job_id: str) -> dict[str, Any] | None:
+    conn = await asyncpg.connect(settings.database_url)
+    try:
+        found = await conn.fetchval("SELECT input::text FROM jobs WHERE id = $1", job_id)
+    finally:
+        await conn.close()
+    return None if found is None else dict(json.loads(found))
+
+
+async def _legacy_timeline(settings: Settings, tenant: str) -> str:
+    """A submission recorded in a job's timeline as before timelines hid `options.encrypt`
+    passwords (sealed, with the current key)."""
+    job_id = uuid.uuid4().hex
+    encrypt = {"owner_password": settings.server_keys().seal("r0tated-owner", job_id)}
+    conn = await asyncpg.connect(settings.database_url)
+    try:
+        await conn.execute(
+            "INSERT INTO job_events (stream_seq, job_id, type, at, body, tenant_id) "
+            "VALUES ((SELECT coalesce(max(stream_seq), 0) + 10000 FROM job_events), $1, "
+            "'submitted', now(), $2::jsonb, $3)",
+            job_id, json.dumps({"options": {"encrypt": encrypt}}), tenant,
+        )  # fmt: skip
+    finally:
+        await conn.close()
+    return job_id
+
+
+async def _timeline(settings: Settings, job_id: str) -> str:
+    conn = await asyncpg.connect(settings.database_url)
+    try:
+        found = await conn.fetchval("SELECT body::text FROM job_events WHERE job_id = $1", job_id)
+        return str(found)
+    finally:
+        await conn.close()
+
+
+async def _queued_and_cancelled(settings: Settings, base: str) -> tuple[str, str, Tenant]:
+    """Two jobs with a password and page secrets, sealed with the stack's key, recorded in
+    PostgreSQL: one left queued (no renderer), one cancelled; then their submissions leave
+    the log, as they do after PRESSROOM_STREAM_MAX_AGE."""
+    body = {"url": f"{base}/account", "page_secrets": SECRETS, "options": {"encrypt": PASSWORDS}}
+    stack = Stack(settings)
+    await stack.start("gateway", "projector")
+    try:
+        queued = (await stack.submit(body))["id"]
+        cancelled = (await stack.submit(body))["id"]
+        async with stack.client.delete(f"{stack.url}/jobs/{cancelled}") as response:
+            assert response.status == 200, await response.text()
+        assert (await stack.finished(cancelled))["status"] == "cancelled"
+        await eventually(lambda: _job_input(settings, queued), 30, "the queued job's row")
+        async with stack.client.get(f"{stack.url}/jobs/{queued}/events") as response:
+            timeline = await response.text()
+        assert response.status == 200 and "(hidden)" in timeline, timeline
+        assert "sealed" not in timeline, timeline  # nothing a rotation must re-seal
+        tenant = stack.tenant
+    finally:
+        await stack.close()
+    async with bus.open_bus(settings, name="test") as (_, js):
+        for job_id in (queued, cancelled):
+            await js.purge_stream(subjects.STREAM, subject=f"jobs.{job_id}.>")
+    return queued, cancelled, tenant
+
+
+async def test_a_queued_job_s_password_and_page_secrets_survive_a_rotation(
+    settings: Settings, tmp_path: Any
+):
+    seen: dict[str, str] = {}
+
+    async def handle(request: web.Request) -> web.Response:
+        seen.update(request.headers)
+        return web.Response(content_type="text/html", text="<h1>Account 12</h1>")
+
+    app = web.Application()
+    app.router.add_get("/account", handle)
+    async with serving(app) as base:
+        quiet = replace(settings, stale_after=3600.0)  # nothing re-driven before the rotation
+        queued, cancelled, tenant = await _queued_and_cancelled(quiet, base)
+
+        legacy = await _legacy_timeline(settings, tenant.id)
+
+        both = replace(settings, server_key=f"{NEW} {SERVER_KEY}")
+        code, shown = await _cli(both, "status")
+        # the tenant's webhook secret, and three values of each job
+        assert code == 0 and f"sealed with {OLD_ID}: 7 value(s)" in shown, shown
+        assert "the log: " in shown and "cannot tell" not in shown, shown
+        code, shown = await _cli(both, "rotate")
+        assert code == 0 and "jobs: 3 value(s) sealed again" in shown, shown
+        assert "3 password(s) and page secret(s) of ended jobs removed" in shown, shown
+        assert "job_events: sealed passwords hidden in 1 submission(s)" in shown, shown
+        assert "sealed" not in await _timeline(settings, legacy)
+        code, shown = await _cli(both, "status")
+        assert code == 0 and f"sealed with {OLD_ID}" not in shown, shown
+        assert f"sealed with {NEW_ID}: 4 value(s)" in shown and "nats" not in shown, shown
+        gone = await _job_input(settings, cancelled)
+        assert gone is not None and "page_secrets" not in gone, gone
+        assert not set(PASSWORDS) & set(gone["options"]["encrypt"]), gone
+
+        after = replace(settings, server_key=NEW, reconcile_interval=0.2, stale_after=1.0)
+        stack = Stack(after)
+        stack.tenants.append(replace(tenant, http=aiohttp.ClientSession(headers=tenant.auth)))
+        stack.http = stack.tenant.http
+        await stack.start()
+        try:
+            job = await stack.finished(queued, timeout=90)
+            assert job["status"] == "done", job
+            async with stack.client.get(job["url"]) as response:
+                (tmp_path / "out.pdf").write_bytes(await response.read())
+        finally:
+            await stack.close()
+    assert seen["X-Key"] == "r0tated-k3y" and "sid=r0tated-c00kie" in seen.get("Cookie", "")
+    pdf = PdfReader(tmp_path / "out.pdf")
+    assert pdf.is_encrypted and pdf.decrypt(PASSWORDS["user_password"])
+    assert "Account 12" in pdf.pages[0].extract_text()

@@ -3,11 +3,13 @@ keys they need, the check the services that open them make at start, and their
 re-sealing with the primary key (`pressroom server-keys`).
 
 Two places hold them: tenants' webhook signing secrets (`webhook_secrets.secret`, sealed
-for the tenant) and the input of jobs submitted with a `webhook_secret` of their own
-(`jobs.input`, sealed for the job; what the reconciler re-drives). The log holds those
-jobs' submissions as they were sealed and cannot be rewritten: a retired key stays in
-the keyring until the log no longer holds what it sealed (`PRESSROOM_STREAM_MAX_AGE`
-after the rotation).
+for the tenant) and the input of jobs (`jobs.input`, what the reconciler re-drives): a
+job's own webhook secret, its passwords and its page secrets (`sealedinput`; a batch's
+options live in its items' rows). Re-sealing seals them again, except an ended job's
+passwords and page secrets, which nothing opens any more: those are removed from its
+row. The log holds the submissions as they were sealed and cannot be rewritten: a
+retired key stays in the keyring until the log no longer holds what it sealed
+(`PRESSROOM_STREAM_MAX_AGE` after the rotation).
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ import asyncpg
 
 from services.core.database.db import map_db_errors
 from services.core.database.pgwatch import Prepare
+from services.core.database.sealedinput import resealed, values_sql
 from services.core.model.errors import Unavailable
+from services.core.model.status import TERMINAL
 from services.core.runtime.settings import SettingsError
 from services.core.secrets import crypto
 
@@ -33,7 +37,7 @@ PAGE = 500
 """Job rows re-sealed per statement."""
 
 _KID = "CASE WHEN {v} LIKE 'sealed2:%' THEN split_part({v}, ':', 2) ELSE '' END"
-_SECRET = "input->>'webhook_secret'"
+_ENDED = ", ".join(f"'{status}'" for status in sorted(TERMINAL))
 
 
 @map_db_errors()
@@ -42,7 +46,7 @@ async def needed(pool: asyncpg.Pool, *, jobs: bool = True) -> dict[str, int]:
     sealed before key ids. `jobs=False` counts tenants' secrets only (no scan of jobs)."""
     parts = [f"SELECT {_KID.format(v='secret')} AS kid FROM webhook_secrets"]
     if jobs:
-        parts.append(f"SELECT {_KID.format(v=_SECRET)} FROM jobs WHERE {_SECRET} LIKE 'sealed%'")
+        parts.append(f"SELECT {_KID.format(v='s.value')} FROM ({values_sql()}) s")
     rows = await pool.fetch(
         f"SELECT kid, count(*) AS n FROM ({' UNION ALL '.join(parts)}) s GROUP BY kid"
     )
@@ -103,6 +107,10 @@ class Resealed:
 
     done: dict[str, int] = field(default_factory=lambda: {"webhook_secrets": 0, "jobs": 0})
     unreadable: dict[str, int] = field(default_factory=lambda: {"webhook_secrets": 0, "jobs": 0})
+    dropped: int = 0
+    """Passwords and page secrets removed from ended jobs' rows."""
+    hidden: int = 0
+    """Submissions in `job_events` whose sealed passwords were replaced by `(hidden)`."""
 
 
 async def reseal(pool: asyncpg.Pool, keys: crypto.ServerKeys) -> Resealed:
@@ -112,7 +120,23 @@ async def reseal(pool: asyncpg.Pool, keys: crypto.ServerKeys) -> Resealed:
     result = Resealed()
     await _reseal_secrets(pool, keys, result)
     await _reseal_jobs(pool, keys, result)
+    result.hidden = await _hide_in_timelines(pool)
     return result
+
+
+@map_db_errors()
+async def _hide_in_timelines(pool: asyncpg.Pool) -> int:
+    """Replace by `(hidden)` the sealed `options.encrypt` passwords that submissions
+    recorded in `job_events` before timelines hid them (nothing opens them there)."""
+    status = await pool.execute(
+        "UPDATE job_events SET body = jsonb_set(body, '{options,encrypt}', ("
+        "SELECT jsonb_object_agg(k, CASE WHEN k IN ('owner_password', 'user_password') "
+        "THEN to_jsonb('(hidden)'::text) ELSE v END) "
+        "FROM jsonb_each(body -> 'options' -> 'encrypt') AS e(k, v))) "
+        "WHERE type = 'submitted' AND jsonb_path_exists(body, "
+        '\'$.options.encrypt.* ? (@.type() == "string" && @ starts with "sealed")\')'
+    )
+    return int(status.split()[-1])
 
 
 def _other_key(value: str, keys: crypto.ServerKeys) -> str:
@@ -141,21 +165,21 @@ async def _reseal_jobs(pool: asyncpg.Pool, keys: crypto.ServerKeys, result: Rese
     last = ""
     while True:
         rows = await pool.fetch(
-            f"SELECT id, {_SECRET} AS secret FROM jobs WHERE id > $1 "
-            f"AND {_other_key(_SECRET, keys)} ORDER BY id LIMIT {PAGE}",
+            f"SELECT id, input, status::text IN ({_ENDED}) AS ended FROM jobs WHERE id IN ("
+            f"SELECT DISTINCT s.id FROM ({values_sql()}) s WHERE s.id > $1 "
+            f"AND {_other_key('s.value', keys)} ORDER BY s.id LIMIT {PAGE}) ORDER BY id",
             last,
         )
         for row in rows:
-            fresh = _sealed_again(keys, row["secret"], row["id"])
-            if fresh is None:
-                result.unreadable["jobs"] += 1
-                continue
-            await pool.execute(
-                "UPDATE jobs SET input = jsonb_set(input, '{webhook_secret}', to_jsonb($3::text)) "
-                f"WHERE id = $1 AND {_SECRET} = $2",
-                row["id"], row["secret"], fresh,
-            )  # fmt: skip
-            result.done["jobs"] += 1
+            fresh, changed = resealed(row["id"], row["input"], keys, ended=row["ended"])
+            result.unreadable["jobs"] += changed.unreadable
+            if changed.done or changed.dropped:
+                await pool.execute(
+                    "UPDATE jobs SET input = $3::jsonb WHERE id = $1 AND input = $2::jsonb",
+                    row["id"], row["input"], fresh,
+                )  # fmt: skip
+                result.done["jobs"] += changed.done
+                result.dropped += changed.dropped
         if len(rows) < PAGE:
             return
         last = rows[-1]["id"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
 import logging
 import ssl
 from collections.abc import AsyncIterator
@@ -223,6 +224,16 @@ def count_finished(event: events.Terminal) -> None:
     """`pressroom_jobs_finished_total` for a terminal event just stored."""
     error_type = event.error.type if isinstance(event, events.JobFailed) else "none"
     metrics.JOBS_FINISHED.labels(events.event_name(event), error_type).inc()
+
+
+@map_bus_errors("cannot read the log's oldest message")
+async def oldest_message_at(js: JetStreamContext) -> dt.datetime | None:
+    """When the oldest message the log still holds was published (the server's clock);
+    None when it holds none. Everything older has left it (`PRESSROOM_STREAM_MAX_AGE`)."""
+    info = await js.stream_info(subjects.STREAM)
+    if not info.state.messages:
+        return None
+    return (await js.get_msg(subjects.STREAM, seq=info.state.first_seq)).time
 
 
 @map_bus_errors("NATS did not acknowledge the event")

@@ -108,14 +108,18 @@ class JobSubmitted(Event, tag="submitted"):
     """Never shown, not even sealed."""
 
     def public_view(self) -> dict[str, Any]:
-        """The submission without its `INPUTS` and `SECRETS`: a timeline says what
-        happened, and a stored template stays identified by `template_id` and
+        """The submission without its `INPUTS` and `SECRETS`, its passwords `(hidden)`:
+        a timeline says what happened, and a stored template stays identified by `template_id` and
         `template_version`."""
         view = super().public_view()
         for name in (*self.INPUTS, *self.SECRETS):
             view.pop(name, None)
         if self.pdf is not None:
             view["pdf"] = self.pdf.public_view()
+        encrypt = view.get("options", {}).get("encrypt") or {}
+        for name in ("owner_password", "user_password"):
+            if encrypt.get(name):
+                encrypt[name] = "(hidden)"  # as a PDF-tools job's passwords
         return view
 
 
