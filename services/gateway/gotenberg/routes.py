@@ -54,6 +54,7 @@ from services.gateway.gotenberg import (
     pdfengines,
     postprocess,
     replies,
+    signing,
     webhooks,
 )
 from services.gateway.gotenberg.forms import Upload
@@ -311,6 +312,9 @@ def add_routes(app: web.Application) -> None:
                 _route(mapping),
                 name=f"{FORM_ROUTE}{prefix}.{name.replace('/', '.')}",
             )
+    app.router.add_post(
+        "/forms/pdf/sign", _route(signing.sign), name=f"{FORM_ROUTE}pdf.sign"
+    )  # Gotenberg 9's alone, as validate
     for kind in ("html", "url", "markdown"):
         for action, make in (("convert", postprocess.convert), ("screenshot", chromium.screenshot)):
             app.router.add_post(
