@@ -138,6 +138,7 @@ async def test_a_pem_certificate_and_key_sign_one_pdf_and_bad_fields_are_named(
         "certificatePassword": (*p12, "--form", "certificatePassword=wrong"),
         "certificate": ("--form", "certificate=missing.p12"),
         "tsaUrl": (*pem, "--form", "tsaUrl=http://127.0.0.1:9/tsa"),
+        "contactInfo": (*pem, "--form", f"contactInfo={'x' * 201}"),
     }
     for field, args in refused.items():
         status, _, body = await asyncio.to_thread(

@@ -19,8 +19,6 @@ from services.gateway.gotenberg.forms import Form, Upload
 from services.pdftools import identity
 from services.pdftools.identity import Part
 
-MAX_TEXT = 200
-"""The longest `reason`, `location`, `contactInfo` or `name` (as `options.sign`'s)."""
 TEXTS = {"reason": "reason", "location": "location", "contactInfo": "contact",
          "name": "signer_name"}  # fmt: skip
 """Each text field and the `sign` step's field it fills."""
@@ -59,12 +57,8 @@ def _identity(form: Form) -> tuple[str, list[Upload]]:
 def _texts(form: Form, step: dict[str, Any]) -> None:
     for field, target in TEXTS.items():
         value = form.text(field)
-        if value is None:
-            continue
-        if len(value) > MAX_TEXT:
-            raise RequestError(f"form field {field!r} must be 1 to {MAX_TEXT} characters",
-                               field=field)  # fmt: skip
-        step[target] = value
+        if value is not None:  # checked as options.sign's texts are (`check_sign`)
+            step[target] = value
 
 
 def sign(form: Form) -> Mapped:
