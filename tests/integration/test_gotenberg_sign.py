@@ -113,9 +113,14 @@ async def test_pdfs_signed_with_an_uploaded_pkcs12_answer_a_zip_of_valid_signatu
 
     # the key crossed the log and PostgreSQL sealed (the same submission): neither it nor
     # the password in clear, and the PKCS#12 is no job file
-    recorded = await recorded_input(stack, headers["pressroom-job-id"])
+    job_id = headers["pressroom-job-id"]
+    recorded = await recorded_input(stack, job_id)
     sealed = json.loads(recorded)["pdf"]["steps"][0]["identity"]
     assert sealed.startswith("sealed2:"), recorded
+    async with stack.client.get(f"{stack.url}/jobs/{job_id}/events") as response:
+        timeline = (await response.json())["events"]
+    assert timeline[0]["pdf"]["steps"][0]["identity"] == "(hidden)"
+    assert sealed not in str(timeline)
     assert "s3cret-pass" not in recorded and "signer.p12" not in recorded
 
 
