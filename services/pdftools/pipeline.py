@@ -41,6 +41,7 @@ from services.pdftools import (
     bookmarks,
     encrypt,
     facturx,
+    identity,
     invoice,
     marks,
     merge,
@@ -309,7 +310,8 @@ def _write_bookmarks(doc: Document, step: Any, work: Work) -> None:
 
 
 def _sign(doc: Document, step: Any, work: Work) -> None:
-    sign.apply(doc, step, work.context.signing, work.label)
+    own = identity.opened(step.identity) if step.identity else None
+    sign.apply(doc, step, own or work.context.signing, work.label)
 
 
 _FLOWS: dict[type[Step], Callable[[list[Document], Any, Work], list[Document]]] = {

@@ -36,7 +36,7 @@ from services.core.model.errors import (
     TimestampUnavailable,
 )
 from services.core.model.pageoptions import Sign
-from services.pdftools import xmp  # noqa: F401  (registers the XMP prefixes pyHanko writes)
+from services.pdftools import steps, xmp  # noqa: F401  (registers the XMP prefixes pyHanko writes)
 from services.pdftools.document import Document
 from services.pdftools.signer import SigningKey, pyhanko_signer
 
@@ -102,10 +102,13 @@ def _free_name(writer: IncrementalPdfFileWriter) -> str:
 
 
 def _metadata(sign: Sign, name: str) -> signers.PdfSignatureMetadata:
+    own = sign if isinstance(sign, steps.Sign) else None  # the step's contact and name
     return signers.PdfSignatureMetadata(
         field_name=name,
         reason=sign.reason,
         location=sign.location,
+        contact_info=own.contact if own else None,
+        name=own.signer_name if own else None,
         subfilter=fields.SigSeedSubFilter.PADES,
         md_algorithm="sha256",
     )

@@ -167,8 +167,17 @@ class Stamp(Mark, Step, tag="stamp"):
 
 
 class Sign(SignOptions, Step, tag="sign"):
-    """A PAdES signature with the service's signing key (never the request's); the last
-    step that changes a document, since any later change would break it."""
+    """A PAdES signature with the service's signing key, or the job's own `identity`
+    (`pdftools/identity`: Gotenberg's sign route); the last step that changes a document,
+    since any later change would break it."""
+
+    identity: str | None = None
+    """The job's own certificate and key (`identity.carried`), sealed with the server key
+    on the log and in PostgreSQL (`pdfwork.SECRET_FIELDS`); none: the service's key."""
+    contact: str | None = None
+    """How to reach the signer, written in the signature, 1 to 200 characters."""
+    signer_name: str | None = None
+    """The signer's name written in the signature, 1 to 200 characters."""
 
 
 class Optimise(Step, tag="optimise"):

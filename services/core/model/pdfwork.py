@@ -14,8 +14,9 @@ from typing import Any
 
 import msgspec
 
-SECRET_FIELDS = ("password", "owner_password", "user_password")
-"""What a timeline never shows of the work (the inputs' and `encrypt`'s passwords)."""
+SECRET_FIELDS = ("password", "owner_password", "user_password", "identity")
+"""What a timeline never shows of the work, and what is sealed on the log (the inputs'
+and `encrypt`'s passwords, a `sign` step's own certificate and key)."""
 
 
 class PdfInput(msgspec.Struct, omit_defaults=True):

@@ -29,8 +29,8 @@ def check_sign(options: PageOptions) -> None:
     sign = options.sign
     if sign is None:
         return
-    for name in ("reason", "location"):
-        _check_text(name, getattr(sign, name))
+    for name in ("reason", "location", "contact", "signer_name"):  # the last two: a step's
+        _check_text(name, getattr(sign, name, None))
     if sign.visible:
         _check_visible(options, sign)
     elif sign.page is not None or sign.box is not None:

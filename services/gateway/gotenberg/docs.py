@@ -49,6 +49,27 @@ FORMS: dict[tuple[str, str], Route] = {
         )
         for prefix in ("pdfengines", "pdf")
     },
+    ("POST", "/forms/pdf/sign"): _form(
+        "Gotenberg 9: PDFs signed with the form's certificate (PKCS#12 or PEM)"
+    ),
+    ("POST", "/forms/pdf/validate"): Route(
+        "Gotenberg 9: PDFs checked against a profile by Pressroom's validation",
+        "gotenberg",
+        {
+            200: Media(
+                ("application/json",),
+                "each file's profile, compliant and violations",
+                {"type": "object"},
+            ),
+            400: TEXT,
+            401: TEXT,
+            403: TEXT,
+            429: TEXT,
+            503: TEXT,
+        },
+        description="Answered at once (no job): docs/gotenberg.md maps each profile onto "
+        "Pressroom's checks.",
+    ),
     ("POST", "/forms/chromium/convert/html"): _form("Gotenberg: HTML (index.html) to PDF"),
     ("POST", "/forms/chromium/convert/url"): _form("Gotenberg: a URL to PDF"),
     ("POST", "/forms/chromium/convert/markdown"): _form("Gotenberg: Markdown files to PDF"),

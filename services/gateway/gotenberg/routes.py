@@ -54,6 +54,8 @@ from services.gateway.gotenberg import (
     pdfengines,
     postprocess,
     replies,
+    signing,
+    validating,
     webhooks,
 )
 from services.gateway.gotenberg.forms import Upload
@@ -277,6 +279,10 @@ def _built(make: Callable[[forms.Form, str], chromium.Mapped], kind: str) -> Bui
     return build
 
 
+async def _validate(request: web.Request) -> web.StreamResponse:
+    return await validating.validate(request, authenticate)
+
+
 async def health(request: web.Request) -> web.Response:
     """`GET /health`: Gotenberg's shape. Chromium and the PDF engines are up while jobs
     can be taken (NATS connected, the log not full): renderers take them from there."""
@@ -311,6 +317,14 @@ def add_routes(app: web.Application) -> None:
                 _route(mapping),
                 name=f"{FORM_ROUTE}{prefix}.{name.replace('/', '.')}",
             )
+    app.router.add_post(
+        "/forms/pdf/sign", _route(signing.sign), name=f"{FORM_ROUTE}pdf.sign"
+    )  # Gotenberg 9's alone, as validate
+    app.router.add_post(
+        "/forms/pdf/validate",
+        declared(Guard(API_KEY, SCOPE), _validate),
+        name=f"{FORM_ROUTE}pdf.validate",
+    )
     for kind in ("html", "url", "markdown"):
         for action, make in (("convert", postprocess.convert), ("screenshot", chromium.screenshot)):
             app.router.add_post(
