@@ -80,6 +80,22 @@ def opened(text: str) -> SigningKey:
     return SigningKey(struct.certificate, struct.key, tuple(struct.chain))
 
 
+def checked(text: str) -> None:
+    """Refuse (`RequestError` naming `identity`) a `sign` step's identity that is not a
+    certificate with its own private key: a `POST /jobs` caller may send one, which only
+    the Gotenberg sign route makes otherwise."""
+    own = opened(text)
+    try:
+        cert = x509.load_der_x509_certificate(own.certificate)
+        private = serialization.load_der_private_key(own.key, None)
+    except (TypeError, ValueError):
+        raise RequestError(
+            "the signing identity is not a certificate and key", field="identity"
+        ) from None
+    if _public(private) != _public(cert):
+        raise RequestError("the private key is not the key of the certificate", field="identity")
+
+
 _NONE = serialization.NoEncryption()
 
 

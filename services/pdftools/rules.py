@@ -22,6 +22,7 @@ from services.core.model.options import is_page_ranges
 from services.core.model.pageoptions import Encrypt as EncryptOptions
 from services.core.model.pageoptions import PageOptions
 from services.core.model.signoptions import check_sign
+from services.pdftools import identity
 from services.pdftools.pdfa import LEVELS
 from services.pdftools.steps import (
     CHANGES_NOTHING,
@@ -180,6 +181,11 @@ def _options(index: int, step: Step, files: Collection[str]) -> None:
         field = (exc.field or "").removeprefix("options.encrypt").removeprefix("options.sign")
         rule = exc.message.split(" ", 1)[-1]
         raise _fail(index, field.lstrip("."), rule) from None
+    if isinstance(step, Sign) and step.identity is not None:
+        try:
+            identity.checked(step.identity)
+        except RequestError as exc:
+            raise _fail(index, "identity", exc.message) from None
 
 
 _CHECKS: dict[type[Step], Callable[[int, Step, Collection[str]], None]] = {

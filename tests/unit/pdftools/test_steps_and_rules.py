@@ -4,15 +4,22 @@ concerns; output names are safe to save and unique."""
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
 import msgspec
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 from services.core.model.errors import RequestError
+from services.pdftools import identity
 from services.pdftools.names import pdf_name, unique
 from services.pdftools.requests import StepRequest
 from services.pdftools.rules import check_steps
+from services.pdftools.signer import SigningKey
 from services.pdftools.steps import AnyStep, Merge, Rotate, Sign, Validate
 
 
@@ -146,3 +153,40 @@ def test_output_names_follow_the_file_name_rule_and_end_in_pdf(given: str, safe_
 
 def test_equal_output_names_are_numbered_ignoring_case() -> None:
     assert unique(["a.pdf", "A.pdf", "a.pdf", "b"]) == ["a.pdf", "A (2).pdf", "a (3).pdf", "b.pdf"]
+
+
+def _identity() -> SigningKey:
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "Pressroom rules test")])
+    now = datetime.datetime.now(datetime.UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .sign(key, hashes.SHA256())
+    )
+    der = serialization.Encoding.DER
+    private = serialization.PrivateFormat.PKCS8
+    return SigningKey(
+        certificate=certificate.public_bytes(der),
+        key=key.private_bytes(der, private, serialization.NoEncryption()),
+    )
+
+
+def test_a_sign_steps_identity_sent_to_post_jobs_is_checked_before_any_job_exists() -> None:
+    own, other = _identity(), _identity()
+    check_steps([Sign(identity=identity.carried(own))])  # a certificate with its own key
+    mismatched = SigningKey(certificate=own.certificate, key=other.key)
+    for text, says in (
+        ("not base64 at all", "cannot be read"),
+        (identity.carried(SigningKey(certificate=b"x", key=b"y")), "not a certificate"),
+        (identity.carried(mismatched), "not the key of the certificate"),
+    ):
+        with pytest.raises(RequestError) as refused:
+            check_steps([Sign(identity=text)])
+        assert refused.value.field == "steps[0].identity"
+        assert says in refused.value.message
