@@ -95,7 +95,7 @@ class Mapped:
         found = [
             path
             for path in self.origin
-            if pressroom_field == path or pressroom_field.startswith(path + ".")
+            if pressroom_field == path or pressroom_field.startswith((path + ".", path + "["))
         ]
         return self.origin[max(found, key=len)] if found else None
 
@@ -229,20 +229,18 @@ def waiting(form: Form, mapped: Mapped) -> None:
 
 
 def network(form: Form, mapped: Mapped) -> None:
-    """What Chromium sends and when a load fails the job."""
-    for name, why in (
-        ("emulatedMediaFeatures", "Pressroom emulates the media type only"),
-        ("failOnResourceHttpStatusCodes", "Pressroom does not fail on a resource's status"),
-        ("ignoreResourceHttpStatusDomains", "Pressroom does not fail on a resource's status"),
-    ):
-        if form.json(name):
-            raise refuse(name, why)
+    """What Chromium sends, what the page sees, and when a load fails the job."""
+    if form.json("ignoreResourceHttpStatusDomains"):
+        raise refuse(
+            "ignoreResourceHttpStatusDomains",
+            "Pressroom checks the status of every resource failOnResourceHttpStatusCodes names",
+        )
     mapped.secrets = pagefields.secrets(form)
     agent = form.text("userAgent")
     if agent:
         mapped.option("user_agent", agent, "userAgent")
     if form.text("downloadFrom") is not None:
-        raise refuse("downloadFrom", "Pressroom does not fetch a form's files from URLs")
+        raise refuse("downloadFrom", DOWNLOAD_FROM)
     codes = form.json("failOnHttpStatusCodes")
     if codes is not None and not (
         isinstance(codes, list) and all(isinstance(c, int) and 100 <= c <= 599 for c in codes)
@@ -251,9 +249,22 @@ def network(form: Form, mapped: Mapped) -> None:
             "form field 'failOnHttpStatusCodes' must be a JSON list of HTTP status codes",
             field="failOnHttpStatusCodes",
         )
+    resource_codes = form.json("failOnResourceHttpStatusCodes")
+    if resource_codes:
+        mapped.option("fail_on_resource_status", resource_codes, "failOnResourceHttpStatusCodes")
+    features = form.json("emulatedMediaFeatures")
+    if features:
+        mapped.option("media_features", features, "emulatedMediaFeatures")
     if form.flag("failOnConsoleExceptions", False):
         mapped.option("fail_on_page_errors", True, "failOnConsoleExceptions")
     mapped.fail_on_refused = form.flag("failOnResourceLoadingFailed", False)
+
+
+DOWNLOAD_FROM = (
+    "Pressroom does not fetch a form's files from URLs: the gateway would make requests to "
+    "addresses a caller chooses, outside the renderer's sandbox (SSRF); send the files in "
+    "the form, or let the page load them itself under the sandbox's address policy"
+)
 
 
 def finishing(form: Form, mapped: Mapped) -> None:
