@@ -85,8 +85,12 @@ async def test_a_resource_answering_a_listed_status_fails_the_form_naming_it(
     assert b"missing.png" not in body  # a 404 is no 5xx
 
 
-async def test_statuses_not_listed_or_no_list_print_the_page(stack: Stack, site: str) -> None:
-    for fields in (("failOnResourceHttpStatusCodes=[403, 502]",), ()):
+async def test_statuses_not_listed_ignored_hosts_or_no_list_print_the_page(
+    stack: Stack, site: str
+) -> None:
+    ignored = ("failOnResourceHttpStatusCodes=[499, 599]",
+               'ignoreResourceHttpStatusDomains=["HTTP://127.0.0.1:1/"]')  # fmt: skip
+    for fields in (("failOnResourceHttpStatusCodes=[403, 502]",), ignored, ()):
         status, _, body = await _convert_url(stack, f"{site}/page", *fields)
         assert status == 200, body
         assert "Quarterly 31" in pdftotext(body)
@@ -161,7 +165,8 @@ async def test_a_native_job_sees_its_media_features_in_screen_media_too(
         ("emulatedMediaFeatures", '[{"name": "prefers-color-scheme", "value": "dim"}]'),
         ("emulatedMediaFeatures", '[{"name": "prefers-color-scheme"}]'),
         ("emulatedMediaFeatures", '{"name": "prefers-color-scheme", "value": "dark"}'),
-        ("ignoreResourceHttpStatusDomains", '["cdn.example"]'),
+        ("ignoreResourceHttpStatusDomains", '["bad host!"]'),
+        ("ignoreResourceHttpStatusDomains", '"cdn.example"'),
         ("downloadFrom", '[{"url": "http://169.254.169.254/latest/meta-data"}]'),
     ],
 )
@@ -170,8 +175,10 @@ async def test_a_bad_or_refused_field_is_a_400_naming_it(
 ) -> None:
     index = tmp_path / "index.html"
     index.write_text("<!doctype html><p>x</p>")
+    codes = ("--form-string", "failOnResourceHttpStatusCodes=[404]")
     status, _, body = await asyncio.to_thread(
         curl, stack, "/forms/chromium/convert/html", "--form", f"files=@{index}",
+        *(codes if field == "ignoreResourceHttpStatusDomains" else ()),
         "--form-string", f"{field}={value}",
     )  # fmt: skip
     assert status == 400, body
@@ -186,6 +193,11 @@ async def test_a_bad_or_refused_field_is_a_400_naming_it(
         ({"fail_on_resource_status": [99]}, "options.fail_on_resource_status"),
         ({"fail_on_resource_status": [True]}, "options.fail_on_resource_status"),
         ({"media_features": [{"name": "hover", "value": "none"}]}, "options.media_features"),
+        ({"ignore_resource_status_hosts": ["cdn.example"]}, "options.ignore_resource_status"),
+        (
+            {"fail_on_resource_status": [404], "ignore_resource_status_hosts": ["a b"]},
+            "options.ignore_resource_status_hosts",
+        ),
         (
             {"media_features": [{"name": "forced-colors", "value": "active", "x": 1}]},
             "options.media_features",

@@ -340,6 +340,32 @@ def _check_resource_status(options: PageOptions) -> None:
             )
 
 
+_HOST = re.compile(
+    r"(?=.{1,253}$)[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)*"
+)
+
+
+def _check_ignored_hosts(options: PageOptions) -> None:
+    hosts = options.ignore_resource_status_hosts
+    if hosts is None:
+        return
+    if options.fail_on_resource_status is None:
+        raise _fail("ignore_resource_status_hosts", "needs fail_on_resource_status")
+    if len(hosts) > MAX_STATUS_CODES:
+        raise _fail("ignore_resource_status_hosts", f"takes at most {MAX_STATUS_CODES} hosts")
+    for host in hosts:
+        if not _HOST.fullmatch(host):
+            raise _fail(
+                "ignore_resource_status_hosts",
+                f"must list lower-case host names (cdn.example), not {host[:60]!r}",
+            )
+
+
+def host_is_ignored(host: str, ignored: Iterable[str]) -> bool:
+    """Whether `host` is one of `ignored` or a subdomain of one."""
+    return any(host == name or host.endswith("." + name) for name in ignored)
+
+
 MEDIA_FEATURES: dict[str, tuple[str, ...]] = {
     "prefers-color-scheme": ("light", "dark"),
     "prefers-reduced-motion": ("no-preference", "reduce"),
@@ -492,6 +518,7 @@ _CHECKS: tuple[Callable[[PageOptions], None], ...] = (
     _check_wait_for,
     _check_user_agent,
     _check_resource_status,
+    _check_ignored_hosts,
     _check_media_features,
     _check_outline,
     _check_toc,

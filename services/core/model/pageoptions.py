@@ -236,6 +236,9 @@ class PageOptions(msgspec.Struct, omit_defaults=True):
     """Fail the job (`source`, naming the resource and its status) when a request of the page
     other than its document was answered with one of these HTTP statuses; `X99` stands for every
     status from `X00` to `X99` (`499`: any 4xx)."""
+    ignore_resource_status_hosts: list[str] | None = None
+    """Hosts whose resources `fail_on_resource_status` does not check: each host name and its
+    subdomains (`cdn.example` covers `img.cdn.example`)."""
     media_features: tuple[MediaFeature, ...] | None = None
     """CSS media features the page sees as given (`prefers-color-scheme: dark`), in screenshots
     and print alike."""

@@ -230,11 +230,6 @@ def waiting(form: Form, mapped: Mapped) -> None:
 
 def network(form: Form, mapped: Mapped) -> None:
     """What Chromium sends, what the page sees, and when a load fails the job."""
-    if form.json("ignoreResourceHttpStatusDomains"):
-        raise refuse(
-            "ignoreResourceHttpStatusDomains",
-            "Pressroom checks the status of every resource failOnResourceHttpStatusCodes names",
-        )
     mapped.secrets = pagefields.secrets(form)
     agent = form.text("userAgent")
     if agent:
@@ -252,12 +247,32 @@ def network(form: Form, mapped: Mapped) -> None:
     resource_codes = form.json("failOnResourceHttpStatusCodes")
     if resource_codes:
         mapped.option("fail_on_resource_status", resource_codes, "failOnResourceHttpStatusCodes")
+        ignored = form.json("ignoreResourceHttpStatusDomains")
+        if ignored:
+            hosts = ignored_hosts(ignored)
+            mapped.option("ignore_resource_status_hosts", hosts, "ignoreResourceHttpStatusDomains")
+    else:
+        form.json("ignoreResourceHttpStatusDomains")  # nothing to ignore: taken, as Gotenberg
     features = form.json("emulatedMediaFeatures")
     if features:
         mapped.option("media_features", features, "emulatedMediaFeatures")
     if form.flag("failOnConsoleExceptions", False):
         mapped.option("fail_on_page_errors", True, "failOnConsoleExceptions")
     mapped.fail_on_refused = form.flag("failOnResourceLoadingFailed", False)
+
+
+def ignored_hosts(domains: Any) -> Any:
+    """Gotenberg's `ignoreResourceHttpStatusDomains` as host names: each entry lowered,
+    with a scheme, path, port or leading `*.` or `.` taken off, as Gotenberg reads them
+    (`https://CDN.example:443/x` is `cdn.example`). What is no list of strings is passed
+    on for `parse_job` to refuse, naming the field."""
+    if not isinstance(domains, list) or not all(isinstance(d, str) for d in domains):
+        return domains
+    hosts = []
+    for domain in domains:
+        host = domain.strip().lower().split("://", 1)[-1].split("/", 1)[0].rsplit(":", 1)[0]
+        hosts.append(host.removeprefix("*.").removeprefix("."))
+    return hosts
 
 
 DOWNLOAD_FROM = (

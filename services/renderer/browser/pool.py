@@ -346,7 +346,8 @@ class BrowserPool:
             if options.fail_on_page_errors:
                 check_page_errors(tab.evidence.page.errors)
             if (listed := options.fail_on_resource_status) is not None:
-                check_resource_status(tab.evidence.page.resources(), listed)
+                ignored = options.ignore_resource_status_hosts or ()
+                check_resource_status(tab.evidence.page.resources(), listed, ignored)
         except PressroomError:
             if report is not None:
                 await self._diagnose(chromium, tab, report)
