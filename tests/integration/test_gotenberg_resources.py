@@ -216,3 +216,21 @@ async def test_a_bad_native_option_is_a_400_naming_it(
         assert reply.status == 400, await reply.text()
         error = (await reply.json())["error"]
     assert str(error["field"]).startswith(named), error
+
+
+async def test_a_table_of_contents_is_built_in_the_media_features_asked_for(
+    stack: Stack, tmp_path: Path
+) -> None:
+    """The table of contents judges headings visible in print media with the job's
+    features kept: a heading only a dark page shows is listed."""
+    html = (
+        "<style>.night { display: none }"
+        "@media (prefers-color-scheme: dark) { .night { display: block } }</style>"
+        "<nav data-toc></nav><h1>Morning</h1><h1 class=night>Midnight</h1>"
+    )
+    features = [{"name": "prefers-color-scheme", "value": "dark"}]
+    path = await stack.rendered(
+        {"html": html, "options": {"toc": True, "media_features": features}}, tmp_path
+    )
+    text = pdftotext(path.read_bytes())
+    assert text.count("Midnight") == 2, text  # the heading and its entry
