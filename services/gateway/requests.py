@@ -93,6 +93,10 @@ class SignRequest(pageoptions.Sign, forbid_unknown_fields=True):
     error."""
 
 
+class MediaFeatureRequest(pageoptions.MediaFeature, forbid_unknown_fields=True):
+    """`options.media_features[]` as a request gives it: strict about fields."""
+
+
 class OptionsRequest(PageOptions, forbid_unknown_fields=True):
     """`options` as a request gives it: the event's `PageOptions`, strict about fields."""
 
@@ -105,6 +109,7 @@ class OptionsRequest(PageOptions, forbid_unknown_fields=True):
     watermark: MarkRequest | None = None
     stamp: MarkRequest | None = None
     sign: SignRequest | None = None
+    media_features: tuple[MediaFeatureRequest, ...] | None = None
 
 
 class JobRequest(msgspec.Struct, forbid_unknown_fields=True):

@@ -39,6 +39,7 @@ VALUES: dict[tuple[str, str], tuple[object, ...]] = {
     ("FacturXRequest", "profile"): finishingoptions.FACTURX_PROFILES,
     ("EncryptRequest", "permissions"): finishingoptions.PERMISSIONS,
     ("MarkRequest", "position"): options.MARK_POSITIONS,
+    ("MediaFeatureRequest", "name"): tuple(options.MEDIA_FEATURES),
     ("KeyRequest", "scopes"): SCOPES,
     ("Key", "scopes"): SCOPES,
     ("KeyCreated", "scopes"): SCOPES,

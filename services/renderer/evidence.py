@@ -121,6 +121,7 @@ class PageLog:
         self.console: list[ConsoleLine] = []
         self.errors: list[PageError] = []
         self.requests: dict[str, _Request] = {}
+        self.documents: set[str] = set()  # request ids of the main frame's documents
         self.redirects: list[RequestLine] = []
         self.pending: WaitFor | None = None
         self.dropped = 0
@@ -143,9 +144,18 @@ class PageLog:
         )
         self.requests[request_id] = _Request(line, float(params.get("timestamp", 0.0)))
 
-    def answered(self, params: dict[str, Any]) -> None:
-        if (request := self.requests.get(str(params.get("requestId")))) is not None:
+    def answered(self, params: dict[str, Any], document: bool = False) -> None:
+        """Record a response; `document`: that of the main frame's document."""
+        request_id = str(params.get("requestId"))
+        if document:
+            self.documents.add(request_id)
+        if (request := self.requests.get(request_id)) is not None:
             request.line.status = int(params.get("response", {}).get("status", 0))
+
+    def resources(self) -> list[RequestLine]:
+        """The requests recorded, but for the main frame's document: the page's resources
+        (stylesheets, images, fonts, scripts' fetches, frames' documents)."""
+        return [r.line for i, r in self.requests.items() if i not in self.documents]
 
     def ended(self, params: dict[str, Any]) -> RequestLine | None:
         """Close the request `params` ends; its line if it failed (else None)."""
@@ -269,9 +279,9 @@ class Evidence:
         if self.admits("request"):
             self.page.sent(params)
 
-    def answered(self, params: dict[str, Any]) -> None:
+    def answered(self, params: dict[str, Any], document: bool = False) -> None:
         if self.admits("request"):
-            self.page.answered(params)
+            self.page.answered(params, document)
 
     def ended(self, params: dict[str, Any]) -> RequestLine | None:
         """Record the end of a request; its line if it failed."""

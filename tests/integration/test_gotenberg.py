@@ -109,7 +109,7 @@ async def test_paper_size_in_every_gotenberg_unit(
         ("paperWidth", "wide"),
         ("scale", "9"),
         ("landscape", "maybe"),
-        ("emulatedMediaFeatures", '[{"name":"prefers-color-scheme","value":"dark"}]'),
+        ("emulatedMediaFeatures", '[{"name":"prefers-color-scheme","value":"sepia"}]'),
         ("pdfa", "PDF/A-1b"),
         ("noSuchField", "1"),
         ("metadata", "{not json"),

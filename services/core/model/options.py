@@ -314,6 +314,85 @@ def _check_user_agent(options: PageOptions) -> None:
         raise _fail("user_agent", f"must be 1 to {MAX_USER_AGENT} printable ASCII characters")
 
 
+def status_matches(status: int, listed: Iterable[int]) -> bool:
+    """Whether HTTP `status` is one of `listed`, where `X99` stands for every status from
+    `X00` to `X99` (Gotenberg's convention: `499` is any 4xx)."""
+    return any(
+        status == code or (code % 100 == 99 and code // 100 == status // 100) for code in listed
+    )
+
+
+MAX_STATUS_CODES = 100
+"""Longest `fail_on_resource_status` list (there are 500 statuses, and `X99` spans a class)."""
+
+
+def _check_resource_status(options: PageOptions) -> None:
+    codes = options.fail_on_resource_status
+    if codes is None:
+        return
+    if len(codes) > MAX_STATUS_CODES:
+        raise _fail("fail_on_resource_status", f"takes at most {MAX_STATUS_CODES} statuses")
+    for code in codes:
+        if isinstance(code, bool) or not 100 <= code <= 599:
+            raise _fail(
+                "fail_on_resource_status",
+                f"must list HTTP statuses from 100 to 599 (499: any 4xx), not {code!r}",
+            )
+
+
+_HOST = re.compile(
+    r"(?=.{1,253}$)[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)*"
+)
+
+
+def _check_ignored_hosts(options: PageOptions) -> None:
+    hosts = options.ignore_resource_status_hosts
+    if hosts is None:
+        return
+    if options.fail_on_resource_status is None:
+        raise _fail("ignore_resource_status_hosts", "needs fail_on_resource_status")
+    if len(hosts) > MAX_STATUS_CODES:
+        raise _fail("ignore_resource_status_hosts", f"takes at most {MAX_STATUS_CODES} hosts")
+    for host in hosts:
+        if not _HOST.fullmatch(host):
+            raise _fail(
+                "ignore_resource_status_hosts",
+                f"must list lower-case host names (cdn.example), not {host[:60]!r}",
+            )
+
+
+def host_is_ignored(host: str, ignored: Iterable[str]) -> bool:
+    """Whether `host` is one of `ignored` or a subdomain of one."""
+    return any(host == name or host.endswith("." + name) for name in ignored)
+
+
+MEDIA_FEATURES: dict[str, tuple[str, ...]] = {
+    "prefers-color-scheme": ("light", "dark"),
+    "prefers-reduced-motion": ("no-preference", "reduce"),
+    "prefers-reduced-transparency": ("no-preference", "reduce"),
+    "prefers-reduced-data": ("no-preference", "reduce"),
+    "prefers-contrast": ("no-preference", "more", "less", "custom"),
+    "forced-colors": ("none", "active"),
+    "color-gamut": ("srgb", "p3", "rec2020"),
+}
+"""The CSS media features Chromium's `Emulation.setEmulatedMedia` emulates, with their
+values: any other name or value is refused rather than silently ignored by Chromium."""
+
+
+def _check_media_features(options: PageOptions) -> None:
+    features = options.media_features
+    if features is None:
+        return
+    seen: set[str] = set()
+    for index, feature in enumerate(features):
+        where = f"media_features[{index}]"
+        _one_of(f"{where}.name", feature.name, MEDIA_FEATURES)
+        _one_of(f"{where}.value", feature.value, MEDIA_FEATURES[feature.name])
+        if feature.name in seen:
+            raise _fail(f"{where}.name", f"gives {feature.name} twice")
+        seen.add(feature.name)
+
+
 def _check_outline(options: PageOptions) -> None:
     # Chromium builds the outline from the tagged structure: untagged, it writes none.
     if options.outline and not options.tagged:
@@ -438,6 +517,9 @@ _CHECKS: tuple[Callable[[PageOptions], None], ...] = (
     _check_page_ranges,
     _check_wait_for,
     _check_user_agent,
+    _check_resource_status,
+    _check_ignored_hosts,
+    _check_media_features,
     _check_outline,
     _check_toc,
     check_header_footer,

@@ -137,6 +137,15 @@ class Sign(msgspec.Struct, omit_defaults=True):
     """The signing location written in the signature, 1 to 200 characters."""
 
 
+class MediaFeature(msgspec.Struct):
+    """A CSS media feature the page sees as given (`prefers-color-scheme: dark`)."""
+
+    name: str
+    """The feature's name, one of `options.MEDIA_FEATURES` (`prefers-color-scheme`)."""
+    value: str
+    """Its value, one the feature takes (`dark`)."""
+
+
 class PageOptions(msgspec.Struct, omit_defaults=True):
     """How the page is printed; validated at the gateway, used by the renderer.
 
@@ -223,5 +232,15 @@ class PageOptions(msgspec.Struct, omit_defaults=True):
     fail_on_page_errors: bool = False
     """Fail the job (`source`) when the page's script throws an uncaught exception, instead of
     keeping it in the diagnosis only."""
+    fail_on_resource_status: list[int] | None = None
+    """Fail the job (`source`, naming the resource and its status) when a request of the page
+    other than its document was answered with one of these HTTP statuses; `X99` stands for every
+    status from `X00` to `X99` (`499`: any 4xx)."""
+    ignore_resource_status_hosts: list[str] | None = None
+    """Hosts whose resources `fail_on_resource_status` does not check: each host name and its
+    subdomains (`cdn.example` covers `img.cdn.example`)."""
+    media_features: tuple[MediaFeature, ...] | None = None
+    """CSS media features the page sees as given (`prefers-color-scheme: dark`), in screenshots
+    and print alike."""
     sign: Sign | None = None  # last: renderer/finishing/sign.py
     """A PAdES signature with the renderer's certificate (never the request's)."""

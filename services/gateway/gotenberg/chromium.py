@@ -95,7 +95,7 @@ class Mapped:
         found = [
             path
             for path in self.origin
-            if pressroom_field == path or pressroom_field.startswith(path + ".")
+            if pressroom_field == path or pressroom_field.startswith((path + ".", path + "["))
         ]
         return self.origin[max(found, key=len)] if found else None
 
@@ -229,20 +229,13 @@ def waiting(form: Form, mapped: Mapped) -> None:
 
 
 def network(form: Form, mapped: Mapped) -> None:
-    """What Chromium sends and when a load fails the job."""
-    for name, why in (
-        ("emulatedMediaFeatures", "Pressroom emulates the media type only"),
-        ("failOnResourceHttpStatusCodes", "Pressroom does not fail on a resource's status"),
-        ("ignoreResourceHttpStatusDomains", "Pressroom does not fail on a resource's status"),
-    ):
-        if form.json(name):
-            raise refuse(name, why)
+    """What Chromium sends, what the page sees, and when a load fails the job."""
     mapped.secrets = pagefields.secrets(form)
     agent = form.text("userAgent")
     if agent:
         mapped.option("user_agent", agent, "userAgent")
     if form.text("downloadFrom") is not None:
-        raise refuse("downloadFrom", "Pressroom does not fetch a form's files from URLs")
+        raise refuse("downloadFrom", DOWNLOAD_FROM)
     codes = form.json("failOnHttpStatusCodes")
     if codes is not None and not (
         isinstance(codes, list) and all(isinstance(c, int) and 100 <= c <= 599 for c in codes)
@@ -251,9 +244,42 @@ def network(form: Form, mapped: Mapped) -> None:
             "form field 'failOnHttpStatusCodes' must be a JSON list of HTTP status codes",
             field="failOnHttpStatusCodes",
         )
+    resource_codes = form.json("failOnResourceHttpStatusCodes")
+    if resource_codes:
+        mapped.option("fail_on_resource_status", resource_codes, "failOnResourceHttpStatusCodes")
+        ignored = form.json("ignoreResourceHttpStatusDomains")
+        if ignored:
+            hosts = ignored_hosts(ignored)
+            mapped.option("ignore_resource_status_hosts", hosts, "ignoreResourceHttpStatusDomains")
+    else:
+        form.json("ignoreResourceHttpStatusDomains")  # nothing to ignore: taken, as Gotenberg
+    features = form.json("emulatedMediaFeatures")
+    if features:
+        mapped.option("media_features", features, "emulatedMediaFeatures")
     if form.flag("failOnConsoleExceptions", False):
         mapped.option("fail_on_page_errors", True, "failOnConsoleExceptions")
     mapped.fail_on_refused = form.flag("failOnResourceLoadingFailed", False)
+
+
+def ignored_hosts(domains: Any) -> Any:
+    """Gotenberg's `ignoreResourceHttpStatusDomains` as host names: each entry lowered,
+    with a scheme, path, port or leading `*.` or `.` taken off, as Gotenberg reads them
+    (`https://CDN.example:443/x` is `cdn.example`). What is no list of strings is passed
+    on for `parse_job` to refuse, naming the field."""
+    if not isinstance(domains, list) or not all(isinstance(d, str) for d in domains):
+        return domains
+    hosts = []
+    for domain in domains:
+        host = domain.strip().lower().split("://", 1)[-1].split("/", 1)[0].rsplit(":", 1)[0]
+        hosts.append(host.removeprefix("*.").removeprefix("."))
+    return hosts
+
+
+DOWNLOAD_FROM = (
+    "Pressroom does not fetch a form's files from URLs: the gateway would make requests to "
+    "addresses a caller chooses, outside the renderer's sandbox (SSRF); send the files in "
+    "the form, or let the page load them itself under the sandbox's address policy"
+)
 
 
 def finishing(form: Form, mapped: Mapped) -> None:

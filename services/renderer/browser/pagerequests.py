@@ -13,11 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 from services.core.log.pagesecrets import Cookie, PageSecrets
 from services.core.model.errors import SourceError
+from services.core.model.options import host_is_ignored, status_matches
 from services.core.model.pageoptions import PageOptions
-from services.core.objectstore.diagnosis import PageError
+from services.core.objectstore.diagnosis import PageError, RequestLine
 from services.renderer.browser.tab import Tab
 
 
@@ -57,4 +59,27 @@ def check_page_errors(errors: Sequence[PageError]) -> None:
     raise SourceError(
         f"the page threw an uncaught exception{where}: {first.text.splitlines()[0]}{more}"
         " (fail_on_page_errors)"
+    )
+
+
+def check_resource_status(
+    resources: Sequence[RequestLine], listed: Sequence[int], ignored: Sequence[str] = ()
+) -> None:
+    """`SourceError` naming the first of the page's `resources` (its requests but its
+    document) answered with a status in `listed` (`options.fail_on_resource_status`,
+    `X99` a whole class), if any was; the hosts `ignored` and their subdomains aside."""
+    hits = [
+        r
+        for r in resources
+        if r.status is not None
+        and status_matches(r.status, listed)
+        and not host_is_ignored((urlsplit(r.url).hostname or "").lower(), ignored)
+    ]
+    if not hits:
+        return
+    first = hits[0]
+    more = f" (and {len(hits) - 1} more)" if len(hits) > 1 else ""
+    raise SourceError(
+        f"a resource of the page answered HTTP {first.status}: {first.url}{more}"
+        " (fail_on_resource_status)"
     )

@@ -109,6 +109,13 @@ class Emulation:
     javascript: bool = True
     media: str = ""  # "": none, so a PDF is laid out on screen and printed in print media
     viewport: Viewport = DEFAULT_VIEWPORT
+    features: tuple[tuple[str, str], ...] = ()  # CSS media features: (name, value)
+
+    def media_params(self, media: str | None = None) -> dict[str, Any]:
+        """`Emulation.setEmulatedMedia`'s parameters: the media type (`media`, else this
+        emulation's) and the features, given every time (a call without them clears them)."""
+        features = [{"name": name, "value": value} for name, value in self.features]
+        return {"media": self.media if media is None else media, "features": features}
 
 
 # Anything through which a document can run script. Without a match, "auto" runs the job
@@ -180,7 +187,8 @@ def emulation_for(options: PageOptions, source: Source | None = None) -> Emulati
     elif options.receipt_width is not None:
         media = options.emulate_media
         viewport = Viewport(math.floor(_printable_px(options)), 1, 1.0)
-    return Emulation(javascript_for(options, source), media, viewport)
+    features = tuple((f.name, f.value) for f in options.media_features or ())
+    return Emulation(javascript_for(options, source), media, viewport, features)
 
 
 def _printable_px(options: PageOptions) -> float:

@@ -38,7 +38,7 @@ from services.renderer.browser.diagnosis import PageReport, diagnose
 from services.renderer.browser.documents import PDF, Html, RenderResult, Source
 from services.renderer.browser.limits import Limits, check_template_sizes
 from services.renderer.browser.outcome import outcome
-from services.renderer.browser.pagerequests import check_page_errors
+from services.renderer.browser.pagerequests import check_page_errors, check_resource_status
 from services.renderer.browser.params import (
     Emulation,
     count_pages,
@@ -353,6 +353,9 @@ class BrowserPool:
                 tab.gate.files.check()  # a file the page asked for and did not get
             if options.fail_on_page_errors:
                 check_page_errors(tab.evidence.page.errors)
+            if (listed := options.fail_on_resource_status) is not None:
+                ignored = options.ignore_resource_status_hosts or ()
+                check_resource_status(tab.evidence.page.resources(), listed, ignored)
         except PressroomError:
             if report is not None:
                 await self._diagnose(chromium, tab, report)

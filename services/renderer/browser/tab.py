@@ -145,9 +145,10 @@ class Tab:
         self.evidence.sent(params)
 
     def _answered(self, params: dict[str, Any]) -> None:
-        self.evidence.answered(params)
+        document = params.get("type") == "Document" and params.get("frameId") == self.target_id
+        self.evidence.answered(params, document)
         # The last response of the main frame's document: after redirects, the final one.
-        if params.get("type") == "Document" and params.get("frameId") == self.target_id:
+        if document:
             self.document_status = int(params.get("response", {}).get("status", 0))
 
     def _ended(self, params: dict[str, Any]) -> None:
@@ -211,8 +212,8 @@ class Tab:
             await self.send("Emulation.setScriptExecutionDisabled", {"value": not want.javascript})
             # Console messages and uncaught errors need script: without it, no events.
             await self.send("Runtime.enable" if want.javascript else "Runtime.disable")
-        if want.media != have.media:
-            await self.send("Emulation.setEmulatedMedia", {"media": want.media})
+        if (want.media, want.features) != (have.media, have.features):
+            await self.send("Emulation.setEmulatedMedia", want.media_params())
         if want.viewport != have.viewport:
             await self._set_viewport(want.viewport)
         self.emulation = want

@@ -132,11 +132,11 @@ async def _build(tab: TabLike) -> list[str]:
     if tab.emulation.media:
         value = await _run(tab, _BUILD)
     else:
-        await tab.send("Emulation.setEmulatedMedia", {"media": "print"})
+        await tab.send("Emulation.setEmulatedMedia", tab.emulation.media_params("print"))
         try:
             value = await _run(tab, _BUILD)
         finally:
-            await tab.send("Emulation.setEmulatedMedia", {"media": ""})
+            await tab.send("Emulation.setEmulatedMedia", tab.emulation.media_params())
     if not isinstance(value, list):
         raise RequestError(
             "options.toc: the document has no <nav data-toc> element to fill",
