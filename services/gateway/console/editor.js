@@ -160,11 +160,10 @@ class Editor {
     const row = (f) => {
       const label = `${f.name} (${f.content_type}, ${f.size} B)`;
       const text = el("span", { class: "mono" }, label);
-      const toggle = el("button", { type: "button", class: "secondary small", "aria-pressed": "false", "aria-label": `Drop ${f.name}` }, "Drop");
+      const toggle = el("button", { type: "button", class: "secondary small", "aria-label": `Drop ${f.name}` }, "Drop");
       toggle.addEventListener("click", () => {
         const drop = !this.dropped.has(f.name);
         if (drop) this.dropped.add(f.name); else this.dropped.delete(f.name);
-        toggle.setAttribute("aria-pressed", String(drop));
         toggle.setAttribute("aria-label", `${drop ? "Keep" : "Drop"} ${f.name}`);
         fill(toggle, drop ? "Keep" : "Drop");
         text.classList.toggle("dropped", drop);
