@@ -319,8 +319,11 @@ class AsyncClient:
         *,
         files: Files | None = None,
         assets: Sequence[str] | None = None,
+        keep_files: Mapping[str, Any] | None = None,
     ) -> Template:
-        call = calls.create_template(name, body, header, footer, read_files(files), names(assets))
+        call = calls.create_template(
+            name, body, header, footer, read_files(files), names(assets), keep_files
+        )
         return await self._run(call)
 
     def templates(self) -> AsyncIterator[Template]:

@@ -251,8 +251,12 @@ def create_template(
     footer: str | None = None,
     files: tuple[tuple[str, bytes], ...] = (),
     assets: list[str] | None = None,
+    keep_files: Mapping[str, Any] | None = None,
 ) -> Call[Template]:
-    fields = {"name": name, "body": body, "header": header, "footer": footer, "assets": assets}
+    fields: dict[str, Any] = {
+        "name": name, "body": body, "header": header, "footer": footer, "assets": assets,
+        "keep_files": dict(keep_files) if keep_files is not None else None,
+    }  # fmt: skip
     sent = {name: value for name, value in fields.items() if value is not None}
     return Call("POST", "/templates", decoder(Template), body=sent, files=files, part="template")
 

@@ -347,9 +347,13 @@ class Client:
         *,
         files: Files | None = None,
         assets: Sequence[str] | None = None,
+        keep_files: Mapping[str, Any] | None = None,
     ) -> Template:
-        """Store a template (the same `name` again stores its next version)."""
-        call = calls.create_template(name, body, header, footer, read_files(files), names(assets))
+        """Store a template (the same `name` again stores its next version); `keep_files`
+        (`{"version": 1, "names": [...]}`) keeps an earlier version's files by reference."""
+        call = calls.create_template(
+            name, body, header, footer, read_files(files), names(assets), keep_files
+        )
         return self._run(call)
 
     def templates(self) -> Iterator[Template]:

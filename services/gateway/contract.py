@@ -138,7 +138,7 @@ JOBS: dict[tuple[str, str], Route] = {
         "Submit a job",
         "jobs",
         {202: answers.JobAccepted},
-        (*WRITE_ERRORS, 422, 429),
+        (*WRITE_ERRORS, 404, 422, 429),
         params=(IDEMPOTENCY_KEY,),
         body=Body(
             requests.JobRequest,
@@ -161,7 +161,9 @@ JOBS: dict[tuple[str, str], Route] = {
         "version (the latest by default). 202 once the job is durable in the log; poll `url`, "
         "or follow "
         "`/jobs/{id}/stream`. As `multipart/form-data`, the part `job` is the JSON and "
-        "every other part a file the page refers to by its filename." + pdfcontract.PDF_JOB_TEXT,
+        "every other part a file the page refers to by its filename; `template_files` gives "
+        "an inline template a stored version's files (404 for a template the tenant does not "
+        "have)." + pdfcontract.PDF_JOB_TEXT,
     ),
     ("GET", "/jobs"): Route(
         "List the tenant's jobs, newest first",
@@ -353,7 +355,7 @@ TEMPLATES: dict[tuple[str, str], Route] = {
         "Store a template, or the next version of one with that name",
         "templates",
         {201: answers.TemplateCreated},
-        (*WRITE_ERRORS, 429),
+        (*WRITE_ERRORS, 404, 429),
         body=Body(
             templaterequests.TemplateRequest,
             TEMPLATE_EXAMPLE,
@@ -361,7 +363,9 @@ TEMPLATES: dict[tuple[str, str], Route] = {
             multipart_example=assetcontract.TEMPLATE_FILES_EXAMPLE,
         ),
         description="The body, header and footer must compile as Jinja2, within the "
-        "tenant's share of the gateway's template workers (429 `compile_limited` over it).",
+        "tenant's share of the gateway's template workers (429 `compile_limited` over it). "
+        "`keep_files` keeps an earlier version's files by reference (404 for a version the "
+        "tenant does not have).",
     ),
     ("GET", "/templates"): Route(
         "List the tenant's templates, most recently updated first",

@@ -3,7 +3,8 @@
 `POST /jobs` takes JSON, or `multipart/form-data` whose part `job` is the same JSON and
 whose other parts are files (`uploads.read_form`), each named by its filename as the page
 refers to it. `with_files` gives the job's `submitted` event its `files`: its own parts,
-then the stored assets it names (`assets`), then its stored template's bundle; the
+then the stored assets it names (`assets`), then its stored template's bundle (or, for an
+inline template, the bundle `template_files` names: `keptfiles`); the
 first of these wins on a name (`assets.merged`). `keep_files` claims them all for the
 job (`core/database/fileclaims`: no sweep deletes them while it may still render) and then writes
 its own parts to storage (the others are stored already); the log carries `FileRef`s,
@@ -23,7 +24,7 @@ from services.core.model import events
 from services.core.model.errors import AssetMissing, RequestError
 from services.core.model.files import FileRef, blob_key
 from services.core.objectstore.filestore import file_ref
-from services.gateway import assets
+from services.gateway import assets, keptfiles
 from services.gateway.keys import POOL, SETTINGS, STORAGE
 from services.gateway.postgres import unavailable_without_postgres
 from services.gateway.requests import JobRequest, fingerprint, parse_job, read_json_body
@@ -78,12 +79,18 @@ def job_fingerprint(job: JobRequest, own: Own) -> str:
 async def with_files(
     request: web.Request, event: events.JobSubmitted, job: JobRequest, own: Own
 ) -> events.JobSubmitted:
-    """`event` with the job's files (its own, named assets, its template's bundle), none
-    written yet (`keep_files`). `AssetMissing` for a named asset the tenant lacks,
-    `PayloadTooLarge` over the per-job limits."""
+    """`event` with the job's files (its own, named assets, its template's bundle or, for
+    an inline template, the stored version's that `template_files` names), none written
+    yet (`keep_files`). `AssetMissing` for a named asset the tenant lacks, `NotFound` for
+    `template_files` naming no template of the tenant, `PayloadTooLarge` over the per-job
+    limits."""
     tenant = event.tenant
     named = await assets.named_assets(request, tenant, job.assets) if job.assets else []
     bundled = await _bundled(request, event)
+    if job.template_files is not None and job.template_files.template_id is not None:
+        bundled = await keptfiles.kept_files(
+            request, tenant, job.template_files, job.template_files.template_id, "template_files"
+        )
     files = assets.merged(request.app[SETTINGS], [ref for ref, _ in own], named, bundled)
     return replace(event, files=files) if files else event
 

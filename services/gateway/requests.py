@@ -19,7 +19,7 @@ from aiohttp import web
 
 from services.core.log.pagesecrets import check_secrets
 from services.core.model import filenames, outputs, pageoptions
-from services.core.model.errors import RequestError
+from services.core.model.errors import NotFound, RequestError
 from services.core.model.events import BatchItem
 from services.core.model.numbers import bounded_int
 from services.core.model.options import check_options
@@ -112,6 +112,19 @@ class OptionsRequest(PageOptions, forbid_unknown_fields=True):
     media_features: tuple[MediaFeatureRequest, ...] | None = None
 
 
+class KeptFiles(msgspec.Struct, forbid_unknown_fields=True):
+    """Files a stored template version bundles, taken by reference: no bytes are sent
+    again (`keep_files` of `POST /templates`, `template_files` of a job)."""
+
+    template_id: str | None = None
+    """The tenant's template whose version holds the files (for `keep_files`, the template
+    being stored, which is also the default)."""
+    version: Version | None = None
+    """Which version of it (the latest by default)."""
+    names: AssetNames | None = None
+    """The files to take, by name (every file of the version by default; `[]` none)."""
+
+
 class JobRequest(msgspec.Struct, forbid_unknown_fields=True):
     """`POST /jobs`: exactly one source (see `SOURCES`), data for a template source, page
     options and an optional webhook."""
@@ -159,6 +172,10 @@ class JobRequest(msgspec.Struct, forbid_unknown_fields=True):
     page_secrets: PageSecretsRequest | None = None
     """Cookies and extra headers the page's requests carry (`scope`d headers only where
     their expression matches the URL), sealed with the server key on the log."""
+    template_files: KeptFiles | None = None
+    """With `template`: files of a stored template version (its `template_id`) the page
+    gets by name, as a job rendering that version would; an editor previews unsaved text
+    with them. Files sent with the job and named `assets` win over them by name."""
 
 
 class BatchItemRequest(BatchItem, forbid_unknown_fields=True):
@@ -290,6 +307,28 @@ def _check_source(job: JobRequest) -> None:
         )
 
 
+def _check_template_files(kept: KeptFiles, job: JobRequest) -> None:
+    """`template_files` only with an inline `template`, naming a well-formed template id."""
+    if job.template is None:
+        raise RequestError(
+            "template_files is only used with template (a stored template's job gets its "
+            "own version's files)",
+            field="template_files",
+        )
+    if kept.template_id is None:
+        raise RequestError(
+            "template_files needs the template_id whose files to take",
+            field="template_files.template_id",
+        )
+    check_template_id(kept.template_id, "template_files.template_id")
+
+
+def check_template_id(template_id: str, field: str) -> None:
+    """`NotFound` naming `field` unless `template_id` has the form of a template's id."""
+    if not TEMPLATE_ID.fullmatch(template_id):
+        raise NotFound(f"no template {template_id!r}", field=field)
+
+
 def _unwrapped_markdown(job: JobRequest) -> bool:
     return job.markdown is not None and job.template is None and not _stored(job)
 
@@ -324,6 +363,8 @@ def parse_job(body: bytes) -> JobRequest:
     if job.pdf is not None and "options" in raw:
         raise RequestError("options print a page; a pdf job's work is its steps", field="options")
     _check_source(job)
+    if job.template_files is not None:
+        _check_template_files(job.template_files, job)
     _check_webhook_secret(job.webhook_secret, job.webhook_url)
     check_options(job.options)
     if job.page_secrets is not None:

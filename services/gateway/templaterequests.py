@@ -7,7 +7,7 @@ import msgspec
 
 from services.gateway.fieldchecks import convert, no_nul, not_blank
 from services.gateway.jsonbody import parse_json
-from services.gateway.requests import AssetNames, TemplateName
+from services.gateway.requests import AssetNames, KeptFiles, TemplateName, check_template_id
 
 
 class TemplateRequest(msgspec.Struct, forbid_unknown_fields=True):
@@ -24,6 +24,11 @@ class TemplateRequest(msgspec.Struct, forbid_unknown_fields=True):
     assets: AssetNames = msgspec.field(default_factory=list)
     """Stored assets this version bundles (`logo.png`, `brand.woff2@2`), fixed as they are
     now; files sent with a multipart request win over them by name."""
+    keep_files: KeptFiles | None = None
+    """Files an earlier version of this template bundles that this version bundles too,
+    by reference (no bytes sent again): `{"version": 3}` keeps all of version 3's,
+    `{"names": ["logo.png"]}` only those of the latest version. Files sent with the request
+    and named `assets` win over them by name."""
 
 
 class RenameRequest(msgspec.Struct, forbid_unknown_fields=True):
@@ -49,4 +54,6 @@ def parse_template(body: bytes) -> TemplateRequest:
     not_blank(template.body, "body")
     for field in ("name", "body", "header", "footer"):
         no_nul(getattr(template, field), field)
+    if template.keep_files is not None and template.keep_files.template_id is not None:
+        check_template_id(template.keep_files.template_id, "keep_files.template_id")
     return template

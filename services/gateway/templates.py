@@ -75,12 +75,14 @@ async def create_template(request: web.Request) -> web.Response:
     """`POST /templates`: store a new template, or the next version of one with that name,
     once its body, header and footer compile (within the tenant's share of the gateway's
     template workers: `compiles.py`). As multipart, the part `template` is the JSON and
-    the other parts are files the version bundles (`templatefiles`)."""
+    the other parts are files the version bundles (`templatefiles`); `keep_files` keeps
+    an earlier version's files by reference."""
     tenant = caller_of(request).tenant
-    template, files = await templatefiles.read_template(request, tenant)
+    template, own = await templatefiles.read_template(request)
     texts = {"body": template.body, "header": template.header, "footer": template.footer}
     await request.app[COMPILER].check(tenant, texts)
     template_id = await _id_for_name(request.app[POOL], tenant, template.name)
+    files = await templatefiles.bundle_of(request, tenant, template_id, template, own)
     await templatefiles.store_own(request, tenant, template_id, files)
     with unavailable_without_postgres("cannot store the template"):
         created = await templatedb.create_template_version(

@@ -3,8 +3,9 @@
 Verifies: `Client.submit(files=…)` takes paths, open files and a mapping of names to
 bytes, and the page gets them by name (the PDF read back with poppler); `store_assets`,
 `assets()`, `asset_versions` and `delete_asset` with `AsyncClient`; a template stored with
-files; an unknown stored asset raises `Invalid` naming the field; `pressroom render
---asset` sends files (named by base name, or `NAME=FILE`) and `--stored-asset` names one.
+files, and its next version keeping them (`keep_files`); an unknown stored asset raises
+`Invalid` naming the field; `pressroom render --asset` sends files (named by base name, or
+`NAME=FILE`) and `--stored-asset` names one.
 """
 
 from __future__ import annotations
@@ -78,6 +79,11 @@ async def test_the_async_client_stores_lists_uses_and_deletes_assets(
         assert job.status == "done", job
         await client.download(job, tmp_path / "t.pdf")
         assert "BrandTestSans" in poppler("pdffonts", (tmp_path / "t.pdf").read_bytes(), tmp_path)
+        kept = await client.create_template("branded", "<p>v2</p>", keep_files={"version": 1})
+        assert kept.version == 2
+        assert [f.digest for f in (await client.template(template.id)).files] == [
+            shown.files[0].digest
+        ]  # version 2 keeps version 1's file, by reference
 
         with pytest.raises(Invalid) as raised:
             await client.submit(html="<p>", assets=["absent.png"])

@@ -9,18 +9,24 @@ Verifies (issue 32):
   and an error thrown by the page's own script (the PDF still renders) at its line;
 - "Save as new version" stores the editor's texts as the next version, and a job naming
   the template by its name renders that version; the versions are listed, one compared
-  with the editor shows the lines that differ, and restoring one makes it the newest.
+  with the editor shows the lines that differ, and restoring one makes it the newest;
+- the version's bundled files are listed in the Assets tab, go with every preview (an
+  `<img src="logo.png">` is drawn) and are kept by a saved version unless dropped.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 from pathlib import Path
 from typing import Any
 
+import aiohttp
+
 from tests.browser import Page, open_page
 from tests.conftest import Stack
+from tests.integration.test_job_files import images, png
 
 BODY = "<h1>Invoice {{ number }}</h1>\n<p>Thank you.</p>\n"
 PAGE_BREAK = '<p>Typed in the editor</p><div style="break-after: page"></div><p>Second page</p>\n'
@@ -222,3 +228,57 @@ async def test_saving_makes_a_new_version_that_a_job_by_name_renders(
         async with stack.client.get(f"{stack.url}/templates/{template['id']}") as response:
             restored = await response.json()
         assert restored["version"] == 3 and restored["body"] == BODY
+
+
+async def test_the_versions_files_go_with_previews_and_saved_versions(
+    stack: Stack, chromium: str, tmp_path: Path
+):
+    """A version bundling files (sent with it): the Assets tab lists them; the preview of
+    `<img src="logo.png">` draws the bundled image (in the preview job's PDF and on the
+    canvas); a saved version keeps the files not dropped, by reference."""
+    data = aiohttp.FormData()
+    body = '<img src="logo.png" style="width: 300px">\n<p>Invoice {{ number }}</p>\n'
+    data.add_field("template", json.dumps({"name": "invoice", "body": body}))
+    data.add_field("file", png(60, 30, (220, 20, 20)), filename="logo.png")
+    data.add_field("file", b"p { color: #333 }", filename="style.css")
+    async with stack.client.post(f"{stack.url}/templates", data=data) as response:
+        assert response.status == 201, await response.text()
+        template = await response.json()
+    async with open_page(chromium) as page:
+        await in_editor(page, stack, template["id"])
+        await page.click("#tab-assets")
+        listed = await page.js("[...document.querySelectorAll('#editor-files li')]"
+                               ".map((li) => li.dataset.name)")  # fmt: skip
+        assert listed == ["logo.png", "style.css"]
+        await select_all_and_type(page, "data", '{"number": 7}')
+        await page.until("document.getElementById('preview-pages').dataset.job &&"
+                         " document.querySelector('#preview-pages canvas.pdf-page')",
+                         "a preview drawn", 90)  # fmt: skip
+        job = await page.js("document.getElementById('preview-pages').dataset.job")
+        finished = await stack.finished(job)
+        assert finished["status"] == "done", finished
+        async with stack.client.get(finished["url"]) as response:
+            assert images(await response.read(), tmp_path) == [(60, 30)]
+        red = await page.js(
+            "(() => { const c = document.querySelector('#preview-pages canvas');"
+            " const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;"
+            " for (let i = 0; i < d.length; i += 4)"
+            "   if (d[i] > 180 && d[i + 1] < 80 && d[i + 2] < 80) return true;"
+            " return false; })()"
+        )
+        assert red, "the preview's canvas shows no red pixel: the logo was not drawn"
+
+        await page.click("#tab-assets")
+        await page.click("#editor-files li[data-name='style.css'] button")  # Drop
+        await type_in(page, "body", "<p>Saved with its logo</p>\n")
+        await page.click("#save-version")
+        await page.until("location.hash.endsWith('/edit?version=2')", "the saved version", 60)
+    async with stack.client.get(f"{stack.url}/templates/{template['id']}") as response:
+        saved = await response.json()
+    assert saved["version"] == 2 and saved["body"].startswith("<p>Saved with its logo")
+    assert [f["name"] for f in saved["files"]] == ["logo.png"]
+    job = await stack.submit({"template_id": template["id"], "data": {"number": 9}})
+    finished = await stack.finished(job["id"])
+    assert finished["status"] == "done", finished
+    async with stack.client.get(finished["url"]) as response:
+        assert images(await response.read(), tmp_path) == [(60, 30)]

@@ -2,7 +2,9 @@
 // editors beside a live PDF preview. Every change (debounced) submits a preview job
 // (`"preview": true`: not billed, not listed, a newer one cancels the older) and stops
 // following the previous one; the PDF is drawn page by page with pdf.js, each page a
-// canvas. A failure is marked at its line in the editor it came from. Loaded on demand
+// canvas. A failure is marked at its line in the editor it came from. The version's bundled
+// files (logo, fonts, CSS) go with every preview and every saved version by reference
+// (`template_files`, `keep_files`), unless dropped in the Assets tab. Loaded on demand
 // (console.js imports it when the route is opened): the other views never load the
 // vendored modules.
 
@@ -148,16 +150,50 @@ class Editor {
     return el("div", { class: "editor-parts" }, this.tabs, Object.values(this.panels));
   }
 
+  /** The Assets tab: the files the version bundles, each kept by the saved version and
+   * given to previews unless dropped here, and stored assets to bundle besides. */
   assetsPanel() {
     this.assetNames = el("input", { type: "text", id: "editor-asset-names", class: "mono", autocomplete: "off" });
+    this.assetNames.addEventListener("change", () => this.schedule());
     const files = this.template.files || [];
+    this.dropped = new Set();
+    const row = (f) => {
+      const label = `${f.name} (${f.content_type}, ${f.size} B)`;
+      const text = el("span", { class: "mono" }, label);
+      const toggle = el("button", { type: "button", class: "secondary small", "aria-label": `Drop ${f.name}` }, "Drop");
+      toggle.addEventListener("click", () => {
+        const drop = !this.dropped.has(f.name);
+        if (drop) this.dropped.add(f.name); else this.dropped.delete(f.name);
+        toggle.setAttribute("aria-label", `${drop ? "Keep" : "Drop"} ${f.name}`);
+        fill(toggle, drop ? "Keep" : "Drop");
+        text.classList.toggle("dropped", drop);
+        fill(status, drop ? " dropped: the saved version will not bundle it" : "");
+        this.schedule();
+      });
+      const status = el("span", { class: "hint" });
+      return el("li", { "data-name": f.name }, text, " ", toggle, status);
+    };
     return el("div", { class: "assets" },
       el("p", { class: "hint" }, files.length
-        ? `Version ${this.template.version} bundles:`
+        ? `Version ${this.template.version} bundles these files; the saved version keeps them, and previews get them, unless you drop them:`
         : `Version ${this.template.version} bundles no files.`),
-      files.length ? el("ul", { id: "editor-files" }, files.map((f) => el("li", { class: "mono" }, `${f.name} (${f.content_type}, ${f.size} B)`))) : null,
+      files.length ? el("ul", { id: "editor-files" }, files.map(row)) : null,
       field("Stored assets a saved version bundles", this.assetNames,
-        "Names of assets uploaded with POST /assets, separated by commas (logo.png, brand.woff2@2). Previews render without them."));
+        "Names of assets uploaded with POST /assets, separated by commas (logo.png, brand.woff2@2). Previews get them too."));
+  }
+
+  /** The stored asset names typed in the Assets tab. */
+  assetList() {
+    return this.assetNames.value.split(",").map((n) => n.trim()).filter(Boolean);
+  }
+
+  /** The version's files the editor keeps (all but those dropped), by reference: `null`
+   * when the version bundles none. */
+  keptFiles() {
+    const files = this.template.files || [];
+    if (!files.length) return null;
+    const names = files.map((f) => f.name).filter((n) => !this.dropped.has(n));
+    return { template_id: this.template.id, version: this.template.version, names };
   }
 
   show(part) {
@@ -244,13 +280,17 @@ class Editor {
     this.current = controller;
     const signal = AbortSignal.any([controller.signal, this.signal]);
     const body = { template: this.text("body"), data, preview: true, options: this.pageOptions() };
+    const kept = this.keptFiles(); // the version's files, so `<img src="logo.png">` shows
+    if (kept) body.template_files = kept;
+    const names = this.assetList();
+    if (names.length) body.assets = names;
     this.state("Rendering…");
     try {
       const job = await api("POST", "/jobs", body, signal);
       await this.follow(job.id, signal);
     } catch (error) {
       if (signal.aborted) return;
-      this.showError(error, error.field === "options.header_template" ? "header" : error.field === "options.footer_template" ? "footer" : "body");
+      this.showError(error, previewPart(error.field));
     }
   }
 
@@ -316,11 +356,13 @@ class Editor {
     if (this.views[part]) this.show(part);
   }
 
-  async save(button) {
+  /** Store the editor's texts as the next version, keeping the files of the version in
+   * the editor not dropped (`keep`: another version's instead, for a restore). */
+  async save(button, keep = this.keptFiles()) {
     button.disabled = true;
     fill(this.saved);
-    const names = this.assetNames.value.split(",").map((n) => n.trim()).filter(Boolean);
-    const body = { name: this.template.name, body: this.text("body"), assets: names };
+    const body = { name: this.template.name, body: this.text("body"), assets: this.assetList() };
+    if (keep) body.keep_files = keep;
     const header = this.text("header");
     const footer = this.text("footer");
     if (header.trim()) body.header = header;
@@ -334,6 +376,14 @@ class Editor {
       button.disabled = false;
     }
   }
+}
+
+/** The editor a preview's refused field belongs to. */
+function previewPart(fieldName) {
+  if (fieldName === "options.header_template") return "header";
+  if (fieldName === "options.footer_template") return "footer";
+  if (fieldName && (fieldName.startsWith("assets") || fieldName.startsWith("template_files"))) return "assets";
+  return "body";
 }
 
 function sampleData(template) {
@@ -369,7 +419,8 @@ async function restore(editor, version, button) {
   try {
     const old = await api("GET", `/templates/${encodeURIComponent(editor.template.id)}${query({ version })}`, undefined, editor.signal);
     editor.setTexts(old);
-    await editor.save(button);
+    const keep = old.files.length ? { template_id: old.id, version: old.version } : null; // all its files
+    await editor.save(button, keep);
   } catch (error) {
     if (!editor.signal.aborted) fill(editor.saved, errorBox(error, "Not restored"));
     button.disabled = false;
