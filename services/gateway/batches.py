@@ -34,6 +34,7 @@ from services.core.sandbox import netpolicy
 from services.gateway import answers, idempotency, jobfiles, templates
 from services.gateway.auth import caller_of, guarded
 from services.gateway.headers import header
+from services.gateway.ids import batch_id_for
 from services.gateway.jobs import attempt_view, failure
 from services.gateway.keys import IDEMPOTENCY, JS, LOG_ROOM, NATS, POOL, SETTINGS, STORAGE
 from services.gateway.limits import LIMITS
@@ -41,7 +42,6 @@ from services.gateway.postgres import unavailable_without_postgres
 from services.gateway.requests import (
     BATCH_ID,
     BatchRequest,
-    batch_id_for,
     fingerprint,
     int_param,
     is_json_lines,

@@ -28,6 +28,7 @@ from services.core.sandbox import netpolicy
 from services.gateway import answers, idempotency, jobfiles, pdfjobs, previews, templates
 from services.gateway.auth import caller_of, guarded
 from services.gateway.headers import header
+from services.gateway.ids import job_id_for
 from services.gateway.keys import (
     IDEMPOTENCY,
     JS,
@@ -41,7 +42,7 @@ from services.gateway.keys import (
 )
 from services.gateway.limits import LIMITS
 from services.gateway.postgres import unavailable_without_postgres
-from services.gateway.requests import JOB_ID, JobRequest, job_id_for
+from services.gateway.requests import JOB_ID, JobRequest
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
-import uuid
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -25,7 +24,6 @@ from services.core.model.numbers import bounded_int
 from services.core.model.options import check_options
 from services.core.model.pageoptions import Margin, Mark, Metadata, PageOptions, WaitFor
 from services.core.sandbox import markdown
-from services.core.secrets import crypto
 from services.core.secrets.signing import parse_secrets
 from services.gateway.fieldchecks import convert, no_nul, not_blank
 from services.gateway.headers import header
@@ -393,26 +391,6 @@ def int_param(query: Mapping[str, str], name: str, low: int, high: int) -> int |
     if value is None:
         raise RequestError(f"{name} must be an integer from {low} to {high}", field=name)
     return value
-
-
-def job_id_for(server_key: bytes, tenant: str, idempotency_key: str | None) -> str:
-    """A new random id, or for an `Idempotency-Key` the same id on every request of that
-    tenant with that key (one only the server can compute: `crypto.idempotent_job_id`)."""
-    if idempotency_key is None:
-        return uuid.uuid4().hex
-    if not 1 <= len(idempotency_key) <= 255:
-        raise RequestError("Idempotency-Key must be 1 to 255 characters", field="Idempotency-Key")
-    return crypto.idempotent_job_id(server_key, tenant, idempotency_key)
-
-
-def batch_id_for(server_key: bytes, tenant: str, idempotency_key: str | None) -> str:
-    """`job_id_for` for a batch: `b` and 31 hex digits (`BATCH_ID`), random or derived
-    from the `Idempotency-Key` (`crypto.idempotent_batch_id`)."""
-    if idempotency_key is None:
-        return "b" + uuid.uuid4().hex[:31]
-    if not 1 <= len(idempotency_key) <= 255:
-        raise RequestError("Idempotency-Key must be 1 to 255 characters", field="Idempotency-Key")
-    return crypto.idempotent_batch_id(server_key, tenant, idempotency_key)
 
 
 def fingerprint(request: JobRequest | BatchRequest) -> str:

@@ -10,10 +10,10 @@ import pytest
 
 from services.core.model.errors import LogFull, RequestError
 from services.gateway.batches import check_addresses
+from services.gateway.ids import batch_id_for
 from services.gateway.logroom import RESERVE_PER_JOB, LogRoom
 from services.gateway.requests import (
     BATCH_ID,
-    batch_id_for,
     default_filename,
     parse_batch,
     parse_batch_lines,

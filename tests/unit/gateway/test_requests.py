@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from services.core.model.errors import RequestError
-from services.gateway.requests import job_id_for, parse_job
+from services.gateway.ids import job_id_for
+from services.gateway.requests import parse_job
 
 
 def test_requests_still_refuse_option_fields_nobody_knows():
