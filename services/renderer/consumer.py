@@ -377,7 +377,7 @@ class Renderer:
         self, job: events.JobSubmitted, attempt: int, report: PageReport
     ) -> events.JobDone:
         started = time.perf_counter()
-        job = jobsecrets.opened(job, self.settings.server_keys())  # sealed by the gateway
+        job = jobsecrets.opened(job, self.settings.server_keys)  # sealed by the gateway
         if job.pdf is not None:
             return await self._pdf_job(job, attempt, started)
         job = await self.templates.fill(job)

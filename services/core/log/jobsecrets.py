@@ -40,16 +40,18 @@ def sealed_batch(batch: events.BatchSubmitted, keys: ServerKeys) -> events.Batch
     return msgspec.structs.replace(batch, options=options)
 
 
-def opened(job: events.JobSubmitted, keys: ServerKeys) -> events.JobSubmitted:
+def opened(job: events.JobSubmitted, keys: Callable[[], ServerKeys]) -> events.JobSubmitted:
     """`job` with every sealed password opened; `InvalidEvent` if one does not open (a
-    server key that is not the one that sealed it, or a value sealed for another job)."""
+    server key that is not the one that sealed it, or a value sealed for another job).
+    `keys` is called only for a job that has a sealed value: a renderer without the
+    server key renders every job that has none."""
 
     def opener(owner: str) -> Callable[[str], str]:
         def unseal(value: str) -> str:
             if not value.startswith(SEALED_PREFIXES):
                 return value  # published before passwords were sealed
             try:
-                return keys.unseal(value, owner)
+                return keys().unseal(value, owner)
             except ValueError as exc:
                 raise InvalidEvent(f"a password of the job cannot be opened: {exc}") from None
 
