@@ -84,6 +84,7 @@ def test_a_broken_link_or_anchor_fails_the_build(tmp_path: Path):
     an anchor another page lacks, and to one this page lacks does not build."""
     shutil.copytree(DOCS, tmp_path / "docs")
     shutil.copy(ROOT / "mkdocs.yml", tmp_path / "mkdocs.yml")
+    shutil.copy(ROOT / "CHANGELOG.md", tmp_path / "CHANGELOG.md")  # docs/changelog.md's
     index = tmp_path / "docs" / "index.md"
     index.write_text(
         index.read_text()
