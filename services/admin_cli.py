@@ -243,7 +243,8 @@ def keys_revoke(admin: Admin, args: argparse.Namespace) -> Result:
 def usage(admin: Admin, args: argparse.Namespace) -> Result:
     query = "" if args.month is None else "?" + urllib.parse.urlencode({"month": args.month})
     answer = admin.call("GET", f"/admin/usage{query}")
-    columns = ("succeeded", "failed", "cancelled", "pages", "bytes", "render_seconds", "billable")
+    columns = ("succeeded", "failed", "cancelled", "pages", "bytes", "render_seconds", "billable",
+               "held", "quota_left")  # fmt: skip
     rows = [(u["name"], u["tenant_id"], *(u[c] for c in columns)) for u in answer["tenants"]]
     header = ("NAME", "ID", *(c.upper().replace("_", " ") for c in columns))
     body = table(rows, header) if rows else "no usage"

@@ -17,7 +17,7 @@ from typing import Annotated, Any
 import msgspec
 from aiohttp import web
 
-from services.core.database import holds, tenancy
+from services.core.database import tenancy
 from services.core.model.errors import Conflict, NotFound, RequestError
 from services.core.secrets import crypto
 from services.core.secrets.signing import new_secret, parse_secrets
@@ -44,10 +44,22 @@ def month_param(request: web.Request) -> dt.date:
     return dt.date(int(match.group(1)), int(match.group(2)), 1)
 
 
-def usage_view(used: tenancy.MonthUsage | None, free_tier: int) -> dict[str, Any]:
-    """One tenant's usage of a month (nothing used: zeros); `billable` is what exceeds the
-    free tier (failed and cancelled jobs never count). The fields of `answers.Usage`."""
+def this_month() -> dt.date:
+    """The first day of the current month (UTC)."""
+    return dt.datetime.now(dt.UTC).date().replace(day=1)
+
+
+def usage_view(
+    used: tenancy.MonthUsage | None, free_tier: int, quota: int | None, current: bool
+) -> dict[str, Any]:
+    """One tenant's usage of a month (nothing used: zeros), the fields of `answers.QuotaUsage`
+    that `GET /usage` and `GET /admin/usage` both show. `billable` is what exceeds the free
+    tier (failed and cancelled jobs never count); `quota` is the tenant's (None: none);
+    for the `current` month, `held` is what its unfinished work holds of it and
+    `quota_left` what can still be accepted (otherwise 0 and None)."""
     used = used or tenancy.MonthUsage("", None, 0, 0, 0, 0, 0, 0)
+    left = None if quota is None or not current else quota - used.succeeded
+    held = used.held if left is not None else 0
     return {
         "succeeded": used.succeeded,
         "failed": used.failed,
@@ -57,6 +69,9 @@ def usage_view(used: tenancy.MonthUsage | None, free_tier: int) -> dict[str, Any
         "render_seconds": round(used.render_ms / 1000, 3),
         "free_tier": free_tier,
         "billable": max(0, used.succeeded - free_tier),
+        "monthly_quota": quota,
+        "held": held,
+        "quota_left": None if left is None else max(0, left - held),
     }
 
 
@@ -66,16 +81,11 @@ async def get_usage(request: web.Request) -> web.Response:
     month = month_param(request)
     tenant = caller_of(request).tenant
     quota = request.app[LIMITS].quota_of(tenant) or None
-    now = month == dt.datetime.now(dt.UTC).date().replace(day=1) and quota is not None
+    current = month == this_month()
     with unavailable_without_postgres("usage is unavailable"):
-        rows = await tenancy.usage(request.app[POOL], month, tenant)
-        held = await holds.held(request.app[POOL], tenant) if now else 0
-    view = usage_view(rows[0] if rows else None, request.app[SETTINGS].free_tier)
-    left = max(0, quota - view["succeeded"] - held) if now and quota is not None else None
-    answer = answers.TenantUsage(
-        month=month.strftime("%Y-%m"), tenant=tenant, monthly_quota=quota, held=held,
-        quota_left=left, **view,
-    )  # fmt: skip
+        rows = await tenancy.usage(request.app[POOL], month, tenant, holds=current)
+    view = usage_view(rows[0] if rows else None, request.app[SETTINGS].free_tier, quota, current)
+    answer = answers.TenantUsage(month=month.strftime("%Y-%m"), tenant=tenant, **view)
     return answers.respond(answer)
 
 

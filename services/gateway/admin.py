@@ -21,6 +21,7 @@ from services.core.secrets import crypto
 from services.gateway import account, adminanswers, answers, keynews
 from services.gateway.auth import DIRECTORY, SCOPES, admin_only
 from services.gateway.keys import POOL, SETTINGS
+from services.gateway.limits import LIMITS
 from services.gateway.postgres import unavailable_without_postgres
 from services.gateway.requests import parse_struct, read_json_body
 
@@ -246,14 +247,19 @@ async def revoke_key(request: web.Request) -> web.Response:
 
 
 async def all_usage(request: web.Request) -> web.Response:
-    """`GET /admin/usage?month=YYYY-MM`: every tenant's usage of that month."""
+    """`GET /admin/usage?month=YYYY-MM`: every tenant's usage of that month, with what each
+    one's unfinished work holds of its quota this month, as `GET /usage` shows it."""
     month = account.month_param(request)
+    current = month == account.this_month()
     with unavailable_without_postgres("usage is unavailable"):
-        rows = await tenancy.usage(request.app[POOL], month, None)
+        rows = await tenancy.usage(request.app[POOL], month, None, holds=current)
     free = request.app[SETTINGS].free_tier
+    quota_of = request.app[LIMITS].quota_of
     listed = [
         adminanswers.UsageOfTenant(
-            tenant_id=row.tenant_id, name=row.name, **account.usage_view(row, free)
+            tenant_id=row.tenant_id,
+            name=row.name,
+            **account.usage_view(row, free, quota_of(row.tenant_id) or None, current),
         )
         for row in rows
     ]

@@ -7,7 +7,7 @@ answers stay one module of readable size.
 
 from __future__ import annotations
 
-from services.gateway.answers import Answer, SecretCreated, Timestamp, Usage
+from services.gateway.answers import Answer, QuotaUsage, SecretCreated, Timestamp
 
 
 class RateLimit(Answer, kw_only=True):
@@ -89,8 +89,8 @@ class KeyCreated(Answer, kw_only=True):
     """When it was made."""
 
 
-class UsageOfTenant(Usage, kw_only=True):
-    """One tenant's usage of the month."""
+class UsageOfTenant(QuotaUsage, kw_only=True):
+    """One tenant's usage of the month, and its quota, as `GET /usage` shows them."""
 
     tenant_id: str
     """The tenant's id."""

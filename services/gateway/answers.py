@@ -506,13 +506,9 @@ class Usage(Answer, kw_only=True):
     """Documents made beyond the free tier."""
 
 
-class TenantUsage(Usage, kw_only=True):
-    """`GET /usage`: the caller's tenant's usage of `month` (`YYYY-MM`)."""
+class QuotaUsage(Usage, kw_only=True):
+    """A tenant's month's documents and what is left of its monthly quota."""
 
-    month: str
-    """The month, `YYYY-MM` (UTC)."""
-    tenant: str
-    """The tenant's id."""
     monthly_quota: int | None
     """Successful documents a month the tenant may have (its own limit, or
     `PRESSROOM_MONTHLY_QUOTA`); null for none."""
@@ -524,6 +520,15 @@ class TenantUsage(Usage, kw_only=True):
     quota_left: Count | None
     """Documents that can still be accepted this month: the quota less `succeeded` and
     `held`; null without a quota and for any month but this one."""
+
+
+class TenantUsage(QuotaUsage, kw_only=True):
+    """`GET /usage`: the caller's tenant's usage of `month` (`YYYY-MM`)."""
+
+    month: str
+    """The month, `YYYY-MM` (UTC)."""
+    tenant: str
+    """The tenant's id."""
 
 
 class SecretCreated(Answer, kw_only=True):

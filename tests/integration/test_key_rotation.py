@@ -6,6 +6,10 @@ Verifies, with real gateways and notifiers over one NATS and one database:
   first job's id (its id derived from OLD), never a second job or a 422; `pressroom
   server-keys rotate` seals every stored secret again with NEW and `status` then shows
   none needing OLD; with NEW alone both services start and the secret still signs;
+- `status` on the log, which holds a submission sealed with OLD: when its oldest message
+  was published (this test's), when it leaves (`PRESSROOM_STREAM_MAX_AGE` later), keep
+  OLD until then; after `rotate` the same, beside "not needed by PostgreSQL"; once the
+  log's messages are gone, the log needs OLD no more;
 - a wrong key: a notifier or gateway given only a key that did not seal the stored
   secrets refuses to start, naming `PRESSROOM_SERVER_KEY` and the missing key's id; a
   running notifier meeting a job whose own secret does not open never sends its webhook
@@ -26,8 +30,10 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import datetime as dt
 import json
 import os
+import re
 import sys
 import uuid
 from collections.abc import AsyncIterator
@@ -119,6 +125,7 @@ async def _cli(settings: Settings, command: str) -> tuple[int, str]:
         "PRESSROOM_DATABASE_URL": settings.database_url,
         "PRESSROOM_NATS_URL": settings.nats_url,
         "PRESSROOM_SERVER_KEY": settings.server_key,
+        "PRESSROOM_STREAM_MAX_AGE": str(settings.stream_max_age),
     }
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "services.cli", "server-keys", command,
@@ -126,6 +133,30 @@ async def _cli(settings: Settings, command: str) -> tuple[int, str]:
     )  # fmt: skip
     out, _ = await proc.communicate()
     return await proc.wait(), out.decode()
+
+
+async def _logged(settings: Settings, job_id: str, tenant: str) -> tuple[str, dt.datetime]:
+    """A job's submission as the log holds it, and when it was published."""
+    async with bus.open_bus(settings, name="test") as (_, js):
+        msg = await js.get_last_msg(subjects.STREAM, subjects.submitted_subject(job_id, tenant))
+    assert msg.data is not None and msg.time is not None
+    return msg.data.decode(), msg.time
+
+
+_LOG_LINE = re.compile(
+    r"the log: its oldest message was published at (\S+) \(it leaves the log by (\S+), "
+    r"PRESSROOM_STREAM_MAX_AGE\); keep (\S+) until the oldest message is newer than the "
+    r"moment (\S+) became first .*, then remove them if PostgreSQL needs them no more"
+)
+
+
+def _log_part(shown: str) -> tuple[dt.datetime, dt.datetime, str, str]:
+    """What `status` says of the log: its oldest message's time, when that message leaves
+    it, the keys to keep until then and the key that became first."""
+    found = _LOG_LINE.search(shown)
+    assert found is not None, shown
+    oldest, leaves = (dt.datetime.fromisoformat(found[n]) for n in (1, 2))
+    return oldest, leaves, found[3], found[4]
 
 
 async def _sealed_prefixes(settings: Settings) -> set[str]:
@@ -140,11 +171,15 @@ async def _sealed_prefixes(settings: Settings) -> set[str]:
 async def test_the_server_key_rotates_without_losing_a_secret_or_a_retry(
     settings: Settings, receiver: Receiver
 ):
+    started = dt.datetime.now(dt.UTC).replace(microsecond=0)
     async with services(settings) as before:
         tenant = before.tenant
         status, first = await _post(before, "order-7")
         assert status == 202, first
         assert _verifies(tenant.webhook_secret, await _webhook(before, receiver))
+        queued = (await before.submit({"html": "<p>s</p>", "page_secrets": SECRETS}))["id"]
+    logged, published = await _logged(settings, queued, tenant.id)
+    assert f"sealed2:{OLD_ID}:" in logged  # the log holds a submission OLD sealed
 
     both = replace(settings, server_key=f"{NEW} {SERVER_KEY}")
     async with services(both, tenant) as during:
@@ -152,17 +187,35 @@ async def test_the_server_key_rotates_without_losing_a_secret_or_a_retry(
         assert (status, again["id"]) == (202, first["id"]), again
         assert _verifies(tenant.webhook_secret, await _webhook(during, receiver))
         assert await _sealed_prefixes(settings) == {f"sealed2:{OLD_ID}"}
+        code, shown = await _cli(both, "status")
+        assert code == 0 and f"sealed with {OLD_ID}: " in shown, shown
+        oldest, leaves, keep, first_key = _log_part(shown)
+        # the log's oldest message is this test's, no newer than the sealed submission
+        assert started <= oldest <= published, (shown, published)
+        assert leaves - oldest == dt.timedelta(seconds=settings.stream_max_age), shown
+        assert (keep, first_key) == (OLD_ID, NEW_ID), shown
         code, shown = await _cli(both, "rotate")
         assert code == 0, shown
         code, shown = await _cli(both, "status")
         assert code == 0 and f"sealed with {OLD_ID}" not in shown, shown
         assert await _sealed_prefixes(settings) == {f"sealed2:{NEW_ID}"}
+        # PostgreSQL needs OLD no more, the log still does until its messages age out
+        assert f"not needed by PostgreSQL: {OLD_ID}" in shown, shown
+        assert _log_part(shown) == (oldest, leaves, OLD_ID, NEW_ID), shown
+        assert f"sealed2:{OLD_ID}:" in (await _logged(settings, queued, tenant.id))[0]
 
     after = replace(settings, server_key=NEW)
     async with services(after, tenant) as rotated:
         assert _verifies(tenant.webhook_secret, await _webhook(rotated, receiver))
         status, again = await _post(rotated, "order-7")
         assert (status, again["id"]) == (202, first["id"]), again
+
+    # its messages aged out (PRESSROOM_STREAM_MAX_AGE), the log needs OLD no more either
+    async with bus.open_bus(settings, name="test") as (_, js):
+        await js.purge_stream(subjects.STREAM)
+    code, shown = await _cli(both, "status")
+    assert code == 0 and f"the log: holds no message, so needs none of {OLD_ID}" in shown, shown
+    assert f"not needed by PostgreSQL: {OLD_ID}" in shown, shown
 
 
 async def test_a_wrong_server_key_stops_start_and_never_signs_with_another_secret(

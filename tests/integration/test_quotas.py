@@ -30,10 +30,11 @@ from services.core.log import bus
 from services.core.model import events
 from services.core.runtime.settings import Settings
 from services.projector import quota, rebuild
-from tests.conftest import Postgres, Stack, Tenant, eventually
+from tests.conftest import Postgres, Stack, Tenant, admin_call, eventually
 from tests.integration.test_templates import database_refusing_connections
 from tests.integration.test_tenants import call
 
+ADMIN_SHOWN = ("monthly_quota", "held", "quota_left", "succeeded")
 HELLO = {"template": "<p>{{ n }}</p>", "data": {"n": 1}}
 
 
@@ -67,6 +68,14 @@ async def usage_of(stack: Stack, tenant: Tenant) -> dict[str, Any]:
     status, usage, _ = await call(tenant.http, "GET", f"{stack.url}/usage")
     assert status == 200, usage
     return dict(usage)
+
+
+async def admin_usage(stack: Stack, tenant: Tenant) -> dict[str, Any]:
+    """The tenant's row of the operator's `GET /admin/usage`: its quota fields."""
+    everyone = await admin_call(tenant.http, "GET", f"{stack.url}/admin/usage")
+    rows = {row["tenant_id"]: row for row in everyone["tenants"]}
+    assert tenant.id in rows, everyone
+    return {k: rows[tenant.id][k] for k in ADMIN_SHOWN}
 
 
 async def ended(stack: Stack, tenant: Tenant, job_id: str) -> bool:
@@ -175,6 +184,8 @@ async def test_a_batch_holds_every_item_and_its_cancel_gives_them_back(stack: St
     assert "a batch of 1 document does not fit" in body["error"]["message"]
     usage = await usage_of(stack, tenant)
     assert (usage["monthly_quota"], usage["held"], usage["quota_left"]) == (5, 5, 0), usage
+    # listed for the operator although it made nothing yet, with the same holds
+    assert await admin_usage(stack, tenant) == {k: usage[k] for k in ADMIN_SHOWN}
 
     async def cancelled() -> bool:
         url = f"{stack.url}/batches/{batch['id']}"
@@ -187,6 +198,7 @@ async def test_a_batch_holds_every_item_and_its_cancel_gives_them_back(stack: St
     assert await held_units(stack.settings, tenant) == (1, 1)
     usage = await usage_of(stack, tenant)
     assert (usage["held"], usage["quota_left"], usage["succeeded"]) == (1, 4, 0), usage
+    assert await admin_usage(stack, tenant) == {k: usage[k] for k in ADMIN_SHOWN}
     status, past, _ = await call(tenant.http, "GET", f"{stack.url}/usage?month=2020-01")
     assert status == 200 and (past["held"], past["quota_left"]) == (0, None), past
     status, again, _ = await post(tenant, stack, "/batches", batch_of(4))

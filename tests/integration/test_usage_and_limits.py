@@ -109,6 +109,12 @@ async def test_usage_counts_each_job_once_and_bills_beyond_the_free_tier(stack: 
     rows = {row["tenant_id"]: row for row in everyone["tenants"]}
     assert rows[tenant.id]["billable"] == 1 and rows[tenant.id]["name"] == tenant.name
     assert rows[other.id]["succeeded"] == 1
+    # The operator sees each tenant's usage as the tenant does, quota fields included.
+    for each in (tenant, other):
+        row, own = dict(rows[each.id]), await usage_of(stack, each)
+        assert (row.pop("tenant_id"), row.pop("name")) == (each.id, each.name)
+        assert (own.pop("tenant"), own.pop("month")) == (each.id, month)
+        assert row == own and "quota_left" in row, (row, own)
 
     # A second `done` for a finished job (a re-render after the log's deduplication window):
     # the job keeps its first result and is not counted or billed again.

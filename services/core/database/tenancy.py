@@ -75,6 +75,8 @@ class MonthUsage:
     pages: int
     bytes: int
     render_ms: int
+    held: int = 0
+    """Units it holds of its quota now (`core/database/holds`); 0 when not asked."""
 
 
 def _tenant(row: asyncpg.Record) -> Tenant:
@@ -282,18 +284,30 @@ async def delete_webhook_secret(pool: asyncpg.Pool, tenant_id: str, secret_id: s
 
 
 @map_db_errors()
-async def usage(pool: asyncpg.Pool, month: dt.date, tenant_id: str | None) -> list[MonthUsage]:
+async def usage(
+    pool: asyncpg.Pool, month: dt.date, tenant_id: str | None, *, holds: bool = False
+) -> list[MonthUsage]:
     """Usage of one month: one row per tenant (only `tenant_id`'s if given), with the
-    tenant's name where it has one."""
+    tenant's name where it has one; with `holds` (this month), the units each tenant
+    holds now (`core/database/holds`), a tenant that holds some and made nothing yet
+    included."""
     rows = await pool.fetch(
         """
-        SELECT u.tenant_id, t.name, u.succeeded, u.failed, u.cancelled, u.pages, u.bytes,
-               u.render_ms
-        FROM usage_months u LEFT JOIN tenants t ON t.id = u.tenant_id
-        WHERE u.month = $1 AND ($2::text IS NULL OR u.tenant_id = $2)
-        ORDER BY u.tenant_id
+        SELECT COALESCE(u.tenant_id, q.tenant_id) AS tenant_id, t.name,
+               COALESCE(u.succeeded, 0) AS succeeded, COALESCE(u.failed, 0) AS failed,
+               COALESCE(u.cancelled, 0) AS cancelled, COALESCE(u.pages, 0) AS pages,
+               COALESCE(u.bytes, 0) AS bytes, COALESCE(u.render_ms, 0) AS render_ms,
+               COALESCE(q.units, 0) AS held
+        FROM (SELECT * FROM usage_months
+              WHERE month = $1 AND ($2::text IS NULL OR tenant_id = $2)) AS u
+        FULL JOIN (SELECT tenant_id, units FROM quota_held
+                   WHERE $3::boolean AND units > 0 AND ($2::text IS NULL OR tenant_id = $2))
+            AS q ON q.tenant_id = u.tenant_id
+        LEFT JOIN tenants t ON t.id = COALESCE(u.tenant_id, q.tenant_id)
+        ORDER BY 1
         """,
         month,
         tenant_id,
+        holds,
     )
     return [MonthUsage(**dict(r)) for r in rows]
