@@ -68,6 +68,7 @@ bench: $(STAMP) chromium
 	$(BIN)/python bench/print_options_cost.py
 	$(BIN)/python bench/pdftools_cost.py
 	$(BIN)/python bench/pdfjobs_e2e.py
+	$(BIN)/python bench/gotenberg_cost.py
 
 soak: $(STAMP) chromium
 	$(BIN)/python bench/soak.py --plots docs/img
