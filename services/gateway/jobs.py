@@ -170,7 +170,11 @@ async def _as_preview(
     job's as it is."""
     if not job.preview:
         return event, []
-    event = msgspec.structs.replace(event, preview=previews.preview_of(caller_of(request), event))
+    kept = job.template_files  # an inline draft of a stored template, with its files
+    previewed = event.template_id or (kept.template_id if kept is not None else None)
+    event = msgspec.structs.replace(
+        event, preview=previews.preview_of(caller_of(request), previewed)
+    )
     limit = request.app[SETTINGS].preview_limit
     return event, await previews.admit(request.app[POOL], event, limit)
 

@@ -5,7 +5,10 @@ A preview is never billed (the projector counts no usage for it, and it holds no
 never listed by `GET /jobs`, at most `PRESSROOM_PREVIEW_LIMIT` unfinished per tenant, and
 superseded: a newer preview of the same template through the same API key cancels the
 older ones still unfinished. Its `preview` value on the log says which: the key's id and
-the template previewed (`inline` for a template given in the request).
+the template previewed: the stored template's id, for an inline draft too when it takes
+that template's files (`template_files.template_id`, as the console's editor sends its
+drafts), so two templates edited through one key do not cancel each other's previews;
+`inline` for a template given in the request with no stored template behind it.
 """
 
 from __future__ import annotations
@@ -25,9 +28,10 @@ _UNFINISHED = (
 )
 
 
-def preview_of(caller: Caller, event: JobSubmitted) -> str:
-    """What a preview previews, through which key: its supersede key."""
-    return f"{caller.key_id or '-'}:{event.template_id or 'inline'}"
+def preview_of(caller: Caller, template_id: str | None) -> str:
+    """What a preview previews, through which key: its supersede key (`template_id` the
+    stored template previewed, or whose draft is; None for an inline template)."""
+    return f"{caller.key_id or '-'}:{template_id or 'inline'}"
 
 
 @map_db_errors()
