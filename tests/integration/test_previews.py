@@ -6,12 +6,14 @@ template through the same key cancels the older one still rendering, and a previ
 another template does not, nor does an inline draft of another stored template (its
 `template_files.template_id`: two editor tabs); a tenant with `PRESSROOM_PREVIEW_LIMIT`
 previews rendering (2 here, set as a setting; the default is 4) gets a 429 for the next
-while its jobs are still accepted; `preview` with an html source is a 400
-naming the field.
+while its jobs are still accepted, and so does a burst of concurrent previews before any
+is projected (two of eight admitted); `preview` with an html source is a 400 naming the
+field.
 """
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 from typing import Any
 
@@ -157,6 +159,40 @@ async def two_previews_then_a_429(stack: Stack) -> None:
     assert refused["error"]["type"] == "rate_limited"
     assert refused["error"]["message"].startswith("2 previews are still rendering")
     assert (await post_job(stack, {"template": "<p>a job</p>"}))[0] == 202
+
+
+async def test_a_burst_of_previews_is_admitted_up_to_the_limit(settings: Settings):
+    """Eight previews of eight templates at once, none projected yet when the others
+    come: two are admitted, six refused, and the two end."""
+    stack = Stack(replace(settings, preview_limit=2))
+    await stack.start()
+    try:
+        await a_burst_of_eight(stack)
+    finally:
+        await stack.close()
+
+
+async def a_burst_of_eight(stack: Stack) -> None:
+    stored = [await create(stack, name=f"t{index}", body=late(3)) for index in range(8)]
+
+    async def post(template_id: str) -> tuple[int, str | None, dict[str, Any]]:
+        body = {"template_id": template_id, "options": LATE, "preview": True}
+        async with stack.client.post(f"{stack.url}/jobs", json=body) as response:
+            return response.status, response.headers.get("Retry-After"), await response.json()
+
+    answers = await asyncio.gather(*(post(template["id"]) for template in stored))
+    accepted = [answer["id"] for status, _, answer in answers if status == 202]
+    refused = [(status, retry, answer) for status, retry, answer in answers if status != 202]
+    assert len(accepted) == 2, answers
+    for status, retry, answer in refused:
+        assert (status, retry) == (429, "1"), answer
+        assert answer["error"]["type"] == "rate_limited", answer
+    for job_id in accepted:  # nothing admitted is lost
+        assert (await stack.finished(job_id))["status"] == "done"
+    # Once they have ended (their rows written), their admissions count no more.
+    status, _, after = await post(stored[0]["id"])
+    assert status == 202, after
+    assert (await stack.finished(after["id"]))["status"] == "done"
 
 
 async def test_preview_needs_a_template_source(stack: Stack):
