@@ -355,7 +355,7 @@ TEMPLATES: dict[tuple[str, str], Route] = {
         "Store a template, or the next version of one with that name",
         "templates",
         {201: answers.TemplateCreated},
-        (*WRITE_ERRORS, 404, 429),
+        (*WRITE_ERRORS, 404, 409, 429),
         body=Body(
             templaterequests.TemplateRequest,
             TEMPLATE_EXAMPLE,
@@ -365,7 +365,8 @@ TEMPLATES: dict[tuple[str, str], Route] = {
         description="The body, header and footer must compile as Jinja2, within the "
         "tenant's share of the gateway's template workers (429 `compile_limited` over it). "
         "`keep_files` keeps an earlier version's files by reference (404 for a version the "
-        "tenant does not have).",
+        'tenant does not have). With `"new": true` a name the tenant has already is a 409 '
+        "`conflict` (field `name`) instead of its next version.",
     ),
     ("GET", "/templates"): Route(
         "List the tenant's templates, most recently updated first",

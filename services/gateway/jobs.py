@@ -170,15 +170,37 @@ async def _as_preview(
     job's as it is."""
     if not job.preview:
         return event, []
-    event = msgspec.structs.replace(event, preview=previews.preview_of(caller_of(request), event))
+    kept = job.template_files  # an inline draft of a stored template, with its files
+    previewed = event.template_id or (kept.template_id if kept is not None else None)
+    event = msgspec.structs.replace(
+        event, preview=previews.preview_of(caller_of(request), previewed)
+    )
     limit = request.app[SETTINGS].preview_limit
     return event, await previews.admit(request.app[POOL], event, limit)
 
 
 async def _supersede(request: web.Request, older: list[str], tenant: str) -> None:
-    """Cancel the previews a newer one superseded."""
+    """Cancel the previews a newer one superseded; one admitted but not in the log yet
+    (its request still on its way) is left to end by itself."""
     for job_id in older:
-        await _cancel(request, job_id, tenant)
+        if await _in_log(request, job_id, tenant):
+            await _cancel(request, job_id, tenant)
+
+
+async def _logged(
+    request: web.Request, event: events.JobSubmitted, own: jobfiles.Own
+) -> tuple[events.JobSubmitted, bool]:
+    """Seal the event's secrets, claim its files and publish it: the event as logged, and
+    whether the log took it now. An admitted preview the log did not take stops counting."""
+    try:
+        event = jobsecrets.sealed(event, request.app[SETTINGS].server_keys())  # no plain text
+        owner = (ClaimKind.JOB, event.job_id)
+        await jobfiles.keep_files(request, event.tenant, owner, event.files, own)
+        return event, await _hold_and_publish(request, event)
+    except PressroomError:
+        if event.preview is not None:
+            await previews.withdraw(request.app[POOL], event.job_id)
+        raise
 
 
 async def enqueue(
@@ -210,10 +232,7 @@ async def enqueue(
         if prepare is not None:
             prepare(event)
         event, superseded = await _as_preview(request, job, event)
-        event = jobsecrets.sealed(event, settings.server_keys())  # no password in plain text
-        owner = (ClaimKind.JOB, job_id)
-        await jobfiles.keep_files(request, tenant, owner, event.files, own)
-        fresh = await _hold_and_publish(request, event)
+        event, fresh = await _logged(request, event, own)
     except PressroomError:  # not in the log: the key is free for the same request again
         if key is not None:
             await idempotency.release(request.app[IDEMPOTENCY], tenant, key)

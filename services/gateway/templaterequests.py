@@ -29,6 +29,10 @@ class TemplateRequest(msgspec.Struct, forbid_unknown_fields=True):
     by reference (no bytes sent again): `{"version": 3}` keeps all of version 3's,
     `{"names": ["logo.png"]}` only those of the latest version. Files sent with the request
     and named `assets` win over them by name."""
+    new: bool = False
+    """Only start a template: a 409 (`conflict`, naming `name`) if the tenant has one of
+    that name already, instead of storing its next version (the console's "New
+    template")."""
 
 
 class RenameRequest(msgspec.Struct, forbid_unknown_fields=True):

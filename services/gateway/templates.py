@@ -72,11 +72,11 @@ def _iso(value: dt.datetime) -> str:
 
 
 async def create_template(request: web.Request) -> web.Response:
-    """`POST /templates`: store a new template, or the next version of one with that name,
-    once its body, header and footer compile (within the tenant's share of the gateway's
-    template workers: `compiles.py`). As multipart, the part `template` is the JSON and
-    the other parts are files the version bundles (`templatefiles`); `keep_files` keeps
-    an earlier version's files by reference."""
+    """`POST /templates`: store a new template, or the next version of one with that name
+    (a 409 instead with `"new": true`), once its body, header and footer compile (within
+    the tenant's share of the gateway's template workers: `compiles.py`). As multipart,
+    the part `template` is the JSON and the other parts are files the version bundles
+    (`templatefiles`); `keep_files` keeps an earlier version's files by reference."""
     tenant = caller_of(request).tenant
     template, own = await templatefiles.read_template(request)
     texts = {"body": template.body, "header": template.header, "footer": template.footer}
@@ -94,7 +94,10 @@ async def create_template(request: web.Request) -> web.Response:
             template.header,
             template.footer,
             [ref for ref, _ in files],
+            only_new=template.new,
         )
+    if created is None:
+        raise Conflict(f"a template is named {template.name!r} already", field="name")
     version = created.version
     body = answers.TemplateCreated(
         id=template_id, name=template.name, version=version, created_at=_iso(created.created_at)

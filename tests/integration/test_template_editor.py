@@ -11,7 +11,10 @@ Verifies (issue 32):
   the template by its name renders that version; the versions are listed, one compared
   with the editor shows the lines that differ, and restoring one makes it the newest;
 - the version's bundled files are listed in the Assets tab, go with every preview (an
-  `<img src="logo.png">` is drawn) and are kept by a saved version unless dropped.
+  `<img src="logo.png">` is drawn) and are kept by a saved version unless dropped;
+- "New template" in the templates list asks for a name, creates the template and opens it
+  in the editor, whose preview renders; a name taken (409) or blank (400) is shown beside
+  the name, and the template of the taken name gets no new version.
 """
 
 from __future__ import annotations
@@ -57,7 +60,9 @@ def editor(part: str) -> str:
     return f"document.getElementById('editor-{part}').shadowRoot"
 
 
-async def in_editor(page: Page, stack: Stack, template_id: str) -> None:
+async def signed_in(page: Page, stack: Stack) -> None:
+    """The console open and signed in with the tenant's key, policy violations recorded
+    in `window.violations`."""
     await page.goto(f"{stack.url}/console")
     await page.js(
         "window.violations = []; document.addEventListener('securitypolicyviolation',"
@@ -67,6 +72,10 @@ async def in_editor(page: Page, stack: Stack, template_id: str) -> None:
     await page.type("#api-key", stack.tenant.key)
     await page.press_enter()
     await page.until("location.hash.startsWith('#/jobs')", "the jobs view after sign-in")
+
+
+async def in_editor(page: Page, stack: Stack, template_id: str) -> None:
+    await signed_in(page, stack)
     await page.js(f"location.hash = '#/templates/{template_id}/edit'")
     await page.until(
         "document.getElementById('editor-body')?.shadowRoot?.querySelector('.cm-content')",
@@ -282,3 +291,60 @@ async def test_the_versions_files_go_with_previews_and_saved_versions(
     assert finished["status"] == "done", finished
     async with stack.client.get(finished["url"]) as response:
         assert images(await response.read(), tmp_path) == [(60, 30)]
+
+
+async def template_names(stack: Stack) -> dict[str, int]:
+    async with stack.client.get(f"{stack.url}/templates") as response:
+        page = await response.json()
+    return {t["name"]: t["latest_version"] for t in page["templates"]}
+
+
+async def create_in_console(page: Page, name: str) -> None:
+    """Type `name` as the new template's (replacing what the field holds) and submit."""
+    await page.js("document.getElementById('new-template-name').value = ''")
+    await page.type("#new-template-name", name)
+    await page.click("#create-template")
+
+
+async def test_new_template_asks_a_name_creates_it_and_opens_the_editor(
+    stack: Stack, chromium: str, tmp_path: Path
+):
+    await stored(stack)  # "invoice"
+    async with open_page(chromium) as page:
+        await signed_in(page, stack)
+        await page.js("location.hash = '#/templates'")
+        await page.until("document.querySelector('#templates table')", "the templates list")
+        assert await page.js("document.getElementById('new-template-form').hidden")
+        await page.click("#new-template")
+        await page.until("document.activeElement?.id === 'new-template-name'", "the name asked")
+
+        await create_in_console(page, "invoice")
+        error = "document.getElementById('new-template-error').textContent"
+        await page.until(f"{error}.includes('already')", "the name taken shown")
+        assert '"invoice"' in await page.js(error)
+        name = "document.getElementById('new-template-name')"
+        assert await page.js(f"{name}.getAttribute('aria-invalid')") == "true"
+        assert await template_names(stack) == {"invoice": 1}  # no version 2 of it
+
+        await create_in_console(page, "   ")
+        await page.until(f"{error}.includes('name must not be empty')", "the blank name shown")
+        assert await page.js("location.hash") == "#/templates"
+
+        await create_in_console(page, "receipt")
+        await page.until("/^#\\/templates\\/[0-9a-f]+\\/edit$/.test(location.hash)",
+                         "the new template's editor", 60)  # fmt: skip
+        await page.until(
+            "document.getElementById('editor-body')?.shadowRoot?.querySelector('.cm-content')",
+            "the editor",
+            60,
+        )
+        assert await template_names(stack) == {"invoice": 1, "receipt": 1}
+        body = await page.js(f"{editor('body')}.querySelector('.cm-content').textContent")
+        assert "Start writing the template here." in body
+        await select_all_and_type(page, "data", '{"title": "Receipt 12"}')
+        await page.until("document.getElementById('preview-pages').dataset.job &&"
+                         " document.querySelector('#preview-pages canvas.pdf-page')",
+                         "the new template's preview", 90)  # fmt: skip
+        job = await page.js("document.getElementById('preview-pages').dataset.job")
+        assert "Receipt 12" in await pdf_text(stack, job, tmp_path)
+        assert await page.js("window.violations") == []

@@ -1,7 +1,9 @@
 """Stored templates: versioned by name, read back, and rendered by jobs that name them.
 
 Verifies: creating a template gives version 1 and a Location; posting the same name again
-gives the next version under the same id, also when many posts race; listing is newest
+gives the next version under the same id, also when many posts race, unless it asks for a
+new template (`"new": true`: a 409 naming `name`, and of racing new posts of one name one
+is 201 and the others 409); listing is newest
 first and paginated; a template reads back at its latest or any given version; a body that
 does not compile is a 400 naming the field and line; unknown ids and versions are 404 (or
 400 inside a job); a job naming a template renders its latest version, or the version it
@@ -121,6 +123,19 @@ async def test_concurrent_creates_of_one_name_get_consecutive_versions(api: Stac
     for version in (1, n, n + 1, 2 * n):
         _, read = await get(api, f"/templates/{created[0]['id']}?version={version}")
         assert read["body"] == by_version[version]
+
+
+async def test_a_new_template_only_takes_a_free_name(api: Stack):
+    first = await create(api, name="fresh", body="<p>1</p>", new=True)
+    assert first["version"] == 1
+    status, answer, _ = await post_template(api, {"name": "fresh", "body": "<p>2</p>", "new": True})
+    assert status == 409, answer
+    assert (answer["error"]["type"], answer["error"]["field"]) == ("conflict", "name")
+    assert (await get(api, f"/templates/{first['id']}"))[1]["version"] == 1
+
+    body = {"name": "raced", "body": "<p>x</p>", "new": True}
+    answers = await asyncio.gather(*(post_template(api, body) for _ in range(8)))
+    assert sorted(status for status, _, _ in answers) == [201] + [409] * 7
 
 
 async def test_list_is_newest_first_and_paginated(api: Stack):

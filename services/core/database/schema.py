@@ -361,4 +361,17 @@ MIGRATIONS: list[str] = [
     WHERE f ->> 'digest' IS NOT NULL
     ON CONFLICT DO NOTHING;
     """,
+    # 15: previews admitted by a gateway whose jobs have no row yet (`gateway/previews.py`),
+    # so a burst of previews is counted against `PRESSROOM_PREVIEW_LIMIT` before the
+    # projector writes their rows. Written by the gateway, not a projection; a row is
+    # cleared once its job's row exists or after a short bound.
+    """
+    CREATE TABLE preview_admissions (
+        job_id       text PRIMARY KEY,
+        tenant_id    text NOT NULL,
+        preview      text NOT NULL,
+        admitted_at  timestamptz NOT NULL
+    );
+    CREATE INDEX preview_admissions_tenant ON preview_admissions (tenant_id, admitted_at);
+    """,
 ]

@@ -84,15 +84,19 @@ async def create_template_version(
     header: str | None,
     footer: str | None,
     files: Sequence[FileRef] = (),
-) -> VersionStamp:
+    only_new: bool = False,
+) -> VersionStamp | None:
     """Store the next version of template `template_id` (version 1 if the name is new),
-    with the `files` it bundles.
+    with the `files` it bundles; with `only_new`, only version 1 (None, nothing stored,
+    if the template exists).
 
     Returns the version stored and when. Atomic: two concurrent calls for one template get
-    consecutive versions, never the same one.
+    consecutive versions, never the same one (with `only_new`, one of them gets None).
     """
     async with pool.acquire() as conn, conn.transaction():
         await conn.execute(_LOCK_TEMPLATE, TEMPLATE_LOCK_CLASS, template_id)
+        if only_new and await conn.fetchval("SELECT 1 FROM templates WHERE id = $1", template_id):
+            return None
         row = await conn.fetchrow(_NEXT_VERSION, template_id, name, tenant)
         version, created_at = row["latest_version"], row["updated_at"]
         await conn.execute(_INSERT_VERSION, template_id, version, body, header, footer, created_at)

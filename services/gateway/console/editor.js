@@ -192,7 +192,14 @@ class Editor {
   keptFiles() {
     const files = this.template.files || [];
     if (!files.length) return null;
-    const names = files.map((f) => f.name).filter((n) => !this.dropped.has(n));
+    return this.previewFiles();
+  }
+
+  /** A preview's `template_files`: the version's files not dropped (`names: []` when it
+   * bundles none), which also names the template the draft is of, so previews of two
+   * templates edited through one key (two tabs) do not cancel each other. */
+  previewFiles() {
+    const names = (this.template.files || []).map((f) => f.name).filter((n) => !this.dropped.has(n));
     return { template_id: this.template.id, version: this.template.version, names };
   }
 
@@ -280,8 +287,8 @@ class Editor {
     this.current = controller;
     const signal = AbortSignal.any([controller.signal, this.signal]);
     const body = { template: this.text("body"), data, preview: true, options: this.pageOptions() };
-    const kept = this.keptFiles(); // the version's files, so `<img src="logo.png">` shows
-    if (kept) body.template_files = kept;
+    // the version's files, so `<img src="logo.png">` shows; and which template this is
+    body.template_files = this.previewFiles();
     const names = this.assetList();
     if (names.length) body.assets = names;
     this.state("Rendering…");

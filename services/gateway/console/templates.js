@@ -1,5 +1,6 @@
-// Stored templates: the list, one template's versions and body, and a preview: a PNG job
-// rendered from the chosen version with sample data typed here, shown when it is done.
+// Stored templates: the list (with "New template": a name, then the editor), one
+// template's versions and body, and a preview: a PNG job rendered from the chosen version
+// with sample data typed here, shown when it is done.
 
 import { api, coalesce, follow, isOutage, query } from "./api.js";
 import {
@@ -34,10 +35,52 @@ async function loadTemplates(region, offset, signal) {
   return true;
 }
 
+/** The first version of a template made by "New template": a body to start editing. */
+const STARTER = "<h1>{{ title | default('Untitled') }}</h1>\n<p>Start writing the template here.</p>\n";
+
+/** "New template": asks for a name, stores version 1 (`"new": true`: a name the tenant
+ * has already is a 409, not its next version) and opens it in the editor; the API's
+ * refusal (a name taken, too long, blank) shows beside the name. */
+function newTemplate() {
+  const name = el("input", { type: "text", id: "new-template-name", name: "name", autocomplete: "off", required: true });
+  const problem = el("div", { id: "new-template-error", role: "alert" });
+  const cancel = el("button", { type: "button", class: "secondary" }, "Cancel");
+  const form = el("form", { id: "new-template-form", class: "inline", hidden: true, "aria-label": "New template" },
+    field("Name of the new template", name, "Jobs name it as template_name."),
+    el("button", { type: "submit", id: "create-template" }, "Create and edit"), cancel);
+  const open = el("button", { type: "button", id: "new-template", "aria-expanded": "false", "aria-controls": "new-template-form" }, "New template");
+  const show = (on) => {
+    form.hidden = !on;
+    open.setAttribute("aria-expanded", String(on));
+    fill(problem);
+    name.removeAttribute("aria-invalid");
+    if (on) name.focus(); else open.focus();
+  };
+  open.addEventListener("click", () => show(form.hidden));
+  cancel.addEventListener("click", () => show(false));
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    fill(problem);
+    name.removeAttribute("aria-invalid");
+    try {
+      const created = await api("POST", "/templates", { name: name.value, body: STARTER, new: true });
+      announce(`Template ${created.name} created.`);
+      location.hash = `#/templates/${encodeURIComponent(created.id)}/edit`;
+    } catch (error) {
+      const taken = error.status === 409;
+      if (taken || error.field === "name") name.setAttribute("aria-invalid", "true");
+      const message = taken ? `A template is named ${JSON.stringify(name.value)} already: choose another name, or open that one from the list.` : `Not created: ${error.message}`;
+      fill(problem, el("div", { class: "error" }, el("p", { class: "error-message" }, message)));
+      name.focus();
+    }
+  });
+  return el("div", { class: "new-template" }, open, form, problem);
+}
+
 export function listTemplates(main, params, signal) {
   const offset = Number(params.offset || 0);
   const region = el("div", { id: "templates" }, el("p", {}, "Loading…"));
-  main.append(el("h1", {}, "Templates"), region);
+  main.append(el("h1", {}, "Templates"), newTemplate(), region);
   return follow(null, coalesce(() => loadTemplates(region, offset, signal)), signal);
 }
 
