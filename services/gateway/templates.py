@@ -50,13 +50,16 @@ def template_id_for(tenant: str, name: str) -> str:
     return uuid.uuid5(_TEMPLATE_NAMESPACE, f"{tenant}\n{name}").hex
 
 
-async def _id_for_name(pool: asyncpg.Pool, tenant: str, name: str) -> str:
+async def _id_for_name(pool: asyncpg.Pool, tenant: str, name: str, new: bool) -> str:
     """The id of `tenant`'s template called `name`: its own if it has one (a renamed
-    template keeps its first id), else the one derived from the name, or, if a renamed
-    template holds that, the first free id derived from the name and a counter (derived,
-    so two concurrent first posts of one name still meet on one id and its lock)."""
+    template keeps its first id; `Conflict` if the request wants a `new` one), else the one
+    derived from the name, or, if a renamed template holds that, the first free id derived
+    from the name and a counter (derived, so two concurrent first posts of one name still
+    meet on one id and its lock, where the race for a `new` name is decided)."""
     with unavailable_without_postgres("cannot store the template"):
         found = await templatedb.template_id_named(pool, tenant, name)
+        if found is not None and new:
+            raise _taken(name)
         if found is not None:
             return found
         candidate = template_id_for(tenant, name)
@@ -71,6 +74,10 @@ def _iso(value: dt.datetime) -> str:
     return value.isoformat()
 
 
+def _taken(name: str) -> Conflict:
+    return Conflict(f"a template is named {name!r} already", field="name")
+
+
 async def create_template(request: web.Request) -> web.Response:
     """`POST /templates`: store a new template, or the next version of one with that name
     (a 409 instead with `"new": true`), once its body, header and footer compile (within
@@ -81,7 +88,7 @@ async def create_template(request: web.Request) -> web.Response:
     template, own = await templatefiles.read_template(request)
     texts = {"body": template.body, "header": template.header, "footer": template.footer}
     await request.app[COMPILER].check(tenant, texts)
-    template_id = await _id_for_name(request.app[POOL], tenant, template.name)
+    template_id = await _id_for_name(request.app[POOL], tenant, template.name, template.new)
     files = await templatefiles.bundle_of(request, tenant, template_id, template, own)
     await templatefiles.store_own(request, tenant, template_id, files)
     with unavailable_without_postgres("cannot store the template"):
@@ -96,8 +103,8 @@ async def create_template(request: web.Request) -> web.Response:
             [ref for ref, _ in files],
             only_new=template.new,
         )
-    if created is None:
-        raise Conflict(f"a template is named {template.name!r} already", field="name")
+    if created is None:  # another request stored that name since `_id_for_name` looked
+        raise _taken(template.name)
     version = created.version
     body = answers.TemplateCreated(
         id=template_id, name=template.name, version=version, created_at=_iso(created.created_at)

@@ -129,3 +129,23 @@ async def test_bad_references_are_4xx_naming_the_field(stack: Stack) -> None:
         request = {**base, **fields}
         status, body = await call(tenant.http, "POST", f"{stack.url}/{route}", json=request)
         assert (status, body["error"]["field"]) == (code, field), (request, body)
+
+
+async def test_a_new_template_refused_for_its_taken_name_keeps_none_of_its_files(
+    stack: Stack,
+) -> None:
+    """`"new": true` with a name the tenant has: a `409` naming `name`, and the files sent
+    with it are neither claimed nor written (they would outlive the refusal in storage)."""
+    from tests.integration.test_file_lifetimes import blob, claims
+
+    tenant = stack.tenant
+    await first_version(stack, tenant)
+    other = png(41, 21)
+    data = aiohttp.FormData()
+    template = {"name": "letter", "body": '<img src="logo.png">', "new": True}
+    data.add_field("template", json.dumps(template), content_type="application/json")
+    data.add_field("file", other, filename="logo.png")
+    status, answer = await call(tenant.http, "POST", f"{stack.url}/templates", data=data)
+    assert (status, answer["error"]["field"]) == (409, "name"), answer
+    assert await claims(stack.settings, other) == []
+    assert not blob(stack.settings, tenant.id, other).exists()
