@@ -91,6 +91,24 @@ class JsonFormatter(logging.Formatter):
         return msgspec.json.encode(line).decode()
 
 
+QUIET_TRACEBACKS = ("asyncpg.pool",)
+"""Libraries whose warnings carry a traceback of their own internals for what is an outage
+Pressroom reports itself (`database/pgwatch`: "PostgreSQL is not answering"): asyncpg's
+pool logs one each time it cannot restore its connection floor."""
+
+
+class OneLine(logging.Filter):
+    """A library's warning with its exception named at the end of the line, not as a
+    traceback of the library's frames. Errors keep theirs."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and record.levelno < logging.ERROR:
+            error = record.exc_info[1]
+            record.msg = f"{record.getMessage()} ({type(error).__name__}: {error})"
+            record.args, record.exc_info, record.exc_text = None, None, None
+        return True
+
+
 def setup(level: str, service: str, form: str = "text") -> None:
     """Log to stderr at `level`, as text or JSON (`form`)."""
     handler = logging.StreamHandler(sys.stderr)
@@ -102,3 +120,7 @@ def setup(level: str, service: str, form: str = "text") -> None:
         )
     logging.basicConfig(level=level, handlers=[handler])
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+    for name in QUIET_TRACEBACKS:
+        library = logging.getLogger(name)
+        if not any(isinstance(f, OneLine) for f in library.filters):
+            library.addFilter(OneLine())

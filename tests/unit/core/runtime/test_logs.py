@@ -11,6 +11,8 @@ import logging
 import re
 import sys
 
+import pytest
+
 from services.core.runtime import logs, tracing
 from services.core.runtime.tracing import SERVER
 
@@ -87,3 +89,27 @@ def test_a_line_s_own_fields_are_keys() -> None:
     record.__dict__.update(logs.fields(status=200, route="/jobs/{job_id}"))
     line = json.loads(logs.JsonFormatter("gateway").format(record))
     assert (line["status"], line["route"]) == (200, "/jobs/{job_id}")
+
+
+def test_asyncpgs_pool_warning_is_one_line_naming_the_error(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """asyncpg's pool logs a warning with its own traceback each time it cannot restore
+    its connection floor while PostgreSQL is away: the line names the error, no traceback.
+    A library's error keeps its traceback."""
+    logs.setup("INFO", "gateway", "json")
+    try:
+        raise ConnectionRefusedError(111, "Connect call failed ('127.0.0.1', 5999)")
+    except ConnectionRefusedError:
+        logging.getLogger("asyncpg.pool").warning(
+            "Failed to restore the pool connection floor; retrying", exc_info=True
+        )
+        logging.getLogger("asyncpg.pool").error("broken", exc_info=True)
+    formatter = logs.JsonFormatter("gateway")
+    warning, error = (json.loads(formatter.format(r)) for r in caplog.records[-2:])
+    assert warning["message"] == (
+        "Failed to restore the pool connection floor; retrying (ConnectionRefusedError: "
+        "[Errno 111] Connect call failed ('127.0.0.1', 5999))"
+    )
+    assert "exception" not in warning
+    assert "Traceback" in error["exception"]
