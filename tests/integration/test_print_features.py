@@ -54,6 +54,10 @@ async def _busy(request: web.Request) -> web.Response:
     return web.Response(status=503)
 
 
+async def _broken(request: web.Request) -> web.Response:
+    return web.Response(status=500, text="<h1>server fell over</h1>", content_type="text/html")
+
+
 _PAGES = {
     "/page": "<title>Served</title><h1>served over http</h1>",
 }
@@ -65,10 +69,11 @@ async def _page(request: web.Request) -> web.Response:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def site() -> AsyncIterator[str]:
-    """A loopback web server: /page, 404 and 503."""
+    """A loopback web server: /page, 404, 503 (no body) and 500 (a page of its own)."""
     app = web.Application()
     app.router.add_get("/page", _page)
     app.router.add_get("/busy", _busy)
+    app.router.add_get("/broken", _broken)
     runner = web.AppRunner(app)
     await runner.setup()
     server = web.TCPSite(runner, "127.0.0.1", 0)
@@ -362,6 +367,31 @@ async def test_url_source_is_loaded_and_its_failures_are_classified(
         await pool.render(Url(f"http://127.0.0.1:{port}/"), PageOptions())
     with pytest.raises(SourceError, match="ERR_UNSAFE_PORT"):  # Chromium never loads it
         await pool.render(Url("http://127.0.0.1:1/"), PageOptions())
+
+
+async def test_fail_on_status_says_which_document_statuses_fail_the_job(
+    pool: BrowserPool, site: str
+) -> None:
+    """A listed status fails (a 5xx as unreachable, retried; a 2xx too); one not listed
+    is printed, an empty body as a blank page. A server that never answered (the egress
+    proxy's 502) fails whatever the list."""
+    none = PageOptions(fail_on_status=[])
+    assert "404: Not Found" in text_of((await pool.render(Url(f"{site}/nothing"), none)).data)
+    printed = await pool.render(Url(f"{site}/broken"), PageOptions(fail_on_status=[499]))
+    assert "server fell over" in text_of(printed.data)
+    with pytest.raises(SourceUnreachable, match=r"HTTP 500: .*\(fail_on_status\)"):
+        await pool.render(Url(f"{site}/broken"), PageOptions(fail_on_status=[599]))
+    with pytest.raises(SourceError, match=r"HTTP 200: .*\(fail_on_status\)"):
+        await pool.render(Url(f"{site}/page"), PageOptions(fail_on_status=[200]))
+    with pytest.raises(SourceError, match="HTTP 404"):
+        await pool.render(Url(f"{site}/nothing"), PageOptions(fail_on_status=[404]))
+    blank = await pool.render(Url(f"{site}/busy"), none)  # no body: the empty page it is
+    assert blank.pages == 1 and not text_of(blank.data).strip()
+    port = free_port()
+    with pytest.raises(
+        SourceUnreachable, match=f"cannot connect to 127.0.0.1:{port}: connection refused"
+    ):
+        await pool.render(Url(f"http://127.0.0.1:{port}/"), none)
 
 
 async def test_javascript_off_for_one_job_and_back_on_for_the_next(pool: BrowserPool) -> None:

@@ -323,21 +323,22 @@ def status_matches(status: int, listed: Iterable[int]) -> bool:
 
 
 MAX_STATUS_CODES = 100
-"""Longest `fail_on_resource_status` list (there are 500 statuses, and `X99` spans a class)."""
+"""Longest `fail_on_status` or `fail_on_resource_status` list (there are 500 statuses, and `X99`
+spans a class)."""
 
 
-def _check_resource_status(options: PageOptions) -> None:
-    codes = options.fail_on_resource_status
-    if codes is None:
-        return
-    if len(codes) > MAX_STATUS_CODES:
-        raise _fail("fail_on_resource_status", f"takes at most {MAX_STATUS_CODES} statuses")
-    for code in codes:
-        if isinstance(code, bool) or not 100 <= code <= 599:
-            raise _fail(
-                "fail_on_resource_status",
-                f"must list HTTP statuses from 100 to 599 (499: any 4xx), not {code!r}",
-            )
+def _check_statuses(options: PageOptions) -> None:
+    for name in ("fail_on_status", "fail_on_resource_status"):
+        codes = getattr(options, name)
+        if codes is None:
+            continue
+        if len(codes) > MAX_STATUS_CODES:
+            raise _fail(name, f"takes at most {MAX_STATUS_CODES} statuses")
+        for code in codes:
+            if isinstance(code, bool) or not 100 <= code <= 599:
+                raise _fail(
+                    name, f"must list HTTP statuses from 100 to 599 (499: any 4xx), not {code!r}"
+                )
 
 
 _HOST = re.compile(
@@ -517,7 +518,7 @@ _CHECKS: tuple[Callable[[PageOptions], None], ...] = (
     _check_page_ranges,
     _check_wait_for,
     _check_user_agent,
-    _check_resource_status,
+    _check_statuses,
     _check_ignored_hosts,
     _check_media_features,
     _check_outline,

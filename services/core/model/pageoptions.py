@@ -232,6 +232,11 @@ class PageOptions(msgspec.Struct, omit_defaults=True):
     fail_on_page_errors: bool = False
     """Fail the job (`source`) when the page's script throws an uncaught exception, instead of
     keeping it in the diagnosis only."""
+    fail_on_status: list[int] | None = None
+    """Statuses of the page's own document that fail the job (a `url` source's final answer, after
+    redirects); `X99` stands for every status from `X00` to `X99` (`499`: any 4xx); null: every
+    4xx and 5xx (the default). A status not listed is printed as the page it is (`[]`: a 404 page is
+    printed)."""
     fail_on_resource_status: list[int] | None = None
     """Fail the job (`source`, naming the resource and its status) when a request of the page
     other than its document was answered with one of these HTTP statuses; `X99` stands for every

@@ -237,13 +237,8 @@ def network(form: Form, mapped: Mapped) -> None:
     if form.text("downloadFrom") is not None:
         raise refuse("downloadFrom", DOWNLOAD_FROM)
     codes = form.json("failOnHttpStatusCodes")
-    if codes is not None and not (
-        isinstance(codes, list) and all(isinstance(c, int) and 100 <= c <= 599 for c in codes)
-    ):
-        raise RequestError(
-            "form field 'failOnHttpStatusCodes' must be a JSON list of HTTP status codes",
-            field="failOnHttpStatusCodes",
-        )
+    if codes is not None:  # absent or empty: Gotenberg's [499, 599], Pressroom's default
+        mapped.option("fail_on_status", codes, "failOnHttpStatusCodes")
     resource_codes = form.json("failOnResourceHttpStatusCodes")
     if resource_codes:
         mapped.option("fail_on_resource_status", resource_codes, "failOnResourceHttpStatusCodes")

@@ -23,6 +23,14 @@ TEXTS = {"reason": "reason", "location": "location", "contactInfo": "contact",
          "name": "signer_name"}  # fmt: skip
 """Each text field and the `sign` step's field it fills."""
 
+TIMESTAMP_URL = "timestampUrl"
+"""Gotenberg 9's field for the timestamp authority that would timestamp the signature
+(its sign route, its `sign` stage and its `/forms/pdf/timestamp` route): refused."""
+NOT_TIMESTAMPED = (
+    "a signature with an uploaded certificate is not timestamped (no request to a "
+    "timestamp server is made for a form)"
+)
+
 
 def _named(form: Form, part: Part, *, required: bool) -> Upload | None:
     """The file a field names (`certificate=cert.pem`), or sent as that field's part."""
@@ -65,9 +73,8 @@ def sign(form: Form) -> Mapped:
     """The form as a PDF-tools job: its PDFs (not the certificate and key files) through
     a `sign` step with the form's identity."""
     carried, secret = _identity(form)
-    if form.text("tsaUrl") is not None:
-        raise refuse("tsaUrl", "a signature with an uploaded certificate is not timestamped "
-                     "(no request to a timestamp server is made for a form)")  # fmt: skip
+    if form.text(TIMESTAMP_URL) is not None:
+        raise refuse(TIMESTAMP_URL, NOT_TIMESTAMPED)
     form.flag("pades", False)  # Pressroom's signatures are PAdES (ETSI.CAdES.detached) always
     kept = [u for u in form.files if u not in secret]
     pdfs = sorted(u.filename for u in kept if u.filename.lower().endswith(".pdf"))

@@ -16,6 +16,7 @@ import asyncio
 import json
 import time
 import urllib.parse
+from collections.abc import Sequence
 from typing import Any
 
 from services.core.model.errors import (
@@ -26,6 +27,7 @@ from services.core.model.errors import (
     SourceUnreachable,
     WaitTimeout,
 )
+from services.core.model.options import status_matches
 from services.core.model.outputs import is_image
 from services.core.model.pageoptions import PageOptions, WaitFor
 from services.renderer.browser.cdp import Session
@@ -266,7 +268,7 @@ async def produce(
     await tab.emulate(emulation)
     # A screenshot of a document written into a realm made before this job's emulation
     # sometimes never gets painted (Chromium 156): an image gets a realm made after it.
-    await _load(tab, source, fresh_realm=is_image(options.output))
+    await _load(tab, source, options.fail_on_status, fresh_realm=is_image(options.output))
     if options.wait_for is not None:
         await check_nodes(tab, limits)  # rather than wait for a document that cannot be
         await _wait(tab, options.wait_for, deadline)
@@ -279,12 +281,15 @@ async def produce(
     return await print_pdf(tab, options, limits)
 
 
-async def _load(tab: Tab, source: Source, *, fresh_realm: bool = False) -> None:
-    """Load the source: navigate to a URL, navigate to the job's origin whose document is
-    the HTML (a job with files, `jobfiles`), or write the HTML into the tab's about:blank
-    realm (with `fresh_realm`, a new one made first)."""
+async def _load(
+    tab: Tab, source: Source, fail_on: Sequence[int] | None, *, fresh_realm: bool = False
+) -> None:
+    """Load the source: navigate to a URL (whose document's status fails the job if it is
+    one of `fail_on`, `options.fail_on_status`), navigate to the job's origin whose
+    document is the HTML (a job with files, `jobfiles`), or write the HTML into the tab's
+    about:blank realm (with `fresh_realm`, a new one made first)."""
     if isinstance(source, Url):
-        await _navigate(tab, source.address)
+        await _navigate(tab, source.address, fail_on)
         return
     if tab.gate.files is not None:  # served at the job's origin, with its files
         await _navigate(tab, DOCUMENT)
@@ -320,21 +325,24 @@ _REFUSED = (
 _RETRYABLE_STATUS = frozenset({408, 425, 429})
 
 
-async def _navigate(tab: Tab, url: str) -> None:
+async def _navigate(tab: Tab, url: str, fail_on: Sequence[int] | None = None) -> None:
     """Load `url` up to its `load` event; raise `SourceError` if retrying cannot help
-    (4xx, refused), `SourceUnreachable` if it may (DNS, connection, 5xx)."""
+    (4xx, refused), `SourceUnreachable` if it may (DNS, connection, 5xx). A document
+    status fails the job when it is one of `fail_on` (None: every 4xx and 5xx)."""
     try:
         await navigate(tab, url)
     except NavigationFailed as exc:
         _check_refusal(tab.evidence.refused.navigation)
         # An error status with an empty body ends as net::ERR_HTTP_RESPONSE_CODE_FAILURE:
-        # the status, seen on the response, says more.
+        # the status, seen on the response, says more. Chromium kept no page then:
+        # nothing to print, so an error status fails whatever `fail_on` says.
+        _check_status(tab, url, fail_on)
         _check_status(tab, url)
         text = describe(exc)
         if text.startswith(_REFUSED):
             raise SourceError(f"cannot load url: {text}") from exc
         raise SourceUnreachable(f"cannot load url: {text}") from exc
-    _check_status(tab, url)
+    _check_status(tab, url, fail_on)
 
 
 def _check_refusal(refusal: Refusal | None) -> None:
@@ -346,7 +354,11 @@ def _check_refusal(refusal: Refusal | None) -> None:
     raise SourceUnreachable(message) if refusal.transient else SourceError(message)
 
 
-def _check_status(tab: Tab, url: str) -> None:
+def _check_status(tab: Tab, url: str, fail_on: Sequence[int] | None = None) -> None:
+    """Fail the job if its document's status is one of `fail_on` (`X99`: the class; None:
+    every 4xx and 5xx): `SourceUnreachable`, retried, for a 5xx or a status a later
+    attempt may not meet; `SourceError` for the others. The egress proxy's 502 for a
+    server that never answered fails whatever `fail_on` says."""
     status = tab.document_status
     if status == 502 and tab.evidence.unreachable:
         # The egress proxy's answer when the server did not take the connection.
@@ -354,10 +366,12 @@ def _check_status(tab: Tab, url: str) -> None:
         authority = f"{parts.hostname}:{parts.port or 80}"
         if (reason := tab.evidence.unreachable.get(authority)) is not None:
             raise SourceUnreachable(f"cannot load url: cannot connect to {authority}: {reason}")
+    if not (status >= 400 if fail_on is None else status_matches(status, fail_on)):
+        return
+    why = "" if fail_on is None else " (fail_on_status)"
     if status >= 500 or status in _RETRYABLE_STATUS:
-        raise SourceUnreachable(f"url answered HTTP {status}: {url}")
-    if status >= 400:
-        raise SourceError(f"url answered HTTP {status}: {url}")
+        raise SourceUnreachable(f"url answered HTTP {status}: {url}{why}")
+    raise SourceError(f"url answered HTTP {status}: {url}{why}")
 
 
 async def _wait(tab: Tab, wait: WaitFor, deadline: float) -> None:

@@ -1,14 +1,17 @@
 """Gotenberg's field values read as Gotenberg reads them: lengths in each unit, Go
-durations, ExifTool's dates and sizes, and a split span's pages."""
+durations, ExifTool's dates and sizes, a split span's pages, and `failOnHttpStatusCodes`
+as the job's `fail_on_status`."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 
 from services.core.model import hooks
 from services.core.model.errors import RequestError
-from services.gateway.gotenberg import exiftool, forms, pdfengines
-from services.gateway.gotenberg.forms import Form
+from services.gateway.gotenberg import chromium, exiftool, forms, pdfengines, routes
+from services.gateway.gotenberg.forms import Form, Upload
 
 
 @pytest.mark.parametrize(
@@ -67,3 +70,36 @@ def test_a_documents_content_type_by_its_key() -> None:
     assert hooks.content_type("jobs/t/j.zip") == "application/zip"
     assert hooks.content_type("jobs/t/j.jpg") == "image/jpeg"
     assert hooks.content_type("jobs/t/j.pdf") == "application/pdf"
+
+
+def _url_form(**fields: str) -> Form:
+    return Form(fields={"url": "https://example.com/", **fields})
+
+
+@pytest.mark.parametrize(
+    ("value", "statuses"),
+    [("[]", []), ("[499, 599]", [499, 599]), ("[200]", [200]), ("", None)],
+)
+def test_fail_on_http_status_codes_is_the_jobs_fail_on_status(
+    value: str, statuses: list[int] | None
+) -> None:
+    """Absent or empty: Pressroom's default, every 4xx and 5xx (Gotenberg's [499, 599]);
+    a list, the statuses of the page's document that fail the job."""
+    page = Form(fields={"failOnHttpStatusCodes": value},
+                files=[Upload("files", "index.html", b"<p>x</p>")])  # fmt: skip
+    for form, kind in ((_url_form(failOnHttpStatusCodes=value), "url"), (page, "html")):
+        job = routes.as_job(chromium.convert(form, kind))
+        assert job.options is not None and job.options.fail_on_status == statuses
+    shot = routes.as_job(chromium.screenshot(_url_form(failOnHttpStatusCodes=value), "url"))
+    assert shot.options is not None and shot.options.fail_on_status == statuses
+
+
+@pytest.mark.parametrize(
+    "value", ["[700]", "[99]", '["404"]', "404", "[true]", "[404.5]", '{"404": 1}', "[404",
+              json.dumps(list(range(200, 301)))],
+)  # fmt: skip
+def test_a_bad_fail_on_http_status_codes_is_refused_naming_the_field(value: str) -> None:
+    with pytest.raises(RequestError) as refused:
+        routes.as_job(chromium.convert(_url_form(failOnHttpStatusCodes=value), "url"))
+    assert refused.value.field == "failOnHttpStatusCodes", refused.value.message
+    assert refused.value.http_status == 400

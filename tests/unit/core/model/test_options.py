@@ -52,6 +52,8 @@ GOOD = [
     {"receipt_width": 80},
     {"receipt_width": 58, "margin": {"left": "2mm", "right": "2mm"}, "page_ranges": "1"},
     {"page_ranges": "007 - 2147483647,\t3"},  # zeros in front, the last page there can be
+    {"fail_on_status": []},  # every page printed, whatever its status
+    {"fail_on_status": [200, 404, 599], "fail_on_resource_status": [100, 499]},
 ]
 
 
@@ -130,6 +132,10 @@ BAD = [
     ({"receipt_width": 80, "landscape": True}, "options.landscape"),
     ({"receipt_width": 80, "prefer_css_page_size": True}, "options.prefer_css_page_size"),
     ({"receipt_width": 58, "margin": {"left": "30mm", "right": "30mm"}}, "options.margin"),
+    ({"fail_on_status": [99]}, "options.fail_on_status"),
+    ({"fail_on_status": [404, 600]}, "options.fail_on_status"),
+    ({"fail_on_status": list(range(200, 301))}, "options.fail_on_status"),  # 101 statuses
+    ({"fail_on_resource_status": [0]}, "options.fail_on_resource_status"),
 ]
 
 
