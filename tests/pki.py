@@ -1,5 +1,6 @@
 """A certificate authority of a test's own, as cert-manager would issue certificates from
-one: PEM files of a CA and of the certificates it signs."""
+one: PEM files of a CA and of the certificates it signs; and a throwaway self-signed
+signing key for the PDF tools (`signing_key`)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ from pathlib import Path
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from services.pdftools.signer import SigningKey
 
 SERVER = ExtendedKeyUsageOID.SERVER_AUTH
 CLIENT = ExtendedKeyUsageOID.CLIENT_AUTH
@@ -86,3 +89,30 @@ def new_pki(folder: Path) -> Pki:
     )
     _write(folder, "ca", ca, key)
     return Pki(folder, key, ca)
+
+
+def signing_key(kind: str = "rsa") -> SigningKey:
+    """A self-signed certificate and its key (RSA, or `ec` P-256), valid for a day either
+    side of now."""
+    key: rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey = (
+        rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        if kind == "rsa"
+        else ec.generate_private_key(ec.SECP256R1())
+    )
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "Pressroom PDF Tools Test")])
+    now = datetime.datetime.now(datetime.UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .sign(key, hashes.SHA256())
+    )
+    der = serialization.Encoding.DER
+    return SigningKey(
+        certificate=certificate.public_bytes(der),
+        key=key.private_bytes(der, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()),
+    )

@@ -6,7 +6,9 @@ ten times its CPU, and gives the same result.
 
 from __future__ import annotations
 
+import copy
 import io
+import re
 from collections import deque
 from typing import IO, Any
 
@@ -123,7 +125,7 @@ class PypdfCopy:
     def _stream(self, stream: StreamObject) -> None:
         """The stream's data as it is (still encoded), its /Length counted again: the
         source's may be an object of its own, not copied."""
-        data = stream._data  # the bytes as stored; get_data() would decode them
+        data = _stored_data(stream)
         entries = [(k, v) for k, v in stream.items() if k != "/Length"]
         self._dictionary(entries, extra=b"/Length %d" % len(data))
         self.out.write(b"\nstream\n")
@@ -191,6 +193,26 @@ class _Names:
             found = self.reader.named_destinations
             self.table = {k: d.dest_array for k, d in found.items()}
         return self.table.get(name)
+
+
+_STREAM_HEAD = re.compile(rb"<<\s*/Length (\d+)\s*>>\s*stream\r?\n")
+
+
+def _stored_data(stream: StreamObject) -> memoryview:
+    """The stream's data as the file stores it, still encoded. pypdf has no public
+    reader of them (`get_data()` decodes), but its `write_to_stream` writes them as they
+    are: here for a copy of the stream whose dictionary is emptied, so that what comes
+    before the data is only the `/Length` pypdf counts."""
+    shell = copy.copy(stream)
+    shell.clear()
+    out = io.BytesIO()
+    shell.write_to_stream(out)
+    written = out.getbuffer()
+    head = _STREAM_HEAD.match(written)
+    if head is None:
+        raise ValueError("pypdf wrote a stream in a form this copy does not know")
+    start = head.end()
+    return written[start : start + int(head[1])]
 
 
 def _key(ref: IndirectObject) -> Key:

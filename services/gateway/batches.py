@@ -31,7 +31,7 @@ from services.core.model.errors import (
 )
 from services.core.model.status import BatchStatus, JobStatus
 from services.core.sandbox import netpolicy
-from services.gateway import answers, idempotency, jobfiles, templates
+from services.gateway import answers, idempotency, jobanswers, jobfiles, templates
 from services.gateway.auth import caller_of, guarded
 from services.gateway.headers import header
 from services.gateway.ids import batch_id_for
@@ -167,7 +167,9 @@ async def _submitted_event(
 
 def _accepted(batch_id: str, total: int) -> web.Response:
     location = f"/batches/{batch_id}"
-    body = answers.BatchAccepted(id=batch_id, status=BatchStatus.QUEUED, total=total, url=location)
+    body = jobanswers.BatchAccepted(
+        id=batch_id, status=BatchStatus.QUEUED, total=total, url=location
+    )
     return answers.respond(body, 202, {"Location": location})
 
 
@@ -287,13 +289,13 @@ def _pace(row: db.BatchRow, now: dt.datetime) -> tuple[float | None, str | None]
     return rate, eta.isoformat()
 
 
-async def batch_view(request: web.Request, row: db.BatchRow) -> answers.Batch:
+async def batch_view(request: web.Request, row: db.BatchRow) -> jobanswers.Batch:
     url = None
     if row.status.terminal and row.object_key:
         url = await request.app[STORAGE].url(row.object_key, request.app[SETTINGS].url_ttl)
     ended = row.done + row.failed + row.cancelled
     rate, eta = _pace(row, dt.datetime.now(dt.UTC))
-    return answers.Batch(
+    return jobanswers.Batch(
         id=row.id,
         status=row.status,
         total=row.total,
@@ -318,9 +320,9 @@ def _output(output: str) -> Literal["zip", "merged"]:
     return "merged" if output == "merged" else "zip"
 
 
-def queued_view(submitted: events.BatchSubmitted) -> answers.Batch:
+def queued_view(submitted: events.BatchSubmitted) -> jobanswers.Batch:
     """What a batch only the log knows yet looks like: queued, nothing ended."""
-    return answers.Batch(
+    return jobanswers.Batch(
         id=submitted.batch_id,
         status=BatchStatus.QUEUED,
         total=submitted.total,
@@ -395,7 +397,7 @@ async def list_batches(request: web.Request) -> web.Response:
         raise Unavailable(f"batches are unavailable: {exc.message}") from exc
     listed = [await batch_view(request, row) for row in rows]
     next_offset = _next_offset(listed, limit, offset)
-    page = answers.BatchPage(batches=listed, limit=limit, offset=offset, next_offset=next_offset)
+    page = jobanswers.BatchPage(batches=listed, limit=limit, offset=offset, next_offset=next_offset)
     return answers.respond(page)
 
 
@@ -419,7 +421,7 @@ async def get_items(request: web.Request) -> web.Response:
     except Unavailable as exc:
         raise Unavailable(f"batch items are unavailable: {exc.message}") from exc
     listed = [
-        answers.BatchItem(
+        jobanswers.BatchItem(
             index=item.index,
             filename=item.filename,
             job_id=item.job_id,
@@ -431,7 +433,7 @@ async def get_items(request: web.Request) -> web.Response:
     ]
     next_offset = _next_offset(listed, limit, offset)
     return answers.respond(
-        answers.ItemPage(items=listed, limit=limit, offset=offset, next_offset=next_offset)
+        jobanswers.ItemPage(items=listed, limit=limit, offset=offset, next_offset=next_offset)
     )
 
 
@@ -454,7 +456,7 @@ async def get_batch_events(request: web.Request) -> web.Response:
         entry.pop("tenant", None)
         entry["at"] = at.isoformat()
         listed.append(entry)
-    return answers.respond(answers.Timeline(id=batch_id, events=listed))
+    return answers.respond(jobanswers.Timeline(id=batch_id, events=listed))
 
 
 async def get_webhooks(request: web.Request) -> web.Response:
@@ -471,7 +473,7 @@ async def get_webhooks(request: web.Request) -> web.Response:
     with unavailable_without_postgres("webhook log is unavailable"):
         rows = await db.batch_webhook_deliveries(request.app[POOL], tenant, batch_id)
     return answers.respond(
-        answers.WebhookAttempts(id=batch_id, attempts=[attempt_view(r) for r in rows])
+        jobanswers.WebhookAttempts(id=batch_id, attempts=[attempt_view(r) for r in rows])
     )
 
 
@@ -517,10 +519,10 @@ async def _control(request: web.Request, action: str) -> web.Response:
         event, answer = events.BatchCancel(batch_id=batch_id, tenant=tenant), status
         if cancelling or status.terminal:
             return answers.respond(
-                answers.BatchControl(id=batch_id, status=status, cancelling=True)
+                jobanswers.BatchControl(id=batch_id, status=status, cancelling=True)
             )
     await bus.publish_batch(request.app[JS], event)
-    body = answers.BatchControl(id=batch_id, status=answer)
+    body = jobanswers.BatchControl(id=batch_id, status=answer)
     if action == "cancel":
         body.cancelling = True
     return answers.respond(body, 202)

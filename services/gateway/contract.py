@@ -4,10 +4,11 @@ entry per route), read top to bottom like docs/api.md's.
 
 Entries are keyed by method and path as docs/api.md names them (`/jobs/{id}`); the
 router's own names (`/jobs/{job_id}`) are mapped by `public_path`. Bodies and answers are
-the msgspec Structs the handlers decode and encode (`requests.py`, `answers.py`, the
-admin and account modules), so the schemas are the code's; what the table adds is what a
-type cannot say: a summary, the parameters, the statuses and an example. Which key a
-route needs, and its scope, are read from the route's own guard (`auth.guard_of`).
+the msgspec Structs the handlers decode and encode (`requests.py`, `answers.py`,
+`jobanswers.py`, the admin and account modules), so the schemas are the code's; what the
+table adds is what a type cannot say: a summary, the parameters, the statuses and an
+example. Which key a route needs, and its scope, are read from the route's own guard
+(`auth.guard_of`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from services.gateway import (
     answers,
     assetcontract,
     batches,
+    jobanswers,
     joblist,
     pdfcontract,
     requests,
@@ -137,7 +139,7 @@ JOBS: dict[tuple[str, str], Route] = {
     ("POST", "/jobs"): Route(
         "Submit a job",
         "jobs",
-        {202: answers.JobAccepted},
+        {202: jobanswers.JobAccepted},
         (*WRITE_ERRORS, 404, 422, 429),
         params=(IDEMPOTENCY_KEY,),
         body=Body(
@@ -168,7 +170,7 @@ JOBS: dict[tuple[str, str], Route] = {
     ("GET", "/jobs"): Route(
         "List the tenant's jobs, newest first",
         "jobs",
-        {200: answers.JobPage},
+        {200: jobanswers.JobPage},
         (400, 401, 403, 503),
         params=(
             query_enum("status", JOB_STATUSES, "only jobs with this status"),
@@ -185,7 +187,7 @@ JOBS: dict[tuple[str, str], Route] = {
     ("GET", "/jobs/{id}"): Route(
         "A job's status",
         "jobs",
-        {200: answers.Job},
+        {200: jobanswers.Job},
         READ_ERRORS,
         params=(JOB_ID,),
         description="`done` carries a fresh signed `url`, `failed` the root-cause `error`.",
@@ -193,7 +195,7 @@ JOBS: dict[tuple[str, str], Route] = {
     ("DELETE", "/jobs/{id}"): Route(
         "Cancel an unfinished job, or delete a finished job's file",
         "jobs",
-        {200: answers.JobRemoved},
+        {200: jobanswers.JobRemoved},
         READ_ERRORS,
         params=(JOB_ID,),
         description="Idempotent.",
@@ -201,7 +203,7 @@ JOBS: dict[tuple[str, str], Route] = {
     ("GET", "/jobs/{id}/events"): Route(
         "A job's timeline, read from the log",
         "jobs",
-        {200: answers.Timeline},
+        {200: jobanswers.Timeline},
         READ_ERRORS,
         params=(JOB_ID,),
     ),
@@ -218,14 +220,14 @@ JOBS: dict[tuple[str, str], Route] = {
     ("GET", "/jobs/{id}/webhooks"): Route(
         "Every delivery attempt of a job's webhook",
         "jobs",
-        {200: answers.WebhookAttempts},
+        {200: jobanswers.WebhookAttempts},
         READ_ERRORS,
         params=(JOB_ID,),
     ),
     ("POST", "/jobs/{id}/webhooks/redeliver"): Route(
         "Send a finished job's webhook again",
         "jobs",
-        {202: answers.Redelivery},
+        {202: jobanswers.Redelivery},
         (*READ_ERRORS, 409),
         params=(JOB_ID,),
         description="Same `webhook-id`, same retry schedule; 409 if the job has not "
@@ -234,7 +236,7 @@ JOBS: dict[tuple[str, str], Route] = {
     ("GET", "/jobs/{id}/diagnostics"): Route(
         "What the page did on each failed attempt (or on one that asked)",
         "jobs",
-        {200: answers.Diagnostics},
+        {200: jobanswers.Diagnostics},
         READ_ERRORS,
         params=(JOB_ID,),
         description="Console lines, uncaught errors, requests with their refusals, the "
@@ -274,7 +276,7 @@ BATCHES: dict[tuple[str, str], Route] = {
     ("POST", "/batches"): Route(
         "Submit a batch: many documents, one archive",
         "batches",
-        {202: answers.BatchAccepted},
+        {202: jobanswers.BatchAccepted},
         (*WRITE_ERRORS, 422, 429),
         params=(IDEMPOTENCY_KEY,),
         body=Body(requests.BatchRequest, BATCH_EXAMPLE, lines_example=BATCH_LINES),
@@ -285,7 +287,7 @@ BATCHES: dict[tuple[str, str], Route] = {
     ("GET", "/batches"): Route(
         "List the tenant's batches, newest first",
         "batches",
-        {200: answers.BatchPage},
+        {200: jobanswers.BatchPage},
         (400, 401, 403, 503),
         params=(
             query_enum("status", BATCH_STATUSES, "only batches with this status"),
@@ -295,14 +297,14 @@ BATCHES: dict[tuple[str, str], Route] = {
     ("GET", "/batches/{id}"): Route(
         "A batch's progress",
         "batches",
-        {200: answers.Batch},
+        {200: jobanswers.Batch},
         READ_ERRORS,
         params=(BATCH_ID,),
     ),
     ("GET", "/batches/{id}/items"): Route(
         "Every item's outcome, by index",
         "batches",
-        {200: answers.ItemPage},
+        {200: jobanswers.ItemPage},
         (400, *READ_ERRORS),
         params=(
             BATCH_ID,
@@ -313,7 +315,7 @@ BATCHES: dict[tuple[str, str], Route] = {
     ("GET", "/batches/{id}/events"): Route(
         "A batch's own timeline, read from the log",
         "batches",
-        {200: answers.Timeline},
+        {200: jobanswers.Timeline},
         READ_ERRORS,
         params=(BATCH_ID,),
     ),
@@ -329,7 +331,7 @@ BATCHES: dict[tuple[str, str], Route] = {
     ("GET", "/batches/{id}/webhooks"): Route(
         "Every delivery attempt of a batch's webhooks",
         "batches",
-        {200: answers.WebhookAttempts},
+        {200: jobanswers.WebhookAttempts},
         READ_ERRORS,
         params=(BATCH_ID,),
     ),
@@ -337,7 +339,7 @@ BATCHES: dict[tuple[str, str], Route] = {
         ("POST", f"/batches/{{id}}/{action}"): Route(
             f"{action.capitalize()} a batch",
             "batches",
-            {200: answers.BatchControl, 202: answers.BatchControl},
+            {200: jobanswers.BatchControl, 202: jobanswers.BatchControl},
             (*READ_ERRORS, 409),
             params=(BATCH_ID,),
             description=f"Idempotent; 409 once the batch has ended{note}.",

@@ -14,7 +14,7 @@ from services.core.database import db
 from services.core.model.errors import NoDiagnosis, NotFound
 from services.core.objectstore import diagnosis
 from services.core.objectstore.storage import Storage
-from services.gateway import answers
+from services.gateway import answers, jobanswers
 from services.gateway.auth import guarded
 from services.gateway.jobs import job_id_of, job_or_404
 from services.gateway.keys import SETTINGS, STORAGE
@@ -31,9 +31,9 @@ async def _stored(storage: Storage, key: str) -> diagnosis.Diagnosis | None:
 
 async def _answer(
     storage: Storage, found: diagnosis.Diagnosis, ttl: int
-) -> answers.DiagnosisAttempt:
+) -> jobanswers.DiagnosisAttempt:
     screenshot = await storage.url(found.screenshot, ttl) if found.screenshot else None
-    return answers.DiagnosisAttempt(
+    return jobanswers.DiagnosisAttempt(
         attempt=found.attempt,
         at=found.at,
         error=found.error,
@@ -58,7 +58,7 @@ async def get_diagnostics(request: web.Request) -> web.Response:
     if not found:
         raise NoDiagnosis(f"job {job_id} has no diagnosis: no attempt failed on a page")
     views = [await _answer(storage, each, ttl) for each in found]
-    return answers.respond(answers.Diagnostics(id=job_id, attempts=views))
+    return answers.respond(jobanswers.Diagnostics(id=job_id, attempts=views))
 
 
 def add_routes(app: web.Application) -> None:

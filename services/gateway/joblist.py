@@ -14,7 +14,7 @@ from aiohttp import web
 from services.core.database import db
 from services.core.model.errors import RequestError
 from services.core.model.status import JobStatus
-from services.gateway import answers
+from services.gateway import answers, jobanswers
 from services.gateway.auth import caller_of, guarded
 from services.gateway.jobs import job_answer
 from services.gateway.keys import POOL
@@ -55,7 +55,7 @@ async def list_jobs(request: web.Request) -> web.Response:
         rows = await db.list_jobs(request.app[POOL], tenant, status, prefix, limit, offset)
     listed = [await job_answer(request, row) for row in rows]
     next_offset = offset + len(listed) if len(listed) == limit else None
-    page = answers.JobPage(jobs=listed, limit=limit, offset=offset, next_offset=next_offset)
+    page = jobanswers.JobPage(jobs=listed, limit=limit, offset=offset, next_offset=next_offset)
     return answers.respond(page)
 
 

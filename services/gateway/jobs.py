@@ -25,7 +25,15 @@ from services.core.model.status import JobStatus
 from services.core.objectstore import diagnosis
 from services.core.runtime import metrics
 from services.core.sandbox import netpolicy
-from services.gateway import answers, idempotency, jobfiles, pdfjobs, previews, templates
+from services.gateway import (
+    answers,
+    idempotency,
+    jobanswers,
+    jobfiles,
+    pdfjobs,
+    previews,
+    templates,
+)
 from services.gateway.auth import caller_of, guarded
 from services.gateway.headers import header
 from services.gateway.ids import job_id_for
@@ -107,7 +115,7 @@ async def _submitted_event(
 
 def _accepted(job_id: str) -> web.Response:
     location = f"/jobs/{job_id}"
-    body = answers.JobAccepted(id=job_id, status=JobStatus.QUEUED, url=location)
+    body = jobanswers.JobAccepted(id=job_id, status=JobStatus.QUEUED, url=location)
     return answers.respond(body, 202, {"Location": location})
 
 
@@ -267,19 +275,19 @@ async def _in_log(request: web.Request, job_id: str, tenant: str) -> bool:
     return submitted is not None and submitted.tenant == tenant
 
 
-def failure(error_type: str | None, message: str | None) -> answers.Failure | None:
+def failure(error_type: str | None, message: str | None) -> jobanswers.Failure | None:
     """A row's error as answers show it; None if it has none."""
     if message is None:
         return None
-    return answers.Failure(type=known_type(error_type), message=message)
+    return jobanswers.Failure(type=known_type(error_type), message=message)
 
 
-async def job_answer(request: web.Request, row: db.JobRow) -> answers.Job:
+async def job_answer(request: web.Request, row: db.JobRow) -> jobanswers.Job:
     """One projected job as `GET /jobs/{id}` shows it (and each entry of `GET /jobs`)."""
     url = None
     if row.status == JobStatus.DONE and row.object_key:
         url = await request.app[STORAGE].url(row.object_key, request.app[SETTINGS].url_ttl)
-    return answers.Job(
+    return jobanswers.Job(
         id=row.id,
         status=row.status,
         attempts=row.attempts,
@@ -309,7 +317,7 @@ async def get_job(request: web.Request) -> web.Response:
     if row is not None:
         return answers.respond(await job_answer(request, row))
     if await _in_log(request, job_id, caller_of(request).tenant):
-        return answers.respond(answers.Job(id=job_id, status=JobStatus.QUEUED, attempts=0))
+        return answers.respond(jobanswers.Job(id=job_id, status=JobStatus.QUEUED, attempts=0))
     raise NotFound(f"no job {job_id!r}")
 
 
@@ -325,7 +333,7 @@ async def redeliver_webhook(request: web.Request) -> web.Response:
         raise Conflict(f"job {job_id} has no webhook_url")
     event = events.WebhookRedeliver(job_id=job_id, tenant=row.tenant_id, request=uuid.uuid4().hex)
     await bus.publish(request.app[JS], event)
-    return answers.respond(answers.Redelivery(id=job_id), 202)
+    return answers.respond(jobanswers.Redelivery(id=job_id), 202)
 
 
 async def get_webhooks(request: web.Request) -> web.Response:
@@ -335,15 +343,15 @@ async def get_webhooks(request: web.Request) -> web.Response:
     with unavailable_without_postgres("webhook log is unavailable"):
         rows = await db.webhook_deliveries(request.app[POOL], job_id)
     return answers.respond(
-        answers.WebhookAttempts(id=job_id, attempts=[attempt_view(r) for r in rows])
+        jobanswers.WebhookAttempts(id=job_id, attempts=[attempt_view(r) for r in rows])
     )
 
 
-def attempt_view(row: db.WebhookDelivery | db.BatchWebhookDelivery) -> answers.WebhookAttempt:
+def attempt_view(row: db.WebhookDelivery | db.BatchWebhookDelivery) -> jobanswers.WebhookAttempt:
     """One recorded webhook attempt as `GET /jobs/{id}/webhooks` and
     `GET /batches/{id}/webhooks` show it (a batch's also names its event)."""
     event = row.event if isinstance(row, db.BatchWebhookDelivery) else msgspec.UNSET
-    return answers.WebhookAttempt(
+    return jobanswers.WebhookAttempt(
         webhook_id=row.webhook_id,
         event=event,
         attempt=row.attempt,
@@ -407,7 +415,7 @@ async def cancel_job(request: web.Request) -> web.Response:
         terminal = await _cancel(request, job_id, row.tenant_id)
         if not isinstance(terminal, events.JobDone):
             status = events.event_name(terminal) if terminal is not None else JobStatus.CANCELLED
-            return answers.respond(answers.JobRemoved(id=job_id, status=JobStatus(status)))
+            return answers.respond(jobanswers.JobRemoved(id=job_id, status=JobStatus(status)))
         # The render ended first and the projection has not caught up: the job is
         # finished, so its file goes as any finished job's does. Otherwise what a DELETE
         # does would depend on the projector's lag, and its `"url": null` would be untrue.
@@ -419,7 +427,7 @@ async def cancel_job(request: web.Request) -> web.Response:
         await bus.publish(js, deleted)
     if row.status.terminal:  # its attempts' diagnoses go with it, done or failed
         await _forget_diagnoses(request, row)
-    return answers.respond(answers.JobRemoved(id=job_id, status=row.status))
+    return answers.respond(jobanswers.JobRemoved(id=job_id, status=row.status))
 
 
 async def _forget_diagnoses(request: web.Request, row: db.JobState) -> None:
@@ -445,7 +453,7 @@ async def get_events(request: web.Request) -> web.Response:
     if not found or found[0][2].tenant != caller_of(request).tenant:
         raise NotFound(f"no job {job_id!r}")
     return answers.respond(
-        answers.Timeline(id=job_id, events=[timeline_entry(*stored) for stored in found])
+        jobanswers.Timeline(id=job_id, events=[timeline_entry(*stored) for stored in found])
     )
 
 

@@ -23,7 +23,7 @@ import msgspec
 from aiohttp import web
 
 from services.core.model.errortypes import ErrorType
-from services.gateway import answers, schemadocs, streamdocs
+from services.gateway import answers, jobanswers, schemadocs, streamdocs
 from services.gateway.auth import ADMIN_KEY, API_KEY, Guard, Handler, guard_of
 from services.gateway.contract import ROUTES, TAGS
 from services.gateway.keys import SETTINGS
@@ -184,7 +184,7 @@ def _answer(status: int, answer: type | Media | None, refs: dict[type, Any]) -> 
         "description": " ".join(doc.split()),
         "content": {"application/json": {"schema": refs[answer]}},
     }
-    if status in (201, 202) and answer is not answers.Redelivery:
+    if status in (201, 202) and answer is not jobanswers.Redelivery:
         described["headers"] = {"Location": {"schema": {"type": "string"}}}
     return described
 

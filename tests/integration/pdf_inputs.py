@@ -1,10 +1,10 @@
 """Inputs for the PDF-tool tests, made in the test run: documents Chromium prints
-(tagged, with an outline), a form made with pikepdf, a throwaway signing key, and the
-command-line readers that did not write any of it (qpdf, poppler)."""
+(tagged, with an outline), a form made with pikepdf, and the command-line readers that
+did not write any of it (qpdf, poppler). The throwaway signing key is `tests.pki`'s
+`signing_key`."""
 
 from __future__ import annotations
 
-import datetime
 import io
 import shutil
 import subprocess
@@ -12,12 +12,6 @@ from pathlib import Path
 
 import pikepdf
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec, rsa
-from cryptography.x509.oid import NameOID
-
-from services.pdftools.signer import SigningKey
 
 TOOLS = pytest.mark.skipif(
     not all(shutil.which(t) for t in ("qpdf", "pdfinfo", "pdftotext", "pdfdetach")),
@@ -71,33 +65,6 @@ def form() -> bytes:
     out = io.BytesIO()
     pdf.save(out)
     return out.getvalue()
-
-
-def signing_key(kind: str = "rsa") -> SigningKey:
-    """A self-signed certificate and its key (RSA, or `ec` P-256), valid for a day either
-    side of now."""
-    key: rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey = (
-        rsa.generate_private_key(public_exponent=65537, key_size=2048)
-        if kind == "rsa"
-        else ec.generate_private_key(ec.SECP256R1())
-    )
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "Pressroom PDF Tools Test")])
-    now = datetime.datetime.now(datetime.UTC)
-    certificate = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(days=1))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .sign(key, hashes.SHA256())
-    )
-    der = serialization.Encoding.DER
-    return SigningKey(
-        certificate=certificate.public_bytes(der),
-        key=key.private_bytes(der, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()),
-    )
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:

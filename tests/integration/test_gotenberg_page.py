@@ -6,28 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from aiohttp import web
 
-from services.core.runtime.settings import Settings
 from tests.conftest import Stack, serving
+from tests.integration.gotenberg_forms import PNG, settings  # noqa: F401  (a fixture)
 from tests.integration.test_gotenberg import curl, pdftotext
-
-
-@pytest.fixture
-def settings(settings: Settings) -> Settings:
-    """A wait for each job long enough for a loaded machine: it only guards against hangs."""
-    return replace(settings, gotenberg_timeout=300.0)
-
-
-PNG = bytes.fromhex(
-    "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
-    "1f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082"
-)
-"""A 1x1 transparent PNG."""
 
 
 async def test_cookies_headers_and_user_agent_reach_only_the_requests_in_their_scope(

@@ -7,22 +7,14 @@ import asyncio
 import io
 import json
 import zipfile
-from dataclasses import replace
 from pathlib import Path
 
 import pikepdf
 import pytest
 
-from services.core.runtime.settings import Settings
 from tests.conftest import Stack
+from tests.integration.gotenberg_forms import settings  # noqa: F401  (a fixture)
 from tests.integration.test_gotenberg import curl
-
-
-@pytest.fixture
-def settings(settings: Settings) -> Settings:
-    """A wait for each job long enough for a loaded machine: it only guards against hangs."""
-    return replace(settings, gotenberg_timeout=300.0)
-
 
 INVOICE_XML = Path(__file__).parents[2] / "examples" / "factur-x.xml"
 

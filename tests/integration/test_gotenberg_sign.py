@@ -9,11 +9,9 @@ import datetime
 import io
 import json
 import zipfile
-from dataclasses import replace
 from pathlib import Path
 
 import asyncpg
-import pytest
 from asn1crypto import x509 as asn1_x509
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -24,16 +22,10 @@ from pyhanko.pdf_utils.reader import PdfFileReader
 from pyhanko.sign.validation import async_validate_pdf_signature
 from pyhanko_certvalidator import ValidationContext
 
-from services.core.runtime.settings import Settings
 from tests.conftest import Stack
+from tests.integration.gotenberg_forms import settings  # noqa: F401  (a fixture)
 from tests.integration.test_gotenberg import curl
 from tests.integration.test_gotenberg_pdfengines import blank_pdf
-
-
-@pytest.fixture
-def settings(settings: Settings) -> Settings:
-    """A wait for each job long enough for a loaded machine: it only guards against hangs."""
-    return replace(settings, gotenberg_timeout=300.0)
 
 
 def identity(folder: Path) -> tuple[x509.Certificate, rsa.RSAPrivateKey]:

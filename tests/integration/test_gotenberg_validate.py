@@ -5,22 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import replace
 from pathlib import Path
 
 import pikepdf
-import pytest
 
-from services.core.runtime.settings import Settings
 from tests.conftest import Stack
+from tests.integration.gotenberg_forms import settings  # noqa: F401  (a fixture)
 from tests.integration.test_gotenberg import curl
 from tests.integration.test_gotenberg_pdfengines import blank_pdf
-
-
-@pytest.fixture
-def settings(settings: Settings) -> Settings:
-    """A wait for each job long enough for a loaded machine: it only guards against hangs."""
-    return replace(settings, gotenberg_timeout=300.0)
 
 
 async def test_pdfs_are_judged_against_the_profile_asked(stack: Stack, tmp_path: Path) -> None:

@@ -70,9 +70,9 @@ from tests.integration.pdf_inputs import (
     qpdf_check,
     run,
     saved,
-    signing_key,
 )
 from tests.integration.test_browser import CHROMIUM
+from tests.pki import signing_key
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), TOOLS]
 

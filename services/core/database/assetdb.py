@@ -14,7 +14,7 @@ import asyncpg
 import msgspec
 
 from services.core.database import fileclaims
-from services.core.database.db import map_db_errors, typed
+from services.core.database.db import fetch_typed, map_db_errors, typed
 from services.core.model.files import FileRef
 
 ASSET_LOCK_CLASS = 0x617374  # "ast": with hashtext(tenant), one advisory lock per tenant
@@ -130,7 +130,9 @@ async def list_assets(
     pool: asyncpg.Pool, tenant: str, limit: int, offset: int
 ) -> list[AssetSummary]:
     """A tenant's assets by name, each with its latest version."""
-    rows = await pool.fetch(
+    return await fetch_typed(
+        pool,
+        AssetSummary,
         """
         SELECT DISTINCT ON (name) name, version AS latest_version,
                count(*) OVER (PARTITION BY name) AS versions, size, content_type,
@@ -143,19 +145,19 @@ async def list_assets(
         limit,
         offset,
     )
-    return [typed(r, AssetSummary) for r in rows]
 
 
 @map_db_errors()
 async def asset_versions(pool: asyncpg.Pool, tenant: str, name: str) -> list[AssetVersion]:
     """Every version of a tenant's asset, oldest first (none: no such asset)."""
-    rows = await pool.fetch(
+    return await fetch_typed(
+        pool,
+        AssetVersion,
         "SELECT name, version, digest, size, content_type, created_at FROM assets "
         "WHERE tenant_id = $1 AND name = $2 ORDER BY version",
         tenant,
         name,
     )
-    return [typed(r, AssetVersion) for r in rows]
 
 
 @map_db_errors()
@@ -204,11 +206,12 @@ async def template_files(
     pool: asyncpg.Pool, tenant: str, template_id: str, version: int
 ) -> list[FileRef]:
     """The files a version of a tenant's template bundles, by name."""
-    rows = await pool.fetch(
+    return await fetch_typed(
+        pool,
+        FileRef,
         "SELECT name, digest, size, content_type FROM template_files "
         "WHERE tenant_id = $1 AND template_id = $2 AND version = $3 ORDER BY name",
         tenant,
         template_id,
         version,
     )
-    return [typed(r, FileRef) for r in rows]

@@ -136,6 +136,11 @@ def typed(record: asyncpg.Record, kind: type[_Row]) -> _Row:
     return msgspec.convert(dict(record), kind)
 
 
+async def fetch_typed(pool: asyncpg.Pool, kind: type[_Row], query: str, *args: Any) -> list[_Row]:
+    """Every row `query` returns, each as `kind` (a listing's rows)."""
+    return [typed(record, kind) for record in await pool.fetch(query, *args)]
+
+
 DB_DOWN = (
     OSError,
     asyncpg.PostgresError,

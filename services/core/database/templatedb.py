@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import asyncpg
 import msgspec
 
-from services.core.database.db import map_db_errors, typed
+from services.core.database.db import fetch_typed, map_db_errors, typed
 from services.core.model.files import FileRef
 
 
@@ -111,14 +111,15 @@ async def list_templates(
     pool: asyncpg.Pool, tenant: str, limit: int, offset: int
 ) -> list[TemplateSummary]:
     """A tenant's templates, most recently updated first."""
-    rows = await pool.fetch(
+    return await fetch_typed(
+        pool,
+        TemplateSummary,
         "SELECT id, name, latest_version, updated_at FROM templates WHERE tenant_id = $3 "
         "ORDER BY updated_at DESC, id LIMIT $1 OFFSET $2",
         limit,
         offset,
         tenant,
     )
-    return [typed(r, TemplateSummary) for r in rows]
 
 
 @map_db_errors()
@@ -147,14 +148,15 @@ async def template_versions(
     pool: asyncpg.Pool, tenant: str, template_id: str
 ) -> list[VersionStamp]:
     """Every version of a tenant's template, oldest first."""
-    rows = await pool.fetch(
+    return await fetch_typed(
+        pool,
+        VersionStamp,
         "SELECT v.version, v.created_at FROM template_versions v "
         "JOIN templates t ON t.id = v.template_id AND t.tenant_id = $2 "
         "WHERE v.template_id = $1 ORDER BY v.version",
         template_id,
         tenant,
     )
-    return [typed(r, VersionStamp) for r in rows]
 
 
 @map_db_errors()

@@ -23,7 +23,7 @@ from openapi_spec_validator import OpenAPIV31SpecValidator
 
 from services.core.model.status import JobStatus
 from services.core.runtime.settings import Settings
-from services.gateway import answers, contract, openapi
+from services.gateway import answers, contract, jobanswers, openapi
 from services.gateway.app import init_app
 from services.gateway.requests import parse_batch, parse_batch_lines, parse_job
 from services.gateway.templaterequests import parse_template
@@ -181,13 +181,13 @@ def test_answers_encode_as_the_handlers_always_answered():
     def encoded(answer: msgspec.Struct) -> Any:
         return msgspec.json.decode(answers.respond(answer).body)  # type: ignore[arg-type]
 
-    queued = answers.Job(id="j1", status=JobStatus.QUEUED, attempts=0)
+    queued = jobanswers.Job(id="j1", status=JobStatus.QUEUED, attempts=0)
     assert encoded(queued) == {"id": "j1", "status": "queued", "attempts": 0}
     error = answers.ErrorBody(error=answers.ErrorDetail(type="validation", message="m"))
     assert encoded(error) == {"error": {"type": "validation", "message": "m"}}
     chosen = answers.SecretCreated(id="whs_1", created_at="2026-11-03T10:00:00+00:00")
     assert "secret" not in encoded(chosen)
-    removed = answers.JobRemoved(id="j1", status=JobStatus.CANCELLED)
+    removed = jobanswers.JobRemoved(id="j1", status=JobStatus.CANCELLED)
     assert encoded(removed) == {"id": "j1", "status": "cancelled", "url": None}
 
 

@@ -4,15 +4,10 @@ concerns; output names are safe to save and unique."""
 
 from __future__ import annotations
 
-import datetime
 from typing import Any
 
 import msgspec
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from services.core.model.errors import RequestError
 from services.pdftools import identity
@@ -21,6 +16,7 @@ from services.pdftools.requests import StepRequest
 from services.pdftools.rules import check_steps
 from services.pdftools.signer import SigningKey
 from services.pdftools.steps import AnyStep, Merge, Rotate, Sign, Validate
+from tests.pki import signing_key
 
 
 def requested(*steps: dict[str, Any]) -> list[Any]:
@@ -155,30 +151,8 @@ def test_equal_output_names_are_numbered_ignoring_case() -> None:
     assert unique(["a.pdf", "A.pdf", "a.pdf", "b"]) == ["a.pdf", "A (2).pdf", "a (3).pdf", "b.pdf"]
 
 
-def _identity() -> SigningKey:
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "Pressroom rules test")])
-    now = datetime.datetime.now(datetime.UTC)
-    certificate = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(days=1))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .sign(key, hashes.SHA256())
-    )
-    der = serialization.Encoding.DER
-    private = serialization.PrivateFormat.PKCS8
-    return SigningKey(
-        certificate=certificate.public_bytes(der),
-        key=key.private_bytes(der, private, serialization.NoEncryption()),
-    )
-
-
 def test_a_sign_steps_identity_sent_to_post_jobs_is_checked_before_any_job_exists() -> None:
-    own, other = _identity(), _identity()
+    own, other = signing_key("ec"), signing_key("ec")
     check_steps([Sign(identity=identity.carried(own))])  # a certificate with its own key
     mismatched = SigningKey(certificate=own.certificate, key=other.key)
     for text, says in (
