@@ -7,7 +7,6 @@ added and rotated by the tenant through `/webhook-secrets`).
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 import re
 from typing import Annotated, Any
@@ -76,10 +75,6 @@ class KeyRequest(msgspec.Struct, forbid_unknown_fields=True):
     """What the key may do; every scope when left out."""
 
 
-def _iso(value: dt.datetime | None) -> str | None:
-    return value.isoformat() if value is not None else None
-
-
 def _rate(tenant: tenancy.Tenant) -> adminanswers.RateLimit | None:
     if tenant.rate_per_second is None:
         return None
@@ -92,7 +87,7 @@ def tenant_view(tenant: tenancy.Tenant) -> adminanswers.Tenant:
         name=tenant.name,
         rate_limit=_rate(tenant),
         monthly_quota=tenant.monthly_quota,
-        created_at=_iso(tenant.created_at),
+        created_at=answers.iso(tenant.created_at),
     )
 
 
@@ -103,9 +98,9 @@ def key_view(key: tenancy.ApiKey) -> adminanswers.Key:
         tenant_id=key.tenant_id,
         prefix=key.prefix,
         scopes=list(key.scopes),
-        created_at=_iso(key.created_at),
-        revoked_at=_iso(key.revoked_at),
-        last_used_at=_iso(key.last_used_at),
+        created_at=answers.iso(key.created_at),
+        revoked_at=answers.iso(key.revoked_at),
+        last_used_at=answers.iso(key.last_used_at),
     )
 
 
@@ -219,7 +214,7 @@ async def create_key(request: web.Request) -> web.Response:
         key=key,
         tenant_id=tenant.id,
         scopes=scopes,
-        created_at=_iso(stored.created_at),
+        created_at=answers.iso(stored.created_at),
     )
     return answers.respond(created, 201)
 

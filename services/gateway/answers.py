@@ -19,7 +19,7 @@ answers, and the routes of the work have modules of their own: jobs and batches
 from __future__ import annotations
 
 import datetime as dt
-from typing import Annotated, Literal
+from typing import Annotated, Literal, overload
 
 import msgspec
 from aiohttp import web
@@ -34,7 +34,12 @@ UNSET = msgspec.UNSET
 _encoder = msgspec.json.Encoder()
 
 
+@overload
+def iso(value: dt.datetime) -> str: ...
+@overload
+def iso(value: dt.datetime | None) -> str | None: ...
 def iso(value: dt.datetime | None) -> str | None:
+    """A time as an answer shows it (ISO 8601 with its offset); None stays None."""
     return value.isoformat() if value is not None else None
 
 

@@ -64,10 +64,6 @@ tags, timestamps): a generous bound."""
 _item_encoder = msgspec.json.Encoder()
 
 
-def _iso(value: dt.datetime | None) -> str | None:
-    return value.isoformat() if value is not None else None
-
-
 def _require_nats(request: web.Request) -> None:
     """Fail fast while NATS is away: a 503 now beats a client waiting on a publish."""
     if not request.app[NATS].is_connected:
@@ -310,9 +306,9 @@ async def batch_view(request: web.Request, row: db.BatchRow) -> jobanswers.Batch
         url=url,
         bytes=row.bytes,
         webhook_url=row.webhook_url,
-        created_at=_iso(row.created_at),
-        started_at=_iso(row.started_at),
-        finished_at=_iso(row.finished_at),
+        created_at=answers.iso(row.created_at),
+        started_at=answers.iso(row.started_at),
+        finished_at=answers.iso(row.finished_at),
     )
 
 

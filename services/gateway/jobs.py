@@ -55,10 +55,6 @@ from services.gateway.requests import JOB_ID, JobRequest
 log = logging.getLogger(__name__)
 
 
-def _iso(value: dt.datetime | None) -> str | None:
-    return value.isoformat() if value is not None else None
-
-
 def _require_nats(request: web.Request) -> None:
     """Fail fast while NATS is away: a 503 now beats a client waiting on a publish."""
     if not request.app[NATS].is_connected:
@@ -297,9 +293,9 @@ async def job_answer(request: web.Request, row: db.JobRow) -> jobanswers.Job:
         bytes=row.bytes,
         render_ms=row.render_ms,
         webhook_url=row.webhook_url,
-        created_at=_iso(row.created_at),
-        started_at=_iso(row.started_at),
-        finished_at=_iso(row.finished_at),
+        created_at=answers.iso(row.created_at),
+        started_at=answers.iso(row.started_at),
+        finished_at=answers.iso(row.finished_at),
     )
 
 
@@ -360,7 +356,7 @@ def attempt_view(row: db.WebhookDelivery | db.BatchWebhookDelivery) -> jobanswer
         status_code=row.status_code,
         error=row.error,
         latency_ms=row.latency_ms,
-        at=_iso(row.at),
+        at=answers.iso(row.at),
     )
 
 

@@ -8,7 +8,6 @@ resolved when a job is submitted, so a new version never changes an accepted job
 
 from __future__ import annotations
 
-import datetime as dt
 import itertools
 import uuid
 from typing import TypeVar
@@ -70,10 +69,6 @@ async def _id_for_name(pool: asyncpg.Pool, tenant: str, name: str, new: bool) ->
     raise AssertionError("unreachable")  # itertools.count() never ends
 
 
-def _iso(value: dt.datetime) -> str:
-    return value.isoformat()
-
-
 def _taken(name: str) -> Conflict:
     return Conflict(f"a template is named {name!r} already", field="name")
 
@@ -107,7 +102,10 @@ async def create_template(request: web.Request) -> web.Response:
         raise _taken(template.name)
     version = created.version
     body = answers.TemplateCreated(
-        id=template_id, name=template.name, version=version, created_at=_iso(created.created_at)
+        id=template_id,
+        name=template.name,
+        version=version,
+        created_at=answers.iso(created.created_at),
     )
     location = f"/templates/{template_id}?version={version}"
     return answers.respond(body, 201, {"Location": location})
@@ -123,7 +121,10 @@ async def list_templates(request: web.Request) -> web.Response:
         )
     listed = [
         answers.TemplateSummary(
-            id=r.id, name=r.name, latest_version=r.latest_version, updated_at=_iso(r.updated_at)
+            id=r.id,
+            name=r.name,
+            latest_version=r.latest_version,
+            updated_at=answers.iso(r.updated_at),
         )
         for r in rows
     ]
@@ -146,9 +147,10 @@ def _template_view(
         body=row.body,
         header=row.header,
         footer=row.footer,
-        created_at=_iso(row.created_at),
+        created_at=answers.iso(row.created_at),
         versions=[
-            answers.VersionStamp(version=v.version, created_at=_iso(v.created_at)) for v in versions
+            answers.VersionStamp(version=v.version, created_at=answers.iso(v.created_at))
+            for v in versions
         ],
         files=[
             answers.BundledFile(
@@ -286,7 +288,7 @@ async def rename_template(request: web.Request) -> web.Response:
     return answers.respond(
         answers.TemplateSummary(
             id=row.id, name=row.name, latest_version=row.latest_version,
-            updated_at=_iso(row.updated_at),
+            updated_at=answers.iso(row.updated_at),
         )
     )  # fmt: skip
 
