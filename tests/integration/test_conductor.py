@@ -34,6 +34,7 @@ from services.core.objectstore import storage
 from services.core.objectstore.storage import Storage, open_storage
 from services.core.runtime.settings import Settings
 from tests.conftest import Stack, eventually
+from tests.unit.conductor.test_merge import blank
 
 TENANT = "t-acme"
 
@@ -342,11 +343,11 @@ async def test_a_merged_batch_is_one_pdf_of_its_documents_in_order(conductor: Co
     not a PDF, is left out. Page widths tell the pages apart."""
     batch = await conductor.submit(items(4), output="merged")
     await conductor.expanded(batch)
-    await conductor.done(batch.batch_id, 0, "0.pdf", _pdf([100, 101]))
+    await conductor.done(batch.batch_id, 0, "0.pdf", blank(100, 101))
     await conductor.record(
         batch.batch_id, 1, "failed", error_type=ErrorType.TEMPLATE, error_message="y"
     )
-    await conductor.done(batch.batch_id, 2, "2.pdf", _pdf([102]))
+    await conductor.done(batch.batch_id, 2, "2.pdf", blank(102))
     await conductor.done(batch.batch_id, 3, "3.png", b"\x89PNG not a PDF")
     await bus.publish_batch(
         conductor.js, events.BatchComplete(batch_id=batch.batch_id, tenant=TENANT)
@@ -356,16 +357,6 @@ async def test_a_merged_batch_is_one_pdf_of_its_documents_in_order(conductor: Co
     assert done.object_key == subjects.batch_archive_key(TENANT, batch.batch_id, "pdf")
     merged = pypdf.PdfReader(io.BytesIO(await conductor.archive(done.object_key)))
     assert [float(page.mediabox.width) for page in merged.pages] == [100, 101, 102]
-
-
-def _pdf(widths: list[int]) -> bytes:
-    """A PDF of blank pages of these widths."""
-    writer = pypdf.PdfWriter()
-    for width in widths:
-        writer.add_blank_page(width=width, height=100)
-    out = io.BytesIO()
-    writer.write(out)
-    return out.getvalue()
 
 
 async def _stored(js: JetStreamContext, subject: str) -> bool:
