@@ -65,7 +65,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -130,16 +130,30 @@ class Loop:
     async def close(self) -> None: ...
 
 
+@contextlib.contextmanager
+def legacy_websocket() -> Iterator[None]:
+    """pyppeteer's connection made with the `websockets` legacy client (the protocol its
+    own import names for an older `websockets`) while a browser is launched, and pyppeteer's
+    own name put back after: the websocket is opened during the launch alone, and nothing
+    else in the process sees the swap."""
+    own = pyppeteer.connection.ws_connect
+    pyppeteer.connection.ws_connect = websocket_connect
+    try:
+        yield
+    finally:
+        pyppeteer.connection.ws_connect = own
+
+
 class NaiveLoop(Loop):
     """pyppeteer as it comes: its launch, its default flags, its websocket, its pages; a
     fresh tab is a page in an incognito context of its own, closed after its PDF."""
 
     async def start(self, chromium: str) -> None:
-        pyppeteer.connection.ws_connect = websocket_connect
-        self.browser = await pyppeteer.launch(
-            executablePath=chromium, args=NAIVE_ARGS,
-            handleSIGINT=False, handleSIGTERM=False, handleSIGHUP=False,
-        )  # fmt: skip
+        with legacy_websocket():
+            self.browser = await pyppeteer.launch(
+                executablePath=chromium, args=NAIVE_ARGS,
+                handleSIGINT=False, handleSIGTERM=False, handleSIGHUP=False,
+            )  # fmt: skip
         self.pid = self.browser.process.pid
 
     async def new_tab(self, fresh: bool) -> Any:

@@ -17,7 +17,7 @@ page the name points to, or dropped if the name leads nowhere.
 Two ways to copy a document, with the same result: as bytes (`ByteCopy`, in
 `services/conductor/pdfbytes.py`), which a plain document such as Chromium's takes, and
 parsed by pypdf and written again (`PypdfCopy`, in `services/conductor/pdfcopy.py`) for
-everything the byte copy refuses, at about ten times the CPU.
+everything the byte copy refuses, at a much higher CPU cost (it builds every object in Python).
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ string, nor in stream data, which is copied as it is). Everything else (an objec
 cross-reference stream, an incremental update, encryption, attributes inherited from the
 page tree, links by name, a file that surprises the byte reader in any way) is refused
 (`RAW_ERRORS`), and parsed by pypdf and written again (`services/conductor/pdfcopy.py`),
-at about ten times the CPU.
+at a much higher CPU cost: pypdf builds every object in Python where the byte copy moves
+their bytes (`bench/pdfjobs_e2e.py`, docs/benchmarks.md).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """The pypdf copy of a document: parsed by pypdf and written again under new numbers.
 
-It takes every document the byte copy (`services/conductor/pdfbytes.py`) refuses, at about
-ten times its CPU, and gives the same result.
+It takes every document the byte copy (`services/conductor/pdfbytes.py`) refuses, at a much
+higher CPU cost (it builds every object in Python where the byte copy moves their
+bytes), and gives the same result.
 """
 
 from __future__ import annotations

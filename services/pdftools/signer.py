@@ -123,7 +123,8 @@ def _public(owner: PrivateKeyTypes | x509.Certificate) -> bytes:
 
 class _KeptKeySigner(signers.SimpleSigner):
     """pyHanko's `SimpleSigner` with the key loaded once: its own loads the key again for
-    every signature, and loading checks an RSA key (0.1 to 0.3 s here, per job)."""
+    every signature, and loading checks an RSA key, a cost paid again per job for nothing
+    (`bench/sign_cost.py` measures a signature's cost, docs/benchmarks.md)."""
 
     def __init__(self, identity: SigningKey) -> None:
         self.loaded = serialization.load_der_private_key(identity.key, None)

@@ -67,9 +67,9 @@ async def _probe_length(
 ) -> None:
     """`TooManyPrintedPages` before anything is drawn for a document that looks long (its height
     on screen is more than half `limits.pages` pages) and has a page past the limit: only
-    that page is printed, which costs Chromium the pagination alone (drawing 501 pages of
-    a 10,000-page document took six times as long). Chromium answers "Page range exceeds
-    page count" when there is none; the document is then printed as asked."""
+    that page is printed, which costs Chromium the pagination alone, far less than drawing
+    every page up to the limit would (docs/benchmarks-history.md). Chromium answers "Page
+    range exceeds page count" when there is none; the document is then printed as asked."""
     past = nth_selected(options.page_ranges, limits.pages + 1)
     if past is None or await _screen_pages(tab, options, params) <= limits.pages / 2:
         return

@@ -28,7 +28,7 @@ an empty string would make Chromium print its default date, title and URL there.
 
 MAX_PNG_HEIGHT = 32768
 """Tallest image in device pixels: a full-page bitmap of a taller page costs Chromium
-gigabytes (a 40,000 px page took 6.5 s here at scale 1)."""
+gigabytes, and its time grows with the height."""
 MAX_PNG_WIDTH = 16384
 """Widest image in device pixels: a page's content can overflow the viewport sideways, and
 the full-page capture would follow it (a 30,000 px wide page was captured whole)."""

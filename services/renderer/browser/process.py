@@ -40,9 +40,9 @@ REAP_POLL = 0.02
 
 OPEN_GRACE = 20.0
 """Seconds a new tab (its browser context, renderer process and proxy door) gets to open,
-and an old one to be closed, before the browser is judged broken. Milliseconds on an
-idle machine, but a renderer starting beside busy browsers on a loaded 2-core machine
-took over 5 s, and so did a context's disposal (at a load average of 8)."""
+and an old one to be closed, before the browser is judged broken. Quick on an idle
+machine, but a renderer starting beside busy browsers on a loaded small machine can take
+seconds, and so can a context's disposal: the grace is for that load, not the idle case."""
 
 
 class Chromium:

@@ -1,73 +1,14 @@
-"""The renderer's choice of the next render: single jobs first, then batches' items round
-robin over tenants and then over each tenant's batches; paused batches wait."""
+"""The renderer's choice of the next render: single jobs first (how many items a turn may
+take), and the batches' states it reads. Which batch's item comes next is shown through the
+real `Lanes` on NATS: tests/integration/test_lane_turns.py."""
 
 from __future__ import annotations
 
 import msgspec
 
 from services.core.model import events
-from services.renderer.lanes import Rotation, bulk_room
+from services.renderer.lanes import bulk_room
 from services.renderer.states import BatchStates, parse
-
-
-def states(**batches: tuple[str, str]) -> BatchStates:
-    """Batch id -> (tenant, state), as the bucket would say."""
-    found = BatchStates()
-    for batch_id, (tenant, state) in batches.items():
-        found.set(batch_id, events.BatchState(tenant=tenant, state=state))
-    return found
-
-
-def picks(rotation: Rotation, known: BatchStates, items: dict[str, int], slots: int) -> list[str]:
-    """The batches `slots` free slots take an item from, one at a time, as the renderer
-    does: the first batch in turn that still has an item (`items`: what each holds)."""
-    taken = []
-    for _ in range(slots):
-        running = known.running()
-        batch_id = next((b for b in rotation.order(running) if items.get(b, 0) > 0), None)
-        if batch_id is None:
-            break
-        items[batch_id] -= 1
-        rotation.served(batch_id, running[batch_id])
-        taken.append(batch_id)
-    return taken
-
-
-def test_tenants_alternate_and_a_tenants_batches_share_its_turns() -> None:
-    known = states(
-        a1=("ana", "running"), b1=("bob", "running"), b2=("bob", "running"), b3=("bob", "running")
-    )
-    taken = picks(Rotation(), known, {"a1": 99, "b1": 99, "b2": 99, "b3": 99}, 8)
-    assert taken == ["a1", "b1", "a1", "b2", "a1", "b3", "a1", "b1"]
-
-
-def test_a_tenant_whose_batches_are_empty_passes_its_turn() -> None:
-    known = states(a1=("ana", "running"), a2=("ana", "running"), b1=("bob", "running"))
-    # a1 is empty: ana's turn goes to a2; once ana has nothing, bob takes every slot.
-    taken = picks(Rotation(), known, {"a1": 0, "a2": 1, "b1": 5}, 5)
-    assert taken == ["a2", "b1", "b1", "b1", "b1"]
-
-
-def test_paused_and_cancelled_batches_are_skipped_from_the_next_slot_on() -> None:
-    known = states(a1=("ana", "running"), b1=("bob", "running"), c1=("cy", "running"))
-    rotation = Rotation()
-    items = {"a1": 99, "b1": 99, "c1": 99}
-    assert picks(rotation, known, items, 3) == ["a1", "b1", "c1"]
-    known.set("b1", events.BatchState(tenant="bob", state="paused"))
-    known.set("c1", events.BatchState(tenant="cy", state="cancelled"))
-    assert picks(rotation, known, items, 3) == ["a1", "a1", "a1"]
-    known.set("b1", events.BatchState(tenant="bob", state="running"))  # resumed
-    assert picks(rotation, known, items, 2) == ["b1", "a1"]
-
-
-def test_a_batch_joining_takes_its_place_without_resetting_turns() -> None:
-    known = states(a1=("ana", "running"), b1=("bob", "running"))
-    rotation = Rotation()
-    items = {"a1": 99, "b1": 99, "b2": 99, "c1": 99}
-    assert picks(rotation, known, items, 1) == ["a1"]
-    known.set("c1", events.BatchState(tenant="cy", state="running"))
-    known.set("b2", events.BatchState(tenant="bob", state="running"))
-    assert picks(rotation, known, items, 6) == ["b1", "c1", "a1", "b2", "c1", "a1"]
 
 
 def test_single_jobs_take_the_free_slots_first_and_items_are_never_hoarded() -> None:
