@@ -65,11 +65,16 @@ SLOW_ITEM = (
 async def browser(chromium: str) -> AsyncIterator[Any]:
     # pyppeteer's own websocket import is for an older `websockets`: the legacy client is
     # the same protocol under its current name.
-    pyppeteer.connection.ws_connect = websocket_connect
-    launched = await pyppeteer.launch(
-        executablePath=chromium, args=["--no-sandbox"], headless=True,
-        handleSIGINT=False, handleSIGTERM=False, handleSIGHUP=False,
-    )  # fmt: skip
+    # The swap lasts the launch alone (the websocket is opened there): pyppeteer's own
+    # name is put back for whatever else runs in this process.
+    own, pyppeteer.connection.ws_connect = pyppeteer.connection.ws_connect, websocket_connect
+    try:
+        launched = await pyppeteer.launch(
+            executablePath=chromium, args=["--no-sandbox"], headless=True,
+            handleSIGINT=False, handleSIGTERM=False, handleSIGHUP=False,
+        )  # fmt: skip
+    finally:
+        pyppeteer.connection.ws_connect = own
     yield launched
     await launched.close()
 
