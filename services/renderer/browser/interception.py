@@ -3,8 +3,10 @@
 Requests are filtered with the `Fetch` domain on the tab's session, and on the session of
 each target that session auto-attaches (out-of-process iframes, workers), which the
 page's own `Fetch` domain never sees. The targets attach as flat sessions of the same
-connection, paused until their filter is on. The headless shell gives workers no `Fetch`
-domain: their requests meet the egress proxy alone, which sees every connection anyway.
+connection, paused until their filter is on. In the headless shell a dedicated worker's
+requests are paused on the tab's own session (tests/integration/test_egress_chromium.py
+watches them there); a worker target without a `Fetch` domain of its own is let be, and
+its requests meet the egress proxy, which sees every connection anyway.
 """
 
 from __future__ import annotations
