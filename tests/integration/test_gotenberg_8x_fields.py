@@ -185,6 +185,36 @@ async def test_embed_route_describes_its_files_and_special_parts_are_never_input
         assert status == 400 and named in body, (route, body)
 
 
+async def test_repeated_marks_are_one_step_each_and_other_repeated_fields_a_400(
+    stack: Stack, tmp_path: Path
+) -> None:
+    pdf = blank_pdf(tmp_path / "a.pdf", 2)
+    status, _, body = await asyncio.to_thread(
+        curl, stack, "/forms/pdfengines/stamp", "--form", f"files=@{pdf}",
+        "--form", "stampSource=text", "--form", "stampExpression=ALPHA",
+        "--form", "stampPages=1", "--form", "stampSource=text",
+        "--form", "stampExpression=OMEGA", "--form", "stampPages=2",
+    )  # fmt: skip
+    assert status == 200, body
+    pages = pdftotext(body).split("\f")
+    assert letters(pages[0]) == sorted("ALPHA") and letters(pages[1]) == sorted("OMEGA")
+    index = tmp_path / "index.html"
+    index.write_text("<p>x</p>")
+    for route, extra, named in (
+        ("/forms/pdf/stamp", ("--form", "stampExpression=A", "--form", "stampExpression=B"),
+         b"stampExpression"),
+        ("/forms/pdfengines/rotate", ("--form", "rotateAngle=90", "--form", "rotateAngle=180"),
+         b"rotateAngle"),
+        ("/forms/pdf/validate", ("--form", "profile=PDF/A-2b", "--form", "profile=PDF/UA-1"),
+         b"profile"),
+        ("/forms/chromium/convert/html", ("--form", "paperWidth=8in", "--form", "paperWidth=9in"),
+         b"paperWidth"),
+    ):  # fmt: skip
+        first = f"files=@{index}" if "chromium" in route else f"files=@{pdf}"
+        status, _, body = await asyncio.to_thread(curl, stack, route, "--form", first, *extra)
+        assert status == 400 and named in body and b"more" in body, (route, body)
+
+
 async def test_version_names_the_gotenberg_whose_fields_the_door_covers(stack: Stack) -> None:
     async with stack.client.get(f"{stack.url}/version") as response:
         assert response.status == 200

@@ -13,6 +13,7 @@ part's name (`SPECIAL_PARTS`) that the route does not use is a `400` naming it."
 
 from __future__ import annotations
 
+import json
 import re
 import secrets
 from collections.abc import Callable
@@ -164,7 +165,7 @@ def passwords(form: Form, mapped: Mapped) -> None:
 def marks(form: Form, mapped: Mapped) -> None:
     """A watermark, then a stamp, when their fields are given."""
     for kind in ("watermark", "stamp"):
-        if form.text(f"{kind}Source") or form.text(f"{kind}Expression"):
+        if any(form.texts(f"{kind}Source")) or any(form.texts(f"{kind}Expression")):
             _mark(kind)(form, mapped)
 
 
@@ -371,23 +372,43 @@ def _rotate(form: Form, mapped: Mapped) -> None:
 
 
 def _mark(kind: str) -> Callable[[Form, Mapped], None]:
+    """One `kind` step per `…Source` value (one if none, its source `text`), each taking
+    the `…Expression`, `…Pages` and `…Options` values of its place, as Gotenberg 8.36
+    reads these repeated fields; a field given more often than `…Source` is a `400`."""
+
     def build(form: Form, mapped: Mapped) -> None:
-        source = form.text(f"{kind}Source") or "text"
-        expression = form.text(f"{kind}Expression")
-        if source != "text":
-            raise refuse(f"{kind}Source", "the compatible routes take text marks")
-        if expression is None:
-            raise RequestError(f"form field '{kind}Expression' is required",
-                               field=f"{kind}Expression")  # fmt: skip
-        step: dict[str, Any] = {"step": kind, "text": expression}
-        pages = form.text(f"{kind}Pages")
-        if pages is not None:
-            step["pages"] = pages
-        if form.json(f"{kind}Options"):
-            raise refuse(f"{kind}Options", "Pressroom's marks take their own style")
-        _step(mapped, step, f"{kind}Expression")
+        given = {part: form.texts(f"{kind}{part}") for part in ("Expression", "Pages", "Options")}
+        sources = form.texts(f"{kind}Source")
+        count = max(len(sources), 1)
+        for part, values in given.items():
+            if len(values) > count:
+                raise RequestError(f"form field '{kind}{part}' is given more often than "
+                                   f"'{kind}Source'", field=f"{kind}{part}")  # fmt: skip
+        for index in range(count):
+            at = {part: (values[index:] or [""])[0] for part, values in given.items()}
+            _one_mark(kind, (sources[index:] or ["text"])[0] or "text", at, mapped)
 
     return build
+
+
+def _one_mark(kind: str, source: str, given: dict[str, str], mapped: Mapped) -> None:
+    if source != "text":
+        raise refuse(f"{kind}Source", "the compatible routes take text marks")
+    if not given["Expression"]:
+        raise RequestError(f"form field '{kind}Expression' is required",
+                           field=f"{kind}Expression")  # fmt: skip
+    step: dict[str, Any] = {"step": kind, "text": given["Expression"]}
+    if given["Pages"]:
+        step["pages"] = given["Pages"]
+    if given["Options"]:
+        try:
+            options = json.loads(given["Options"])
+        except (ValueError, RecursionError):
+            raise RequestError(f"form field '{kind}Options' is not valid JSON",
+                               field=f"{kind}Options") from None  # fmt: skip
+        if options:
+            raise refuse(f"{kind}Options", "Pressroom's marks take their own style")
+    _step(mapped, step, f"{kind}Expression")
 
 
 def _embed(form: Form, mapped: Mapped) -> None:
