@@ -172,6 +172,14 @@ async def test_embed_route_describes_its_files_and_special_parts_are_never_input
         spec = made.attachments["table.csv"]
         assert spec.obj["/AFRelationship"] == pikepdf.Name("/Data")
         assert spec.get_file().mime_type == "text/csv"
+    status, _, body = await asyncio.to_thread(
+        curl, stack, "/forms/pdf/embed", "--form", f"files=@{pdf}", "--form", f"embeds=@{table}",
+        "--form", f"facturxXml=@{INVOICE_XML}", "--form", "facturxConformanceLevel=EN 16931",
+    )  # fmt: skip
+    assert status == 200, body
+    with pikepdf.open(io.BytesIO(body)) as made:
+        assert made.open_metadata().pdfa_status == "3B"
+        assert set(made.attachments) == {"table.csv", "factur-x.xml"}
     mark = blank_pdf(tmp_path / "mark.pdf", 1)
     for route, extra, named in (
         ("/forms/pdfengines/merge", ("--form", f"watermark=@{mark}"), b"watermark"),
