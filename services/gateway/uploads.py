@@ -11,7 +11,9 @@ limits allow:
 - a body slower than `PRESSROOM_BODY_TIMEOUT`: `408`;
 - a malformed body, a nested multipart, an encoded part (`Content-Encoding`, a
   `Content-Transfer-Encoding` other than binary), a file name the safe-name rule refuses
-  (`files.name_problem`), or one name given twice: `400` naming the part.
+  (`files.name_problem`), or one name given twice: `400` naming the part (a form field
+  given again is kept in `Upload.repeated` instead when the caller reads repeated
+  fields itself, as Gotenberg's forms do).
 
 A file's name is its part's `filename` (else the part's `name`), percent-decoded (as the
 page's URL for it will be) and in NFC: two spellings of one name (`é` composed or
@@ -88,6 +90,9 @@ class Upload:
     parts: dict[str, str] = field(default_factory=dict)
     """Each file's part name, by file name (Gotenberg's forms send attachments as
     `embeds` parts, every other file as `files`)."""
+    repeated: dict[str, list[bytes]] = field(default_factory=dict)
+    """The later values of a form field given more than once (its first is in
+    `fields`), with `read_form(repeats=True)`."""
 
     def json(self, name: str) -> dict[str, Any]:
         """The form field `name` decoded as a JSON object (`jsonbody.parse_json`);
@@ -107,12 +112,17 @@ class Upload:
 
 
 async def read_form(
-    request: web.Request, limits: UploadLimits, fields: Collection[str] | None = None
+    request: web.Request,
+    limits: UploadLimits,
+    fields: Collection[str] | None = None,
+    *,
+    repeats: bool = False,
 ) -> Upload:
     """Read a `multipart/form-data` request. A part is a form field when its name is in
     `fields` (or, with `fields` None, when it has no `filename`); every other part is a
     file. `RequestError`, `PayloadTooLarge` or `RequestTimeout` naming the part at the
-    first problem."""
+    first problem; a form field given twice is one, unless `repeats` (its later values
+    are kept in `Upload.repeated` for the caller to judge)."""
     if not is_multipart(request):
         shown = header(request, "Content-Type") or "none"
         raise RequestError(
@@ -120,7 +130,7 @@ async def read_form(
         )
     try:
         async with asyncio.timeout(limits.timeout):
-            return await _read(await request.multipart(), limits, fields)
+            return await _read(await request.multipart(), limits, fields, repeats)
     except TimeoutError:
         raise RequestTimeout(
             f"the request body did not arrive within {limits.timeout:g} s", field="body"
@@ -131,7 +141,7 @@ async def read_form(
 
 
 async def _read(
-    reader: MultipartReader, limits: UploadLimits, fields: Collection[str] | None
+    reader: MultipartReader, limits: UploadLimits, fields: Collection[str] | None, repeats: bool
 ) -> Upload:
     upload = Upload()
     while (part := await reader.next()) is not None:
@@ -139,7 +149,7 @@ async def _read(
             raise RequestError("a part must not itself be multipart", field="body")
         is_field = part.name in fields if fields is not None else part.filename is None
         if is_field:
-            await _read_field(part, upload, limits)
+            await _read_field(part, upload, limits, repeats)
         elif part.filename == "":  # a form's file input left empty, as browsers send it
             if await _bytes(part, "files", limits.max_file_bytes, _file_too_large):
                 raise RequestError("a file part has an empty filename", field="files")
@@ -148,14 +158,21 @@ async def _read(
     return upload
 
 
-async def _read_field(part: BodyPartReader, upload: Upload, limits: UploadLimits) -> None:
+async def _read_field(
+    part: BodyPartReader, upload: Upload, limits: UploadLimits, repeats: bool
+) -> None:
     name = part.name or ""
     _check_plain(part, name)
-    if name in upload.fields:
+    if name in upload.fields and not repeats:
         raise RequestError(f"the part {name!r} is given twice", field=name)
-    if len(upload.fields) >= MAX_FIELDS:
+    count = len(upload.fields) + sum(len(later) for later in upload.repeated.values())
+    if count >= MAX_FIELDS:
         raise PayloadTooLarge(f"more than {MAX_FIELDS} form fields", field=name)
-    upload.fields[name] = await _bytes(part, name, limits.max_field_bytes, _field_too_large)
+    value = await _bytes(part, name, limits.max_field_bytes, _field_too_large)
+    if name in upload.fields:
+        upload.repeated.setdefault(name, []).append(value)
+    else:
+        upload.fields[name] = value
 
 
 async def _read_file(part: BodyPartReader, upload: Upload, limits: UploadLimits) -> None:

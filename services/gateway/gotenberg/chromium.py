@@ -20,7 +20,6 @@ from typing import Any
 from services.core.log.pagesecrets import PageSecrets
 from services.core.model.errors import RequestError
 from services.core.model.files import sniff
-from services.core.model.finishingoptions import PERMISSIONS
 from services.core.sandbox import markdown
 from services.gateway.compiles import FairJail
 from services.gateway.gotenberg import forms, pagefields
@@ -327,18 +326,49 @@ def metadata_value(key: str, value: Any) -> str | bool:
     return value
 
 
+ALLOW = {
+    "allowPrinting": ("print", "print_high"),
+    "allowCopying": ("copy",),
+    "allowModifying": ("modify",),
+    "allowAnnotating": ("annotate",),
+    "allowFillingForms": ("fill_forms",),
+    "allowAssembling": ("assemble",),
+}
+"""Gotenberg's permission fields (8.34, each default true) and the Pressroom permissions
+(`finishingoptions.PERMISSIONS`) each grants: printing is printing at full quality, as
+Gotenberg's `--print=full`."""
+
+
+def permissions(form: Form, *, protected: bool) -> list[str]:
+    """The permissions the `allow…` fields grant. A restriction without a password to
+    anchor it (`protected` false) is a `400` naming the field, as in Gotenberg."""
+    granted: list[str] = []
+    for name, grants in ALLOW.items():
+        if form.flag(name, True):
+            granted.extend(grants)
+        elif not protected:
+            raise RequestError(
+                f"form field {name!r} restricts a permission: it needs a userPassword or "
+                "ownerPassword",
+                field=name,
+            )
+    return granted
+
+
 def passwords(form: Form, mapped: Mapped) -> None:
     """Gotenberg's passwords as Pressroom's AES-256: the user password opens the file
-    with every permission; without an owner password a random one is made (no one but
-    the user password's holders can open it, as with Gotenberg)."""
+    with the permissions of the `allow…` fields (every one by default); without an owner
+    password a random one is made (no one but the user password's holders can open it,
+    as with Gotenberg)."""
     user = form.text("userPassword")
     owner = form.text("ownerPassword")
+    granted = permissions(form, protected=user is not None or owner is not None)
     if user is None and owner is None:
         return
     mapped.option("encrypt.owner_password", owner or secrets.token_urlsafe(24), "ownerPassword")
     if user is not None:
         mapped.option("encrypt.user_password", user, "userPassword")
-    mapped.option("encrypt.permissions", list(PERMISSIONS), "ownerPassword")
+    mapped.option("encrypt.permissions", granted, "ownerPassword")
 
 
 def embeds(form: Form, mapped: Mapped) -> None:

@@ -29,24 +29,46 @@ class Upload:
     data: bytes
 
 
+REPEATED = tuple(
+    f"{kind}{part}" for kind in ("watermark", "stamp") for part in ("Source", "Expression",
+                                                                      "Pages", "Options")
+)  # fmt: skip
+"""The text fields Gotenberg (8.36) reads repeated, as parallel lists: one watermark or
+stamp per `…Source`. Its files (`files`, `embeds`, …) are parts of their own names."""
+
+
 @dataclass
 class Form:
-    """A multipart form's text fields (the last value of a repeated name wins, as Go's
-    `FormValue` takes the first: Gotenberg clients never repeat one) and its files, in
-    the order sent. `used` collects the fields a mapping read, to refuse the rest."""
+    """A multipart form's text fields and its files, in the order sent. A field given
+    more than once keeps its later values in `more`: read by `text` it is a `400` naming
+    it (Go's `FormValue` would take the first silently), by `texts` a list. `used`
+    collects the fields a mapping read, to refuse the rest."""
 
     fields: dict[str, str] = field(default_factory=dict)
     files: list[Upload] = field(default_factory=list)
     used: set[str] = field(default_factory=set)
+    more: dict[str, list[str]] = field(default_factory=dict)
+    """The later values of each field given more than once (its first is in `fields`)."""
     markdown: dict[str, str] = field(default_factory=dict)
     """The HTML of each Markdown file `index.html` names, made off the event loop
     (`chromium.convert_markdown`) before the form is mapped."""
 
     def text(self, name: str) -> str | None:
-        """The field's value, None if absent or empty (Gotenberg treats both as unset)."""
+        """The field's value, None if absent or empty (Gotenberg treats both as unset);
+        a field given more than once is a `400` naming it."""
         self.used.add(name)
+        if name in self.more:
+            raise RequestError(f"form field {name!r} is given more than once", field=name)
         value = self.fields.get(name)
         return value if value else None
+
+    def texts(self, name: str) -> list[str]:
+        """Every value of a field Gotenberg reads repeated (`REPEATED`), in the order
+        sent, empty ones included."""
+        self.used.add(name)
+        if name not in self.fields:
+            return []
+        return [self.fields[name], *self.more.get(name, [])]
 
     def flag(self, name: str, default: bool) -> bool:
         value = self.text(name)
@@ -103,16 +125,23 @@ class Form:
 async def read(request: web.Request) -> Form:
     """The request's multipart form, read within the upload limits (`uploads.read_form`:
     `413` naming a file or `files` past them)."""
-    upload = await uploads.read_form(request, uploads.UploadLimits.of(request.app[SETTINGS]))
+    limits = uploads.UploadLimits.of(request.app[SETTINGS])
+    upload = await uploads.read_form(request, limits, repeats=True)
     form = Form()
     for name, raw in upload.fields.items():
-        try:
-            form.fields[name] = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            raise RequestError(f"form field {name!r} is not UTF-8 text", field=name) from None
+        form.fields[name] = _utf8(name, raw)
+        if name in upload.repeated:
+            form.more[name] = [_utf8(name, later) for later in upload.repeated[name]]
     for filename, data in upload.files:
         form.files.append(Upload(upload.parts.get(filename, "files"), filename, data))
     return form
+
+
+def _utf8(name: str, raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise RequestError(f"form field {name!r} is not UTF-8 text", field=name) from None
 
 
 _LENGTH = re.compile(r"\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*(pt|px|in|mm|cm|pc)?\s*")

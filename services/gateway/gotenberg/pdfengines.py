@@ -3,11 +3,17 @@ onto a Pressroom PDF-tools job: `{"pdf": {"inputs": [{"file": …}], "steps": [.
 checked by the same `parse_job` as `POST /jobs`. Inputs are the form's PDFs, in file-name
 order as Gotenberg merges them; one output answers as a PDF, several as a ZIP.
 
-The same post-processing fields follow each route's own step, in Gotenberg's order:
-`splitMode`, `pdfa`/`pdfua`, `metadata`, `flatten`, passwords (`encrypt`)."""
+Post-processing fields follow each route's own step, in Gotenberg's order as far as
+Pressroom's pipeline allows it (nothing may change a document after `pdfa` or `facturx`
+but `sign`, so those come last before the passwords): on merge and split (`FULL`) marks,
+rotation, `flatten`, bookmarks (merge), `metadata`, `embeds`, `pdfua`, `pdfa` or
+Factur-X, passwords; on the other routes that take them (`BASIC`) `splitMode`,
+`flatten`, `metadata`, `pdfua`, `pdfa`, passwords. A file part Gotenberg reads by its
+part's name (`SPECIAL_PARTS`) that the route does not use is a `400` naming it."""
 
 from __future__ import annotations
 
+import json
 import re
 import secrets
 from collections.abc import Callable
@@ -15,13 +21,13 @@ from typing import Any
 
 from services.core.model.errors import RequestError
 from services.core.model.files import sniff
-from services.core.model.finishingoptions import PERMISSIONS
 from services.gateway.gotenberg.chromium import (
     KNOWN_METADATA,
     METADATA_KEYS,
     MORE_METADATA,
     Mapped,
     metadata_value,
+    permissions,
     refuse,
 )
 from services.gateway.gotenberg.forms import Form
@@ -30,9 +36,15 @@ PDFA_LEVELS = {"PDF/A-1b": "1b", "PDF/A-2b": "2b", "PDF/A-3b": "3b"}
 
 _SPAN = re.compile(r"\s*([0-9]+)\s*(?:-\s*([0-9]+))?\s*")
 
+SPECIAL_PARTS = ("embeds", "facturxXml", "watermark", "stamp")
+"""File parts Gotenberg reads by their part's name, never as input PDFs."""
+RELATIONSHIPS = ("Data", "Source", "Alternative", "Supplement", "Unspecified")
+"""The `relationship` values of `embedsMetadata` (PDF/A-3's /AFRelationship)."""
+_MIME = re.compile(r"[A-Za-z0-9!#$&^_.+-]+/[A-Za-z0-9!#$&^_.+-]+")
+
 
 def _inputs(form: Form, mapped: Mapped) -> list[str]:
-    names = sorted(u.filename for u in form.files if u.part not in ("embeds", "facturxXml"))
+    names = sorted(u.filename for u in form.files if u.part not in SPECIAL_PARTS)
     pdfs = [n for n in names if n.lower().endswith(".pdf")]
     if not pdfs:
         raise RequestError("the form has no PDF file", field="files")
@@ -89,13 +101,25 @@ def span_pages(span: str) -> list[str]:
 
 
 def archival(form: Form, mapped: Mapped) -> None:
+    """`pdfua`, then `pdfa` (nothing may change a PDF/A file after it is written)."""
+    if form.flag("pdfua", False):
+        _step(mapped, {"step": "pdfua"}, "pdfua")
     pdfa = form.text("pdfa")
     if pdfa is not None:
         if pdfa not in PDFA_LEVELS:
             raise refuse("pdfa", f"Pressroom writes {', '.join(PDFA_LEVELS)}, not {pdfa!r}")
         _step(mapped, {"step": "pdfa", "level": PDFA_LEVELS[pdfa]}, "pdfa")
+
+
+def archival_or_facturx(form: Form, mapped: Mapped) -> None:
+    """Factur-X when its fields are given (its step writes the PDF/A-3b), else `pdfa`."""
+    given = form.text("facturxConformanceLevel") or any(u.part == "facturxXml" for u in form.files)
+    if not given:
+        archival(form, mapped)
+        return
     if form.flag("pdfua", False):
         _step(mapped, {"step": "pdfua"}, "pdfua")
+    _facturx(form, mapped)
 
 
 def metadata(form: Form, mapped: Mapped, *, required: bool = False) -> None:
@@ -115,38 +139,160 @@ def metadata(form: Form, mapped: Mapped, *, required: bool = False) -> None:
     _step(mapped, step, "metadata")
 
 
-def finishing(form: Form, mapped: Mapped) -> None:
-    """`flatten`, then the passwords."""
+def flatten(form: Form, mapped: Mapped) -> None:
     if form.flag("flatten", False):
         _step(mapped, {"step": "flatten"}, "flatten")
+
+
+def passwords(form: Form, mapped: Mapped) -> None:
+    """`userPassword`, `ownerPassword` and the `allow…` permissions (each true by
+    default; a restriction without a password is a `400` naming it, as in Gotenberg).
+    As on the Chromium routes, a random owner password is made if none is given."""
     user, owner = form.text("userPassword"), form.text("ownerPassword")
+    granted = permissions(form, protected=user is not None or owner is not None)
     if user is None and owner is None:
         return
-    # as on the Chromium routes: every permission, a random owner password if none
     step: dict[str, Any] = {
         "step": "encrypt",
         "owner_password": owner or secrets.token_urlsafe(24),
-        "permissions": list(PERMISSIONS),
+        "permissions": granted,
     }
     if user is not None:
         step["user_password"] = user
     _step(mapped, step, "userPassword" if user is not None else "ownerPassword")
 
 
-def _route(build: Callable[[Form, Mapped], None], *, post: bool = True) -> Callable[[Form], Mapped]:
+def marks(form: Form, mapped: Mapped) -> None:
+    """A watermark, then a stamp, when their fields are given."""
+    for kind in ("watermark", "stamp"):
+        if any(form.texts(f"{kind}Source")) or any(form.texts(f"{kind}Expression")):
+            _mark(kind)(form, mapped)
+
+
+def rotation(form: Form, mapped: Mapped) -> None:
+    if form.text("rotateAngle") is not None:
+        _rotate(form, mapped)
+
+
+def images(form: Form, mapped: Mapped) -> None:
+    """`optimizeImages` and `imageQuality` (8.36): Pressroom does not re-encode images."""
+    if form.flag("optimizeImages", False):
+        raise refuse("optimizeImages", NO_IMAGE_ENCODING)
+    if form.text("imageQuality") is not None:
+        raise refuse("imageQuality", NO_IMAGE_ENCODING)
+
+
+NO_IMAGE_ENCODING = (
+    "Pressroom's optimise step rewrites a PDF's structure and never re-encodes its "
+    "images at a lower quality"
+)
+
+
+def merged_bookmarks(form: Form, mapped: Mapped) -> None:
+    """`bookmarks` (a list) written into the merged PDF; `autoIndexBookmarks` and
+    `titleBookmarks`, which build the outline from each input's own, are refused."""
+    if form.flag("autoIndexBookmarks", False):
+        raise refuse("autoIndexBookmarks", "Pressroom's merge keeps an input's outline only "
+                     "under an entry named by its file name, never alone")  # fmt: skip
+    if form.flag("titleBookmarks", False):
+        raise refuse("titleBookmarks", "Pressroom's merge names an input's entry by its file "
+                     "name, not by the Title of its metadata")  # fmt: skip
+    given = form.json("bookmarks")
+    if given is None:
+        return
+    if not isinstance(given, list):
+        raise refuse("bookmarks", "on merge Pressroom writes a list into the merged PDF; "
+                     "bookmarks by file name need each input's page offset")  # fmt: skip
+    _step(mapped, {"step": "write_bookmarks", "bookmarks": given}, "bookmarks")
+
+
+def attach(form: Form, mapped: Mapped) -> None:
+    """The `embeds` parts attached to each PDF (as files of the job: the step reads
+    them by name), each with its `embedsMetadata` (`mimeType`, `relationship`)."""
+    embeds = [u for u in form.files if u.part == "embeds"]
+    described = _embeds_metadata(form, {u.filename for u in embeds})
+    if not embeds:
+        return
+    form.used.add("embeds")
+    attached = []
+    for upload in embeds:
+        given = described.get(upload.filename, {})
+        entry = {
+            "name": upload.filename,
+            "source": upload.filename,
+            "mime": given.get("mimeType") or sniff(upload.data, upload.filename),
+        }
+        if "relationship" in given:
+            entry["relationship"] = given["relationship"]
+        attached.append(entry)
+    _step(mapped, {"step": "attach", "files": attached}, "embeds")
+
+
+def _embeds_metadata(form: Form, names: set[str]) -> dict[str, dict[str, str]]:
+    """`embedsMetadata` (8.31): a JSON object of embedded file names to `mimeType` and
+    `relationship`. A name that is no `embeds` part, another key or value: `400`."""
+    given = form.json("embedsMetadata")
+    if given is None:
+        return {}
+    if not isinstance(given, dict) or not all(isinstance(v, dict) for v in given.values()):
+        raise RequestError("form field 'embedsMetadata' must be a JSON object of file names "
+                           "to objects", field="embedsMetadata")  # fmt: skip
+    for name, facts in given.items():
+        where = f"embedsMetadata.{name}"
+        if name not in names:
+            raise RequestError(f"{where}: the form has no embeds file {name!r}", field=where)
+        for key, value in facts.items():
+            if key == "mimeType" and isinstance(value, str) and _MIME.fullmatch(value):
+                continue
+            if key == "relationship" and value in RELATIONSHIPS:
+                continue
+            raise RequestError(f"{where}.{key}: Pressroom takes mimeType (a media type) and "
+                               f"relationship ({', '.join(RELATIONSHIPS)})",
+                               field=f"{where}.{key}")  # fmt: skip
+    return given
+
+
+def _unused_parts(form: Form) -> None:
+    for upload in form.files:
+        if upload.part in ("watermark", "stamp"):
+            raise refuse(upload.part, "the compatible routes take text marks, not image or "
+                         "PDF files")  # fmt: skip
+        if upload.part in SPECIAL_PARTS and upload.part not in form.used:
+            raise refuse(upload.part, "this route does not use it")
+
+
+Post = Callable[[Form, Mapped], None]
+
+
+def _split_after(form: Form, mapped: Mapped) -> None:
+    split(form, mapped, required=False)
+
+
+FULL: tuple[Post, ...] = (
+    marks, rotation, flatten, images, metadata, attach, archival_or_facturx, passwords
+)  # fmt: skip
+"""What merge and split take after their own step, in order (merge adds its bookmarks
+before `metadata`)."""
+BASIC: tuple[Post, ...] = (_split_after, flatten, metadata, archival, passwords)
+"""What the other routes that post-process take after their own step, in order."""
+EMBED: tuple[Post, ...] = (_split_after, flatten, metadata, archival_or_facturx, passwords)
+"""The embed route's: Factur-X too, as Gotenberg's."""
+
+
+def _route(
+    build: Callable[[Form, Mapped], None], post: tuple[Post, ...] = ()
+) -> Callable[[Form], Mapped]:
     def mapping(form: Form) -> Mapped:
         mapped = Mapped(body={}, files=[], report=build in (_read_metadata, _read_bookmarks))
         mapped.bookmarks = build is _read_bookmarks
         _inputs(form, mapped)
         build(form, mapped)
-        if post:
-            split(form, mapped, required=False)
-            archival(form, mapped)
-            metadata(form, mapped)
-            finishing(form, mapped)
+        for then in post:
+            then(form, mapped)
         unknown = form.unknown()
         if unknown:
             raise refuse(unknown[0], "Pressroom does not know this field")
+        _unused_parts(form)
         if not mapped.body["pdf"]["steps"]:
             raise RequestError("the form asks for nothing to do", field="files")
         return mapped
@@ -156,6 +302,15 @@ def _route(build: Callable[[Form, Mapped], None], *, post: bool = True) -> Calla
 
 def _merge(form: Form, mapped: Mapped) -> None:
     _step(mapped, {"step": "merge", "outline": False}, "files")
+    split(form, mapped, required=False)  # more than Gotenberg's merge takes
+
+
+def _merge_post(form: Form, mapped: Mapped) -> None:
+    """Merge's own post-processing: `FULL`, with its bookmarks before `metadata`."""
+    for then in FULL:
+        if then is metadata:
+            merged_bookmarks(form, mapped)
+        then(form, mapped)
 
 
 def _split(form: Form, mapped: Mapped) -> None:
@@ -202,7 +357,7 @@ def _write_bookmarks(form: Form, mapped: Mapped) -> None:
 def _encrypt(form: Form, mapped: Mapped) -> None:
     if form.text("userPassword") is None and form.text("ownerPassword") is None:
         raise RequestError("form field 'userPassword' is required", field="userPassword")
-    finishing(form, mapped)
+    passwords(form, mapped)
 
 
 def _rotate(form: Form, mapped: Mapped) -> None:
@@ -217,36 +372,50 @@ def _rotate(form: Form, mapped: Mapped) -> None:
 
 
 def _mark(kind: str) -> Callable[[Form, Mapped], None]:
+    """One `kind` step per `…Source` value (one if none, its source `text`), each taking
+    the `…Expression`, `…Pages` and `…Options` values of its place, as Gotenberg 8.36
+    reads these repeated fields; a field given more often than `…Source` is a `400`."""
+
     def build(form: Form, mapped: Mapped) -> None:
-        source = form.text(f"{kind}Source") or "text"
-        expression = form.text(f"{kind}Expression")
-        if source != "text":
-            raise refuse(f"{kind}Source", "the compatible routes take text marks")
-        if expression is None:
-            raise RequestError(f"form field '{kind}Expression' is required",
-                               field=f"{kind}Expression")  # fmt: skip
-        step: dict[str, Any] = {"step": kind, "text": expression}
-        pages = form.text(f"{kind}Pages")
-        if pages is not None:
-            step["pages"] = pages
-        if form.json(f"{kind}Options"):
-            raise refuse(f"{kind}Options", "Pressroom's marks take their own style")
-        _step(mapped, step, f"{kind}Expression")
+        given = {part: form.texts(f"{kind}{part}") for part in ("Expression", "Pages", "Options")}
+        sources = form.texts(f"{kind}Source")
+        count = max(len(sources), 1)
+        for part, values in given.items():
+            if len(values) > count:
+                raise RequestError(f"form field '{kind}{part}' is given more often than "
+                                   f"'{kind}Source'", field=f"{kind}{part}")  # fmt: skip
+        for index in range(count):
+            at = {part: (values[index:] or [""])[0] for part, values in given.items()}
+            _one_mark(kind, (sources[index:] or ["text"])[0] or "text", at, mapped)
 
     return build
 
 
+def _one_mark(kind: str, source: str, given: dict[str, str], mapped: Mapped) -> None:
+    if source != "text":
+        raise refuse(f"{kind}Source", "the compatible routes take text marks")
+    if not given["Expression"]:
+        raise RequestError(f"form field '{kind}Expression' is required",
+                           field=f"{kind}Expression")  # fmt: skip
+    step: dict[str, Any] = {"step": kind, "text": given["Expression"]}
+    if given["Pages"]:
+        step["pages"] = given["Pages"]
+    if given["Options"]:
+        try:
+            options = json.loads(given["Options"])
+        except (ValueError, RecursionError):
+            raise RequestError(f"form field '{kind}Options' is not valid JSON",
+                               field=f"{kind}Options") from None  # fmt: skip
+        if options:
+            raise refuse(f"{kind}Options", "Pressroom's marks take their own style")
+    _step(mapped, step, f"{kind}Expression")
+
+
 def _embed(form: Form, mapped: Mapped) -> None:
-    """The `embeds` parts attached to each PDF (as files of the job: the step reads
-    them by name)."""
-    attached = [
-        {"name": u.filename, "source": u.filename, "mime": sniff(u.data, u.filename)}
-        for u in form.files
-        if u.part == "embeds"
-    ]
-    if not attached:
+    """`attach`; the form must have an `embeds` part."""
+    if not any(u.part == "embeds" for u in form.files):
         raise RequestError("the form has no embeds file", field="embeds")
-    _step(mapped, {"step": "attach", "files": attached}, "embeds")
+    attach(form, mapped)
 
 
 FACTURX_LEVELS = ("MINIMUM", "BASIC WL", "BASIC", "EN 16931", "EXTENDED")
@@ -275,29 +444,35 @@ def _facturx(form: Form, mapped: Mapped) -> None:
     if pdfa not in (None, "PDF/A-3b"):
         raise refuse("pdfa", "Factur-X needs PDF/A-3 (PDF/A-3b)")
     text = xml[0].data.decode("utf-8", errors="replace")
+    form.used.add("facturxXml")
     _step(mapped, {"step": "facturx", "xml": text, "profile": level}, "facturxXml")
 
 
 def _optimise(form: Form, mapped: Mapped) -> None:
+    """The route always optimises (Gotenberg reads no `optimizeImages` here); its
+    `imageQuality` is refused, as Pressroom does not re-encode images."""
+    form.flag("optimizeImages", False)
+    if form.text("imageQuality") is not None:
+        raise refuse("imageQuality", NO_IMAGE_ENCODING)
     _step(mapped, {"step": "optimise"}, "files")
 
 
 ROUTES: dict[str, Callable[[Form], Mapped]] = {
-    "merge": _route(_merge),
-    "split": _route(_split, post=False),
-    "flatten": _route(_flatten, post=False),
-    "convert": _route(_convert),
-    "metadata/write": _route(_write_metadata, post=False),
-    "metadata/read": _route(_read_metadata, post=False),
-    "bookmarks/read": _route(_read_bookmarks, post=False),
-    "bookmarks/write": _route(_write_bookmarks, post=False),
-    "encrypt": _route(_encrypt, post=False),
-    "embed": _route(_embed),
-    "optimize": _route(_optimise),
-    "factur-x": _route(_facturx, post=False),
-    "rotate": _route(_rotate),
-    "watermark": _route(_mark("watermark")),
-    "stamp": _route(_mark("stamp")),
+    "merge": _route(_merge, (_merge_post,)),
+    "split": _route(_split, FULL),
+    "flatten": _route(_flatten),
+    "convert": _route(_convert, BASIC),
+    "metadata/write": _route(_write_metadata),
+    "metadata/read": _route(_read_metadata),
+    "bookmarks/read": _route(_read_bookmarks),
+    "bookmarks/write": _route(_write_bookmarks),
+    "encrypt": _route(_encrypt),
+    "embed": _route(_embed, EMBED),
+    "optimize": _route(_optimise, BASIC),
+    "factur-x": _route(_facturx),
+    "rotate": _route(_rotate, BASIC),
+    "watermark": _route(_mark("watermark"), BASIC),
+    "stamp": _route(_mark("stamp"), BASIC),
 }
 """Each PDF engine route (after `/forms/pdfengines/` or `/forms/pdf/`) and its mapping.
 `metadata/read` and `bookmarks/read` answer JSON from the job's report

@@ -62,8 +62,9 @@ from services.gateway.gotenberg.forms import Upload
 from services.gateway.keys import COMPILER, JS, LOG_ROOM, NATS, SETTINGS, STORAGE
 from services.gateway.requests import JobRequest, parse_job
 
-VERSION = "8.22.0"
-"""The Gotenberg version whose API these routes follow (`GET /version`)."""
+VERSION = "8.36.0"
+"""The newest Gotenberg version whose routes and fields these routes cover, each field
+honoured or refused naming it (`GET /version`; docs/gotenberg.md says why this one)."""
 
 SCOPE = "jobs:write"
 SETTLE = (0.05, 3.0)
