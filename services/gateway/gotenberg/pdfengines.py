@@ -31,7 +31,9 @@ PDFA_LEVELS = {"PDF/A-1b": "1b", "PDF/A-2b": "2b", "PDF/A-3b": "3b"}
 _SPAN = re.compile(r"\s*([0-9]+)\s*(?:-\s*([0-9]+))?\s*")
 
 
-def _inputs(form: Form, mapped: Mapped) -> list[str]:
+def inputs(form: Form, mapped: Mapped) -> list[str]:
+    """The form's PDFs as the job's inputs, in file-name order (the other parts are files
+    of the job, which steps read by name)."""
     names = sorted(u.filename for u in form.files if u.part not in ("embeds", "facturxXml"))
     pdfs = [n for n in names if n.lower().endswith(".pdf")]
     if not pdfs:
@@ -43,7 +45,7 @@ def _inputs(form: Form, mapped: Mapped) -> list[str]:
     return pdfs
 
 
-def _step(mapped: Mapped, step: dict[str, Any], source: str) -> None:
+def add_step(mapped: Mapped, step: dict[str, Any], source: str) -> None:
     steps: list[dict[str, Any]] = mapped.body["pdf"]["steps"]
     mapped.origin[f"pdf.steps[{len(steps)}]"] = source
     steps.append(step)
@@ -66,10 +68,10 @@ def split(form: Form, mapped: Mapped, *, required: bool) -> None:
             raise RequestError(
                 "form field 'splitSpan' must be a number of pages", field="splitSpan"
             )
-        _step(mapped, {"step": "split", "every": int(span)}, "splitSpan")
+        add_step(mapped, {"step": "split", "every": int(span)}, "splitSpan")
     elif mode == "pages":
         ranges = [span] if unify else span_pages(span)
-        _step(mapped, {"step": "split", "ranges": ranges}, "splitSpan")
+        add_step(mapped, {"step": "split", "ranges": ranges}, "splitSpan")
     else:
         raise RequestError("form field 'splitMode' must be intervals or pages", field="splitMode")
 
@@ -93,9 +95,9 @@ def archival(form: Form, mapped: Mapped) -> None:
     if pdfa is not None:
         if pdfa not in PDFA_LEVELS:
             raise refuse("pdfa", f"Pressroom writes {', '.join(PDFA_LEVELS)}, not {pdfa!r}")
-        _step(mapped, {"step": "pdfa", "level": PDFA_LEVELS[pdfa]}, "pdfa")
+        add_step(mapped, {"step": "pdfa", "level": PDFA_LEVELS[pdfa]}, "pdfa")
     if form.flag("pdfua", False):
-        _step(mapped, {"step": "pdfua"}, "pdfua")
+        add_step(mapped, {"step": "pdfua"}, "pdfua")
 
 
 def metadata(form: Form, mapped: Mapped, *, required: bool = False) -> None:
@@ -112,13 +114,13 @@ def metadata(form: Form, mapped: Mapped, *, required: bool = False) -> None:
         if target is None:
             raise refuse(f"metadata.{key}", KNOWN_METADATA)
         step[target] = metadata_value(key, value)
-    _step(mapped, step, "metadata")
+    add_step(mapped, step, "metadata")
 
 
 def finishing(form: Form, mapped: Mapped) -> None:
     """`flatten`, then the passwords."""
     if form.flag("flatten", False):
-        _step(mapped, {"step": "flatten"}, "flatten")
+        add_step(mapped, {"step": "flatten"}, "flatten")
     user, owner = form.text("userPassword"), form.text("ownerPassword")
     if user is None and owner is None:
         return
@@ -130,14 +132,14 @@ def finishing(form: Form, mapped: Mapped) -> None:
     }
     if user is not None:
         step["user_password"] = user
-    _step(mapped, step, "userPassword" if user is not None else "ownerPassword")
+    add_step(mapped, step, "userPassword" if user is not None else "ownerPassword")
 
 
 def _route(build: Callable[[Form, Mapped], None], *, post: bool = True) -> Callable[[Form], Mapped]:
     def mapping(form: Form) -> Mapped:
         mapped = Mapped(body={}, files=[], report=build in (_read_metadata, _read_bookmarks))
         mapped.bookmarks = build is _read_bookmarks
-        _inputs(form, mapped)
+        inputs(form, mapped)
         build(form, mapped)
         if post:
             split(form, mapped, required=False)
@@ -155,7 +157,7 @@ def _route(build: Callable[[Form, Mapped], None], *, post: bool = True) -> Calla
 
 
 def _merge(form: Form, mapped: Mapped) -> None:
-    _step(mapped, {"step": "merge", "outline": False}, "files")
+    add_step(mapped, {"step": "merge", "outline": False}, "files")
 
 
 def _split(form: Form, mapped: Mapped) -> None:
@@ -163,7 +165,7 @@ def _split(form: Form, mapped: Mapped) -> None:
 
 
 def _flatten(form: Form, mapped: Mapped) -> None:
-    _step(mapped, {"step": "flatten"}, "files")
+    add_step(mapped, {"step": "flatten"}, "files")
 
 
 def _convert(form: Form, mapped: Mapped) -> None:
@@ -176,12 +178,12 @@ def _write_metadata(form: Form, mapped: Mapped) -> None:
 
 
 def _read_metadata(form: Form, mapped: Mapped) -> None:
-    _step(mapped, {"step": "read_metadata"}, "files")
-    _step(mapped, {"step": "validate"}, "files")
+    add_step(mapped, {"step": "read_metadata"}, "files")
+    add_step(mapped, {"step": "validate"}, "files")
 
 
 def _read_bookmarks(form: Form, mapped: Mapped) -> None:
-    _step(mapped, {"step": "read_bookmarks"}, "files")
+    add_step(mapped, {"step": "read_bookmarks"}, "files")
 
 
 def _write_bookmarks(form: Form, mapped: Mapped) -> None:
@@ -189,11 +191,11 @@ def _write_bookmarks(form: Form, mapped: Mapped) -> None:
     (the PDFs it does not name keep their outline), as Gotenberg takes them."""
     given = form.json("bookmarks")
     if isinstance(given, list):
-        _step(mapped, {"step": "write_bookmarks", "bookmarks": given}, "bookmarks")
+        add_step(mapped, {"step": "write_bookmarks", "bookmarks": given}, "bookmarks")
     elif isinstance(given, dict) and all(isinstance(v, list) for v in given.values()):
         for name, marks in given.items():
             step = {"step": "write_bookmarks", "bookmarks": marks, "document": name}
-            _step(mapped, step, "bookmarks")
+            add_step(mapped, step, "bookmarks")
     else:
         raise RequestError("form field 'bookmarks' must be a JSON list of bookmarks or an "
                            "object of file names to lists", field="bookmarks")  # fmt: skip
@@ -213,7 +215,7 @@ def _rotate(form: Form, mapped: Mapped) -> None:
     pages = form.text("rotatePages")
     if pages is not None:
         step["pages"] = pages
-    _step(mapped, step, "rotateAngle")
+    add_step(mapped, step, "rotateAngle")
 
 
 def _mark(kind: str) -> Callable[[Form, Mapped], None]:
@@ -231,7 +233,7 @@ def _mark(kind: str) -> Callable[[Form, Mapped], None]:
             step["pages"] = pages
         if form.json(f"{kind}Options"):
             raise refuse(f"{kind}Options", "Pressroom's marks take their own style")
-        _step(mapped, step, f"{kind}Expression")
+        add_step(mapped, step, f"{kind}Expression")
 
     return build
 
@@ -246,7 +248,7 @@ def _embed(form: Form, mapped: Mapped) -> None:
     ]
     if not attached:
         raise RequestError("the form has no embeds file", field="embeds")
-    _step(mapped, {"step": "attach", "files": attached}, "embeds")
+    add_step(mapped, {"step": "attach", "files": attached}, "embeds")
 
 
 FACTURX_LEVELS = ("MINIMUM", "BASIC WL", "BASIC", "EN 16931", "EXTENDED")
@@ -275,12 +277,24 @@ def _facturx(form: Form, mapped: Mapped) -> None:
     if pdfa not in (None, "PDF/A-3b"):
         raise refuse("pdfa", "Factur-X needs PDF/A-3 (PDF/A-3b)")
     text = xml[0].data.decode("utf-8", errors="replace")
-    _step(mapped, {"step": "facturx", "xml": text, "profile": level}, "facturxXml")
+    add_step(mapped, {"step": "facturx", "xml": text, "profile": level}, "facturxXml")
 
 
 def _optimise(form: Form, mapped: Mapped) -> None:
-    _step(mapped, {"step": "optimise"}, "files")
+    add_step(mapped, {"step": "optimise"}, "files")
 
+
+BUILDERS: dict[str, Callable[[Form, Mapped], None]] = {
+    "merge": _merge,
+    "split": _split,
+    "flatten": _flatten,
+    "encrypt": _encrypt,
+    "optimize": _optimise,
+    "rotate": _rotate,
+    "watermark": _mark("watermark"),
+    "stamp": _mark("stamp"),
+}
+"""The step each route adds, by route name: Gotenberg 9's stages (`pipe`) reuse them."""
 
 ROUTES: dict[str, Callable[[Form], Mapped]] = {
     "merge": _route(_merge),

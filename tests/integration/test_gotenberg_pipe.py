@@ -1,0 +1,110 @@
+"""Gotenberg 9's stages on the whole stack: `POST /forms/pdf/pipe` and `stages` on a
+Chromium conversion, sent as `curl --form` lines, the PDFs read back by pikepdf and
+poppler; a stage Pressroom cannot run, or a parameter it cannot honour, is a `400`
+naming `stages[i].<name>`."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import zipfile
+from pathlib import Path
+
+import pikepdf
+import pytest
+
+from tests.conftest import Stack
+from tests.integration.gotenberg_forms import settings  # noqa: F401  (a fixture)
+from tests.integration.test_gotenberg import curl, pdftotext
+from tests.integration.test_gotenberg_pdfengines import blank_pdf
+
+
+def rotations(data: bytes) -> list[int]:
+    with pikepdf.open(io.BytesIO(data)) as pdf:
+        return [int(page.obj.get("/Rotate", 0)) for page in pdf.pages]
+
+
+async def test_stages_run_in_order_on_the_uploaded_pdfs(stack: Stack, tmp_path: Path) -> None:
+    first = blank_pdf(tmp_path / "a.pdf", 3)
+    second = blank_pdf(tmp_path / "b.pdf", 2)
+    stages = [
+        {"op": "merge"},
+        {"op": "select", "pages": "2-5"},
+        {"op": "rotate", "angle": 90, "pages": "1"},
+        {"op": "stamp-text", "text": "DRAFT"},
+        {"op": "set-metadata", "title": "Piped", "author": "Finance",
+         "creationDate": "D:20260102030405Z"},
+    ]  # fmt: skip
+    status, headers, body = await asyncio.to_thread(
+        curl, stack, "/forms/pdf/pipe", "--form", f"files=@{second}", "--form", f"files=@{first}",
+        "--form-string", f"stages={json.dumps(stages)}",
+    )  # fmt: skip
+    assert status == 200 and headers["content-type"] == "application/pdf", body
+    assert rotations(body) == [90, 0, 0, 0]  # 5 merged pages, 2-5 kept, the first turned
+    with pikepdf.open(io.BytesIO(body)) as pdf:
+        assert str(pdf.docinfo["/Title"]) == "Piped"
+        assert str(pdf.docinfo["/Author"]) == "Finance"
+        assert str(pdf.docinfo["/CreationDate"]).startswith("D:20260102030405")
+    assert pdftotext(body).count("DRAFT") == 4
+    job = await stack.finished(headers["pressroom-job-id"])
+    assert job["status"] == "done"
+
+
+async def test_without_a_merge_or_with_a_split_the_parts_come_in_a_zip(
+    stack: Stack, tmp_path: Path
+) -> None:
+    first = blank_pdf(tmp_path / "a.pdf", 3)
+    second = blank_pdf(tmp_path / "b.pdf", 1)
+    stages = [{"op": "rotate", "angle": 180}]
+    status, headers, body = await asyncio.to_thread(
+        curl, stack, "/forms/pdf/pipe", "--form", f"files=@{first}", "--form", f"files=@{second}",
+        "--form-string", f"stages={json.dumps(stages)}",
+    )  # fmt: skip
+    assert status == 200 and headers["content-type"] == "application/zip", body
+    with zipfile.ZipFile(io.BytesIO(body)) as archive:
+        parts = {name: rotations(archive.read(name)) for name in archive.namelist()}
+    assert parts == {"a.pdf": [180, 180, 180], "b.pdf": [180]}
+    stages = [
+        {"op": "split", "ranges": ["1", "2-3"]},
+        {"op": "encrypt", "userPassword": "pass-word", "permissions": {"print": False}},
+    ]
+    status, headers, body = await asyncio.to_thread(
+        curl, stack, "/forms/pdf/pipe", "--form", f"files=@{first}",
+        "--form-string", f"stages={json.dumps(stages)}",
+    )  # fmt: skip
+    assert status == 200 and headers["content-type"] == "application/zip", body
+    with zipfile.ZipFile(io.BytesIO(body)) as archive:
+        names = sorted(archive.namelist())
+        counts = []
+        for name in names:
+            with pikepdf.open(io.BytesIO(archive.read(name)), password="pass-word") as pdf:
+                counts.append(len(pdf.pages))
+                assert pdf.is_encrypted and not pdf.allow.print_lowres
+    assert counts == [1, 2], names
+
+
+@pytest.mark.parametrize(
+    ("stages", "named"),
+    [
+        ([{"op": "merge"}, {"op": "redact"}], "stages[1].op"),
+        ([{"op": "rotate", "angle": 45}], "stages[0].angle"),
+        ([{"op": "stamp-text", "text": "A", "fontSize": 30}], "stages[0].fontSize"),
+        ([{"op": "stamp-text", "text": "A", "stampPages": "1"}], "stages[0].stampPages"),
+        ([{"op": "merge", "fileBookmarks": True}], "stages[0].fileBookmarks"),
+        ([{"op": "set-metadata", "modDate": "yesterday"}], "stages[0].modDate"),
+        ([{"op": "remediate", "profile": "PDF/A-4"}], "stages[0].profile"),
+        ([{"op": "encrypt", "userPassword": "a", "algorithm": "rc4-40"}], "stages[0].algorithm"),
+        ([{"op": "split", "every": 0}], "stages[0].every"),
+        ({"op": "merge"}, "stages"),
+    ],
+)
+async def test_a_stage_pressroom_cannot_run_is_a_400_naming_it(
+    stack: Stack, tmp_path: Path, stages: object, named: str
+) -> None:
+    pdf = blank_pdf(tmp_path / "a.pdf", 2)
+    status, _, body = await asyncio.to_thread(
+        curl, stack, "/forms/pdf/pipe", "--form", f"files=@{pdf}",
+        "--form-string", f"stages={json.dumps(stages)}",
+    )  # fmt: skip
+    assert status == 400 and named.encode() in body, body
