@@ -108,3 +108,37 @@ async def test_a_stage_pressroom_cannot_run_is_a_400_naming_it(
         "--form-string", f"stages={json.dumps(stages)}",
     )  # fmt: skip
     assert status == 400 and named.encode() in body, body
+
+
+async def test_stages_run_on_the_pdf_a_chromium_conversion_prints(
+    stack: Stack, tmp_path: Path
+) -> None:
+    page = tmp_path / "index.html"
+    page.write_text("<h1>One</h1><div style='page-break-before:always'><h1>Two</h1></div>")
+    stages = [
+        {"op": "rotate", "angle": 270, "pages": "2"},
+        {"op": "set-metadata", "author": "Stage author"},
+        {"op": "stamp-text", "text": "COPY"},
+    ]
+    status, headers, body = await asyncio.to_thread(
+        curl, stack, "/forms/chromium/convert/html", "--form", f"files=@{page}",
+        "--form", 'metadata={"Title": "Printed"}', "--form-string", f"stages={json.dumps(stages)}",
+    )  # fmt: skip
+    assert status == 200 and headers["content-type"] == "application/pdf", body
+    assert rotations(body) == [0, 270]
+    with pikepdf.open(io.BytesIO(body)) as pdf:
+        assert str(pdf.docinfo["/Author"]) == "Stage author"
+        assert str(pdf.docinfo["/Title"]) == "Printed"  # written while printing, kept
+    assert pdftotext(body).count("COPY") == 2
+    second = await stack.finished(headers["pressroom-job-id"])  # the PDF-tools job
+    assert second["status"] == "done"
+    for route, stages_field, named in (
+        ("/forms/chromium/convert/html", [{"op": "sign"}], b"stages[0].op"),
+        ("/forms/chromium/convert/html", [{"op": "rotate", "angle": 1}], b"stages[0].angle"),
+        ("/forms/chromium/screenshot/html", [{"op": "flatten"}], b"stages"),
+    ):
+        status, _, body = await asyncio.to_thread(
+            curl, stack, route, "--form", f"files=@{page}",
+            "--form-string", f"stages={json.dumps(stages_field)}",
+        )  # fmt: skip
+        assert status == 400 and named in body, (route, body)
