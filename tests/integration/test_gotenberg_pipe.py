@@ -142,3 +142,48 @@ async def test_stages_run_on_the_pdf_a_chromium_conversion_prints(
             "--form-string", f"stages={json.dumps(stages_field)}",
         )  # fmt: skip
         assert status == 400 and named in body, (route, body)
+
+
+def outline_titles(data: bytes) -> list[str]:
+    with pikepdf.open(io.BytesIO(data)) as pdf, pdf.open_outline() as tree:
+        return [str(item.title) for item in tree.root]
+
+
+def tagged(data: bytes) -> bool:
+    with pikepdf.open(io.BytesIO(data)) as pdf:
+        return "/StructTreeRoot" in pdf.Root
+
+
+async def test_gotenberg_9_names_of_renamed_chromium_fields_map_as_the_8_x_names(
+    stack: Stack, tmp_path: Path
+) -> None:
+    page = tmp_path / "index.html"
+    page.write_text("<title>T</title><h1>Terms</h1><p>x</p><h1>Fees</h1><p>y</p>")
+    answers = {}
+    for fields in (
+        ("nativeBookmarks=true",),
+        ("generateDocumentOutline=true",),
+        ("nativeTaggedPdf=true",),
+        ("generateTaggedPdf=true",),
+        (),
+    ):
+        extra = [part for name in fields for part in ("--form", name)]
+        status, _, body = await asyncio.to_thread(
+            curl, stack, "/forms/chromium/convert/html", "--form", f"files=@{page}", *extra
+        )
+        assert status == 200, (fields, body)
+        answers[fields[0].split("=")[0] if fields else ""] = body
+    assert outline_titles(answers["nativeBookmarks"]) == ["Terms", "Fees"]
+    assert outline_titles(answers["generateDocumentOutline"]) == ["Terms", "Fees"]
+    assert tagged(answers["nativeTaggedPdf"]) and tagged(answers["generateTaggedPdf"])
+    assert not tagged(answers[""]) and outline_titles(answers[""]) == []
+    for both, named in (
+        (("nativeBookmarks=true", "generateDocumentOutline=false"), b"nativeBookmarks"),
+        (("nativeTaggedPdf=false", "generateTaggedPdf=true"), b"nativeTaggedPdf"),
+        (("nativeTaggedPdf=perhaps",), b"nativeTaggedPdf"),
+    ):
+        extra = [part for name in both for part in ("--form", name)]
+        status, _, body = await asyncio.to_thread(
+            curl, stack, "/forms/chromium/convert/html", "--form", f"files=@{page}", *extra
+        )
+        assert status == 400 and named in body, (both, body)
