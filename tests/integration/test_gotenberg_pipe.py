@@ -18,6 +18,7 @@ from tests.conftest import Stack
 from tests.integration.gotenberg_forms import settings  # noqa: F401  (a fixture)
 from tests.integration.test_gotenberg import curl, pdftotext
 from tests.integration.test_gotenberg_pdfengines import blank_pdf
+from tests.integration.test_gotenberg_sign import identity, recorded_input, signatures
 
 
 def rotations(data: bytes) -> list[int]:
@@ -88,6 +89,7 @@ async def test_without_a_merge_or_with_a_split_the_parts_come_in_a_zip(
     ("stages", "named"),
     [
         ([{"op": "merge"}, {"op": "redact"}], "stages[1].op"),
+        ([{"op": "stamp-image", "image": "logo.png"}], "stages[0].op"),
         ([{"op": "rotate", "angle": 45}], "stages[0].angle"),
         ([{"op": "stamp-text", "text": "A", "fontSize": 30}], "stages[0].fontSize"),
         ([{"op": "stamp-text", "text": "A", "stampPages": "1"}], "stages[0].stampPages"),
@@ -133,7 +135,8 @@ async def test_stages_run_on_the_pdf_a_chromium_conversion_prints(
     second = await stack.finished(headers["pressroom-job-id"])  # the PDF-tools job
     assert second["status"] == "done"
     for route, stages_field, named in (
-        ("/forms/chromium/convert/html", [{"op": "sign"}], b"stages[0].op"),
+        ("/forms/chromium/convert/html", [{"op": "redact"}], b"stages[0].op"),
+        ("/forms/chromium/convert/html", [{"op": "sign"}], b"'stages[0].certificate' is required"),
         ("/forms/chromium/convert/html", [{"op": "rotate", "angle": 1}], b"stages[0].angle"),
         ("/forms/chromium/screenshot/html", [{"op": "flatten"}], b"stages"),
     ):
@@ -187,3 +190,47 @@ async def test_gotenberg_9_names_of_renamed_chromium_fields_map_as_the_8_x_names
             curl, stack, "/forms/chromium/convert/html", "--form", f"files=@{page}", *extra
         )
         assert status == 400 and named in body, (both, body)
+
+
+async def test_a_sign_stage_signs_last_with_the_uploaded_certificate_never_stored(
+    stack: Stack, tmp_path: Path
+) -> None:
+    cert, _ = identity(tmp_path)
+    first, second = blank_pdf(tmp_path / "a.pdf", 2), blank_pdf(tmp_path / "b.pdf", 1)
+    sign = {"op": "sign", "certificate": "signer.p12", "certificatePassword": "s3cret-pass",
+            "reason": "Approved", "location": "Paris"}  # fmt: skip
+    stages = [{"op": "merge"}, {"op": "rotate", "angle": 90, "pages": "3"}, sign]
+    status, headers, body = await asyncio.to_thread(
+        curl, stack, "/forms/pdf/pipe", "--form", f"files=@{first}", "--form", f"files=@{second}",
+        "--form", f"files=@{tmp_path / 'signer.p12'}",
+        "--form-string", f"stages={json.dumps(stages)}",
+    )  # fmt: skip
+    assert status == 200 and headers["content-type"] == "application/pdf", body
+    assert rotations(body) == [0, 0, 90]
+    assert await signatures(body, cert) == [(True, "Common Name: Ana Tester", "Approved", "Paris")]
+    recorded = await recorded_input(stack, headers["pressroom-job-id"])
+    assert "signer.p12" not in recorded and "s3cret-pass" not in recorded  # no job file
+    page = tmp_path / "index.html"
+    page.write_text("<h1>Signed after printing</h1>")
+    status, headers, body = await asyncio.to_thread(
+        curl, stack, "/forms/chromium/convert/html", "--form", f"files=@{page}",
+        "--form", f"files=@{tmp_path / 'signer.p12'}",
+        "--form-string", f"stages={json.dumps([sign])}",
+    )  # fmt: skip
+    assert status == 200 and headers["content-type"] == "application/pdf", body
+    assert await signatures(body, cert) == [(True, "Common Name: Ana Tester", "Approved", "Paris")]
+    second = json.loads(await recorded_input(stack, headers["pressroom-job-id"]))
+    printed = await recorded_input(stack, second["pdf"]["inputs"][0]["job"])
+    assert "index.html" in printed or "Signed after printing" in printed
+    assert "signer.p12" not in printed  # not a file of the printing job either
+    for bad, named in (
+        ({**sign, "certificatePassword": "wrong-pass"}, b"stages[0].certificatePassword"),
+        ({**sign, "certificate": "none.p12"}, b"stages[0].certificate"),
+        ({**sign, "timestampUrl": "https://tsa.example"}, b"stages[0].timestampUrl"),
+    ):
+        status, _, body = await asyncio.to_thread(
+            curl, stack, "/forms/pdf/pipe", "--form", f"files=@{first}",
+            "--form", f"files=@{tmp_path / 'signer.p12'}",
+            "--form-string", f"stages={json.dumps([bad])}",
+        )  # fmt: skip
+        assert status == 400 and named in body, body

@@ -76,6 +76,8 @@ class Mapped:
     """Metadata the printed PDF gets from a PDF-tools step afterwards."""
     later: list[dict[str, Any]] = field(default_factory=list)
     """PDF-tools steps run on the printed PDF, as a second job (`postprocess`)."""
+    withheld: list[Upload] = field(default_factory=list)
+    """Uploads that are never job files: a `sign` stage's certificate and key (`pipe`)."""
     secrets: PageSecrets = field(default_factory=PageSecrets)
     """Cookies and extra headers, sealed for the job on its way to the log (`pagefields`)."""
 

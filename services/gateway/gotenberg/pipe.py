@@ -17,9 +17,9 @@ from collections.abc import Callable
 from typing import Any
 
 from services.core.model.errors import RequestError
-from services.gateway.gotenberg import pdfengines
+from services.gateway.gotenberg import pdfengines, signing
 from services.gateway.gotenberg.chromium import Mapped, refuse
-from services.gateway.gotenberg.forms import Form
+from services.gateway.gotenberg.forms import Form, Upload
 
 Build = Callable[[Form, Mapped], None]
 
@@ -38,6 +38,14 @@ def _select(form: Form, mapped: Mapped) -> None:
     pdfengines.split(form, mapped, required=True)
 
 
+def _sign(form: Form, mapped: Mapped) -> None:
+    """The sign route's own mapping (`signing.step_of`); the certificate and key files
+    are withheld from the job's files."""
+    step, secret = signing.step_of(form)
+    pdfengines.add_step(mapped, step, "certificate")
+    mapped.withheld.extend(secret)
+
+
 def _metadata(form: Form, mapped: Mapped) -> None:
     pdfengines.metadata(form, mapped, required=True)
 
@@ -45,6 +53,10 @@ def _metadata(form: Form, mapped: Mapped) -> None:
 def _remediate(form: Form, mapped: Mapped) -> None:
     pdfengines.archival(form, mapped)
 
+
+SIGN_FIELDS = ("certificate", "key", "certificatePassword", "timestampUrl", "pades",
+               *signing.TEXTS)  # fmt: skip
+"""The `sign` stage's parameters: the sign route's fields, read by its mapping."""
 
 OPS: dict[str, tuple[Build, dict[str, str]]] = {
     "merge": (pdfengines.BUILDERS["merge"], {}),
@@ -63,12 +75,12 @@ OPS: dict[str, tuple[Build, dict[str, str]]] = {
     "select": (_select, {"pages": "splitSpan"}),
     "set-metadata": (_metadata, {}),
     "remediate": (_remediate, {}),
+    "sign": (_sign, {name: name for name in SIGN_FIELDS}),
 }
 """Each stage Pressroom runs: the 8.x mapping that makes its steps, and which 8.x form
 field each of its parameters is (the rest are read by `_fields`)."""
 
 REFUSED = {
-    "sign": "sign with /forms/pdf/sign, whose certificate fields Pressroom maps",
     "redact": "Pressroom does not redact",
     "stamp-image": "the compatible routes take text marks",
     "stamp-pdf": "the compatible routes take text marks",
@@ -126,17 +138,18 @@ def stages_of(form: Form) -> list[dict[str, Any]] | None:
     return given
 
 
-def apply(stages: list[dict[str, Any]], mapped: Mapped) -> None:
-    """Each stage's steps appended to `mapped`'s PDF-tools work, told as `stages[i]`."""
+def apply(stages: list[dict[str, Any]], mapped: Mapped, files: list[Upload]) -> None:
+    """Each stage's steps appended to `mapped`'s PDF-tools work, told as `stages[i]`;
+    `files` are the form's, which a stage names (a `sign` stage's certificate)."""
     steps: list[dict[str, Any]] = mapped.body["pdf"]["steps"]
     for index, stage in enumerate(stages):
         first = len(steps)
-        _stage(index, stage, mapped)
+        _stage(index, stage, mapped, files)
         for number in range(first, len(steps)):
             mapped.origin[f"pdf.steps[{number}]"] = f"stages[{index}]"
 
 
-def _stage(index: int, stage: dict[str, Any], mapped: Mapped) -> None:
+def _stage(index: int, stage: dict[str, Any], mapped: Mapped, files: list[Upload]) -> None:
     where = f"stages[{index}]"
     op = stage.get("op")
     if not isinstance(op, str) or op not in OPS:
@@ -151,7 +164,7 @@ def _stage(index: int, stage: dict[str, Any], mapped: Mapped) -> None:
     build, renamed = OPS[op]
     params = {name: value for name, value in stage.items() if name != "op"}
     fields, names = _fields(op, params, renamed, where)
-    form = Form(fields=fields)
+    form = Form(fields=fields, files=files if op == "sign" else [])
     steps: list[dict[str, Any]] = mapped.body["pdf"]["steps"]
     first = len(steps)
     try:
@@ -334,7 +347,8 @@ def pipe(form: Form) -> Mapped:
     stages = stages_of(form)
     if stages is None:
         raise RequestError("form field 'stages' is required", field="stages")
-    apply(stages, mapped)
+    apply(stages, mapped, form.files)
+    mapped.files = [u for u in mapped.files if u not in mapped.withheld]
     unknown = form.unknown()
     if unknown:
         raise refuse(unknown[0], "Pressroom does not know this field")

@@ -26,7 +26,8 @@ def convert(form: Form, kind: str) -> Mapped:
         metadata = {**_printed_metadata(mapped), **mapped.later_metadata}
         steps.append({"step": "metadata", **metadata})
     if stages is not None:
-        pipe.apply(stages, later)
+        pipe.apply(stages, later, form.files)
+        mapped.files = [u for u in mapped.files if u not in later.withheld]
     mapped.later = steps
     return mapped
 
