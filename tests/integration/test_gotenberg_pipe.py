@@ -98,6 +98,7 @@ async def test_without_a_merge_or_with_a_split_the_parts_come_in_a_zip(
         ([{"op": "remediate", "profile": "PDF/A-4"}], "stages[0].profile"),
         ([{"op": "encrypt", "userPassword": "a", "algorithm": "rc4-40"}], "stages[0].algorithm"),
         ([{"op": "split", "every": 0}], "stages[0].every"),
+        ([{"op": "select"}], "'stages[0].pages' is required\n"),
         ({"op": "merge"}, "stages"),
     ],
 )

@@ -35,6 +35,9 @@ def _split(form: Form, mapped: Mapped) -> None:
 
 
 def _select(form: Form, mapped: Mapped) -> None:
+    """`pages` as 8.x's `splitSpan` in `pages` mode, unified: one PDF of those pages."""
+    if form.text("splitSpan") is None:
+        raise RequestError("form field 'splitSpan' is required", field="splitSpan")
     pdfengines.split(form, mapped, required=True)
 
 
