@@ -68,3 +68,41 @@ async def test_webhook_mode_sends_the_post_processed_file_or_the_first_job_s_fai
         assert path == "/error" and sent["Content-Type"] == "application/json"
         failure = json.loads(data)
         assert failure["status"] == 409 and "HTTP 404" in failure["message"], failure
+
+
+async def test_webhook_mode_sends_the_file_gotenberg_9_stages_made(
+    stack: Stack, tmp_path: Path
+) -> None:
+    got: asyncio.Queue[tuple[str, dict[str, str], bytes]] = asyncio.Queue()
+
+    async def receive(request: web.Request) -> web.Response:
+        await got.put((request.path, dict(request.headers), await request.read()))
+        return web.Response(status=200)
+
+    app = web.Application()
+    app.router.add_route("*", "/{name}", receive)
+    with pikepdf.new() as blank:
+        for _ in range(3):
+            blank.add_blank_page()
+        blank.save(tmp_path / "a.pdf")
+    page = tmp_path / "index.html"
+    page.write_text("<h1>One</h1><div style='page-break-before:always'><h1>Two</h1></div>")
+    stages = [{"op": "rotate", "angle": 90, "pages": "2"}, {"op": "select", "pages": "2-3"}]
+    async with serving(app) as base:
+        hooks = ["--header", f"Gotenberg-Webhook-Url: {base}/done",
+                 "--header", f"Gotenberg-Webhook-Error-Url: {base}/error"]  # fmt: skip
+        for route, source in (
+            ("/forms/pdf/pipe", f"files=@{tmp_path / 'a.pdf'}"),
+            ("/forms/chromium/convert/html", f"files=@{page}"),
+        ):
+            status, _, body = await asyncio.to_thread(
+                curl, stack, route, "--form", source,
+                "--form-string", f"stages={json.dumps(stages)}", *hooks,
+            )  # fmt: skip
+            assert status == 204, body
+            path, sent, data = await asyncio.wait_for(got.get(), 240)
+            assert path == "/done" and sent["Content-Type"] == "application/pdf", (path, data[:300])
+            with pikepdf.open(io.BytesIO(data)) as pdf:
+                turns = [int(p.obj.get("/Rotate", 0)) for p in pdf.pages]
+            expected = [90, 0] if route.endswith("pipe") else [90]
+            assert turns == expected, route

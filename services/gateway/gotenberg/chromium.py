@@ -75,6 +75,8 @@ class Mapped:
     """Metadata the printed PDF gets from a PDF-tools step afterwards."""
     later: list[dict[str, Any]] = field(default_factory=list)
     """PDF-tools steps run on the printed PDF, as a second job (`postprocess`)."""
+    withheld: list[Upload] = field(default_factory=list)
+    """Uploads that are never job files: a `sign` stage's certificate and key (`pipe`)."""
     secrets: PageSecrets = field(default_factory=PageSecrets)
     """Cookies and extra headers, sealed for the job on its way to the log (`pagefields`)."""
 
@@ -181,17 +183,38 @@ def page(form: Form, mapped: Mapped) -> None:
     ranges = form.text("nativePageRanges")
     if ranges is not None:
         mapped.option("page_ranges", ranges, "nativePageRanges")
-    outline = form.flag("generateDocumentOutline", False)
-    tagged = form.flag("generateTaggedPdf", False) or outline
-    mapped.option("tagged", tagged, "generateTaggedPdf")
+    outline_field = renamed(form, "generateDocumentOutline")
+    tagged_field = renamed(form, "generateTaggedPdf")
+    outline = form.flag(outline_field, False)
+    tagged = form.flag(tagged_field, False) or outline
+    mapped.option("tagged", tagged, tagged_field)
     if outline:
-        mapped.option("outline", True, "generateDocumentOutline")
+        mapped.option("outline", True, outline_field)
     if form.flag("singlePage", False):
         raise refuse("singlePage", "Pressroom prints pages of the paper size asked for")
     if form.flag("omitBackground", False):
         raise refuse("omitBackground", "Pressroom's PDFs keep the page's white background")
     media = form.text("emulatedMediaType") or "print"
     mapped.option("emulate_media", media, "emulatedMediaType")
+
+
+RENAMED = {"generateDocumentOutline": "nativeBookmarks", "generateTaggedPdf": "nativeTaggedPdf"}
+"""Chromium fields Gotenberg 9 renamed (its upgrade page): its name is read as the 8.x
+one is, and the two together are a `400`."""
+
+
+def renamed(form: Form, eight: str) -> str:
+    """Which of a renamed field's names the form gives (8.x's when neither)."""
+    nine = RENAMED[eight]
+    if form.text(nine) is None:
+        return eight
+    if form.text(eight) is not None:
+        raise RequestError(
+            f"form fields {eight!r} (Gotenberg 8) and {nine!r} (Gotenberg 9) are one setting:"
+            " give one of them",
+            field=nine,
+        )
+    return nine
 
 
 def waiting(form: Form, mapped: Mapped) -> None:

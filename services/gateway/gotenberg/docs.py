@@ -49,6 +49,9 @@ FORMS: dict[tuple[str, str], Route] = {
         )
         for prefix in ("pdfengines", "pdf")
     },
+    ("POST", "/forms/pdf/pipe"): _form(
+        "Gotenberg 9: the form's PDFs through its stages, as one PDF-tools job"
+    ),
     ("POST", "/forms/pdf/sign"): _form(
         "Gotenberg 9: PDFs signed with the form's certificate (PKCS#12 or PEM)"
     ),

@@ -43,7 +43,9 @@ RELATIONSHIPS = ("Data", "Source", "Alternative", "Supplement", "Unspecified")
 _MIME = re.compile(r"[A-Za-z0-9!#$&^_.+-]+/[A-Za-z0-9!#$&^_.+-]+")
 
 
-def _inputs(form: Form, mapped: Mapped) -> list[str]:
+def inputs(form: Form, mapped: Mapped) -> list[str]:
+    """The form's PDFs as the job's inputs, in file-name order (the other parts are files
+    of the job, which steps read by name)."""
     names = sorted(u.filename for u in form.files if u.part not in SPECIAL_PARTS)
     pdfs = [n for n in names if n.lower().endswith(".pdf")]
     if not pdfs:
@@ -55,7 +57,7 @@ def _inputs(form: Form, mapped: Mapped) -> list[str]:
     return pdfs
 
 
-def _step(mapped: Mapped, step: dict[str, Any], source: str) -> None:
+def add_step(mapped: Mapped, step: dict[str, Any], source: str) -> None:
     steps: list[dict[str, Any]] = mapped.body["pdf"]["steps"]
     mapped.origin[f"pdf.steps[{len(steps)}]"] = source
     steps.append(step)
@@ -78,10 +80,10 @@ def split(form: Form, mapped: Mapped, *, required: bool) -> None:
             raise RequestError(
                 "form field 'splitSpan' must be a number of pages", field="splitSpan"
             )
-        _step(mapped, {"step": "split", "every": int(span)}, "splitSpan")
+        add_step(mapped, {"step": "split", "every": int(span)}, "splitSpan")
     elif mode == "pages":
         ranges = [span] if unify else span_pages(span)
-        _step(mapped, {"step": "split", "ranges": ranges}, "splitSpan")
+        add_step(mapped, {"step": "split", "ranges": ranges}, "splitSpan")
     else:
         raise RequestError("form field 'splitMode' must be intervals or pages", field="splitMode")
 
@@ -103,12 +105,12 @@ def span_pages(span: str) -> list[str]:
 def archival(form: Form, mapped: Mapped) -> None:
     """`pdfua`, then `pdfa` (nothing may change a PDF/A file after it is written)."""
     if form.flag("pdfua", False):
-        _step(mapped, {"step": "pdfua"}, "pdfua")
+        add_step(mapped, {"step": "pdfua"}, "pdfua")
     pdfa = form.text("pdfa")
     if pdfa is not None:
         if pdfa not in PDFA_LEVELS:
             raise refuse("pdfa", f"Pressroom writes {', '.join(PDFA_LEVELS)}, not {pdfa!r}")
-        _step(mapped, {"step": "pdfa", "level": PDFA_LEVELS[pdfa]}, "pdfa")
+        add_step(mapped, {"step": "pdfa", "level": PDFA_LEVELS[pdfa]}, "pdfa")
 
 
 def archival_or_facturx(form: Form, mapped: Mapped) -> None:
@@ -118,7 +120,7 @@ def archival_or_facturx(form: Form, mapped: Mapped) -> None:
         archival(form, mapped)
         return
     if form.flag("pdfua", False):
-        _step(mapped, {"step": "pdfua"}, "pdfua")
+        add_step(mapped, {"step": "pdfua"}, "pdfua")
     _facturx(form, mapped)
 
 
@@ -136,12 +138,12 @@ def metadata(form: Form, mapped: Mapped, *, required: bool = False) -> None:
         if target is None:
             raise refuse(f"metadata.{key}", KNOWN_METADATA)
         step[target] = metadata_value(key, value)
-    _step(mapped, step, "metadata")
+    add_step(mapped, step, "metadata")
 
 
 def flatten(form: Form, mapped: Mapped) -> None:
     if form.flag("flatten", False):
-        _step(mapped, {"step": "flatten"}, "flatten")
+        add_step(mapped, {"step": "flatten"}, "flatten")
 
 
 def passwords(form: Form, mapped: Mapped) -> None:
@@ -159,7 +161,7 @@ def passwords(form: Form, mapped: Mapped) -> None:
     }
     if user is not None:
         step["user_password"] = user
-    _step(mapped, step, "userPassword" if user is not None else "ownerPassword")
+    add_step(mapped, step, "userPassword" if user is not None else "ownerPassword")
 
 
 def marks(form: Form, mapped: Mapped) -> None:
@@ -203,7 +205,7 @@ def merged_bookmarks(form: Form, mapped: Mapped) -> None:
     if not isinstance(given, list):
         raise refuse("bookmarks", "on merge Pressroom writes a list into the merged PDF; "
                      "bookmarks by file name need each input's page offset")  # fmt: skip
-    _step(mapped, {"step": "write_bookmarks", "bookmarks": given}, "bookmarks")
+    add_step(mapped, {"step": "write_bookmarks", "bookmarks": given}, "bookmarks")
 
 
 def attach(form: Form, mapped: Mapped) -> None:
@@ -225,7 +227,7 @@ def attach(form: Form, mapped: Mapped) -> None:
         if "relationship" in given:
             entry["relationship"] = given["relationship"]
         attached.append(entry)
-    _step(mapped, {"step": "attach", "files": attached}, "embeds")
+    add_step(mapped, {"step": "attach", "files": attached}, "embeds")
 
 
 def _embeds_metadata(form: Form, names: set[str]) -> dict[str, dict[str, str]]:
@@ -285,7 +287,7 @@ def _route(
     def mapping(form: Form) -> Mapped:
         mapped = Mapped(body={}, files=[], report=build in (_read_metadata, _read_bookmarks))
         mapped.bookmarks = build is _read_bookmarks
-        _inputs(form, mapped)
+        inputs(form, mapped)
         build(form, mapped)
         for then in post:
             then(form, mapped)
@@ -301,7 +303,7 @@ def _route(
 
 
 def _merge(form: Form, mapped: Mapped) -> None:
-    _step(mapped, {"step": "merge", "outline": False}, "files")
+    add_step(mapped, {"step": "merge", "outline": False}, "files")
     split(form, mapped, required=False)  # more than Gotenberg's merge takes
 
 
@@ -318,7 +320,7 @@ def _split(form: Form, mapped: Mapped) -> None:
 
 
 def _flatten(form: Form, mapped: Mapped) -> None:
-    _step(mapped, {"step": "flatten"}, "files")
+    add_step(mapped, {"step": "flatten"}, "files")
 
 
 def _convert(form: Form, mapped: Mapped) -> None:
@@ -331,12 +333,12 @@ def _write_metadata(form: Form, mapped: Mapped) -> None:
 
 
 def _read_metadata(form: Form, mapped: Mapped) -> None:
-    _step(mapped, {"step": "read_metadata"}, "files")
-    _step(mapped, {"step": "validate"}, "files")
+    add_step(mapped, {"step": "read_metadata"}, "files")
+    add_step(mapped, {"step": "validate"}, "files")
 
 
 def _read_bookmarks(form: Form, mapped: Mapped) -> None:
-    _step(mapped, {"step": "read_bookmarks"}, "files")
+    add_step(mapped, {"step": "read_bookmarks"}, "files")
 
 
 def _write_bookmarks(form: Form, mapped: Mapped) -> None:
@@ -344,11 +346,11 @@ def _write_bookmarks(form: Form, mapped: Mapped) -> None:
     (the PDFs it does not name keep their outline), as Gotenberg takes them."""
     given = form.json("bookmarks")
     if isinstance(given, list):
-        _step(mapped, {"step": "write_bookmarks", "bookmarks": given}, "bookmarks")
+        add_step(mapped, {"step": "write_bookmarks", "bookmarks": given}, "bookmarks")
     elif isinstance(given, dict) and all(isinstance(v, list) for v in given.values()):
         for name, marks in given.items():
             step = {"step": "write_bookmarks", "bookmarks": marks, "document": name}
-            _step(mapped, step, "bookmarks")
+            add_step(mapped, step, "bookmarks")
     else:
         raise RequestError("form field 'bookmarks' must be a JSON list of bookmarks or an "
                            "object of file names to lists", field="bookmarks")  # fmt: skip
@@ -368,7 +370,7 @@ def _rotate(form: Form, mapped: Mapped) -> None:
     pages = form.text("rotatePages")
     if pages is not None:
         step["pages"] = pages
-    _step(mapped, step, "rotateAngle")
+    add_step(mapped, step, "rotateAngle")
 
 
 def _mark(kind: str) -> Callable[[Form, Mapped], None]:
@@ -408,7 +410,7 @@ def _one_mark(kind: str, source: str, given: dict[str, str], mapped: Mapped) -> 
                                field=f"{kind}Options") from None  # fmt: skip
         if options:
             raise refuse(f"{kind}Options", "Pressroom's marks take their own style")
-    _step(mapped, step, f"{kind}Expression")
+    add_step(mapped, step, f"{kind}Expression")
 
 
 def _embed(form: Form, mapped: Mapped) -> None:
@@ -445,7 +447,7 @@ def _facturx(form: Form, mapped: Mapped) -> None:
         raise refuse("pdfa", "Factur-X needs PDF/A-3 (PDF/A-3b)")
     text = xml[0].data.decode("utf-8", errors="replace")
     form.used.add("facturxXml")
-    _step(mapped, {"step": "facturx", "xml": text, "profile": level}, "facturxXml")
+    add_step(mapped, {"step": "facturx", "xml": text, "profile": level}, "facturxXml")
 
 
 def _optimise(form: Form, mapped: Mapped) -> None:
@@ -454,7 +456,7 @@ def _optimise(form: Form, mapped: Mapped) -> None:
     form.flag("optimizeImages", False)
     if form.text("imageQuality") is not None:
         raise refuse("imageQuality", NO_IMAGE_ENCODING)
-    _step(mapped, {"step": "optimise"}, "files")
+    add_step(mapped, {"step": "optimise"}, "files")
 
 
 ROUTES: dict[str, Callable[[Form], Mapped]] = {
@@ -477,3 +479,15 @@ ROUTES: dict[str, Callable[[Form], Mapped]] = {
 """Each PDF engine route (after `/forms/pdfengines/` or `/forms/pdf/`) and its mapping.
 `metadata/read` and `bookmarks/read` answer JSON from the job's report
 (`routes.answer`)."""
+
+BUILDERS: dict[str, Callable[[Form, Mapped], None]] = {
+    "merge": _merge,
+    "split": _split,
+    "flatten": _flatten,
+    "encrypt": _encrypt,
+    "optimize": _optimise,
+    "rotate": _rotate,
+    "watermark": _mark("watermark"),
+    "stamp": _mark("stamp"),
+}
+"""The step each route adds, by route name: Gotenberg 9's stages (`pipe`) reuse them."""

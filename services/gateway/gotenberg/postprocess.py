@@ -1,11 +1,11 @@
 """Gotenberg's post-processing fields on a Chromium route (`splitMode`, `flatten`,
-`pdfua`, metadata beyond what printing writes): the form's PDF-tools steps, run on the
-printed PDF as a second job whose input is the first (`{"job": <id>}`), so each is an
-ordinary, durable, metered Pressroom job."""
+`pdfua`, metadata beyond what printing writes) and Gotenberg 9's `stages` (`pipe`, after
+those): the form's PDF-tools steps, run on the printed PDF as a second job whose input is
+the first (`{"job": <id>}`), so each is an ordinary, durable, metered Pressroom job."""
 
 from __future__ import annotations
 
-from services.gateway.gotenberg import chromium, pdfengines
+from services.gateway.gotenberg import chromium, pdfengines, pipe
 from services.gateway.gotenberg.chromium import Mapped
 from services.gateway.gotenberg.forms import Form
 
@@ -18,12 +18,16 @@ def convert(form: Form, kind: str) -> Mapped:
         later.body["pdf"]["steps"].append({"step": "pdfua"})
     if form.flag("flatten", False):
         later.body["pdf"]["steps"].append({"step": "flatten"})
+    stages = pipe.stages_of(form)  # read before `convert` refuses the fields no one read
     mapped = chromium.convert(form, kind)
     steps = later.body["pdf"]["steps"]
     if mapped.later_metadata or (steps and _printed_metadata(mapped)):
         # every key again: a split's parts are new documents, without the printed Info
         metadata = {**_printed_metadata(mapped), **mapped.later_metadata}
         steps.append({"step": "metadata", **metadata})
+    if stages is not None:
+        pipe.apply(stages, later, form.files)
+        mapped.files = [u for u in mapped.files if u not in later.withheld]
     mapped.later = steps
     return mapped
 

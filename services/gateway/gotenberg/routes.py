@@ -52,6 +52,7 @@ from services.gateway.gotenberg import (
     forms,
     pagefields,
     pdfengines,
+    pipe,
     postprocess,
     replies,
     signing,
@@ -318,6 +319,9 @@ def add_routes(app: web.Application) -> None:
                 _route(mapping),
                 name=f"{FORM_ROUTE}{prefix}.{name.replace('/', '.')}",
             )
+    app.router.add_post(
+        "/forms/pdf/pipe", _route(pipe.pipe), name=f"{FORM_ROUTE}pdf.pipe"
+    )  # Gotenberg 9's stages
     app.router.add_post(
         "/forms/pdf/sign", _route(signing.sign), name=f"{FORM_ROUTE}pdf.sign"
     )  # Gotenberg 9's alone, as validate

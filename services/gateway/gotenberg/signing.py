@@ -40,11 +40,11 @@ def _named(form: Form, part: Part, *, required: bool) -> Upload | None:
     name = form.text(part)
     if name is None:
         if required:
-            raise RequestError(f"form field {part!r} is required", field=part)
+            raise RequestError(f"form field {part.value!r} is required", field=part)
         return None
     found = [u for u in form.files if u.filename == name]
     if not found:
-        raise RequestError(f"form field {part!r} names {name!r}, which is not an uploaded "
+        raise RequestError(f"form field {part.value!r} names {name!r}, which is not an uploaded "
                            "file", field=part)  # fmt: skip
     return found[0]
 
@@ -69,19 +69,26 @@ def _texts(form: Form, step: dict[str, Any]) -> None:
             step[target] = value
 
 
-def sign(form: Form) -> Mapped:
-    """The form as a PDF-tools job: its PDFs (not the certificate and key files) through
-    a `sign` step with the form's identity."""
+def step_of(form: Form) -> tuple[dict[str, Any], list[Upload]]:
+    """The `sign` step the form's fields make, and the uploads that held its identity
+    (never job files). Gotenberg 9's `sign` stage takes the same fields (`pipe`)."""
     carried, secret = _identity(form)
     if form.text(TIMESTAMP_URL) is not None:
         raise refuse(TIMESTAMP_URL, NOT_TIMESTAMPED)
     form.flag("pades", False)  # Pressroom's signatures are PAdES (ETSI.CAdES.detached) always
+    step: dict[str, Any] = {"step": "sign", "identity": carried}
+    _texts(form, step)
+    return step, secret
+
+
+def sign(form: Form) -> Mapped:
+    """The form as a PDF-tools job: its PDFs (not the certificate and key files) through
+    a `sign` step with the form's identity."""
+    step, secret = step_of(form)
     kept = [u for u in form.files if u not in secret]
     pdfs = sorted(u.filename for u in kept if u.filename.lower().endswith(".pdf"))
     if not pdfs:
         raise RequestError("the form has no PDF file", field="files")
-    step: dict[str, Any] = {"step": "sign", "identity": carried}
-    _texts(form, step)
     unknown = form.unknown()
     if unknown:
         raise refuse(unknown[0], "Pressroom does not know this field")
