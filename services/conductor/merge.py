@@ -18,6 +18,12 @@ Two ways to copy a document, with the same result: as bytes (`ByteCopy`, in
 `services/conductor/pdfbytes.py`), which a plain document such as Chromium's takes, and
 parsed by pypdf and written again (`PypdfCopy`, in `services/conductor/pdfcopy.py`) for
 everything the byte copy refuses, at a much higher CPU cost (it builds every object in Python).
+
+Why this copier and not pikepdf, which the PDF tools use: qpdf keeps part of every merged
+document in memory until it writes the output, so a batch's merge grows with its size,
+where this one holds one document at a time. The same-run comparison (peak memory and CPU
+of both, 2,000 invoices), how to reproduce it, and the pikepdf merger that was built and
+reverted are in docs/design-batches.md (slice 4) and docs/benchmarks.md (`bench/batch_run.py`).
 """
 
 from __future__ import annotations
