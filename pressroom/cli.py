@@ -29,6 +29,10 @@ batch did not end `done`, and errors (with `--json`, an error is one line of JSO
     3    the API refused the request (4xx: invalid, unknown id, bad key, …)
     4    the gateway is unavailable or did not answer, or --timeout passed
     130  interrupted (Ctrl-C)
+
+Size: the `render`, `batch` and `jobs` commands share the parser's common options, the
+reporting to stdout and stderr and the exit statuses above; a split by command would scatter
+those.
 """
 
 from __future__ import annotations

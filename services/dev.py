@@ -16,6 +16,10 @@ kept in `api-key` (reused on the next start while it works), and writes the admi
 `admin-key`, so the printed curl line and `pressroom tenants …` work with no setup.
 `run/operator.env` holds the settings an operator's tools need against the running stack
 (`set -a; . .pressroom/run/operator.env; set +a; scripts/backup.sh backups`).
+
+Size: it holds two roles, starting the embedded stack (NATS, PostgreSQL, the services and
+their supervision) and the first-run bootstrap (`AdminApi`, `bootstrap`, the printed lines);
+the bootstrap is the part that would split out next.
 """
 
 from __future__ import annotations

@@ -1,4 +1,9 @@
-"""`AsyncClient`: the API from asyncio code; the same calls as `Client`, awaited."""
+"""`AsyncClient`: the API from asyncio code; the same calls as `Client`, awaited.
+
+Size: one method per API operation, each only the awaited I/O around a `calls.Call`; its
+length follows the API's breadth, and it mirrors `Client` method for method, which a split
+by operation would blur.
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,10 @@
 """The request/answer layer both clients share: each API operation as a `Call` (what to
 send, which answer decodes how), the answer checks, and the pure parts of waiting
 (deadlines, backoff, Server-Sent Events). `Client` and `AsyncClient` only do the I/O.
+
+Size: one `Call` per API operation with its answer's decoding, and the pure parts of waiting
+both clients share. The Server-Sent Events parsing (`SseParser`, `stream_verdict`, `Resume`)
+is the part that would split out next.
 """
 
 from __future__ import annotations

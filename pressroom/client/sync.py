@@ -1,4 +1,9 @@
-"""`Client`: the API from ordinary (blocking) Python code."""
+"""`Client`: the API from ordinary (blocking) Python code.
+
+Size: one method per API operation, each only the blocking I/O around a `calls.Call`; its
+length follows the API's breadth, and `AsyncClient` mirrors it method for method, which a
+split by operation would blur.
+"""
 
 from __future__ import annotations
 

@@ -5,6 +5,10 @@ the log: 10,000 items are far more than one message may hold) and publishes one
 `BatchSubmitted` naming it; the conductor expands it into one job per item. Its body may
 be up to `PRESSROOM_MAX_BATCH_BYTES` (the app's middleware applies that limit to the
 route named `SUBMIT_ROUTE`).
+
+Size: a batch's routes (submit, progress, listing, items, events, webhooks, pause, resume,
+cancel) share the row loading and the log checks. The control routes (`pause_batch`,
+`resume_batch`, `cancel_batch`) are the part that would split out next.
 """
 
 from __future__ import annotations

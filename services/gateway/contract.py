@@ -9,6 +9,9 @@ the msgspec Structs the handlers decode and encode (`requests.py`, `answers.py`,
 table adds is what a type cannot say: a summary, the parameters, the statuses and an
 example. Which key a route needs, and its scope, are read from the route's own guard
 (`auth.guard_of`).
+
+Size: one entry per public route and nothing else, as said above; a split would scatter one
+table that is read top to bottom.
 """
 
 from __future__ import annotations

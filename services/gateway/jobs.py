@@ -1,5 +1,10 @@
 """HTTP routes: submit a job, read its status, health and readiness (a job's file is
-downloaded through `downloads.py`)."""
+downloaded through `downloads.py`).
+
+Size: a job's routes over its life (submit, status, cancel, webhooks, events) share the row
+loading and the log checks. Health and readiness (`healthz`, `readyz`) are the part that
+would split out next.
+"""
 
 from __future__ import annotations
 

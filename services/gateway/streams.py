@@ -23,6 +23,9 @@ A stream is only as good as the key that opened it: before each step it asks the
 learns the key was revoked (here at once, from another gateway within
 `PRESSROOM_AUTH_REFRESH`). Such a stream ends with a last `error` message carrying the
 same `{"error": {...}}` a request would get (`unauthorized`, `forbidden`), with no `id:`.
+
+Size: the job and batch streams share the bell, the log reads, the key recheck and the SSE
+writing, which are most of the module; a split by stream would divide that one loop.
 """
 
 from __future__ import annotations

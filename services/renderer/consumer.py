@@ -11,6 +11,10 @@ terms.
 A batch's item is a job like any other (`subjects.item_job_id`) and goes the same way; its
 submission carries no template, which is read once per batch from the batch's `submitted`
 event. An item whose batch is paused or cancelled (`states.py`) is handed back unstarted.
+
+Size: one message's life in the renderer, its source, render, upload, heartbeats and the
+events around them, whose order decides when the message is acked. The batches' template
+cache (`BatchTemplates`) is the part that would split out next.
 """
 
 from __future__ import annotations

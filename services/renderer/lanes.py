@@ -28,6 +28,10 @@ flight, never behind the run (docs/design-batches.md, "Choosing the next render"
 
 With nothing to take anywhere the loop waits until a bell rings, a render ends, a batch's
 state changes, or the next sweep (`IDLE_WAIT` while batches run: their items have no bell).
+
+Size: one scheduler: the tenants' round robin, the batches' rotation and the room rule
+between them decide each next take together, over the same count of slots; split apart, that
+count would have to cross modules.
 """
 
 from __future__ import annotations

@@ -8,6 +8,9 @@ them directly, and a rebuild of the projection leaves them alone. So does it lea
 `batch_webhook_deliveries`, which the notifier writes directly (no log event carries a
 batch's webhook attempts). Migrations run at start under an advisory lock, so several
 pods can start at once.
+
+Size: it holds the pool with the migrations, and the read model's queries with their row
+Structs; the queries and their rows are the part that would split out next.
 """
 
 from __future__ import annotations

@@ -6,6 +6,11 @@ separate deploy step. Retention is by age, not work-queue: each service reads th
 log through its own durable consumer, and the log can be replayed. A second, small stream
 keeps the renderer's MAX_DELIVERIES advisories for the projector's finalizer (advisories
 are core NATS messages, lost when nobody listens).
+
+Size: the services' one adapter to JetStream (connecting, provisioning, publishing,
+reading), kept together so that every call goes through the same connection handling and
+error mapping. The lanes' plumbing (`SinglesLanes`, `ring`, `durables`, `Lane`) is the part
+that would split out next.
 """
 
 from __future__ import annotations

@@ -58,6 +58,9 @@ A renderer `term()`s a message on a deterministic error (after publishing `faile
 `nak(delay)`s it on a transient one. Each class carries the HTTP status the gateway
 answers with (`http_status`) and the stable name clients see (`kind`, an `ErrorType` from
 `errortypes`).
+
+Size: one class per failure in the tree above, each with its HTTP status and kind; the tree
+is kept whole in one place, so every service raises and translates failures from one tree.
 """
 
 from __future__ import annotations

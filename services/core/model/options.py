@@ -4,6 +4,10 @@ Shared by the gateway (a 400 naming the option) and the renderer (which converts
 with `inches`). Every rule raises `RequestError` whose `field` is the option's dotted path
 (`options.page_ranges`, `options.wait_for.timeout`); docs/print-options.md's table
 states the same rules for clients.
+
+Size: one check per print option, with the units and helpers it needs beside it (lengths,
+page ranges, status patterns, ignored hosts); a split by option would scatter the shared
+length and error rules.
 """
 
 from __future__ import annotations

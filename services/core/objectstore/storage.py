@@ -3,6 +3,10 @@
 Both give short-lived download URLs. Local URLs point at the gateway's `/files/…` route and
 carry an HMAC over the key and expiry; S3 URLs are presigned GETs, so bytes never pass
 through the gateway in production.
+
+Size: one `Storage` interface and its two backends, local and S3, each with its sink for
+streamed writes, kept side by side so both hold to the same contract; `S3Storage` with its
+sink is the part that would split out next.
 """
 
 from __future__ import annotations

@@ -9,6 +9,10 @@ that holds the value (trailing line breaks dropped): secrets then come from file
 Kubernetes Secret volume) and stay out of every process's environment. Both at once is an
 error, as is a file that cannot be read; a bad value read from a file is reported without
 the value (`valuefiles`).
+
+Size: one field per `PRESSROOM_*` variable outside the groups that are mixins of their own
+(browser, PDF, assets, Gotenberg, previews), each with its default, check and description;
+the template compiling fields (`template_*`) would be the next group to move out.
 """
 
 from __future__ import annotations

@@ -7,6 +7,10 @@ from, so a problem Pressroom finds in `options.margin.top` is told as `marginTop
 Gotenberg's defaults are kept where they differ from Pressroom's (Letter paper, 0.39 in
 margins, no backgrounds, untagged), so a form gives the document it gives Gotenberg. A
 field Pressroom cannot honour, or any field it does not know, is a `400` naming it.
+
+Size: one mapping per group of Gotenberg form fields (page, waiting, network, metadata,
+passwords, embeds, screenshot), all writing the same `Mapped` and its record of each
+option's form field; split by group, they would share that record across modules.
 """
 
 from __future__ import annotations

@@ -9,7 +9,12 @@ but `sign`, so those come last before the passwords): on merge and split (`FULL`
 rotation, `flatten`, bookmarks (merge), `metadata`, `embeds`, `pdfua`, `pdfa` or
 Factur-X, passwords; on the other routes that take them (`BASIC`) `splitMode`,
 `flatten`, `metadata`, `pdfua`, `pdfa`, passwords. A file part Gotenberg reads by its
-part's name (`SPECIAL_PARTS`) that the route does not use is a `400` naming it."""
+part's name (`SPECIAL_PARTS`) that the route does not use is a `400` naming it.
+
+Size: one mapping per PDF-engine route and per post-processing field, each adding steps to
+the one PDF-tools job in the order above; a split by route would scatter the post-processing
+fields that several routes share.
+"""
 
 from __future__ import annotations
 

@@ -9,6 +9,10 @@ be made (what the context costs: docs/benchmarks.md). A browser that crashed,
 disconnected or rendered `recycle_after` documents is replaced by a fresh one while
 renders still running on the old one finish there; how a render's end is told apart
 (its own error, a timeout, a crash, the browser gone) is `outcome`'s.
+
+Size: one class, `BrowserPool`, whose renders, tab renewal and browser relaunching share the
+current browser, its page slots and its relaunch lock; how a render ends is already
+`outcome`'s.
 """
 
 from __future__ import annotations

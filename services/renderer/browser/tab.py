@@ -8,6 +8,11 @@ script ever ran in, and the render waits for `load` itself (`Page.setContent` is
 contain a way to run it (`javascript` auto). What a job changes on its tab (JavaScript,
 emulated media, viewport) is compared with what the tab was made with and set only where
 it differs.
+
+Size: the `Tab` and one render's steps on it (load or navigate, wait, print or capture),
+which work in turn on the tab's one CDP session and read what it tracks (requests in flight,
+the main document's status). The waits (`_wait`, its probes and messages) are the part that
+would split out next.
 """
 
 from __future__ import annotations
