@@ -1,5 +1,4 @@
 """`pressroom render|batch|jobs`: Pressroom from the command line, through `Client`.
-(Over 400 lines: the three commands, their parser and one way of reporting, together.)
 
     pressroom render invoice.html.j2 --data data.json -o invoice.pdf [--option format=A4]
     pressroom render https://example.com/report -o report.pdf      # a page, by its URL

@@ -1,6 +1,5 @@
 """What each public route takes and answers: one small entry per route, which
-`openapi.py` turns into the OpenAPI document. Over 400 lines because it is a table (an
-entry per route), read top to bottom like docs/api.md's.
+`openapi.py` turns into the OpenAPI document, read top to bottom like docs/api.md.
 
 Entries are keyed by method and path as docs/api.md names them (`/jobs/{id}`); the
 router's own names (`/jobs/{job_id}`) are mapped by `public_path`. Bodies and answers are
@@ -10,8 +9,8 @@ table adds is what a type cannot say: a summary, the parameters, the statuses an
 example. Which key a route needs, and its scope, are read from the route's own guard
 (`auth.guard_of`).
 
-Size: one entry per public route and nothing else, as said above; a split would scatter one
-table that is read top to bottom.
+Size: one entry per public route and nothing else; a split would scatter one table that is
+read top to bottom.
 """
 
 from __future__ import annotations

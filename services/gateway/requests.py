@@ -1,10 +1,8 @@
 """Requests: bodies and query parameters parsed strictly, every problem reported with the
 field it concerns.
 
-Over 400 lines: the request Structs, whose fields carry their descriptions (the strings
-under them, for the OpenAPI document), and the checks beyond their types, side by side.
-
-Size: one Struct per request body with its checks beyond types; a split by route would
+Size: one Struct per request body (its fields carry their descriptions, the strings under
+them, for the OpenAPI document) with its checks beyond types; a split by route would
 scatter the source, file and template checks that job and batch requests share.
 """
 
